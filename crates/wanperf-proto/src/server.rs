@@ -1,0 +1,560 @@
+//! The server's side of one test, as a sans-IO state machine.
+//!
+//! The I/O layer feeds it events (`handle_*`, each with the current time) and carries out what
+//! it asks for: messages to send ([`ServerSession::poll_transmit`]) and actions
+//! ([`ServerSession::poll_action`]). [`ServerSession::poll_timeout`] says when to call
+//! [`ServerSession::handle_timeout`]. It never reads a clock or touches a socket.
+
+use crate::data::{cookie_hex, Cookie};
+use crate::msg::{HostCapture, Msg, SideInterval, SideReport, TestSpec, Transport};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// What a server lets clients do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Longest test in seconds (`--max-duration`).
+    pub max_duration_s: f64,
+    /// Most streams per test (`--max-streams`).
+    pub max_streams: u32,
+    /// Highest total rate per test in bit/s (`--max-rate`); TCP tests are paced to it.
+    pub max_rate_bps: Option<u64>,
+    /// Most tests at once (`--max-concurrent`).
+    pub max_concurrent: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_duration_s: 3600.0,
+            max_streams: crate::msg::MAX_STREAMS,
+            max_rate_bps: None,
+            max_concurrent: 8,
+        }
+    }
+}
+
+impl Limits {
+    /// Whether a test fits. `active` counts the other tests in progress.
+    pub fn admit(&self, spec: &TestSpec, active: u32) -> Result<(), String> {
+        spec.validate().map_err(|e| e.to_string())?;
+        if active >= self.max_concurrent {
+            return Err(format!(
+                "server busy: {active} test(s) running, its --max-concurrent is {}; try again later",
+                self.max_concurrent
+            ));
+        }
+        if spec.streams > self.max_streams {
+            return Err(format!(
+                "{} streams asked, the server's --max-streams is {}",
+                spec.streams, self.max_streams
+            ));
+        }
+        if let Some(d) = spec.duration_s {
+            if d > self.max_duration_s {
+                return Err(format!(
+                    "{d} s asked, the server's --max-duration is {} s",
+                    self.max_duration_s
+                ));
+            }
+        }
+        if let (Some(max), Some(rate)) = (self.max_rate_bps, spec.rate_bps) {
+            if rate > max {
+                return Err(format!(
+                    "{} asked, the server's --max-rate is {}",
+                    crate::units::fmt_rate(rate as f64),
+                    crate::units::fmt_rate(max as f64)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How long the server waits for each step of a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From accept to the request, and for each later handshake step.
+    pub handshake: Duration,
+    /// Slack after the test's nominal end before the server gives up on the client.
+    pub grace: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            handshake: Duration::from_secs(10),
+            grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What the I/O layer must do for the session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerAction {
+    /// Prepare the test's sockets (UDP: bind one per flow) and call
+    /// [`ServerSession::handle_prepared`].
+    Prepare(TestSpec),
+    /// Start the data workers now.
+    StartWorkers,
+    /// Let the workers end, send the final interval with [`ServerSession::queue_interval`],
+    /// then call [`ServerSession::handle_local_report`].
+    Collect,
+    /// Tear the test down: close data connections, stop workers, close control.
+    Abort(String),
+    /// The test ended well: close everything.
+    Close,
+}
+
+/// A protocol violation or timeout that ends the test.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum SessionError {
+    /// A message that makes no sense now.
+    #[error("unexpected `{got}` message while {state}")]
+    Unexpected {
+        /// Message kind.
+        got: &'static str,
+        /// What the session was waiting for.
+        state: &'static str,
+    },
+    /// The peer said the test failed.
+    #[error("peer aborted the test: {0}")]
+    PeerError(String),
+    /// A data connection names a stream the test does not have.
+    #[error("data connection for stream {0}, but the test has {1}")]
+    BadStream(u32, u32),
+    /// Two data connections name the same stream.
+    #[error("stream {0} attached twice")]
+    DuplicateStream(u32),
+    /// A deadline passed.
+    #[error("timed out while {0}")]
+    Timeout(&'static str),
+    /// Control connection closed early.
+    #[error("control connection closed while {0}")]
+    Closed(&'static str),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    AwaitRequest,
+    Preparing,
+    AwaitStreams,
+    AwaitStart,
+    Running,
+    Collecting,
+    Done,
+    Failed,
+}
+
+impl State {
+    fn describe(self) -> &'static str {
+        match self {
+            State::AwaitRequest => "waiting for the test request",
+            State::Preparing => "preparing the test",
+            State::AwaitStreams => "waiting for data connections",
+            State::AwaitStart => "waiting for the start",
+            State::Running => "running the test",
+            State::Collecting => "collecting results",
+            State::Done => "finished",
+            State::Failed => "failed",
+        }
+    }
+}
+
+/// One test, server side.
+#[derive(Debug)]
+pub struct ServerSession {
+    state: State,
+    limits: Limits,
+    timeouts: Timeouts,
+    active: u32,
+    cookie: Cookie,
+    software: String,
+    host: HostCapture,
+    spec: Option<TestSpec>,
+    attached: Vec<bool>,
+    deadline: Option<Instant>,
+    out: VecDeque<Msg>,
+    actions: VecDeque<ServerAction>,
+}
+
+impl ServerSession {
+    /// A session for a fresh control connection. `active` is the number of other tests
+    /// in progress.
+    pub fn new(
+        now: Instant,
+        limits: Limits,
+        timeouts: Timeouts,
+        active: u32,
+        cookie: Cookie,
+        software: String,
+        host: HostCapture,
+    ) -> Self {
+        ServerSession {
+            state: State::AwaitRequest,
+            limits,
+            timeouts,
+            active,
+            cookie,
+            software,
+            host,
+            spec: None,
+            attached: Vec::new(),
+            deadline: Some(now + timeouts.handshake),
+            out: VecDeque::new(),
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// The admitted test, once there is one.
+    pub fn spec(&self) -> Option<&TestSpec> {
+        self.spec.as_ref()
+    }
+
+    /// The test's cookie.
+    pub fn cookie(&self) -> &Cookie {
+        &self.cookie
+    }
+
+    /// Whether the session has ended (well or not).
+    pub fn is_finished(&self) -> bool {
+        matches!(self.state, State::Done | State::Failed)
+    }
+
+    /// Whether the session ended in failure.
+    pub fn is_failed(&self) -> bool {
+        self.state == State::Failed
+    }
+
+    /// Next message to send on the control connection.
+    pub fn poll_transmit(&mut self) -> Option<Msg> {
+        self.out.pop_front()
+    }
+
+    /// Next thing the I/O layer must do.
+    pub fn poll_action(&mut self) -> Option<ServerAction> {
+        self.actions.pop_front()
+    }
+
+    /// When [`Self::handle_timeout`] is due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_finished() {
+            None
+        } else {
+            self.deadline
+        }
+    }
+
+    fn fail(&mut self, err: SessionError, tell_peer: bool) -> SessionError {
+        if !self.is_finished() {
+            if tell_peer {
+                self.out.push_back(Msg::Error { message: err.to_string() });
+            }
+            self.actions.push_back(ServerAction::Abort(err.to_string()));
+            self.state = State::Failed;
+            self.deadline = None;
+        }
+        err
+    }
+
+    fn refuse(&mut self, reason: String) {
+        self.out.push_back(Msg::Refused { reason: reason.clone() });
+        self.actions.push_back(ServerAction::Abort(format!("refused: {reason}")));
+        self.state = State::Failed;
+        self.deadline = None;
+    }
+
+    /// A control message arrived.
+    pub fn handle_msg(&mut self, now: Instant, msg: Msg) -> Result<(), SessionError> {
+        match (self.state, msg) {
+            (State::AwaitRequest, Msg::Request { spec, .. }) => {
+                match self.limits.admit(&spec, self.active) {
+                    Ok(()) => {
+                        self.attached = vec![false; spec.connections() as usize];
+                        self.actions.push_back(ServerAction::Prepare(spec.clone()));
+                        self.spec = Some(spec);
+                        self.state = State::Preparing;
+                        self.deadline = Some(now + self.timeouts.handshake);
+                    }
+                    Err(reason) => self.refuse(reason),
+                }
+                Ok(())
+            }
+            (State::AwaitStart, Msg::Start) => {
+                self.actions.push_back(ServerAction::StartWorkers);
+                self.state = State::Running;
+                let spec = self.spec.as_ref().expect("spec set before start");
+                let nominal = spec.duration_s.unwrap_or(self.limits.max_duration_s).min(self.limits.max_duration_s);
+                self.deadline = Some(now + Duration::from_secs_f64(nominal) + self.timeouts.grace);
+                Ok(())
+            }
+            (State::Running, Msg::Finish { .. }) => {
+                self.actions.push_back(ServerAction::Collect);
+                self.state = State::Collecting;
+                self.deadline = Some(now + self.timeouts.handshake);
+                Ok(())
+            }
+            (_, Msg::Error { message }) => Err(self.fail(SessionError::PeerError(message), false)),
+            (State::Done | State::Failed, _) => Ok(()),
+            (state, msg) => Err(self.fail(
+                SessionError::Unexpected {
+                    got: msg.kind(),
+                    state: state.describe(),
+                },
+                true,
+            )),
+        }
+    }
+
+    /// The I/O layer prepared the test; `udp_ports` are the flows' ports (UDP tests).
+    /// `pace_bps` is the per-test cap the client must honour, if the server has one.
+    pub fn handle_prepared(&mut self, now: Instant, udp_ports: Vec<u16>) {
+        if self.state != State::Preparing {
+            return;
+        }
+        let spec = self.spec.as_ref().expect("spec set while preparing");
+        let pace_bps = match (spec.transport, self.limits.max_rate_bps) {
+            (Transport::Tcp, Some(max)) => Some(spec.rate_bps.unwrap_or(max).min(max)),
+            _ => None,
+        };
+        self.out.push_back(Msg::Accepted {
+            cookie: cookie_hex(&self.cookie),
+            software: self.software.clone(),
+            host: self.host.clone(),
+            udp_ports,
+            pace_bps,
+        });
+        self.state = State::AwaitStreams;
+        self.deadline = Some(now + self.timeouts.handshake);
+    }
+
+    /// The I/O layer could not prepare the test.
+    pub fn handle_prepare_failed(&mut self, reason: String) {
+        if self.state == State::Preparing {
+            self.refuse(reason);
+        }
+    }
+
+    /// A data connection (or UDP hello) for stream `id` arrived.
+    pub fn handle_stream(&mut self, now: Instant, id: u32) -> Result<(), SessionError> {
+        if self.state != State::AwaitStreams {
+            return Err(self.fail(
+                SessionError::Unexpected {
+                    got: "data connection",
+                    state: self.state.describe(),
+                },
+                true,
+            ));
+        }
+        let n = self.attached.len() as u32;
+        match self.attached.get_mut(id as usize) {
+            None => Err(self.fail(SessionError::BadStream(id, n), true)),
+            Some(true) => Err(self.fail(SessionError::DuplicateStream(id), true)),
+            Some(slot) => {
+                *slot = true;
+                if self.attached.iter().all(|a| *a) {
+                    self.out.push_back(Msg::Ready);
+                    self.state = State::AwaitStart;
+                    self.deadline = Some(now + self.timeouts.handshake);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Queues this end's samples for an interval (only while the test runs).
+    pub fn queue_interval(&mut self, iv: SideInterval) {
+        if matches!(self.state, State::Running | State::Collecting) {
+            self.out.push_back(Msg::Interval(iv));
+        }
+    }
+
+    /// The I/O layer collected this end's report.
+    pub fn handle_local_report(&mut self, report: SideReport) {
+        if self.state == State::Collecting {
+            self.out.push_back(Msg::Results { report });
+            self.actions.push_back(ServerAction::Close);
+            self.state = State::Done;
+            self.deadline = None;
+        }
+    }
+
+    /// The control connection closed.
+    pub fn handle_closed(&mut self) -> Option<SessionError> {
+        if self.is_finished() {
+            None
+        } else {
+            let st = self.state.describe();
+            Some(self.fail(SessionError::Closed(st), false))
+        }
+    }
+
+    /// Time passed; fails the session if its deadline is over.
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), SessionError> {
+        match self.deadline {
+            Some(d) if now >= d && !self.is_finished() => {
+                let st = self.state.describe();
+                Err(self.fail(SessionError::Timeout(st), true))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(now: Instant) -> ServerSession {
+        ServerSession::new(now, Limits::default(), Timeouts::default(), 0, [1; 16], "t".into(), HostCapture::default())
+    }
+
+    fn request(streams: u32) -> Msg {
+        Msg::Request { software: "c".into(), spec: TestSpec::tcp(streams, 5.0) }
+    }
+
+    fn drain(s: &mut ServerSession) -> (Vec<Msg>, Vec<ServerAction>) {
+        let mut m = vec![];
+        while let Some(x) = s.poll_transmit() {
+            m.push(x);
+        }
+        let mut a = vec![];
+        while let Some(x) = s.poll_action() {
+            a.push(x);
+        }
+        (m, a)
+    }
+
+    #[test]
+    fn happy_path() {
+        let t0 = Instant::now();
+        let mut s = session(t0);
+        s.handle_msg(t0, request(2)).unwrap();
+        let (m, a) = drain(&mut s);
+        assert!(m.is_empty());
+        assert!(matches!(a[..], [ServerAction::Prepare(_)]));
+        s.handle_prepared(t0, vec![]);
+        let (m, _) = drain(&mut s);
+        assert!(matches!(&m[..], [Msg::Accepted { pace_bps: None, .. }]));
+        s.handle_stream(t0, 1).unwrap();
+        assert!(drain(&mut s).0.is_empty());
+        s.handle_stream(t0, 0).unwrap();
+        assert_eq!(drain(&mut s).0, vec![Msg::Ready]);
+        s.handle_msg(t0, Msg::Start).unwrap();
+        assert_eq!(drain(&mut s).1, vec![ServerAction::StartWorkers]);
+        // Running deadline is duration + grace.
+        assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_secs(15)));
+        s.queue_interval(SideInterval::default());
+        s.handle_msg(t0, Msg::Finish { report: SideReport::default() }).unwrap();
+        let (m, a) = drain(&mut s);
+        assert_eq!(m.len(), 1);
+        assert_eq!(a, vec![ServerAction::Collect]);
+        s.handle_local_report(SideReport::default());
+        let (m, a) = drain(&mut s);
+        assert!(matches!(&m[..], [Msg::Results { .. }]));
+        assert_eq!(a, vec![ServerAction::Close]);
+        assert!(s.is_finished() && !s.is_failed());
+        assert_eq!(s.poll_timeout(), None);
+    }
+
+    #[test]
+    fn refusals() {
+        let t0 = Instant::now();
+        let limits = Limits { max_streams: 4, max_duration_s: 10.0, max_rate_bps: Some(1_000_000), max_concurrent: 2 };
+        let cases = [
+            (request(5), 0, "--max-streams"),
+            (request(2), 2, "busy"),
+            (Msg::Request { software: "c".into(), spec: TestSpec { duration_s: Some(11.0), ..TestSpec::tcp(1, 1.0) } }, 0, "--max-duration"),
+            (Msg::Request { software: "c".into(), spec: TestSpec { rate_bps: Some(2_000_000), ..TestSpec::tcp(1, 1.0) } }, 0, "--max-rate"),
+            (request(0), 0, "streams must be"),
+        ];
+        for (req, active, want) in cases {
+            let mut s = ServerSession::new(t0, limits.clone(), Timeouts::default(), active, [0; 16], "t".into(), HostCapture::default());
+            s.handle_msg(t0, req).unwrap();
+            let (m, a) = drain(&mut s);
+            match &m[..] {
+                [Msg::Refused { reason }] => assert!(reason.contains(want), "{reason} lacks {want}"),
+                other => panic!("{other:?}"),
+            }
+            assert!(matches!(a[..], [ServerAction::Abort(_)]));
+            assert!(s.is_failed());
+        }
+    }
+
+    #[test]
+    fn max_rate_paces_tcp() {
+        let t0 = Instant::now();
+        let limits = Limits { max_rate_bps: Some(5_000_000), ..Limits::default() };
+        let mut s = ServerSession::new(t0, limits, Timeouts::default(), 0, [0; 16], "t".into(), HostCapture::default());
+        s.handle_msg(t0, request(1)).unwrap();
+        s.handle_prepared(t0, vec![]);
+        let (m, _) = drain(&mut s);
+        assert!(matches!(&m[..], [Msg::Accepted { pace_bps: Some(5_000_000), .. }]));
+    }
+
+    #[test]
+    fn every_error_path() {
+        let t0 = Instant::now();
+        // Unexpected message before request.
+        let mut s = session(t0);
+        assert!(matches!(s.handle_msg(t0, Msg::Start), Err(SessionError::Unexpected { got: "start", .. })));
+        let (m, a) = drain(&mut s);
+        assert!(matches!(&m[..], [Msg::Error { .. }]));
+        assert!(matches!(a[..], [ServerAction::Abort(_)]));
+        // Further input after failure is ignored.
+        assert!(s.handle_msg(t0, Msg::Start).is_ok());
+
+        // Request timeout.
+        let mut s = session(t0);
+        assert!(s.handle_timeout(t0 + Duration::from_secs(9)).is_ok());
+        assert_eq!(s.handle_timeout(t0 + Duration::from_secs(10)), Err(SessionError::Timeout("waiting for the test request")));
+
+        // Bad and duplicate streams; stream before accept.
+        let mut s = session(t0);
+        assert!(s.handle_stream(t0, 0).is_err());
+        let mut s = session(t0);
+        s.handle_msg(t0, request(2)).unwrap();
+        s.handle_prepared(t0, vec![]);
+        assert_eq!(s.handle_stream(t0, 2), Err(SessionError::BadStream(2, 2)));
+        let mut s = session(t0);
+        s.handle_msg(t0, request(2)).unwrap();
+        s.handle_prepared(t0, vec![]);
+        s.handle_stream(t0, 0).unwrap();
+        assert_eq!(s.handle_stream(t0, 0), Err(SessionError::DuplicateStream(0)));
+
+        // Streams never arrive.
+        let mut s = session(t0);
+        s.handle_msg(t0, request(2)).unwrap();
+        s.handle_prepared(t0, vec![]);
+        assert_eq!(s.handle_timeout(t0 + Duration::from_secs(11)), Err(SessionError::Timeout("waiting for data connections")));
+
+        // Client stalls while running: deadline is duration + grace.
+        let mut s = session(t0);
+        s.handle_msg(t0, request(1)).unwrap();
+        s.handle_prepared(t0, vec![]);
+        s.handle_stream(t0, 0).unwrap();
+        s.handle_msg(t0, Msg::Start).unwrap();
+        assert!(s.handle_timeout(t0 + Duration::from_secs(14)).is_ok());
+        assert!(s.handle_timeout(t0 + Duration::from_secs(15)).is_err());
+
+        // Peer error, closed connection, prepare failure.
+        let mut s = session(t0);
+        assert_eq!(s.handle_msg(t0, Msg::Error { message: "boom".into() }), Err(SessionError::PeerError("boom".into())));
+        let mut s = session(t0);
+        s.handle_msg(t0, request(1)).unwrap();
+        assert!(matches!(s.handle_closed(), Some(SessionError::Closed(_))));
+        assert!(s.handle_closed().is_none());
+        let mut s = session(t0);
+        s.handle_msg(t0, request(1)).unwrap();
+        drain(&mut s);
+        s.handle_prepare_failed("no ports".into());
+        assert!(matches!(&drain(&mut s).0[..], [Msg::Refused { .. }]));
+
+        // A second request mid-test is a violation.
+        let mut s = session(t0);
+        s.handle_msg(t0, request(1)).unwrap();
+        s.handle_prepared(t0, vec![]);
+        assert!(s.handle_msg(t0, request(1)).is_err());
+    }
+}
