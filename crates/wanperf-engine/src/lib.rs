@@ -1,1 +1,24 @@
-//! placeholder
+//! The I/O shells of wanperf: bulk TCP and UDP workers, TCP_INFO and /proc sampling, socket
+//! options, and the server and client runtimes that drive the sans-IO sessions of
+//! [`wanperf_proto`].
+//!
+//! ```no_run
+//! use std::sync::{Arc, atomic::AtomicBool};
+//! use wanperf_engine::server::{serve, ServerConfig};
+//! let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+//! let cfg = ServerConfig {
+//!     limits: Default::default(),
+//!     timeouts: Default::default(),
+//!     allow: vec![],
+//!     software: "wanperf".into(),
+//! };
+//! let stop = Arc::new(AtomicBool::new(false));
+//! serve(listener, cfg, stop, Arc::new(|line: &str| eprintln!("{line}"))).unwrap();
+//! ```
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod opts;
+pub mod server;
+pub mod stream;
+pub mod sys;

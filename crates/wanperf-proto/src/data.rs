@@ -151,9 +151,15 @@ mod tests {
 
     #[test]
     fn hello_round_trip_and_errors() {
-        let h = DataHello { cookie: [7; 16], stream: 42 };
+        let h = DataHello {
+            cookie: [7; 16],
+            stream: 42,
+        };
         assert_eq!(DataHello::decode(&h.encode()), Ok(h));
-        assert_eq!(DataHello::decode(&h.encode()[..10]), Err(DataError::Short(10)));
+        assert_eq!(
+            DataHello::decode(&h.encode()[..10]),
+            Err(DataError::Short(10))
+        );
         let mut bad = h.encode();
         bad[0] = b'X';
         assert_eq!(DataHello::decode(&bad), Err(DataError::Magic));
@@ -164,7 +170,12 @@ mod tests {
 
     #[test]
     fn udp_header_round_trip() {
-        let h = UdpHeader { token: 0xdead_beef, stream: 3, seq: 1 << 40, send_ns: 123_456_789 };
+        let h = UdpHeader {
+            token: 0xdead_beef,
+            stream: 3,
+            seq: 1 << 40,
+            send_ns: 123_456_789,
+        };
         let mut buf = [0u8; 64];
         h.write(&mut buf);
         assert_eq!(UdpHeader::read(&buf), Ok(h));

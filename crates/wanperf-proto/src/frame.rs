@@ -42,7 +42,9 @@ pub fn foreign_hint(first: &[u8]) -> String {
     match first {
         // iperf3 answers a client's cookie with a one-byte state: PARAM_EXCHANGE (9),
         // ACCESS_DENIED (-1) or SERVER_ERROR (-2).
-        [9, ..] | [0xff] | [0xfe] => " (it looks like an iperf3 server; use iperf3 for it, or start `wanperf serve`)".into(),
+        [9, ..] | [0xff] | [0xfe] => {
+            " (it looks like an iperf3 server; use iperf3 for it, or start `wanperf serve`)".into()
+        }
         [b'H', b'T', b'T', b'P', ..] => " (it is an HTTP server)".into(),
         [b'S', b'S', b'H', b'-', ..] => " (it is an SSH server)".into(),
         [] => " (it closed the connection without a word)".into(),
@@ -106,7 +108,8 @@ impl FrameDecoder {
                 ours: PROTOCOL_VERSION,
             });
         }
-        let len = u32::from_be_bytes([self.buf[8], self.buf[9], self.buf[10], self.buf[11]]) as usize;
+        let len =
+            u32::from_be_bytes([self.buf[8], self.buf[9], self.buf[10], self.buf[11]]) as usize;
         if len > MAX_PAYLOAD {
             return Err(FrameError::TooLarge(len));
         }
@@ -124,9 +127,13 @@ impl FrameDecoder {
         if self.buf.is_empty() {
             None
         } else if self.buf.len() < 4 || self.buf[..4] != CONTROL_MAGIC {
-            Some(FrameError::Foreign(self.buf[..self.buf.len().min(4)].to_vec()))
+            Some(FrameError::Foreign(
+                self.buf[..self.buf.len().min(4)].to_vec(),
+            ))
         } else {
-            Some(FrameError::Payload("connection closed in the middle of a frame".into()))
+            Some(FrameError::Payload(
+                "connection closed in the middle of a frame".into(),
+            ))
         }
     }
 }
@@ -138,17 +145,29 @@ mod tests {
 
     fn samples() -> Vec<Msg> {
         vec![
-            Msg::Request { software: "wanperf 0.1".into(), spec: TestSpec::tcp(4, 10.0) },
-            Msg::Refused { reason: "too many streams".into() },
+            Msg::Request {
+                software: "wanperf 0.1".into(),
+                spec: TestSpec::tcp(4, 10.0),
+            },
+            Msg::Refused {
+                reason: "too many streams".into(),
+            },
             Msg::Ready,
             Msg::Start,
             Msg::Interval(SideInterval {
                 index: 3,
                 t_s: 4.0,
                 last: false,
-                streams: vec![StreamSample { id: 1, bytes: 99, tcp: None, udp: None }],
+                streams: vec![StreamSample {
+                    id: 1,
+                    bytes: 99,
+                    tcp: None,
+                    udp: None,
+                }],
             }),
-            Msg::Error { message: "x".into() },
+            Msg::Error {
+                message: "x".into(),
+            },
         ]
     }
 
@@ -179,7 +198,13 @@ mod tests {
 
         let mut dec = FrameDecoder::new();
         dec.push(&encode_with_version(&Msg::Ready, 7));
-        assert_eq!(dec.next_msg(), Err(FrameError::Version { theirs: 7, ours: PROTOCOL_VERSION }));
+        assert_eq!(
+            dec.next_msg(),
+            Err(FrameError::Version {
+                theirs: 7,
+                ours: PROTOCOL_VERSION
+            })
+        );
 
         let mut dec = FrameDecoder::new();
         let mut hdr = encode(&Msg::Ready);

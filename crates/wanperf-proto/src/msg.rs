@@ -80,6 +80,9 @@ pub struct TestSpec {
     pub rate_bps: Option<u64>,
     /// Use the zero-copy send path and discard on receive.
     pub zerocopy: bool,
+    /// Run even if the kernel grants less buffer than `window` asks (report what it granted).
+    #[serde(default)]
+    pub accept_capped_window: bool,
 }
 
 impl TestSpec {
@@ -99,6 +102,7 @@ impl TestSpec {
             dscp: None,
             rate_bps: None,
             zerocopy: false,
+            accept_capped_window: false,
         }
     }
 
@@ -123,7 +127,8 @@ impl TestSpec {
 
     /// The rate each stream is paced at, if any.
     pub fn per_stream_rate(&self) -> Option<u64> {
-        self.rate_bps.map(|r| (r / self.streams.max(1) as u64).max(1))
+        self.rate_bps
+            .map(|r| (r / self.streams.max(1) as u64).max(1))
     }
 
     /// Bytes each sending stream carries in a `-n` test (the first streams take the remainder).
@@ -148,7 +153,10 @@ impl TestSpec {
             (None, Some(0)) => return Err(SpecError::ZeroBytes),
             _ => {}
         }
-        if !self.interval_s.is_finite() || self.interval_s < MIN_INTERVAL_S - 1e-9 || self.interval_s > 3600.0 {
+        if !self.interval_s.is_finite()
+            || self.interval_s < MIN_INTERVAL_S - 1e-9
+            || self.interval_s > 3600.0
+        {
             return Err(SpecError::Interval(self.interval_s));
         }
         if !self.omit_s.is_finite() || self.omit_s < 0.0 {
@@ -180,7 +188,10 @@ impl TestSpec {
             }
         }
         if let Some(cc) = &self.cc {
-            if cc.is_empty() || cc.len() > 15 || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            if cc.is_empty()
+                || cc.len() > 15
+                || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
                 return Err(SpecError::Cc(cc.clone()));
             }
         }
@@ -516,23 +527,118 @@ mod tests {
         let ok = TestSpec::tcp(2, 5.0);
         assert!(ok.validate().is_ok());
         let cases: Vec<(TestSpec, SpecError)> = vec![
-            (TestSpec { streams: 0, ..ok.clone() }, SpecError::Streams(0)),
-            (TestSpec { streams: 129, ..ok.clone() }, SpecError::Streams(129)),
-            (TestSpec { duration_s: Some(-1.0), ..ok.clone() }, SpecError::Duration(-1.0)),
-            (TestSpec { duration_s: Some(1e9), ..ok.clone() }, SpecError::Duration(1e9)),
-            (TestSpec { bytes: Some(5), ..ok.clone() }, SpecError::DurationAndBytes),
-            (TestSpec { duration_s: None, ..ok.clone() }, SpecError::NoLength),
-            (TestSpec { duration_s: None, bytes: Some(0), ..ok.clone() }, SpecError::ZeroBytes),
-            (TestSpec { interval_s: 0.01, ..ok.clone() }, SpecError::Interval(0.01)),
-            (TestSpec { omit_s: 5.0, ..ok.clone() }, SpecError::Omit(5.0)),
-            (TestSpec { window: Some(10), ..ok.clone() }, SpecError::Window(10)),
-            (TestSpec { cc: Some("bb r".into()), ..ok.clone() }, SpecError::Cc("bb r".into())),
-            (TestSpec { dscp: Some(64), ..ok.clone() }, SpecError::Dscp(64)),
-            (TestSpec { rate_bps: Some(0), ..ok.clone() }, SpecError::ZeroRate),
-            (TestSpec { transport: Transport::Udp, block_size: 1400, ..ok.clone() }, SpecError::UdpNeedsRate),
             (
-                TestSpec { transport: Transport::Udp, rate_bps: Some(1), block_size: 70_000, ..ok.clone() },
-                SpecError::Block { got: 70_000, min: 24, max: MAX_UDP_BLOCK },
+                TestSpec {
+                    streams: 0,
+                    ..ok.clone()
+                },
+                SpecError::Streams(0),
+            ),
+            (
+                TestSpec {
+                    streams: 129,
+                    ..ok.clone()
+                },
+                SpecError::Streams(129),
+            ),
+            (
+                TestSpec {
+                    duration_s: Some(-1.0),
+                    ..ok.clone()
+                },
+                SpecError::Duration(-1.0),
+            ),
+            (
+                TestSpec {
+                    duration_s: Some(1e9),
+                    ..ok.clone()
+                },
+                SpecError::Duration(1e9),
+            ),
+            (
+                TestSpec {
+                    bytes: Some(5),
+                    ..ok.clone()
+                },
+                SpecError::DurationAndBytes,
+            ),
+            (
+                TestSpec {
+                    duration_s: None,
+                    ..ok.clone()
+                },
+                SpecError::NoLength,
+            ),
+            (
+                TestSpec {
+                    duration_s: None,
+                    bytes: Some(0),
+                    ..ok.clone()
+                },
+                SpecError::ZeroBytes,
+            ),
+            (
+                TestSpec {
+                    interval_s: 0.01,
+                    ..ok.clone()
+                },
+                SpecError::Interval(0.01),
+            ),
+            (
+                TestSpec {
+                    omit_s: 5.0,
+                    ..ok.clone()
+                },
+                SpecError::Omit(5.0),
+            ),
+            (
+                TestSpec {
+                    window: Some(10),
+                    ..ok.clone()
+                },
+                SpecError::Window(10),
+            ),
+            (
+                TestSpec {
+                    cc: Some("bb r".into()),
+                    ..ok.clone()
+                },
+                SpecError::Cc("bb r".into()),
+            ),
+            (
+                TestSpec {
+                    dscp: Some(64),
+                    ..ok.clone()
+                },
+                SpecError::Dscp(64),
+            ),
+            (
+                TestSpec {
+                    rate_bps: Some(0),
+                    ..ok.clone()
+                },
+                SpecError::ZeroRate,
+            ),
+            (
+                TestSpec {
+                    transport: Transport::Udp,
+                    block_size: 1400,
+                    ..ok.clone()
+                },
+                SpecError::UdpNeedsRate,
+            ),
+            (
+                TestSpec {
+                    transport: Transport::Udp,
+                    rate_bps: Some(1),
+                    block_size: 70_000,
+                    ..ok.clone()
+                },
+                SpecError::Block {
+                    got: 70_000,
+                    min: 24,
+                    max: MAX_UDP_BLOCK,
+                },
             ),
         ];
         for (spec, want) in cases {

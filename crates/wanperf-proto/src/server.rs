@@ -130,6 +130,9 @@ pub enum SessionError {
     /// A deadline passed.
     #[error("timed out while {0}")]
     Timeout(&'static str),
+    /// This end gave up (shutdown, interrupt, local failure).
+    #[error("{0}")]
+    Local(String),
     /// Control connection closed early.
     #[error("control connection closed while {0}")]
     Closed(&'static str),
@@ -249,7 +252,9 @@ impl ServerSession {
     fn fail(&mut self, err: SessionError, tell_peer: bool) -> SessionError {
         if !self.is_finished() {
             if tell_peer {
-                self.out.push_back(Msg::Error { message: err.to_string() });
+                self.out.push_back(Msg::Error {
+                    message: err.to_string(),
+                });
             }
             self.actions.push_back(ServerAction::Abort(err.to_string()));
             self.state = State::Failed;
@@ -259,8 +264,11 @@ impl ServerSession {
     }
 
     fn refuse(&mut self, reason: String) {
-        self.out.push_back(Msg::Refused { reason: reason.clone() });
-        self.actions.push_back(ServerAction::Abort(format!("refused: {reason}")));
+        self.out.push_back(Msg::Refused {
+            reason: reason.clone(),
+        });
+        self.actions
+            .push_back(ServerAction::Abort(format!("refused: {reason}")));
         self.state = State::Failed;
         self.deadline = None;
     }
@@ -285,7 +293,10 @@ impl ServerSession {
                 self.actions.push_back(ServerAction::StartWorkers);
                 self.state = State::Running;
                 let spec = self.spec.as_ref().expect("spec set before start");
-                let nominal = spec.duration_s.unwrap_or(self.limits.max_duration_s).min(self.limits.max_duration_s);
+                let nominal = spec
+                    .duration_s
+                    .unwrap_or(self.limits.max_duration_s)
+                    .min(self.limits.max_duration_s);
                 self.deadline = Some(now + Duration::from_secs_f64(nominal) + self.timeouts.grace);
                 Ok(())
             }
@@ -380,6 +391,11 @@ impl ServerSession {
         }
     }
 
+    /// This end ends the test (server shutting down, local failure); the peer is told why.
+    pub fn abort(&mut self, why: &str) -> SessionError {
+        self.fail(SessionError::Local(why.to_string()), true)
+    }
+
     /// The control connection closed.
     pub fn handle_closed(&mut self) -> Option<SessionError> {
         if self.is_finished() {
@@ -407,11 +423,22 @@ mod tests {
     use super::*;
 
     fn session(now: Instant) -> ServerSession {
-        ServerSession::new(now, Limits::default(), Timeouts::default(), 0, [1; 16], "t".into(), HostCapture::default())
+        ServerSession::new(
+            now,
+            Limits::default(),
+            Timeouts::default(),
+            0,
+            [1; 16],
+            "t".into(),
+            HostCapture::default(),
+        )
     }
 
     fn request(streams: u32) -> Msg {
-        Msg::Request { software: "c".into(), spec: TestSpec::tcp(streams, 5.0) }
+        Msg::Request {
+            software: "c".into(),
+            spec: TestSpec::tcp(streams, 5.0),
+        }
     }
 
     fn drain(s: &mut ServerSession) -> (Vec<Msg>, Vec<ServerAction>) {
@@ -446,7 +473,13 @@ mod tests {
         // Running deadline is duration + grace.
         assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_secs(15)));
         s.queue_interval(SideInterval::default());
-        s.handle_msg(t0, Msg::Finish { report: SideReport::default() }).unwrap();
+        s.handle_msg(
+            t0,
+            Msg::Finish {
+                report: SideReport::default(),
+            },
+        )
+        .unwrap();
         let (m, a) = drain(&mut s);
         assert_eq!(m.len(), 1);
         assert_eq!(a, vec![ServerAction::Collect]);
@@ -461,20 +494,55 @@ mod tests {
     #[test]
     fn refusals() {
         let t0 = Instant::now();
-        let limits = Limits { max_streams: 4, max_duration_s: 10.0, max_rate_bps: Some(1_000_000), max_concurrent: 2 };
+        let limits = Limits {
+            max_streams: 4,
+            max_duration_s: 10.0,
+            max_rate_bps: Some(1_000_000),
+            max_concurrent: 2,
+        };
         let cases = [
             (request(5), 0, "--max-streams"),
             (request(2), 2, "busy"),
-            (Msg::Request { software: "c".into(), spec: TestSpec { duration_s: Some(11.0), ..TestSpec::tcp(1, 1.0) } }, 0, "--max-duration"),
-            (Msg::Request { software: "c".into(), spec: TestSpec { rate_bps: Some(2_000_000), ..TestSpec::tcp(1, 1.0) } }, 0, "--max-rate"),
+            (
+                Msg::Request {
+                    software: "c".into(),
+                    spec: TestSpec {
+                        duration_s: Some(11.0),
+                        ..TestSpec::tcp(1, 1.0)
+                    },
+                },
+                0,
+                "--max-duration",
+            ),
+            (
+                Msg::Request {
+                    software: "c".into(),
+                    spec: TestSpec {
+                        rate_bps: Some(2_000_000),
+                        ..TestSpec::tcp(1, 1.0)
+                    },
+                },
+                0,
+                "--max-rate",
+            ),
             (request(0), 0, "streams must be"),
         ];
         for (req, active, want) in cases {
-            let mut s = ServerSession::new(t0, limits.clone(), Timeouts::default(), active, [0; 16], "t".into(), HostCapture::default());
+            let mut s = ServerSession::new(
+                t0,
+                limits.clone(),
+                Timeouts::default(),
+                active,
+                [0; 16],
+                "t".into(),
+                HostCapture::default(),
+            );
             s.handle_msg(t0, req).unwrap();
             let (m, a) = drain(&mut s);
             match &m[..] {
-                [Msg::Refused { reason }] => assert!(reason.contains(want), "{reason} lacks {want}"),
+                [Msg::Refused { reason }] => {
+                    assert!(reason.contains(want), "{reason} lacks {want}")
+                }
                 other => panic!("{other:?}"),
             }
             assert!(matches!(a[..], [ServerAction::Abort(_)]));
@@ -485,12 +553,29 @@ mod tests {
     #[test]
     fn max_rate_paces_tcp() {
         let t0 = Instant::now();
-        let limits = Limits { max_rate_bps: Some(5_000_000), ..Limits::default() };
-        let mut s = ServerSession::new(t0, limits, Timeouts::default(), 0, [0; 16], "t".into(), HostCapture::default());
+        let limits = Limits {
+            max_rate_bps: Some(5_000_000),
+            ..Limits::default()
+        };
+        let mut s = ServerSession::new(
+            t0,
+            limits,
+            Timeouts::default(),
+            0,
+            [0; 16],
+            "t".into(),
+            HostCapture::default(),
+        );
         s.handle_msg(t0, request(1)).unwrap();
         s.handle_prepared(t0, vec![]);
         let (m, _) = drain(&mut s);
-        assert!(matches!(&m[..], [Msg::Accepted { pace_bps: Some(5_000_000), .. }]));
+        assert!(matches!(
+            &m[..],
+            [Msg::Accepted {
+                pace_bps: Some(5_000_000),
+                ..
+            }]
+        ));
     }
 
     #[test]
@@ -498,7 +583,10 @@ mod tests {
         let t0 = Instant::now();
         // Unexpected message before request.
         let mut s = session(t0);
-        assert!(matches!(s.handle_msg(t0, Msg::Start), Err(SessionError::Unexpected { got: "start", .. })));
+        assert!(matches!(
+            s.handle_msg(t0, Msg::Start),
+            Err(SessionError::Unexpected { got: "start", .. })
+        ));
         let (m, a) = drain(&mut s);
         assert!(matches!(&m[..], [Msg::Error { .. }]));
         assert!(matches!(a[..], [ServerAction::Abort(_)]));
@@ -508,7 +596,10 @@ mod tests {
         // Request timeout.
         let mut s = session(t0);
         assert!(s.handle_timeout(t0 + Duration::from_secs(9)).is_ok());
-        assert_eq!(s.handle_timeout(t0 + Duration::from_secs(10)), Err(SessionError::Timeout("waiting for the test request")));
+        assert_eq!(
+            s.handle_timeout(t0 + Duration::from_secs(10)),
+            Err(SessionError::Timeout("waiting for the test request"))
+        );
 
         // Bad and duplicate streams; stream before accept.
         let mut s = session(t0);
@@ -521,13 +612,19 @@ mod tests {
         s.handle_msg(t0, request(2)).unwrap();
         s.handle_prepared(t0, vec![]);
         s.handle_stream(t0, 0).unwrap();
-        assert_eq!(s.handle_stream(t0, 0), Err(SessionError::DuplicateStream(0)));
+        assert_eq!(
+            s.handle_stream(t0, 0),
+            Err(SessionError::DuplicateStream(0))
+        );
 
         // Streams never arrive.
         let mut s = session(t0);
         s.handle_msg(t0, request(2)).unwrap();
         s.handle_prepared(t0, vec![]);
-        assert_eq!(s.handle_timeout(t0 + Duration::from_secs(11)), Err(SessionError::Timeout("waiting for data connections")));
+        assert_eq!(
+            s.handle_timeout(t0 + Duration::from_secs(11)),
+            Err(SessionError::Timeout("waiting for data connections"))
+        );
 
         // Client stalls while running: deadline is duration + grace.
         let mut s = session(t0);
@@ -540,7 +637,15 @@ mod tests {
 
         // Peer error, closed connection, prepare failure.
         let mut s = session(t0);
-        assert_eq!(s.handle_msg(t0, Msg::Error { message: "boom".into() }), Err(SessionError::PeerError("boom".into())));
+        assert_eq!(
+            s.handle_msg(
+                t0,
+                Msg::Error {
+                    message: "boom".into()
+                }
+            ),
+            Err(SessionError::PeerError("boom".into()))
+        );
         let mut s = session(t0);
         s.handle_msg(t0, request(1)).unwrap();
         assert!(matches!(s.handle_closed(), Some(SessionError::Closed(_))));

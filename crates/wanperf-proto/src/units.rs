@@ -41,7 +41,12 @@ fn split_number(s: &str) -> (&str, &str) {
     (num, rest.trim())
 }
 
-fn parse_number(num: &str, orig: &str, what: &'static str, examples: &'static str) -> Result<f64, UnitError> {
+fn parse_number(
+    num: &str,
+    orig: &str,
+    what: &'static str,
+    examples: &'static str,
+) -> Result<f64, UnitError> {
     let v: f64 = num.parse().map_err(|_| UnitError::Malformed {
         value: orig.to_string(),
         what,
@@ -216,7 +221,10 @@ mod tests {
         assert_eq!(parse_size("1.5M").unwrap(), 1_572_864);
         assert_eq!(parse_size("2G").unwrap(), 2 * 1024 * 1024 * 1024);
         assert_eq!(parse_size("1000").unwrap(), 1000);
-        assert!(matches!(parse_size("12q"), Err(UnitError::Malformed { .. })));
+        assert!(matches!(
+            parse_size("12q"),
+            Err(UnitError::Malformed { .. })
+        ));
         assert!(matches!(parse_size("-5k"), Err(UnitError::Negative(_))));
         assert_eq!(parse_size(" "), Err(UnitError::Empty));
         assert!(parse_size("k").is_err());

@@ -1,1 +1,86 @@
-fn main() {}
+//! The `wanperf` command line: argument parsing and glue only.
+
+mod output;
+mod tput;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set by SIGINT/SIGTERM; every command polls it.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// End-to-end network performance: measure what a path can carry and what limits it.
+///
+/// wanperf measures bulk TCP/UDP throughput over parallel streams and windows, with the TCP
+/// stack's own counters (cwnd, RTT, retransmits, send-limit times) and the host settings that
+/// shape the result. Run `wanperf serve` on one host and `wanperf tput HOST` on the other.
+#[derive(Parser, Debug)]
+#[command(name = "wanperf", version, about, long_about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the server daemon that `tput` (and later `ping`, `load`) clients talk to.
+    Serve(tput::ServeArgs),
+    /// Measure bulk TCP or UDP throughput to a `wanperf serve`.
+    Tput(tput::TputArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            // One line, not clap's three: the first line already says what is wrong.
+            let text = e.render().to_string();
+            let line = text.lines().next().unwrap_or("error: invalid arguments");
+            eprintln!("{line} (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    install_signal_handlers();
+    let result = match cli.command {
+        Command::Serve(a) => tput::serve(a),
+        Command::Tput(a) => tput::tput(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            if output::is_broken_pipe(&e) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

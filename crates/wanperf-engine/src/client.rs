@@ -1,0 +1,592 @@
+//! `wanperf tput`: the I/O shell around [`ClientSession`]. Results go to a [`Sink`].
+
+use crate::opts::{capped_note, preflight, OptError, SockOpts};
+use crate::stream::{Conn, Side, StreamPlan};
+use crate::sys;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use thiserror::Error;
+use wanperf_proto::client::{ClientAction, ClientEvent, ClientSession};
+use wanperf_proto::data::{udp_token, Cookie, DataHello};
+use wanperf_proto::frame::{self, FrameDecoder, FrameError};
+use wanperf_proto::msg::{HostCapture, Msg, Role, SideReport, SpecError, TestSpec, Transport};
+use wanperf_proto::record::{
+    summarize, ConnectionInfo, EndRecord, IntervalRecord, Merger, StartRecord, Way, SCHEMA,
+};
+
+/// Where a test's records go: the console table, the NDJSON writer, a test recorder.
+pub trait Sink {
+    /// The test started.
+    fn start(&mut self, rec: &StartRecord);
+    /// An interval completed.
+    fn interval(&mut self, rec: &IntervalRecord);
+    /// The test ended (always called once the start record was).
+    fn end(&mut self, rec: &EndRecord);
+}
+
+/// Client settings beyond the test itself.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Server host name or address.
+    pub host: String,
+    /// Server port.
+    pub port: u16,
+    /// The test.
+    pub spec: TestSpec,
+    /// Local address for control and data sockets.
+    pub bind: Option<IpAddr>,
+    /// Local interface for control and data sockets.
+    pub bind_dev: Option<String>,
+    /// How long to wait for connections and each handshake step.
+    pub timeout: Duration,
+    /// Test hook: UDP senders skip every Nth datagram (numbered, not sent).
+    pub drop_every: Option<u64>,
+    /// Software version string.
+    pub software: String,
+}
+
+/// Why a test could not run or did not finish.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// The test asked for is invalid.
+    #[error("{0}")]
+    Spec(#[from] SpecError),
+    /// Local socket options.
+    #[error("{0}")]
+    Opt(#[from] OptError),
+    /// The host name does not resolve.
+    #[error("cannot resolve `{host}`: {err}")]
+    Resolve {
+        /// Host.
+        host: String,
+        /// Resolver error.
+        err: io::Error,
+    },
+    /// No server there.
+    #[error("{0}")]
+    Connect(String),
+    /// The server said no.
+    #[error("server refused the test: {0}")]
+    Refused(String),
+    /// The peer is not a (compatible) wanperf server.
+    #[error("{0}")]
+    Protocol(FrameError),
+    /// The test started but did not finish; its end record (complete: false) was emitted.
+    #[error("test incomplete: {0}")]
+    Incomplete(String),
+    /// Interrupted before the test started.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+enum Event {
+    Msg(Msg),
+    BadFrame(FrameError),
+    Closed,
+    WorkerDone,
+}
+
+fn connect_error(addr: SocketAddr, e: &io::Error, timeout: Duration) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => format!(
+            "connection refused by {addr}: no wanperf server listens there (start one with `wanperf serve`, or give the port with -p)"
+        ),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+            format!("no answer from {addr} within {} s", timeout.as_secs_f64())
+        }
+        _ => format!("cannot connect to {addr}: {e}"),
+    }
+}
+
+fn connect_tcp(
+    addr: SocketAddr,
+    opts: &SockOpts,
+    timeout: Duration,
+) -> Result<Socket, ClientError> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(|e| ClientError::Connect(format!("cannot create a socket: {e}")))?;
+    opts.apply(&s, addr.is_ipv6(), "this host")?;
+    s.connect_timeout(&SockAddr::from(addr), timeout)
+        .map_err(|e| ClientError::Connect(connect_error(addr, &e, timeout)))?;
+    Ok(s)
+}
+
+/// Runs one test against a `wanperf serve`. Records go to `sink`; on success returns the end
+/// record. Setting `interrupt` ends the test early (the end record says so).
+pub fn run(
+    cfg: &ClientConfig,
+    sink: &mut dyn Sink,
+    interrupt: &AtomicBool,
+) -> Result<EndRecord, ClientError> {
+    let spec = cfg.spec.clone();
+    spec.validate()?;
+    let granted = if spec.transport == Transport::Tcp {
+        preflight(
+            spec.window,
+            spec.cc.as_deref(),
+            spec.accept_capped_window,
+            "this host",
+        )?
+    } else {
+        None
+    };
+    let mut warnings = Vec::new();
+    if let (Some(w), Some(g)) = (spec.window, granted) {
+        warnings.extend(capped_note(w, g));
+    }
+    let addrs: Vec<SocketAddr> = (cfg.host.as_str(), cfg.port)
+        .to_socket_addrs()
+        .map_err(|err| ClientError::Resolve {
+            host: cfg.host.clone(),
+            err,
+        })?
+        .collect();
+    let ctrl_opts = SockOpts {
+        dscp: spec.dscp,
+        bind: cfg.bind,
+        bind_dev: cfg.bind_dev.clone(),
+        ..Default::default()
+    };
+    let mut last_err = ClientError::Connect(format!("`{}` has no addresses", cfg.host));
+    let mut ctrl = None;
+    for a in &addrs {
+        match connect_tcp(*a, &ctrl_opts, cfg.timeout) {
+            Ok(s) => {
+                ctrl = Some((TcpStream::from(s), *a));
+                break;
+            }
+            Err(e) => last_err = e,
+        }
+    }
+    let (mut ctrl, server) = ctrl.ok_or(last_err)?;
+    let _ = ctrl.set_nodelay(true);
+    let _ = ctrl.set_write_timeout(Some(cfg.timeout));
+
+    let (tx, rx) = mpsc::channel::<Event>();
+    let mut reader = ctrl
+        .try_clone()
+        .map_err(|e| ClientError::Connect(e.to_string()))?;
+    let rtx = tx.clone();
+    let reader_thread = std::thread::spawn(move || {
+        let mut dec = FrameDecoder::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            loop {
+                match dec.next_msg() {
+                    Ok(Some(m)) => {
+                        if rtx.send(Event::Msg(m)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let _ = rtx.send(Event::BadFrame(e));
+                        return;
+                    }
+                }
+            }
+            match reader.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    let _ = rtx.send(match dec.eof_error() {
+                        Some(e) => Event::BadFrame(e),
+                        None => Event::Closed,
+                    });
+                    return;
+                }
+                Ok(n) => dec.push(&buf[..n]),
+            }
+        }
+    });
+
+    let result = drive(
+        cfg, &spec, &mut ctrl, server, &rx, &tx, sink, interrupt, warnings,
+    );
+    let _ = ctrl.shutdown(Shutdown::Both);
+    let _ = reader_thread.join();
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn drive(
+    cfg: &ClientConfig,
+    spec: &TestSpec,
+    ctrl: &mut TcpStream,
+    server: SocketAddr,
+    rx: &mpsc::Receiver<Event>,
+    tx: &mpsc::Sender<Event>,
+    sink: &mut dyn Sink,
+    interrupt: &AtomicBool,
+    warnings: Vec<String>,
+) -> Result<EndRecord, ClientError> {
+    let mut session = ClientSession::new(
+        Instant::now(),
+        spec.clone(),
+        cfg.software.clone(),
+        cfg.timeout,
+        cfg.timeout + Duration::from_secs(5),
+    );
+    let mut merger = Merger::new(spec.clone());
+    let mut side: Option<Side> = None;
+    let mut pending: Option<Vec<(StreamPlan, Conn)>> = None;
+    let mut local_report: Option<SideReport> = None;
+    let mut server_report: Option<SideReport> = None;
+    let mut server_info: Option<(String, HostCapture)> = None;
+    let mut udp_hellos: Vec<(UdpSocket, [u8; 32])> = Vec::new();
+    let mut last_hello = Instant::now();
+    let mut started = false;
+    let mut failure: Option<String> = None;
+    let mut refused: Option<String> = None;
+    let mut foreign: Option<FrameError> = None;
+    let mut warnings = warnings;
+
+    loop {
+        while let Some(m) = session.poll_transmit() {
+            if ctrl.write_all(&frame::encode(&m)).is_err() {
+                if let Some(e) = session.handle_closed() {
+                    failure.get_or_insert(format!("lost the control connection: {e}"));
+                }
+                break;
+            }
+        }
+        while let Some(ev) = session.poll_event() {
+            match ev {
+                ClientEvent::Accepted { software, host } => server_info = Some((software, host)),
+                ClientEvent::RemoteInterval(iv) => merger.push_remote(iv),
+                ClientEvent::Results(r) => server_report = Some(r),
+            }
+        }
+        while let Some(rec) = merger.poll() {
+            sink.interval(&rec);
+        }
+        while let Some(action) = session.poll_action() {
+            match action {
+                ClientAction::Connect {
+                    cookie,
+                    udp_ports,
+                    pace_bps,
+                } => match open_streams(cfg, spec, server, &cookie, &udp_ports, pace_bps) {
+                    Ok((conns, infos, hellos)) => {
+                        udp_hellos = hellos;
+                        for c in &infos {
+                            if let (Some(w), Some(s), Some(r)) = (spec.window, c.sndbuf, c.rcvbuf) {
+                                if let Some(n) = capped_note(w, (s, r)) {
+                                    if !warnings.contains(&n) {
+                                        warnings.push(n);
+                                    }
+                                }
+                            }
+                        }
+                        let (sv, sh) = server_info.clone().unwrap_or_default();
+                        sink.start(&StartRecord {
+                            event: "start".into(),
+                            schema: SCHEMA.into(),
+                            version: cfg.software.clone(),
+                            timestamp: SystemTime::now()
+                                .duration_since(SystemTime::UNIX_EPOCH)
+                                .map_or(0.0, |d| d.as_secs_f64()),
+                            server: format!("{}:{}", cfg.host, cfg.port),
+                            test: spec.clone(),
+                            server_version: sv,
+                            client_host: sys::host_capture(Some(server.ip())),
+                            server_host: sh,
+                            connections: infos,
+                            warnings: warnings.clone(),
+                        });
+                        started = true;
+                        pending = Some(conns);
+                        session.handle_streams_connected(Instant::now());
+                    }
+                    Err(e) => {
+                        let err = session.handle_connect_failed(e.to_string());
+                        failure.get_or_insert(err.to_string());
+                    }
+                },
+                ClientAction::StartWorkers => {
+                    udp_hellos.clear();
+                    if let Some(conns) = pending.take() {
+                        match start_side(conns, spec, tx) {
+                            Ok(s) => side = Some(s),
+                            Err(e) => {
+                                let msg = format!("cannot start the streams: {e}");
+                                session.abort(&msg);
+                                failure.get_or_insert(msg);
+                            }
+                        }
+                    }
+                }
+                ClientAction::Close => {}
+            }
+        }
+        if session.is_finished() {
+            break;
+        }
+        if interrupt.load(Ordering::Acquire) {
+            session.abort("interrupted by the user");
+            failure.get_or_insert("interrupted by the user".into());
+            continue;
+        }
+        // UDP hellos are datagrams: repeat them until the server says every flow is attached.
+        if !udp_hellos.is_empty() && last_hello.elapsed() >= Duration::from_millis(100) {
+            for (s, h) in &udp_hellos {
+                let _ = s.send(h);
+            }
+            last_hello = Instant::now();
+        }
+        let now = Instant::now();
+        let mut wake = now + Duration::from_millis(100);
+        if let Some(t) = session.poll_timeout() {
+            wake = wake.min(t);
+        }
+        if let Some(t) = side.as_ref().and_then(Side::next_tick) {
+            wake = wake.min(t);
+        }
+        let ev = rx.recv_timeout(wake.saturating_duration_since(now));
+        let now = Instant::now();
+        let res = match ev {
+            Ok(Event::Msg(m)) => {
+                if let Msg::Refused { reason } = &m {
+                    refused = Some(reason.clone());
+                }
+                session.handle_msg(now, m)
+            }
+            Ok(Event::BadFrame(e)) => {
+                let msg = e.to_string();
+                foreign = Some(e);
+                session.abort(&msg);
+                Err(wanperf_proto::server::SessionError::Local(msg))
+            }
+            Ok(Event::Closed) => match session.handle_closed() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            },
+            Ok(Event::WorkerDone) => Ok(()),
+            Err(RecvTimeoutError::Timeout) => session.handle_timeout(now),
+            Err(RecvTimeoutError::Disconnected) => Ok(()),
+        };
+        if let Err(e) = res {
+            failure.get_or_insert(e.to_string());
+        }
+        if let Some(s) = side.as_mut() {
+            if let Some(iv) = s.tick(Instant::now()) {
+                merger.push_local(iv);
+            }
+            if s.all_done() && local_report.is_none() {
+                let (last, report) = s.finish(Duration::from_secs(2));
+                merger.push_local(last);
+                session.handle_local_done(Instant::now(), report.clone());
+                local_report = Some(report);
+            }
+        }
+    }
+    // Drain what is left of the server's events and the merge.
+    while let Some(ev) = session.poll_event() {
+        match ev {
+            ClientEvent::RemoteInterval(iv) => merger.push_remote(iv),
+            ClientEvent::Results(r) => server_report = Some(r),
+            ClientEvent::Accepted { .. } => {}
+        }
+    }
+    if let Some(s) = side.as_mut() {
+        if local_report.is_none() {
+            s.force_close();
+            let (last, report) = s.finish(Duration::from_millis(500));
+            merger.push_local(last);
+            local_report = Some(report);
+        }
+    }
+    while let Some(rec) = merger.poll() {
+        sink.interval(&rec);
+    }
+    for rec in merger.flush() {
+        sink.interval(&rec);
+    }
+    if !started {
+        if let Some(r) = refused {
+            return Err(ClientError::Refused(r));
+        }
+        if let Some(e) = foreign {
+            return Err(ClientError::Protocol(e));
+        }
+        if interrupt.load(Ordering::Acquire) {
+            return Err(ClientError::Interrupted);
+        }
+        return Err(ClientError::Connect(
+            failure.unwrap_or_else(|| "the test did not start".into()),
+        ));
+    }
+    let complete = session.is_done() && failure.is_none();
+    let summary = summarize(
+        spec,
+        &merger,
+        local_report.as_ref().unwrap_or(&SideReport::default()),
+        server_report.as_ref(),
+    );
+    let end = EndRecord {
+        event: "end".into(),
+        complete,
+        error: failure.clone(),
+        summary,
+    };
+    sink.end(&end);
+    if complete {
+        Ok(end)
+    } else {
+        Err(ClientError::Incomplete(
+            failure.unwrap_or_else(|| "the server sent no results".into()),
+        ))
+    }
+}
+
+fn start_side(
+    conns: Vec<(StreamPlan, Conn)>,
+    spec: &TestSpec,
+    tx: &mpsc::Sender<Event>,
+) -> io::Result<Side> {
+    let mut conns = conns;
+    let deadline = spec
+        .duration_s
+        .map(|d| Instant::now() + Duration::from_secs_f64(d));
+    for (plan, _) in &mut conns {
+        plan.deadline = deadline;
+    }
+    let notify_tx = Mutex::new(tx.clone());
+    let notify: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+        if let Ok(t) = notify_tx.lock() {
+            let _ = t.send(Event::WorkerDone);
+        }
+    });
+    Side::start(
+        conns,
+        Duration::from_secs_f64(spec.interval_s),
+        false,
+        notify,
+    )
+}
+
+type Opened = (
+    Vec<(StreamPlan, Conn)>,
+    Vec<ConnectionInfo>,
+    Vec<(UdpSocket, [u8; 32])>,
+);
+
+fn open_streams(
+    cfg: &ClientConfig,
+    spec: &TestSpec,
+    server: SocketAddr,
+    cookie: &Cookie,
+    udp_ports: &[u16],
+    pace_bps: Option<u64>,
+) -> Result<Opened, ClientError> {
+    let mut conns = Vec::new();
+    let mut infos = Vec::new();
+    let mut hellos = Vec::new();
+    for id in 0..spec.connections() {
+        let role = spec.client_role(id);
+        let plan = StreamPlan {
+            id,
+            role,
+            deadline: None,
+            quota: spec.per_stream_bytes(id),
+            block: spec.block_size as usize,
+            zerocopy: spec.zerocopy,
+            rate_bps: spec.per_stream_rate(),
+            token: udp_token(cookie),
+            drop_every: if role == Role::Sender {
+                cfg.drop_every
+            } else {
+                None
+            },
+        };
+        let hello = DataHello {
+            cookie: *cookie,
+            stream: id,
+        }
+        .encode();
+        match spec.transport {
+            Transport::Tcp => {
+                let per_stream_cap = pace_bps.map(|p| (p / u64::from(spec.streams.max(1))).max(1));
+                let pace = if role == Role::Sender {
+                    match (spec.per_stream_rate(), per_stream_cap) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    }
+                } else {
+                    None
+                };
+                let opts = SockOpts {
+                    window: spec.window,
+                    cc: spec.cc.clone(),
+                    dscp: spec.dscp,
+                    bind: cfg.bind,
+                    bind_dev: cfg.bind_dev.clone(),
+                    pace_bps: pace,
+                };
+                let mut s = connect_tcp(server, &opts, cfg.timeout)?;
+                s.write_all(&hello)
+                    .map_err(|e| ClientError::Connect(format!("data connection {id}: {e}")))?;
+                infos.push(ConnectionInfo {
+                    id,
+                    direction: Way::of(spec, id),
+                    local: s
+                        .local_addr()
+                        .ok()
+                        .and_then(|a| a.as_socket())
+                        .map_or_else(String::new, |a| a.to_string()),
+                    remote: server.to_string(),
+                    sndbuf: s.send_buffer_size().ok().map(|v| v as u64),
+                    rcvbuf: s.recv_buffer_size().ok().map(|v| v as u64),
+                });
+                conns.push((plan, Conn::Tcp(s)));
+            }
+            Transport::Udp => {
+                let local = cfg.bind.unwrap_or(if server.is_ipv6() {
+                    IpAddr::from([0u16; 8])
+                } else {
+                    IpAddr::from([0u8; 4])
+                });
+                let s = UdpSocket::bind(SocketAddr::new(local, 0))
+                    .map_err(|e| ClientError::Connect(format!("cannot bind a UDP socket: {e}")))?;
+                let r = socket2::SockRef::from(&s);
+                if let Some(dev) = &cfg.bind_dev {
+                    r.bind_device(Some(dev.as_bytes()))
+                        .map_err(|err| OptError::BindDev {
+                            dev: dev.clone(),
+                            err,
+                        })?;
+                }
+                if let Some(w) = spec.window {
+                    let _ = r.set_send_buffer_size(w as usize);
+                    let _ = r.set_recv_buffer_size(w as usize);
+                }
+                if let Some(d) = spec.dscp {
+                    let _ = sys::set_dscp(&r, server.is_ipv6(), d);
+                }
+                let port = udp_ports.get(id as usize).copied().unwrap_or(0);
+                s.connect(SocketAddr::new(server.ip(), port))
+                    .map_err(|e| ClientError::Connect(format!("UDP flow {id}: {e}")))?;
+                let _ = s.send(&hello);
+                infos.push(ConnectionInfo {
+                    id,
+                    direction: Way::of(spec, id),
+                    local: s
+                        .local_addr()
+                        .map_or_else(|_| String::new(), |a| a.to_string()),
+                    remote: SocketAddr::new(server.ip(), port).to_string(),
+                    sndbuf: r.send_buffer_size().ok().map(|v| v as u64),
+                    rcvbuf: r.recv_buffer_size().ok().map(|v| v as u64),
+                });
+                let clone = s
+                    .try_clone()
+                    .map_err(|e| ClientError::Connect(e.to_string()))?;
+                hellos.push((clone, hello));
+                conns.push((plan, Conn::Udp(s)));
+            }
+        }
+    }
+    Ok((conns, infos, hellos))
+}

@@ -1,0 +1,633 @@
+//! `wanperf serve`: the accept loop and the I/O shell around [`ServerSession`].
+//!
+//! One listening port carries control and data connections; the first four bytes say which.
+//! Each control connection gets a thread that drives its session from one event channel
+//! (control messages, data connections, worker ends, timer ticks), so a client that stalls,
+//! lies or vanishes only ever affects its own test.
+
+use crate::opts::{preflight, SockOpts};
+use crate::stream::{Conn, Side, StreamPlan};
+use crate::sys;
+use ipnet::IpNet;
+use socket2::Socket;
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use wanperf_proto::data::{self, udp_token, Cookie, DataHello, HELLO_LEN};
+use wanperf_proto::frame::{self, FrameDecoder, FrameError, CONTROL_MAGIC};
+use wanperf_proto::msg::{Msg, Role, TestSpec, Transport};
+use wanperf_proto::server::{Limits, ServerAction, ServerSession, Timeouts};
+use wanperf_proto::units::fmt_rate;
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Test limits.
+    pub limits: Limits,
+    /// Handshake and grace timeouts.
+    pub timeouts: Timeouts,
+    /// Client networks allowed (empty: loopback only).
+    pub allow: Vec<IpNet>,
+    /// Software version string sent to clients.
+    pub software: String,
+}
+
+impl ServerConfig {
+    /// Whether a client address may run tests.
+    pub fn allowed(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        if self.allow.is_empty() {
+            return ip.is_loopback();
+        }
+        self.allow.iter().any(|n| n.contains(&ip))
+    }
+}
+
+/// Receives one line per noteworthy server event.
+pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
+
+type Registry = Arc<Mutex<HashMap<Cookie, Sender<Event>>>>;
+
+enum Event {
+    Msg(Msg),
+    BadFrame(FrameError),
+    Closed,
+    Data(u32, TcpStream),
+    UdpAttached(u32, UdpSocket),
+    WorkerDone,
+}
+
+struct Shared {
+    cfg: ServerConfig,
+    registry: Registry,
+    active: AtomicU32,
+    shutdown: Arc<AtomicBool>,
+    log: Log,
+}
+
+/// Serves until `shutdown` is set, then ends every running test and returns.
+pub fn serve(
+    listener: TcpListener,
+    cfg: ServerConfig,
+    shutdown: Arc<AtomicBool>,
+    log: Log,
+) -> io::Result<()> {
+    let shared = Arc::new(Shared {
+        cfg,
+        registry: Arc::new(Mutex::new(HashMap::new())),
+        active: AtomicU32::new(0),
+        shutdown: shutdown.clone(),
+        log,
+    });
+    let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    while !shutdown.load(Ordering::Acquire) {
+        let mut pfd = libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, 100) };
+        if rc <= 0 {
+            continue;
+        }
+        let (stream, peer) = match listener.accept() {
+            Ok(x) => x,
+            Err(e)
+                if e.kind() == io::ErrorKind::Interrupted
+                    || e.kind() == io::ErrorKind::WouldBlock =>
+            {
+                continue
+            }
+            Err(e) => {
+                (shared.log)(&format!("accept failed: {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let sh = shared.clone();
+        match std::thread::Builder::new()
+            .name("wanperf-conn".into())
+            .spawn(move || handle_conn(&sh, stream, peer))
+        {
+            Ok(h) => workers.push(h),
+            Err(e) => (shared.log)(&format!("cannot start a thread for {peer}: {e}")),
+        }
+        workers.retain(|h| !h.is_finished());
+    }
+    // Sessions see the flag within 100 ms and abort their tests; data connections waiting
+    // for their hello time out. Give them a bounded time to finish.
+    let give_up = Instant::now() + Duration::from_secs(3);
+    while workers.iter().any(|h| !h.is_finished()) && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+fn handle_conn(sh: &Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_read_timeout(Some(sh.cfg.timeouts.handshake));
+    let _ = stream.set_nodelay(true);
+    let mut magic = [0u8; 4];
+    if stream.read_exact(&mut magic).is_err() {
+        return;
+    }
+    let allowed = sh.cfg.allowed(peer.ip());
+    if magic == CONTROL_MAGIC {
+        if !allowed {
+            let reason = format!(
+                "this server does not accept tests from {} (start it with --allow CIDR to permit them)",
+                peer.ip()
+            );
+            (sh.log)(&format!("refused {peer}: not in --allow"));
+            let _ = stream.write_all(&frame::encode(&Msg::Refused { reason }));
+            return;
+        }
+        run_session(sh, stream, peer, &magic);
+    } else if magic == data::DATA_MAGIC {
+        if !allowed {
+            return;
+        }
+        let mut rest = [0u8; HELLO_LEN];
+        rest[..4].copy_from_slice(&magic);
+        if stream.read_exact(&mut rest[4..]).is_err() {
+            return;
+        }
+        let Ok(hello) = DataHello::decode(&rest) else {
+            return;
+        };
+        let tx = sh
+            .registry
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&hello.cookie).cloned());
+        if let Some(tx) = tx {
+            let _ = stream.set_read_timeout(None);
+            let _ = tx.send(Event::Data(hello.stream, stream));
+        }
+    } else {
+        (sh.log)(&format!(
+            "closed connection from {peer}: not the wanperf protocol"
+        ));
+    }
+}
+
+struct ActiveGuard<'a>(&'a AtomicU32);
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+struct RegistryGuard {
+    registry: Registry,
+    cookie: Option<Cookie>,
+}
+impl Drop for RegistryGuard {
+    fn drop(&mut self) {
+        if let (Some(c), Ok(mut r)) = (self.cookie, self.registry.lock()) {
+            r.remove(&c);
+        }
+    }
+}
+
+fn describe(spec: &TestSpec) -> String {
+    let t = match spec.transport {
+        Transport::Tcp => "TCP",
+        Transport::Udp => "UDP",
+    };
+    let dir = match spec.direction {
+        wanperf_proto::msg::Direction::Up => "client→server",
+        wanperf_proto::msg::Direction::Down => "server→client",
+        wanperf_proto::msg::Direction::Bidir => "both ways",
+    };
+    let len = match (spec.duration_s, spec.bytes) {
+        (Some(d), _) => format!("{d} s"),
+        (_, Some(b)) => wanperf_proto::units::fmt_bytes(b),
+        _ => String::new(),
+    };
+    format!("{t} {dir}, {} stream(s), {len}", spec.streams)
+}
+
+fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: &[u8]) {
+    let active = sh.active.fetch_add(1, Ordering::AcqRel);
+    let _active = ActiveGuard(&sh.active);
+    let mut cookie: Cookie = [0; 16];
+    if getrandom::fill(&mut cookie).is_err() {
+        return;
+    }
+    let now = Instant::now();
+    let host = sys::host_capture(Some(peer.ip()));
+    let mut session = ServerSession::new(
+        now,
+        sh.cfg.limits.clone(),
+        sh.cfg.timeouts,
+        active,
+        cookie,
+        sh.cfg.software.clone(),
+        host,
+    );
+    let (tx, rx) = mpsc::channel::<Event>();
+    let mut reg = RegistryGuard {
+        registry: sh.registry.clone(),
+        cookie: None,
+    };
+
+    // Reader thread: decodes frames into events until the connection closes.
+    let Ok(mut reader) = ctrl.try_clone() else {
+        return;
+    };
+    let _ = reader.set_read_timeout(None);
+    let rtx = tx.clone();
+    let mut dec = FrameDecoder::new();
+    dec.push(prefix);
+    let reader_thread = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            loop {
+                match dec.next_msg() {
+                    Ok(Some(m)) => {
+                        if rtx.send(Event::Msg(m)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let _ = rtx.send(Event::BadFrame(e));
+                        return;
+                    }
+                }
+            }
+            match reader.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    let _ = rtx.send(Event::Closed);
+                    return;
+                }
+                Ok(n) => dec.push(&buf[..n]),
+            }
+        }
+    });
+    let _ = ctrl.set_write_timeout(Some(sh.cfg.timeouts.handshake));
+
+    let mut pending: Vec<Option<Conn>> = Vec::new();
+    let mut side: Option<Side> = None;
+    let mut udp_cancel: Option<Arc<AtomicBool>> = None;
+    let mut rate_check = RateCheck::default();
+    let mut outcome: Option<String> = None;
+
+    'outer: loop {
+        while let Some(m) = session.poll_transmit() {
+            if ctrl.write_all(&frame::encode(&m)).is_err() {
+                if let Some(e) = session.handle_closed() {
+                    outcome.get_or_insert(e.to_string());
+                }
+                break;
+            }
+        }
+        while let Some(action) = session.poll_action() {
+            match action {
+                ServerAction::Prepare(spec) => {
+                    let n = spec.connections() as usize;
+                    pending = (0..n).map(|_| None).collect();
+                    match prepare(&spec, &ctrl, &cookie, &tx) {
+                        Ok((ports, cancel)) => {
+                            udp_cancel = cancel;
+                            if let Ok(mut r) = sh.registry.lock() {
+                                r.insert(cookie, tx.clone());
+                                reg.cookie = Some(cookie);
+                            }
+                            (sh.log)(&format!("test from {peer}: {}", describe(&spec)));
+                            session.handle_prepared(Instant::now(), ports);
+                        }
+                        Err(reason) => session.handle_prepare_failed(reason),
+                    }
+                }
+                ServerAction::StartWorkers => {
+                    let spec = session.spec().cloned().expect("spec before start");
+                    let notify_tx = Mutex::new(tx.clone());
+                    let notify: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+                        if let Ok(t) = notify_tx.lock() {
+                            let _ = t.send(Event::WorkerDone);
+                        }
+                    });
+                    let conns = std::mem::take(&mut pending);
+                    match start_side(&spec, conns, &cookie, sh.cfg.limits.max_rate_bps, notify) {
+                        Ok(s) => {
+                            rate_check.cap = match (spec.transport, sh.cfg.limits.max_rate_bps) {
+                                (Transport::Tcp, Some(cap))
+                                    if spec.direction != wanperf_proto::msg::Direction::Down =>
+                                {
+                                    Some(cap)
+                                }
+                                _ => None,
+                            };
+                            side = Some(s);
+                        }
+                        Err(e) => {
+                            let err =
+                                session.abort(&format!("server could not start the streams: {e}"));
+                            outcome.get_or_insert(err.to_string());
+                        }
+                    }
+                }
+                ServerAction::Collect => {
+                    if let Some(s) = side.as_mut() {
+                        let (last, report) = s.finish(Duration::from_secs(5));
+                        let rx_bytes: u64 = report
+                            .streams
+                            .iter()
+                            .filter(|x| x.role == Some(Role::Receiver))
+                            .map(|x| x.bytes)
+                            .sum();
+                        let tx_bytes: u64 = report
+                            .streams
+                            .iter()
+                            .filter(|x| x.role == Some(Role::Sender))
+                            .map(|x| x.bytes)
+                            .sum();
+                        let secs = last.t_s.max(1e-9);
+                        outcome = Some(format!(
+                            "done: server received {} ({}), sent {} ({})",
+                            wanperf_proto::units::fmt_bytes(rx_bytes),
+                            fmt_rate(rx_bytes as f64 * 8.0 / secs),
+                            wanperf_proto::units::fmt_bytes(tx_bytes),
+                            fmt_rate(tx_bytes as f64 * 8.0 / secs),
+                        ));
+                        session.queue_interval(last);
+                        session.handle_local_report(report);
+                    } else {
+                        let err = session.abort("server has no streams to report");
+                        outcome.get_or_insert(err.to_string());
+                    }
+                }
+                ServerAction::Abort(reason) => {
+                    outcome.get_or_insert(reason);
+                    if let Some(s) = side.take() {
+                        s.force_close();
+                    }
+                }
+                ServerAction::Close => {}
+            }
+        }
+        if session.is_finished() {
+            // Flush what is left (an error or the results), then leave.
+            while let Some(m) = session.poll_transmit() {
+                if ctrl.write_all(&frame::encode(&m)).is_err() {
+                    break;
+                }
+            }
+            break 'outer;
+        }
+        if sh.shutdown.load(Ordering::Acquire) {
+            let e = session.abort("server is shutting down");
+            outcome.get_or_insert(e.to_string());
+            continue;
+        }
+        let now = Instant::now();
+        let mut wake = now + Duration::from_millis(100);
+        if let Some(t) = session.poll_timeout() {
+            wake = wake.min(t);
+        }
+        if let Some(t) = side.as_ref().and_then(Side::next_tick) {
+            wake = wake.min(t);
+        }
+        let ev = rx.recv_timeout(wake.saturating_duration_since(now));
+        let now = Instant::now();
+        let res = match ev {
+            Ok(Event::Msg(m)) => session.handle_msg(now, m),
+            Ok(Event::BadFrame(e)) => {
+                // Tell a peer of another version in a frame it can still read.
+                if let FrameError::Version { .. } = e {
+                    let _ = ctrl.write_all(&frame::encode(&Msg::Refused {
+                        reason: format!("{e}; upgrade the older end"),
+                    }));
+                }
+                Err(session.abort(&format!("bad control data from the client: {e}")))
+            }
+            Ok(Event::Closed) => match session.handle_closed() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            },
+            Ok(Event::Data(id, s)) => {
+                let r = session.handle_stream(now, id);
+                if r.is_ok() {
+                    if let Some(slot) = pending.get_mut(id as usize) {
+                        *slot = Some(Conn::Tcp(Socket::from(s)));
+                    }
+                }
+                r
+            }
+            Ok(Event::UdpAttached(id, s)) => {
+                let r = session.handle_stream(now, id);
+                if r.is_ok() {
+                    if let Some(slot) = pending.get_mut(id as usize) {
+                        *slot = Some(Conn::Udp(s));
+                    }
+                }
+                r
+            }
+            Ok(Event::WorkerDone) => Ok(()),
+            Err(RecvTimeoutError::Timeout) => session.handle_timeout(now),
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if let Err(e) = res {
+            outcome.get_or_insert(e.to_string());
+        }
+        if let Some(s) = side.as_mut() {
+            if let Some(iv) = s.tick(Instant::now()) {
+                if let Some(why) = rate_check.check(&iv) {
+                    let e = session.abort(&why);
+                    outcome.get_or_insert(e.to_string());
+                }
+                session.queue_interval(iv);
+            }
+        }
+    }
+    if let Some(c) = udp_cancel {
+        c.store(true, Ordering::Release);
+    }
+    drop(side);
+    let _ = ctrl.shutdown(std::net::Shutdown::Both);
+    let _ = reader_thread.join();
+    if let Some(o) = outcome {
+        (sh.log)(&format!("test from {peer}: {o}"));
+    }
+}
+
+/// Aborts a TCP test whose client sends faster than the server's --max-rate allows.
+#[derive(Default)]
+struct RateCheck {
+    cap: Option<u64>,
+    prev: Option<(f64, u64)>,
+}
+
+impl RateCheck {
+    fn check(&mut self, iv: &wanperf_proto::msg::SideInterval) -> Option<String> {
+        let cap = self.cap?;
+        let bytes: u64 = iv.streams.iter().map(|s| s.bytes).sum();
+        let prev = self.prev.replace((iv.t_s, bytes));
+        let (t0, b0) = prev?;
+        let dt = iv.t_s - t0;
+        if dt < 0.05 {
+            return None;
+        }
+        let rate = (bytes - b0) as f64 * 8.0 / dt;
+        (rate > cap as f64 * 1.25).then(|| {
+            format!(
+                "client sent {} but the server's --max-rate is {}",
+                fmt_rate(rate),
+                fmt_rate(cap as f64)
+            )
+        })
+    }
+}
+
+/// Pre-flight checks and, for UDP, one bound socket per flow with a thread waiting for its hello.
+fn prepare(
+    spec: &TestSpec,
+    ctrl: &TcpStream,
+    cookie: &Cookie,
+    tx: &Sender<Event>,
+) -> Result<(Vec<u16>, Option<Arc<AtomicBool>>), String> {
+    if spec.transport == Transport::Tcp {
+        preflight(
+            spec.window,
+            spec.cc.as_deref(),
+            spec.accept_capped_window,
+            "the server",
+        )
+        .map_err(|e| e.to_string())?;
+        return Ok((vec![], None));
+    }
+    let local_ip = ctrl.local_addr().map_err(|e| e.to_string())?.ip();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut ports = Vec::new();
+    for id in 0..spec.connections() {
+        let s = UdpSocket::bind(SocketAddr::new(local_ip, 0))
+            .map_err(|e| format!("cannot bind a UDP port: {e}"))?;
+        if let Some(w) = spec.window {
+            let r = socket2::SockRef::from(&s);
+            let _ = r.set_recv_buffer_size(w as usize);
+            let _ = r.set_send_buffer_size(w as usize);
+        }
+        if let Some(d) = spec.dscp {
+            let _ = sys::set_dscp(&socket2::SockRef::from(&s), local_ip.is_ipv6(), d);
+        }
+        ports.push(s.local_addr().map_err(|e| e.to_string())?.port());
+        let (tx, cancel, cookie) = (tx.clone(), cancel.clone(), *cookie);
+        std::thread::spawn(move || {
+            let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
+            let mut buf = [0u8; 2048];
+            let until = Instant::now() + Duration::from_secs(30);
+            while !cancel.load(Ordering::Acquire) && Instant::now() < until {
+                if let Ok((n, src)) = s.recv_from(&mut buf) {
+                    if let Ok(h) = DataHello::decode(&buf[..n]) {
+                        if h.cookie == cookie && h.stream == id && s.connect(src).is_ok() {
+                            let _ = tx.send(Event::UdpAttached(id, s));
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    Ok((ports, Some(cancel)))
+}
+
+fn start_side(
+    spec: &TestSpec,
+    conns: Vec<Option<Conn>>,
+    cookie: &Cookie,
+    max_rate: Option<u64>,
+    notify: Arc<dyn Fn() + Send + Sync>,
+) -> io::Result<Side> {
+    let deadline = spec
+        .duration_s
+        .map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let mut plans = Vec::new();
+    for (id, c) in conns.into_iter().enumerate() {
+        let id = id as u32;
+        let conn = c.ok_or_else(|| io::Error::other(format!("stream {id} never attached")))?;
+        // The server's role is the opposite of the client's.
+        let role = match spec.client_role(id) {
+            Role::Sender => Role::Receiver,
+            Role::Receiver => Role::Sender,
+        };
+        if let Conn::Tcp(s) = &conn {
+            let opts = SockOpts {
+                window: spec.window,
+                cc: spec.cc.clone(),
+                dscp: spec.dscp,
+                pace_bps: if role == Role::Sender {
+                    match (
+                        spec.per_stream_rate(),
+                        max_rate.map(|m| m / u64::from(spec.streams.max(1))),
+                    ) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    }
+                } else {
+                    None
+                },
+                ..Default::default()
+            };
+            let v6 = s
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_socket())
+                .is_some_and(|a| a.is_ipv6());
+            opts.apply(s, v6, "the server")
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            let _ = s.set_nodelay(false);
+        }
+        plans.push((
+            StreamPlan {
+                id,
+                role,
+                deadline,
+                quota: spec.per_stream_bytes(id),
+                block: spec.block_size as usize,
+                zerocopy: spec.zerocopy,
+                rate_bps: spec.per_stream_rate(),
+                token: udp_token(cookie),
+                drop_every: None,
+            },
+            conn,
+        ));
+    }
+    Side::start(
+        plans,
+        Duration::from_secs_f64(spec.interval_s),
+        true,
+        notify,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_defaults_to_loopback() {
+        let mut cfg = ServerConfig {
+            limits: Limits::default(),
+            timeouts: Timeouts::default(),
+            allow: vec![],
+            software: "t".into(),
+        };
+        assert!(cfg.allowed("127.0.0.1".parse().unwrap()));
+        assert!(cfg.allowed("::1".parse().unwrap()));
+        assert!(cfg.allowed("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!cfg.allowed("198.18.0.2".parse().unwrap()));
+        cfg.allow = vec!["198.18.0.0/15".parse().unwrap()];
+        assert!(cfg.allowed("198.19.1.1".parse().unwrap()));
+        assert!(!cfg.allowed("127.0.0.1".parse().unwrap()));
+    }
+}

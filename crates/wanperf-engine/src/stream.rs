@@ -1,0 +1,572 @@
+//! Data-stream workers and the per-end set of them ([`Side`]).
+//!
+//! Each stream runs on its own thread with blocking I/O — the cheapest way to move bytes —
+//! and publishes cumulative counters through atomics. The control loop samples them (with
+//! TCP_INFO) at interval boundaries and never touches the data path.
+
+use crate::sys;
+use socket2::Socket;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use wanperf_proto::data::{UdpHeader, UDP_FIN_SEQ, UDP_HEADER_LEN};
+use wanperf_proto::msg::{
+    CpuUsage, Role, SideInterval, SideReport, StreamFinal, StreamSample, UdpCounters,
+};
+use wanperf_proto::udp::UdpRecvStats;
+
+/// A connected data socket.
+#[derive(Debug)]
+pub enum Conn {
+    /// A TCP data connection (hello already exchanged).
+    Tcp(Socket),
+    /// A connected UDP socket.
+    Udp(UdpSocket),
+}
+
+impl Conn {
+    fn try_clone_probe(&self) -> io::Result<Probe> {
+        Ok(match self {
+            Conn::Tcp(s) => Probe::Tcp(s.try_clone()?),
+            Conn::Udp(s) => Probe::Udp(s.try_clone()?),
+        })
+    }
+}
+
+#[derive(Debug)]
+enum Probe {
+    Tcp(Socket),
+    Udp(UdpSocket),
+}
+
+/// What one stream must do.
+#[derive(Debug, Clone)]
+pub struct StreamPlan {
+    /// Stream id.
+    pub id: u32,
+    /// This end's role.
+    pub role: Role,
+    /// Senders stop here (and UDP receivers give up a little after).
+    pub deadline: Option<Instant>,
+    /// Senders stop after this many bytes.
+    pub quota: Option<u64>,
+    /// Bytes per write/read, or UDP payload size.
+    pub block: usize,
+    /// Zero-copy send (sendfile) and discarding receive (MSG_TRUNC).
+    pub zerocopy: bool,
+    /// UDP pacing rate for this stream, bit/s.
+    pub rate_bps: Option<u64>,
+    /// UDP token (first cookie bytes).
+    pub token: u32,
+    /// Test hook: a UDP sender numbers but does not send every Nth datagram.
+    pub drop_every: Option<u64>,
+}
+
+/// Counters a worker publishes.
+#[derive(Debug, Default)]
+pub struct Counters {
+    bytes: AtomicU64,
+    packets: AtomicU64,
+    last_ns: AtomicU64,
+    done: AtomicBool,
+    udp: Mutex<Option<UdpRecvStats>>,
+}
+
+struct WorkerEnd {
+    error: Option<String>,
+    cpu: (f64, f64),
+}
+
+/// One running stream.
+pub struct Running {
+    plan: StreamPlan,
+    counters: Arc<Counters>,
+    probe: Probe,
+    sndbuf: Option<u64>,
+    rcvbuf: Option<u64>,
+    thread: Option<JoinHandle<WorkerEnd>>,
+    end: Option<WorkerEnd>,
+}
+
+/// All streams of one end of a test.
+pub struct Side {
+    start: Instant,
+    streams: Vec<Running>,
+    stop: Arc<AtomicBool>,
+    interval: Duration,
+    index: u32,
+    last_t: f64,
+    finished: bool,
+    cpu_before: (f64, f64),
+    counters_before: std::collections::BTreeMap<String, i64>,
+    per_thread_cpu: bool,
+}
+
+fn ns_since(start: Instant) -> u64 {
+    start.elapsed().as_nanos() as u64
+}
+
+impl Side {
+    /// Starts every stream now. `notify` is called (from the worker thread) when a stream ends.
+    /// `per_thread_cpu` reports the workers' own CPU (a server running several tests) rather
+    /// than the whole process's.
+    pub fn start(
+        conns: Vec<(StreamPlan, Conn)>,
+        interval: Duration,
+        per_thread_cpu: bool,
+        notify: Arc<dyn Fn() + Send + Sync>,
+    ) -> io::Result<Side> {
+        let counters_before = sys::tcp_counters();
+        let cpu_before = sys::process_cpu();
+        let start = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut streams = Vec::with_capacity(conns.len());
+        for (plan, conn) in conns {
+            let probe = conn.try_clone_probe()?;
+            let (sndbuf, rcvbuf) = match &conn {
+                Conn::Tcp(s) => (s.send_buffer_size().ok(), s.recv_buffer_size().ok()),
+                Conn::Udp(s) => {
+                    let s = socket2::SockRef::from(s);
+                    (s.send_buffer_size().ok(), s.recv_buffer_size().ok())
+                }
+            };
+            let counters = Arc::new(Counters::default());
+            let (c, p, st, n) = (counters.clone(), plan.clone(), stop.clone(), notify.clone());
+            let thread = std::thread::Builder::new()
+                .name(format!("wanperf-stream-{}", plan.id))
+                .spawn(move || {
+                    let error = run_worker(&p, conn, &c, &st, start)
+                        .err()
+                        .map(|e| e.to_string());
+                    c.done.store(true, Ordering::Release);
+                    let cpu = sys::thread_cpu();
+                    n();
+                    WorkerEnd { error, cpu }
+                })?;
+            streams.push(Running {
+                plan,
+                counters,
+                probe,
+                sndbuf: sndbuf.map(|v| v as u64),
+                rcvbuf: rcvbuf.map(|v| v as u64),
+                thread: Some(thread),
+                end: None,
+            });
+        }
+        Ok(Side {
+            start,
+            streams,
+            stop,
+            interval,
+            index: 0,
+            last_t: 0.0,
+            finished: false,
+            cpu_before,
+            counters_before,
+            per_thread_cpu,
+        })
+    }
+
+    /// When the side started.
+    pub fn started(&self) -> Instant {
+        self.start
+    }
+
+    /// When the next interval sample is due (none once every stream is done).
+    pub fn next_tick(&self) -> Option<Instant> {
+        (!self.finished && !self.all_done()).then(|| self.start + self.interval * (self.index + 1))
+    }
+
+    /// Whether every stream has ended.
+    pub fn all_done(&self) -> bool {
+        self.streams
+            .iter()
+            .all(|s| s.counters.done.load(Ordering::Acquire))
+    }
+
+    /// Samples every stream if an interval boundary has passed.
+    pub fn tick(&mut self, now: Instant) -> Option<SideInterval> {
+        let due = self.next_tick()?;
+        if now < due {
+            return None;
+        }
+        let t = (now - self.start).as_secs_f64();
+        let iv = self.sample(t, false);
+        self.index += 1;
+        Some(iv)
+    }
+
+    fn sample(&mut self, t_s: f64, last: bool) -> SideInterval {
+        self.last_t = t_s;
+        SideInterval {
+            index: self.index,
+            t_s,
+            last,
+            streams: self.streams.iter().map(sample_stream).collect(),
+        }
+    }
+
+    /// Stops the workers (senders stop sending; receivers stop waiting).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// Forces every socket closed so blocked workers return.
+    pub fn force_close(&self) {
+        self.stop();
+        for s in &self.streams {
+            match &s.probe {
+                Probe::Tcp(p) => {
+                    let _ = p.shutdown(Shutdown::Both);
+                }
+                Probe::Udp(p) => {
+                    // A connected UDP socket cannot be shut down; the receive timeout and the
+                    // stop flag end its worker.
+                    let _ = p;
+                }
+            }
+        }
+    }
+
+    /// Waits for the workers (forcing them closed after `patience`), then returns the final
+    /// sample and this end's report.
+    pub fn finish(&mut self, patience: Duration) -> (SideInterval, SideReport) {
+        let give_up = Instant::now() + patience;
+        while !self.all_done() && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if !self.all_done() {
+            self.force_close();
+        }
+        for s in &mut self.streams {
+            if let Some(t) = s.thread.take() {
+                s.end = Some(t.join().unwrap_or(WorkerEnd {
+                    error: Some("stream worker panicked".into()),
+                    cpu: (0.0, 0.0),
+                }));
+            }
+        }
+        let wall = self.start.elapsed().as_secs_f64();
+        let last_byte = self
+            .streams
+            .iter()
+            .map(|s| s.counters.last_ns.load(Ordering::Acquire) as f64 / 1e9)
+            .fold(0.0, f64::max);
+        let t_last = last_byte.max(self.last_t);
+        let last = self.sample(t_last, true);
+        self.finished = true;
+        let cpu = if self.per_thread_cpu {
+            let (u, s) = self
+                .streams
+                .iter()
+                .filter_map(|s| s.end.as_ref())
+                .fold((0.0, 0.0), |a, e| (a.0 + e.cpu.0, a.1 + e.cpu.1));
+            CpuUsage {
+                user_s: u,
+                system_s: s,
+                wall_s: wall,
+            }
+        } else {
+            sys::cpu_between(self.cpu_before, sys::process_cpu(), wall)
+        };
+        let streams = self
+            .streams
+            .iter()
+            .map(|s| {
+                let sm = sample_stream(s);
+                StreamFinal {
+                    id: s.plan.id,
+                    role: Some(s.plan.role),
+                    bytes: sm.bytes,
+                    duration_s: s.counters.last_ns.load(Ordering::Acquire) as f64 / 1e9,
+                    sndbuf: s.sndbuf,
+                    rcvbuf: s.rcvbuf,
+                    tcp: sm.tcp,
+                    udp: sm.udp,
+                    error: s.end.as_ref().and_then(|e| e.error.clone()),
+                }
+            })
+            .collect();
+        let report = SideReport {
+            streams,
+            cpu,
+            tcp_counters: sys::counter_delta(&self.counters_before, &sys::tcp_counters()),
+        };
+        (last, report)
+    }
+}
+
+impl Drop for Side {
+    fn drop(&mut self) {
+        if self.streams.iter().any(|s| s.thread.is_some()) {
+            self.force_close();
+            for s in &mut self.streams {
+                if let Some(t) = s.thread.take() {
+                    let _ = t.join();
+                }
+            }
+        }
+    }
+}
+
+fn sample_stream(s: &Running) -> StreamSample {
+    let tcp = match &s.probe {
+        Probe::Tcp(p) => sys::tcp_info(p.as_raw_fd()).ok(),
+        Probe::Udp(_) => None,
+    };
+    let udp = match (&s.probe, s.plan.role) {
+        (Probe::Udp(_), Role::Receiver) => s
+            .counters
+            .udp
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(UdpRecvStats::counters)),
+        (Probe::Udp(_), Role::Sender) => Some(UdpCounters {
+            packets: s.counters.packets.load(Ordering::Acquire),
+            ..Default::default()
+        }),
+        _ => None,
+    };
+    StreamSample {
+        id: s.plan.id,
+        bytes: s.counters.bytes.load(Ordering::Acquire),
+        tcp,
+        udp,
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+fn run_worker(
+    p: &StreamPlan,
+    conn: Conn,
+    c: &Counters,
+    stop: &AtomicBool,
+    start: Instant,
+) -> io::Result<()> {
+    match (conn, p.role) {
+        (Conn::Tcp(s), Role::Sender) => tcp_send(p, s, c, stop, start),
+        (Conn::Tcp(s), Role::Receiver) => tcp_recv(p, s, c, stop, start),
+        (Conn::Udp(s), Role::Sender) => udp_send(p, s, c, stop, start),
+        (Conn::Udp(s), Role::Receiver) => udp_recv(p, s, c, stop, start),
+    }
+}
+
+fn tcp_send(
+    p: &StreamPlan,
+    mut s: Socket,
+    c: &Counters,
+    stop: &AtomicBool,
+    start: Instant,
+) -> io::Result<()> {
+    // A timeout lets a sender blocked on a closed window notice the deadline and the stop flag.
+    s.set_write_timeout(Some(Duration::from_millis(250)))?;
+    let buf: Vec<u8> = (0..p.block).map(|i| (i % 251) as u8).collect();
+    let memfile = if p.zerocopy {
+        Some(sys::MemFile::new(p.block.max(1 << 20))?)
+    } else {
+        None
+    };
+    let mut off = 0usize;
+    let mut sent: u64 = 0;
+    let result = loop {
+        if stop.load(Ordering::Relaxed) || p.deadline.is_some_and(|d| Instant::now() >= d) {
+            break Ok(());
+        }
+        let want = match p.quota {
+            Some(q) if sent >= q => break Ok(()),
+            Some(q) => (q - sent).min(p.block as u64) as usize,
+            None => p.block,
+        };
+        let r = match &memfile {
+            Some(m) => {
+                if off + want > m.len() {
+                    off = 0;
+                }
+                m.sendfile(s.as_raw_fd(), off, want)
+            }
+            None => s.write(&buf[..want]),
+        };
+        match r {
+            Ok(0) => {
+                break Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "peer stopped accepting data",
+                ))
+            }
+            Ok(n) => {
+                off += n;
+                sent += n as u64;
+                c.bytes.fetch_add(n as u64, Ordering::Release);
+                c.last_ns.store(ns_since(start), Ordering::Release);
+            }
+            Err(e) if is_timeout(&e) => continue,
+            Err(e) => break Err(e),
+        }
+    };
+    let _ = s.flush();
+    let _ = s.shutdown(Shutdown::Write);
+    result
+}
+
+fn tcp_recv(
+    p: &StreamPlan,
+    mut s: Socket,
+    c: &Counters,
+    stop: &AtomicBool,
+    start: Instant,
+) -> io::Result<()> {
+    s.set_read_timeout(Some(Duration::from_millis(250)))?;
+    let len = p.block.max(128 * 1024);
+    let mut buf = if p.zerocopy {
+        Vec::new()
+    } else {
+        vec![0u8; len]
+    };
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let r = if p.zerocopy {
+            sys::recv_discard(s.as_raw_fd(), len)
+        } else {
+            s.read(&mut buf)
+        };
+        match r {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                c.bytes.fetch_add(n as u64, Ordering::Release);
+                c.last_ns.store(ns_since(start), Ordering::Release);
+            }
+            Err(e) if is_timeout(&e) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn udp_send(
+    p: &StreamPlan,
+    s: UdpSocket,
+    c: &Counters,
+    stop: &AtomicBool,
+    start: Instant,
+) -> io::Result<()> {
+    let rate = p.rate_bps.unwrap_or(1_000_000).max(1) as f64;
+    let gap_ns = (p.block as f64 * 8.0 * 1e9 / rate).max(1.0);
+    let mut buf = vec![0u8; p.block.max(UDP_HEADER_LEN)];
+    for (i, b) in buf.iter_mut().enumerate().skip(UDP_HEADER_LEN) {
+        *b = (i % 251) as u8;
+    }
+    let mut seq: u64 = 0;
+    let mut sent_bytes: u64 = 0;
+    let result = 'outer: loop {
+        let now_ns = ns_since(start);
+        if stop.load(Ordering::Relaxed) || p.deadline.is_some_and(|d| Instant::now() >= d) {
+            break Ok(());
+        }
+        // Send every datagram whose scheduled time has come; then sleep to the next one.
+        // Scheduling from the start (not from the last send) keeps sleep error from adding up.
+        while (seq as f64 * gap_ns) as u64 <= now_ns {
+            if p.quota.is_some_and(|q| sent_bytes >= q) {
+                break 'outer Ok(());
+            }
+            let hdr = UdpHeader {
+                token: p.token,
+                stream: p.id,
+                seq,
+                send_ns: ns_since(start),
+            };
+            hdr.write(&mut buf);
+            let dropped = p.drop_every.is_some_and(|n| n > 0 && seq % n == n - 1);
+            if !dropped {
+                match s.send(&buf) {
+                    Ok(_) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) || is_timeout(&e) => {
+                        // The local queue is full: this datagram is lost at the sender.
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                        break 'outer Err(io::Error::new(
+                            e.kind(),
+                            "peer's UDP port is unreachable",
+                        ));
+                    }
+                    Err(e) => break 'outer Err(e),
+                }
+            }
+            seq += 1;
+            sent_bytes += buf.len() as u64;
+            c.packets.store(seq, Ordering::Release);
+            c.bytes.store(sent_bytes, Ordering::Release);
+            c.last_ns.store(ns_since(start), Ordering::Release);
+        }
+        let next_ns = (seq as f64 * gap_ns) as u64;
+        let now_ns = ns_since(start);
+        if next_ns > now_ns {
+            std::thread::sleep(Duration::from_nanos((next_ns - now_ns).min(50_000_000)));
+        }
+    };
+    // End-of-flow marker, repeated in case one is lost; it carries the count sent.
+    let fin = UdpHeader {
+        token: p.token,
+        stream: p.id,
+        seq: UDP_FIN_SEQ,
+        send_ns: seq,
+    };
+    fin.write(&mut buf);
+    for _ in 0..3 {
+        let _ = s.send(&buf[..UDP_HEADER_LEN]);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    result
+}
+
+fn udp_recv(
+    p: &StreamPlan,
+    s: UdpSocket,
+    c: &Counters,
+    stop: &AtomicBool,
+    start: Instant,
+) -> io::Result<()> {
+    s.set_read_timeout(Some(Duration::from_millis(100)))?;
+    *c.udp.lock().map_err(|_| io::Error::other("poisoned"))? = Some(UdpRecvStats::new());
+    let mut buf = vec![0u8; 65_536];
+    // A receiver whose sender's end marker never comes gives up a little after the deadline.
+    let give_up = p.deadline.map(|d| d + Duration::from_secs(3));
+    loop {
+        if stop.load(Ordering::Relaxed) || give_up.is_some_and(|g| Instant::now() >= g) {
+            return Ok(());
+        }
+        let n = match s.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e) if is_timeout(&e) => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+            Err(e) => return Err(e),
+        };
+        let arrival = ns_since(start);
+        let Ok(h) = UdpHeader::read(&buf[..n]) else {
+            continue;
+        };
+        if h.token != p.token || h.stream != p.id {
+            continue;
+        }
+        let mut g = c.udp.lock().map_err(|_| io::Error::other("poisoned"))?;
+        let st = g.get_or_insert_with(UdpRecvStats::new);
+        if h.seq == UDP_FIN_SEQ {
+            st.on_fin(h.send_ns);
+            return Ok(());
+        }
+        st.on_packet(h.seq, h.send_ns, arrival);
+        drop(g);
+        c.bytes.fetch_add(n as u64, Ordering::Release);
+        c.last_ns.store(arrival, Ordering::Release);
+    }
+}

@@ -1,0 +1,436 @@
+//! Thin, safe wrappers over the Linux calls the engine needs and the standard library lacks:
+//! TCP_INFO, TCP_CONGESTION, pacing, MSG_TRUNC receive, sendfile from a memfd, rusage, the
+//! host's /proc and /sys counters, and the host capture.
+
+use socket2::Socket;
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use wanperf_proto::msg::{CpuUsage, HostCapture, InterfaceCapture, TcpInfo};
+
+fn u32_at(b: &[u8], off: usize, len: usize) -> Option<u32> {
+    (off + 4 <= len).then(|| u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]))
+}
+
+fn u64_at(b: &[u8], off: usize, len: usize) -> Option<u64> {
+    (off + 8 <= len).then(|| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[off..off + 8]);
+        u64::from_ne_bytes(a)
+    })
+}
+
+/// Reads TCP_INFO. Fields are taken by their offsets in `struct tcp_info` (linux/tcp.h);
+/// fields past the length the kernel returned are `None`.
+pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
+    let mut buf = [0u8; 256];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is valid for `len` bytes and the kernel writes at most `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = len as usize;
+    let g32 = |o| u32_at(&buf, o, n).unwrap_or(0);
+    let ssthresh = g32(76);
+    Ok(TcpInfo {
+        cwnd: g32(80),
+        ssthresh: (ssthresh < 0x7fff_ffff).then_some(ssthresh),
+        snd_mss: g32(16),
+        srtt_us: g32(68),
+        rttvar_us: g32(72),
+        min_rtt_us: u32_at(&buf, 148, n),
+        total_retrans: g32(100),
+        lost: g32(32),
+        unacked: g32(24),
+        reordering: g32(88),
+        delivery_rate_bps: u64_at(&buf, 160, n).map(|v| v.saturating_mul(8)),
+        pacing_rate_bps: u64_at(&buf, 104, n).map(|v| {
+            if v == u64::MAX {
+                v
+            } else {
+                v.saturating_mul(8)
+            }
+        }),
+        snd_wnd: u32_at(&buf, 228, n),
+        rcv_space: g32(96),
+        busy_time_us: u64_at(&buf, 168, n),
+        rwnd_limited_us: u64_at(&buf, 176, n),
+        sndbuf_limited_us: u64_at(&buf, 184, n),
+        bytes_acked: u64_at(&buf, 120, n),
+        bytes_retrans: u64_at(&buf, 208, n),
+    })
+}
+
+/// Sets TCP_CONGESTION.
+pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
+    // SAFETY: pointer and length describe `name`'s bytes.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Caps the socket's pacing rate (SO_MAX_PACING_RATE), in bit/s.
+pub fn set_max_pacing(fd: RawFd, bps: u64) -> io::Result<()> {
+    let bytes_per_s: u64 = (bps / 8).max(1);
+    // SAFETY: pointer and length describe a u64 on the stack.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&bytes_per_s as *const u64).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets the DSCP code point on a socket of the given family.
+pub fn set_dscp(sock: &Socket, ipv6: bool, dscp: u8) -> io::Result<()> {
+    let tos = u32::from(dscp) << 2;
+    if ipv6 {
+        sock.set_tclass_v6(tos)
+    } else {
+        sock.set_tos(tos)
+    }
+}
+
+/// Receives and discards up to `len` bytes without copying them (TCP MSG_TRUNC, tcp(7)).
+pub fn recv_discard(fd: RawFd, len: usize) -> io::Result<usize> {
+    loop {
+        // SAFETY: a null buffer is allowed with MSG_TRUNC on TCP: nothing is copied.
+        let rc = unsafe { libc::recv(fd, std::ptr::null_mut(), len, libc::MSG_TRUNC) };
+        if rc >= 0 {
+            return Ok(rc as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// An in-memory file filled with a pattern, the source for zero-copy `sendfile`.
+#[derive(Debug)]
+pub struct MemFile {
+    fd: OwnedFd,
+    len: usize,
+}
+
+impl MemFile {
+    /// A memfd of `len` bytes.
+    pub fn new(len: usize) -> io::Result<MemFile> {
+        // SAFETY: the name is a valid C string; the returned fd is owned below.
+        let fd = unsafe { libc::memfd_create(c"wanperf-zc".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd was just created and is not owned elsewhere.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut f = std::fs::File::from(fd);
+        let block: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        io::Write::write_all(&mut f, &block)?;
+        Ok(MemFile { fd: f.into(), len })
+    }
+
+    /// Sends up to `count` bytes from `offset` to the socket with sendfile.
+    pub fn sendfile(&self, sock: RawFd, offset: usize, count: usize) -> io::Result<usize> {
+        let mut off = offset as libc::off_t;
+        let count = count.min(self.len - offset);
+        loop {
+            // SAFETY: both fds are valid; `off` is a valid pointer.
+            let rc = unsafe { libc::sendfile(sock, self.fd.as_raw_fd(), &mut off, count) };
+            if rc >= 0 {
+                return Ok(rc as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+fn rusage(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: an all-zero rusage is valid; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: ru is a valid out-pointer.
+    unsafe { libc::getrusage(who, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// CPU seconds (user, system) of the calling thread.
+pub fn thread_cpu() -> (f64, f64) {
+    rusage(libc::RUSAGE_THREAD)
+}
+
+/// CPU seconds (user, system) of the whole process.
+pub fn process_cpu() -> (f64, f64) {
+    rusage(libc::RUSAGE_SELF)
+}
+
+/// CPU used between two readings over `wall_s` seconds.
+pub fn cpu_between(before: (f64, f64), after: (f64, f64), wall_s: f64) -> CpuUsage {
+    CpuUsage {
+        user_s: (after.0 - before.0).max(0.0),
+        system_s: (after.1 - before.1).max(0.0),
+        wall_s,
+    }
+}
+
+/// The host's TCP counters: `TcpExt.*` from /proc/net/netstat and `Tcp.*` from /proc/net/snmp.
+pub fn tcp_counters() -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for (path, prefix) in [("/proc/net/netstat", "TcpExt:"), ("/proc/net/snmp", "Tcp:")] {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            parse_proc_pairs(&text, prefix, &mut out);
+        }
+    }
+    out
+}
+
+/// Parses the header/value line pairs of /proc/net/{netstat,snmp} for one prefix.
+pub fn parse_proc_pairs(text: &str, prefix: &str, out: &mut BTreeMap<String, i64>) {
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with(prefix)).collect();
+    for pair in lines.chunks(2) {
+        if let [names, values] = pair {
+            let name = prefix.trim_end_matches(':');
+            for (k, v) in names
+                .split_whitespace()
+                .skip(1)
+                .zip(values.split_whitespace().skip(1))
+            {
+                if let Ok(v) = v.parse::<i64>() {
+                    out.insert(format!("{name}.{k}"), v);
+                }
+            }
+        }
+    }
+}
+
+/// Non-zero differences `after - before` (gauges like Tcp.CurrEstab included as differences).
+pub fn counter_delta(
+    before: &BTreeMap<String, i64>,
+    after: &BTreeMap<String, i64>,
+) -> BTreeMap<String, i64> {
+    after
+        .iter()
+        .filter_map(|(k, v)| {
+            let d = v - before.get(k).copied().unwrap_or(0);
+            (d != 0
+                && k != "Tcp.MaxConn"
+                && k != "Tcp.RtoMin"
+                && k != "Tcp.RtoMax"
+                && k != "Tcp.RtoAlgorithm")
+                .then(|| (k.clone(), d))
+        })
+        .collect()
+}
+
+fn read_trim(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn read_u64(path: &str) -> Option<u64> {
+    read_trim(path)?.parse().ok()
+}
+
+fn read_triple(path: &str) -> Option<[u64; 3]> {
+    let s = read_trim(path)?;
+    let v: Vec<u64> = s
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    (v.len() == 3).then(|| [v[0], v[1], v[2]])
+}
+
+/// `net.core.rmem_max` and `net.core.wmem_max`.
+pub fn buffer_max() -> (Option<u64>, Option<u64>) {
+    (
+        read_u64("/proc/sys/net/core/rmem_max"),
+        read_u64("/proc/sys/net/core/wmem_max"),
+    )
+}
+
+/// Congestion control algorithms the kernel offers now.
+pub fn available_cc() -> Vec<String> {
+    read_trim("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The interface whose address the kernel would use to reach `peer`.
+pub fn route_interface(peer: IpAddr) -> Option<InterfaceCapture> {
+    let bind: SocketAddr = if peer.is_ipv4() {
+        "0.0.0.0:0".parse().ok()?
+    } else {
+        "[::]:0".parse().ok()?
+    };
+    let s = UdpSocket::bind(bind).ok()?;
+    // connect() on UDP sends nothing; it only asks the routing table.
+    s.connect(SocketAddr::new(peer, 9)).ok()?;
+    let local = s.local_addr().ok()?.ip();
+    interface_of(local)
+}
+
+/// The interface holding address `local`.
+pub fn interface_of(local: IpAddr) -> Option<InterfaceCapture> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: cur is a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and points at a sockaddr of the family it names.
+        let addr = unsafe {
+            match i32::from((*ifa.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                    Some(IpAddr::from(
+                        u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+                    ))
+                }
+                libc::AF_INET6 => {
+                    let sin6 = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
+                    Some(IpAddr::from(sin6.sin6_addr.s6_addr))
+                }
+                _ => None,
+            }
+        };
+        if addr == Some(local) {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+                .to_string_lossy()
+                .into_owned();
+            found = Some(name);
+            break;
+        }
+    }
+    // SAFETY: head came from getifaddrs.
+    unsafe { libc::freeifaddrs(head) };
+    let name = found?;
+    let base = format!("/sys/class/net/{name}");
+    Some(InterfaceCapture {
+        mtu: read_u64(&format!("{base}/mtu")).map(|v| v as u32),
+        txqueuelen: read_u64(&format!("{base}/tx_queue_len")).map(|v| v as u32),
+        speed_mbps: read_trim(&format!("{base}/speed"))
+            .and_then(|s| s.parse::<i64>().ok())
+            .filter(|v| *v > 0)
+            .map(|v| v as u64),
+        address: local.to_string(),
+        name,
+    })
+}
+
+/// What this host looks like; `peer` selects the interface recorded.
+pub fn host_capture(peer: Option<IpAddr>) -> HostCapture {
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let (rmem_max, wmem_max) = buffer_max();
+    HostCapture {
+        hostname: read_trim("/proc/sys/kernel/hostname").unwrap_or_default(),
+        kernel: read_trim("/proc/sys/kernel/osrelease").unwrap_or_default(),
+        cpu_model,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        rmem_max,
+        wmem_max,
+        tcp_rmem: read_triple("/proc/sys/net/ipv4/tcp_rmem"),
+        tcp_wmem: read_triple("/proc/sys/net/ipv4/tcp_wmem"),
+        congestion_control: read_trim("/proc/sys/net/ipv4/tcp_congestion_control"),
+        available_congestion_control: available_cc(),
+        interface: peer.and_then(route_interface),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_pairs_and_delta() {
+        let text = "TcpExt: SyncookiesSent TCPTimeouts\nTcpExt: 0 5\nIpExt: A\nIpExt: 1\n";
+        let mut a = BTreeMap::new();
+        parse_proc_pairs(text, "TcpExt:", &mut a);
+        assert_eq!(a.get("TcpExt.TCPTimeouts"), Some(&5));
+        assert_eq!(a.len(), 2);
+        let mut b = a.clone();
+        b.insert("TcpExt.TCPTimeouts".into(), 9);
+        let d = counter_delta(&a, &b);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d["TcpExt.TCPTimeouts"], 4);
+    }
+
+    #[test]
+    fn real_counters_and_capture() {
+        let c = tcp_counters();
+        assert!(c.contains_key("Tcp.ActiveOpens"), "{c:?}");
+        let h = host_capture(Some("127.0.0.1".parse().unwrap()));
+        assert!(!h.kernel.is_empty());
+        assert!(h.cpus >= 1);
+        assert_eq!(h.interface.unwrap().name, "lo");
+    }
+
+    #[test]
+    fn tcp_info_on_a_live_socket() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let info = tcp_info(c.as_raw_fd()).unwrap();
+        assert!(info.cwnd > 0);
+        assert!(info.snd_mss > 0);
+        assert!(set_congestion(c.as_raw_fd(), "no-such-cc").is_err());
+        assert!(set_congestion(c.as_raw_fd(), "reno").is_ok());
+    }
+}

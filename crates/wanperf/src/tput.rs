@@ -1,0 +1,334 @@
+//! `wanperf serve` and `wanperf tput`: flags, validation, and the glue to the engine.
+
+use crate::output::{JsonSink, TableSink};
+use crate::INTERRUPTED;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use ipnet::IpNet;
+use socket2::{Domain, Protocol, Socket, Type};
+use std::net::{SocketAddr, TcpListener};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use wanperf_engine::client::{self, ClientConfig, ClientError};
+use wanperf_engine::server::{serve as run_server, ServerConfig};
+use wanperf_proto::msg::{Direction, TestSpec, Transport, DEFAULT_PORT, MAX_STREAMS};
+use wanperf_proto::server::{Limits, Timeouts};
+use wanperf_proto::units;
+
+/// Software version reported to peers and in records.
+pub fn software() -> String {
+    format!("wanperf {}", env!("CARGO_PKG_VERSION"))
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    units::parse_size(s).map_err(|e| e.to_string())
+}
+
+fn rate(s: &str) -> Result<u64, String> {
+    units::parse_rate(s).map_err(|e| e.to_string())
+}
+
+fn secs(s: &str) -> Result<f64, String> {
+    units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn cidrs(s: &str) -> Result<Vec<IpNet>, String> {
+    s.split(',')
+        .filter(|x| !x.trim().is_empty())
+        .map(|x| {
+            let x = x.trim();
+            x.parse::<IpNet>()
+                .or_else(|_| x.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| format!("`{x}` is not a CIDR (e.g. 198.18.0.0/15, 10.1.2.3, ::1/128)"))
+        })
+        .collect()
+}
+
+/// Flags of `wanperf serve`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf serve                                  # loopback clients only, port 5301
+  wanperf serve --allow 198.18.0.0/15            # also clients from the emulator's hosts
+  wanperf serve --max-rate 100M --max-duration 60s --max-concurrent 2
+
+Each test runs in its own threads; a client that stalls, disconnects or misbehaves only ends
+its own test. Stop the server with Ctrl-C: running tests are told and ended.")]
+pub struct ServeArgs {
+    /// Address and port to listen on (control and data share it).
+    #[arg(long, value_name = "ADDR:PORT", default_value_t = SocketAddr::from(([0u16; 8], DEFAULT_PORT)))]
+    listen: SocketAddr,
+    /// Clients allowed to run tests (comma-separated CIDRs; repeatable). Default: loopback only,
+    /// so a fresh server is not an open traffic generator.
+    #[arg(long, value_name = "CIDR", value_parser = cidrs, action = clap::ArgAction::Append)]
+    allow: Vec<Vec<IpNet>>,
+    /// Longest test a client may run.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = secs)]
+    max_duration: f64,
+    /// Most parallel streams per test.
+    #[arg(long, value_name = "N", default_value_t = MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..=MAX_STREAMS as i64))]
+    max_streams: u32,
+    /// Highest rate per test (e.g. 100M); TCP tests are paced to it, faster UDP tests refused.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    max_rate: Option<u64>,
+    /// Most tests at once.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    max_concurrent: u32,
+    /// How long a client may take for each handshake step before its test is dropped.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = secs)]
+    handshake_timeout: f64,
+    /// Print log lines as JSON objects.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Flags of `wanperf tput`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf tput 127.0.0.1                       # 10 s TCP upload, 1 stream
+  wanperf tput host -P 8 -w 256k -t 30 -i 0.5  # 8 streams, 256 KiB windows, 30 s
+  wanperf tput host -R --omit 2                # download, leave slow start out
+  wanperf tput host -u -b 100M -l 1400         # UDP at 100 Mbit/s: loss, jitter, order
+  wanperf tput host --bind-dev eth1            # measure through the interface you mean
+  wanperf tput host --json > run.ndjson        # start, interval and end records
+
+Units: sizes take k/M/G as powers of 1024 (256k = 262144 B); rates take k/M/G as powers of
+1000 in bit/s (25M = 25 Mbit/s); durations take ms/s/m (bare numbers are seconds).
+The summary's goodput is what the receiver read, divided by the time to its last byte.")]
+pub struct TputArgs {
+    /// Server running `wanperf serve` (name or address).
+    host: String,
+    /// Server port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Parallel streams (1..=128).
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_STREAMS as i64))]
+    streams: u32,
+    /// Socket buffer (TCP window) on both ends: SO_SNDBUF and SO_RCVBUF (e.g. 64k, 4M).
+    #[arg(short, long, value_name = "SIZE", value_parser = size)]
+    window: Option<u64>,
+    /// Test length.
+    #[arg(short = 't', long = "time", value_name = "DURATION", value_parser = secs, conflicts_with = "bytes")]
+    time: Option<f64>,
+    /// Bytes to send instead of a duration (split over the streams).
+    #[arg(short = 'n', long, value_name = "SIZE", value_parser = size)]
+    bytes: Option<u64>,
+    /// Reporting interval (0.1 s or more).
+    #[arg(short, long, value_name = "DURATION", default_value = "1", value_parser = secs)]
+    interval: f64,
+    /// Leave the first seconds (slow start) out of the summary.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = secs)]
+    omit: f64,
+    /// Bytes per write (TCP) or datagram payload (UDP). Default 128 KiB, or 1448 B for UDP.
+    #[arg(short = 'l', long = "length", value_name = "SIZE", value_parser = size)]
+    length: Option<u64>,
+    /// Reverse: the server sends, the client receives.
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    reverse: bool,
+    /// Both directions at once (N streams each way).
+    #[arg(long)]
+    bidir: bool,
+    /// Congestion control on both ends (e.g. cubic, bbr, reno).
+    #[arg(long, value_name = "NAME")]
+    cc: Option<String>,
+    /// DSCP code point (0..=63) for data and control traffic.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=63))]
+    dscp: Option<u8>,
+    /// Local address to send from.
+    #[arg(long, value_name = "ADDR")]
+    bind: Option<std::net::IpAddr>,
+    /// Local interface to send through (SO_BINDTODEVICE): seed 001 measured a multi-homed
+    /// host on the wrong interface and saw 8.5 instead of 320 Mbit/s.
+    #[arg(long, value_name = "IFACE")]
+    bind_dev: Option<String>,
+    /// Zero-copy: the sender uses sendfile from memory, the receiver discards without copying.
+    #[arg(short = 'Z', long)]
+    zerocopy: bool,
+    /// UDP instead of TCP (needs -b).
+    #[arg(short, long)]
+    udp: bool,
+    /// Target rate for all streams together (UDP pacing; TCP pacing cap), e.g. 100M.
+    #[arg(short = 'b', long = "bitrate", value_name = "RATE", value_parser = rate)]
+    bitrate: Option<u64>,
+    /// Run even if the kernel grants a smaller buffer than --window asks (a warning says
+    /// what was granted).
+    #[arg(long)]
+    accept_capped_window: bool,
+    /// Connection and handshake timeout.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = secs)]
+    timeout: f64,
+    /// Newline-delimited JSON records (schema wanperf/1, see docs/schema.md).
+    #[arg(long)]
+    json: bool,
+    /// Test hook: UDP senders number but do not send every Nth datagram.
+    #[arg(long, hide = true, value_name = "N")]
+    udp_drop_every: Option<u64>,
+}
+
+fn listener(addr: SocketAddr) -> Result<TcpListener> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if addr.is_ipv6() {
+        // Dual stack: [::] also takes IPv4 clients.
+        let _ = s.set_only_v6(false);
+    }
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    s.listen(1024)?;
+    Ok(s.into())
+}
+
+/// `wanperf serve`.
+pub fn serve(a: ServeArgs) -> Result<ExitCode> {
+    if !(a.max_duration > 0.0) {
+        bail!("--max-duration must be more than 0 s");
+    }
+    if a.max_rate == Some(0) {
+        bail!("--max-rate must be more than 0 bit/s");
+    }
+    let l = listener(a.listen)?;
+    let allow: Vec<IpNet> = a.allow.into_iter().flatten().collect();
+    let cfg = ServerConfig {
+        limits: Limits {
+            max_duration_s: a.max_duration,
+            max_streams: a.max_streams,
+            max_rate_bps: a.max_rate,
+            max_concurrent: a.max_concurrent,
+        },
+        timeouts: Timeouts {
+            handshake: Duration::from_secs_f64(a.handshake_timeout.max(0.1)),
+            grace: Duration::from_secs(10),
+        },
+        allow: allow.clone(),
+        software: software(),
+    };
+    let json = a.json;
+    let log: wanperf_engine::server::Log = Arc::new(move |line: &str| {
+        if json {
+            let ts = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            eprintln!(
+                "{}",
+                serde_json::json!({"event": "log", "timestamp": ts, "message": line})
+            );
+        } else {
+            eprintln!("{line}");
+        }
+    });
+    let who = if allow.is_empty() {
+        "loopback clients only (use --allow CIDR for others)".to_string()
+    } else {
+        allow
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    log(&format!(
+        "{} listening on {} for {who}",
+        software(),
+        l.local_addr()
+            .map_or_else(|_| a.listen.to_string(), |x| x.to_string())
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let watcher = std::thread::spawn(move || {
+        while !s2.load(Ordering::Acquire) {
+            if INTERRUPTED.load(Ordering::Acquire) {
+                s2.store(true, Ordering::Release);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    run_server(l, cfg, stop.clone(), log.clone())?;
+    stop.store(true, Ordering::Release);
+    let _ = watcher.join();
+    log("server stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Builds the test from the flags (checked before anything touches the network).
+pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
+    if a.udp && a.zerocopy {
+        bail!("--zerocopy applies to TCP only");
+    }
+    let transport = if a.udp {
+        Transport::Udp
+    } else {
+        Transport::Tcp
+    };
+    let block = match a.length {
+        Some(l) if l > u64::from(u32::MAX) => bail!("-l {l} is too large"),
+        Some(l) => l as u32,
+        None if a.udp => 1448,
+        None => 128 * 1024,
+    };
+    let spec = TestSpec {
+        transport,
+        direction: if a.bidir {
+            Direction::Bidir
+        } else if a.reverse {
+            Direction::Down
+        } else {
+            Direction::Up
+        },
+        streams: a.streams,
+        duration_s: if a.bytes.is_some() {
+            None
+        } else {
+            Some(a.time.unwrap_or(10.0))
+        },
+        bytes: a.bytes,
+        interval_s: a.interval,
+        omit_s: a.omit,
+        block_size: block,
+        window: a.window,
+        cc: a.cc.clone(),
+        dscp: a.dscp,
+        rate_bps: a.bitrate,
+        zerocopy: a.zerocopy,
+        accept_capped_window: a.accept_capped_window,
+    };
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// `wanperf tput`.
+pub fn tput(a: TputArgs) -> Result<ExitCode> {
+    let spec = spec_from(&a)?;
+    if !(a.timeout > 0.0) {
+        bail!("--timeout must be more than 0 s");
+    }
+    let cfg = ClientConfig {
+        host: a.host.clone(),
+        port: a.port,
+        spec,
+        bind: a.bind,
+        bind_dev: a.bind_dev.clone(),
+        timeout: Duration::from_secs_f64(a.timeout),
+        drop_every: a.udp_drop_every,
+        software: software(),
+    };
+    let mut table;
+    let mut json;
+    let sink: &mut dyn client::Sink = if a.json {
+        json = JsonSink::stdout();
+        &mut json
+    } else {
+        table = TableSink::stdout();
+        &mut table
+    };
+    match client::run(&cfg, sink, &INTERRUPTED) {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(ClientError::Incomplete(why)) => {
+            eprintln!("error: test incomplete: {why} (the summary above holds what was measured)");
+            Ok(ExitCode::FAILURE)
+        }
+        Err(ClientError::Interrupted) => Ok(ExitCode::from(130)),
+        Err(e) => Err(e.into()),
+    }
+}
