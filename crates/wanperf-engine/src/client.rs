@@ -559,10 +559,7 @@ fn open_streams(
                             err,
                         })?;
                 }
-                if let Some(w) = spec.window {
-                    let _ = r.set_send_buffer_size(w as usize);
-                    let _ = r.set_recv_buffer_size(w as usize);
-                }
+                crate::opts::size_udp_buffers(&r, spec.window);
                 if let Some(d) = spec.dscp {
                     let _ = sys::set_dscp(&r, server.is_ipv6(), d);
                 }

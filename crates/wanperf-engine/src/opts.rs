@@ -171,3 +171,11 @@ pub fn capped_note(window: u64, granted: (u64, u64)) -> Option<String> {
         )
     })
 }
+
+/// UDP socket buffers: the window asked for, or else 4 MiB (within net.core.*mem_max), so a
+/// receiver that is briefly descheduled does not drop datagrams the network delivered.
+pub fn size_udp_buffers(s: &socket2::SockRef<'_>, window: Option<u64>) {
+    let size = window.unwrap_or(4 << 20) as usize;
+    let _ = s.set_recv_buffer_size(size);
+    let _ = s.set_send_buffer_size(size);
+}

@@ -512,11 +512,7 @@ fn prepare(
     for id in 0..spec.connections() {
         let s = UdpSocket::bind(SocketAddr::new(local_ip, 0))
             .map_err(|e| format!("cannot bind a UDP port: {e}"))?;
-        if let Some(w) = spec.window {
-            let r = socket2::SockRef::from(&s);
-            let _ = r.set_recv_buffer_size(w as usize);
-            let _ = r.set_send_buffer_size(w as usize);
-        }
+        crate::opts::size_udp_buffers(&socket2::SockRef::from(&s), spec.window);
         if let Some(d) = spec.dscp {
             let _ = sys::set_dscp(&socket2::SockRef::from(&s), local_ip.is_ipv6(), d);
         }

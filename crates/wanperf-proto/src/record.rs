@@ -307,7 +307,9 @@ impl Merger {
             });
             self.prev[id as usize] = cur;
         }
-        let omitted = end_s <= self.spec.omit_s + 1e-6 && self.spec.omit_s > 0.0;
+        // Judge by the nominal boundary: sample times wobble by scheduling delay.
+        let nominal_end = f64::from(k + 1) * self.spec.interval_s;
+        let omitted = self.spec.omit_s > 0.0 && nominal_end <= self.spec.omit_s + 1e-9;
         if self.baseline.is_none() && !omitted {
             // First interval past --omit: the summary counts from where the previous one ended.
             let mut base = self.prev.clone();

@@ -41,6 +41,8 @@ enum Command {
     Serve(tput::ServeArgs),
     /// Measure bulk TCP or UDP throughput to a `wanperf serve`.
     Tput(tput::TputArgs),
+    /// Show what wanperf does: for now a loopback server and a TCP and a UDP test against it.
+    Demo,
 }
 
 fn main() -> ExitCode {
@@ -62,8 +64,19 @@ fn main() -> ExitCode {
                 };
             }
             // One line, not clap's three: the first line already says what is wrong.
+            // Keep clap's first line and the indented lines that complete it (missing arguments).
             let text = e.render().to_string();
-            let line = text.lines().next().unwrap_or("error: invalid arguments");
+            let mut line = String::new();
+            for (i, l) in text.lines().enumerate() {
+                if i == 0 {
+                    line.push_str(l.trim_end_matches(':'));
+                } else if l.starts_with("  ") && !l.trim().is_empty() {
+                    line.push_str(if line.ends_with("provided") { ": " } else { ", " });
+                    line.push_str(l.trim());
+                } else {
+                    break;
+                }
+            }
             eprintln!("{line} (see --help)");
             return ExitCode::from(2);
         }
@@ -72,6 +85,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(a) => tput::serve(a),
         Command::Tput(a) => tput::tput(a),
+        Command::Demo => tput::demo(),
     };
     match result {
         Ok(code) => code,

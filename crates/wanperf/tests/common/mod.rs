@@ -1,0 +1,143 @@
+//! Helpers shared by the integration tests: a `wanperf serve` child on an ephemeral port and
+//! a client runner with a hard time limit.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_wanperf");
+
+/// A `wanperf serve` child process, killed on drop.
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    pub fn start(extra: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn server");
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = BufReader::new(stderr).lines();
+        let first = lines.next().expect("server printed nothing").unwrap();
+        let port = first
+            .rsplit_once("127.0.0.1:")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in `{first}`"));
+        let log = Arc::new(Mutex::new(vec![first]));
+        let l2 = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                l2.lock().unwrap().push(line);
+            }
+        });
+        Server { child, port, log }
+    }
+
+    pub fn port_s(&self) -> String {
+        self.port.to_string()
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs wanperf with `args`, failing the test if it takes longer than `limit`.
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn wanperf");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let to = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let te = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("wanperf {args:?} did not finish within {limit:?} (hang)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output { status, stdout: to.join().unwrap(), stderr: te.join().unwrap() }
+}
+
+/// Parses NDJSON output.
+pub fn records(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line `{l}`: {e}")))
+        .collect()
+}
+
+/// Runs a JSON tput against `server` and returns its records, asserting success.
+pub fn tput_json(server: &Server, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["tput", "127.0.0.1", "-p"];
+    let port = server.port_s();
+    args.push(&port);
+    args.push("--json");
+    args.extend_from_slice(extra);
+    let out = run(&args, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "tput {extra:?} failed: {}\nstdout: {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    records(&out)
+}
+
+pub fn end(recs: &[Value]) -> &Value {
+    let last = recs.last().expect("no records");
+    assert_eq!(last["event"], "end", "last record is not end: {last}");
+    last
+}
+
+pub fn intervals(recs: &[Value]) -> Vec<&Value> {
+    recs.iter().filter(|r| r["event"] == "interval").collect()
+}
+
+pub fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
+}
+
+pub fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
