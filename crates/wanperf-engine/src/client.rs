@@ -289,7 +289,11 @@ fn drive(
                             timestamp: SystemTime::now()
                                 .duration_since(SystemTime::UNIX_EPOCH)
                                 .map_or(0.0, |d| d.as_secs_f64()),
-                            server: format!("{}:{}", cfg.host, cfg.port),
+                            server: if cfg.host.contains(':') {
+                                format!("[{}]:{}", cfg.host, cfg.port)
+                            } else {
+                                format!("{}:{}", cfg.host, cfg.port)
+                            },
                             test: spec.clone(),
                             server_version: sv,
                             client_host: sys::host_capture(Some(server.ip())),
@@ -451,8 +455,12 @@ fn start_side(
     let deadline = spec
         .duration_s
         .map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let expected_end = spec
+        .expected_duration_s()
+        .map(|d| Instant::now() + Duration::from_secs_f64(d));
     for (plan, _) in &mut conns {
         plan.deadline = deadline;
+        plan.expected_end = expected_end;
     }
     let notify_tx = Mutex::new(tx.clone());
     let notify: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
@@ -491,6 +499,7 @@ fn open_streams(
             id,
             role,
             deadline: None,
+            expected_end: None,
             quota: spec.per_stream_bytes(id),
             block: spec.block_size as usize,
             zerocopy: spec.zerocopy,

@@ -328,6 +328,11 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                                 }
                                 _ => None,
                             };
+                            // Only what the client sends counts against its cap (the server
+                            // paces its own sending in reverse and bidir tests).
+                            rate_check.ids = (0..spec.connections())
+                                .filter(|&i| spec.client_role(i) == Role::Sender)
+                                .collect();
                             side = Some(s);
                         }
                         Err(e) => {
@@ -339,7 +344,7 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                 }
                 ServerAction::Collect => {
                     if let Some(s) = side.as_mut() {
-                        let (last, report) = s.finish(Duration::from_secs(5));
+                        let (last, report) = s.finish(Duration::from_secs(2));
                         let rx_bytes: u64 = report
                             .streams
                             .iter()
@@ -465,13 +470,19 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
 #[derive(Default)]
 struct RateCheck {
     cap: Option<u64>,
+    ids: Vec<u32>,
     prev: Option<(f64, u64)>,
 }
 
 impl RateCheck {
     fn check(&mut self, iv: &wanperf_proto::msg::SideInterval) -> Option<String> {
         let cap = self.cap?;
-        let bytes: u64 = iv.streams.iter().map(|s| s.bytes).sum();
+        let bytes: u64 = iv
+            .streams
+            .iter()
+            .filter(|s| self.ids.contains(&s.id))
+            .map(|s| s.bytes)
+            .sum();
         let prev = self.prev.replace((iv.t_s, bytes));
         let (t0, b0) = prev?;
         let dt = iv.t_s - t0;
@@ -547,6 +558,9 @@ fn start_side(
     let deadline = spec
         .duration_s
         .map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let expected_end = spec
+        .expected_duration_s()
+        .map(|d| Instant::now() + Duration::from_secs_f64(d));
     let mut plans = Vec::new();
     for (id, c) in conns.into_iter().enumerate() {
         let id = id as u32;
@@ -588,6 +602,7 @@ fn start_side(
                 id,
                 role,
                 deadline,
+                expected_end,
                 quota: spec.per_stream_bytes(id),
                 block: spec.block_size as usize,
                 zerocopy: spec.zerocopy,

@@ -50,8 +50,10 @@ pub struct StreamPlan {
     pub id: u32,
     /// This end's role.
     pub role: Role,
-    /// Senders stop here (and UDP receivers give up a little after).
+    /// Senders stop here.
     pub deadline: Option<Instant>,
+    /// When the data should have all arrived (UDP receivers give up 3 s after it).
+    pub expected_end: Option<Instant>,
     /// Senders stop after this many bytes.
     pub quota: Option<u64>,
     /// Bytes per write/read, or UDP payload size.
@@ -418,6 +420,50 @@ fn tcp_send(
     result
 }
 
+/// Wakes the receiver only when about a millisecond of data has arrived (SO_RCVLOWAT), so
+/// at tens of Gbit/s it reads big chunks instead of being woken for every 64 KiB segment.
+/// Bounded by a quarter of the receive buffer (never waiting for more than the window can
+/// hold) and by 256 KiB; at low rates it stays 1 byte, so interval counts are never late.
+struct LowWater {
+    fd: std::os::fd::RawFd,
+    current: usize,
+    since: Instant,
+    bytes: u64,
+}
+
+impl LowWater {
+    const CAP: usize = 256 * 1024;
+    const MIN: usize = 16 * 1024;
+
+    fn new(fd: std::os::fd::RawFd) -> Self {
+        LowWater {
+            fd,
+            current: 1,
+            since: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    fn account(&mut self, n: usize, now: Instant) {
+        self.bytes += n as u64;
+        let dt = now.duration_since(self.since);
+        if dt < Duration::from_millis(20) {
+            return;
+        }
+        let per_ms = (self.bytes as f64 / dt.as_secs_f64() / 1000.0) as usize;
+        let rcvbuf = sys::rcvbuf(self.fd).unwrap_or(0);
+        let mut want = per_ms.min(Self::CAP).min(rcvbuf / 4);
+        if want < Self::MIN {
+            want = 1;
+        }
+        if want != self.current && sys::set_rcvlowat(self.fd, want).is_ok() {
+            self.current = want;
+        }
+        self.since = now;
+        self.bytes = 0;
+    }
+}
+
 fn tcp_recv(
     p: &StreamPlan,
     mut s: Socket,
@@ -425,13 +471,14 @@ fn tcp_recv(
     stop: &AtomicBool,
     start: Instant,
 ) -> io::Result<()> {
-    s.set_read_timeout(Some(Duration::from_millis(250)))?;
-    let len = p.block.max(128 * 1024);
+    s.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let len = p.block.max(1 << 20);
     let mut buf = if p.zerocopy {
         Vec::new()
     } else {
         vec![0u8; len]
     };
+    let mut low = LowWater::new(s.as_raw_fd());
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
@@ -445,7 +492,12 @@ fn tcp_recv(
             Ok(0) => return Ok(()),
             Ok(n) => {
                 c.bytes.fetch_add(n as u64, Ordering::Release);
-                c.last_ns.store(ns_since(start), Ordering::Release);
+                let now = Instant::now();
+                c.last_ns.store(
+                    now.duration_since(start).as_nanos() as u64,
+                    Ordering::Release,
+                );
+                low.account(n, now);
             }
             Err(e) if is_timeout(&e) => continue,
             Err(e) => return Err(e),
@@ -539,8 +591,12 @@ fn udp_recv(
     s.set_read_timeout(Some(Duration::from_millis(100)))?;
     *c.udp.lock().map_err(|_| io::Error::other("poisoned"))? = Some(UdpRecvStats::new());
     let mut buf = vec![0u8; 65_536];
-    // A receiver whose sender's end marker never comes gives up a little after the deadline.
-    let give_up = p.deadline.map(|d| d + Duration::from_secs(3));
+    // A receiver whose sender's end marker never comes gives up a little after the data
+    // should have arrived.
+    let give_up = p
+        .expected_end
+        .or(p.deadline)
+        .map(|d| d + Duration::from_secs(3));
     loop {
         if stop.load(Ordering::Relaxed) || give_up.is_some_and(|g| Instant::now() >= g) {
             return Ok(());
@@ -564,9 +620,11 @@ fn udp_recv(
             st.on_fin(h.send_ns);
             return Ok(());
         }
-        st.on_packet(h.seq, h.send_ns, arrival);
+        let fresh = st.on_packet(h.seq, h.send_ns, arrival);
         drop(g);
-        c.bytes.fetch_add(n as u64, Ordering::Release);
+        if fresh {
+            c.bytes.fetch_add(n as u64, Ordering::Release);
+        }
         c.last_ns.store(arrival, Ordering::Release);
     }
 }

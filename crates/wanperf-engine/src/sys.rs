@@ -120,6 +120,48 @@ pub fn set_dscp(sock: &Socket, ipv6: bool, dscp: u8) -> io::Result<()> {
     }
 }
 
+/// Sets SO_RCVLOWAT: a blocking read returns once this many bytes are queued (or on
+/// timeout, FIN or error).
+pub fn set_rcvlowat(fd: RawFd, bytes: usize) -> io::Result<()> {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: pointer and length describe a c_int on the stack.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The socket's current SO_RCVBUF (autotuning grows it).
+pub fn rcvbuf(fd: RawFd) -> io::Result<usize> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: v and len are valid out-pointers of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(v.max(0) as usize)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Receives and discards up to `len` bytes without copying them (TCP MSG_TRUNC, tcp(7)).
 pub fn recv_discard(fd: RawFd, len: usize) -> io::Result<usize> {
     loop {

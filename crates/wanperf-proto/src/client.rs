@@ -172,7 +172,7 @@ impl ClientSession {
             ) => {
                 let Some(cookie) = cookie_from_hex(&cookie) else {
                     return Err(self.fail(
-                        SessionError::PeerError("server sent a malformed cookie".into()),
+                        SessionError::Local("server sent a malformed cookie".into()),
                         true,
                     ));
                 };
@@ -180,7 +180,7 @@ impl ClientSession {
                     && udp_ports.len() != self.spec.connections() as usize
                 {
                     return Err(self.fail(
-                        SessionError::PeerError("server sent the wrong number of UDP ports".into()),
+                        SessionError::Local("server sent the wrong number of UDP ports".into()),
                         true,
                     ));
                 }
@@ -243,7 +243,7 @@ impl ClientSession {
 
     /// Opening the data connections failed.
     pub fn handle_connect_failed(&mut self, reason: String) -> SessionError {
-        self.fail(SessionError::PeerError(reason), true)
+        self.fail(SessionError::Local(reason), true)
     }
 
     /// The client's own workers are done; tell the server and wait for its results.
@@ -251,7 +251,8 @@ impl ClientSession {
         if self.state == State::Running {
             self.out.push_back(Msg::Finish { report });
             self.state = State::AwaitResults;
-            self.deadline = Some(now + self.handshake);
+            // The server may wait a little for its own streams to drain before it reports.
+            self.deadline = Some(now + self.grace);
         }
     }
 

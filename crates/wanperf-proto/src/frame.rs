@@ -47,7 +47,6 @@ pub fn foreign_hint(first: &[u8]) -> String {
         }
         [b'H', b'T', b'T', b'P', ..] => " (it is an HTTP server)".into(),
         [b'S', b'S', b'H', b'-', ..] => " (it is an SSH server)".into(),
-        [] => " (it closed the connection without a word)".into(),
         _ => String::new(),
     }
 }

@@ -106,6 +106,14 @@ impl TestSpec {
         }
     }
 
+    /// How long the test should take: its duration, or for a paced byte count, bytes / rate.
+    pub fn expected_duration_s(&self) -> Option<f64> {
+        self.duration_s.or_else(|| {
+            let per_stream = self.per_stream_bytes(0)? as f64 * 8.0;
+            Some(per_stream / self.per_stream_rate()? as f64)
+        })
+    }
+
     /// Number of data connections (or UDP flows) the test opens.
     pub fn connections(&self) -> u32 {
         match self.direction {
@@ -482,7 +490,7 @@ pub enum Msg {
     Ready,
     /// Client → server: go.
     Start,
-    /// Either way: one end's samples for an interval.
+    /// Server → client: the server's samples for an interval.
     Interval(SideInterval),
     /// Client → server: the client's streams are done; here is its report.
     Finish {

@@ -18,7 +18,7 @@ pub struct Limits {
     pub max_duration_s: f64,
     /// Most streams per test (`--max-streams`).
     pub max_streams: u32,
-    /// Highest total rate per test in bit/s (`--max-rate`); TCP tests are paced to it.
+    /// Highest rate per test and direction in bit/s (`--max-rate`); TCP tests are paced to it.
     pub max_rate_bps: Option<u64>,
     /// Most tests at once (`--max-concurrent`).
     pub max_concurrent: u32,

@@ -48,8 +48,9 @@ impl UdpRecvStats {
     }
 
     /// Accounts one datagram. `send_ns` is on the sender's clock, `arrival_ns` on ours; only
-    /// differences of their difference matter, so the clocks need not agree.
-    pub fn on_packet(&mut self, seq: u64, send_ns: u64, arrival_ns: u64) {
+    /// differences of their difference matter, so the clocks need not agree. Returns false
+    /// for a duplicate.
+    pub fn on_packet(&mut self, seq: u64, send_ns: u64, arrival_ns: u64) -> bool {
         match self.max_seq {
             Some(max) if seq <= max => {
                 if max - seq >= WINDOW {
@@ -60,7 +61,7 @@ impl UdpRecvStats {
                     let (word, mask) = self.bit(seq);
                     if *word & mask != 0 {
                         self.duplicates += 1;
-                        return;
+                        return false;
                     }
                     *word |= mask;
                     self.out_of_order += 1;
@@ -90,6 +91,7 @@ impl UdpRecvStats {
             self.jitter_ns += (d - self.jitter_ns) / 16.0;
         }
         self.last_transit_ns = Some(transit);
+        true
     }
 
     /// Records the sender's end-of-flow count, which makes tail losses countable.
@@ -127,7 +129,7 @@ mod tests {
     fn feed(seqs: &[u64]) -> UdpRecvStats {
         let mut s = UdpRecvStats::new();
         for (i, &q) in seqs.iter().enumerate() {
-            s.on_packet(q, q * 1000, q * 1000 + 50 + i as u64);
+            let _ = s.on_packet(q, q * 1000, q * 1000 + 50 + i as u64);
         }
         s
     }
@@ -170,7 +172,7 @@ mod tests {
         let n = 300_000u64;
         for q in 0..n {
             if q % 10 != 3 {
-                s.on_packet(q, q, q + 7);
+                assert!(s.on_packet(q, q, q + 7));
             }
         }
         s.on_fin(n);
@@ -187,7 +189,7 @@ mod tests {
         let mut j = 0.0f64;
         for q in 0..200u64 {
             let extra = if q % 2 == 0 { 0 } else { 1_000_000 };
-            s.on_packet(q, q * 10_000_000, q * 10_000_000 + extra);
+            assert!(s.on_packet(q, q * 10_000_000, q * 10_000_000 + extra));
             if q > 0 {
                 j += (1_000_000.0 - j) / 16.0;
             }

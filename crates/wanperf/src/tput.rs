@@ -70,7 +70,7 @@ pub struct ServeArgs {
     /// Most parallel streams per test.
     #[arg(long, value_name = "N", default_value_t = MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..=MAX_STREAMS as i64))]
     max_streams: u32,
-    /// Highest rate per test (e.g. 100M); TCP tests are paced to it, faster UDP tests refused.
+    /// Highest rate per test and direction (e.g. 100M); TCP tests are paced to it, faster UDP tests refused.
     #[arg(long, value_name = "RATE", value_parser = rate)]
     max_rate: Option<u64>,
     /// Most tests at once.
@@ -350,8 +350,14 @@ pub fn demo() -> Result<ExitCode> {
     println!("wanperf demo: a server on 127.0.0.1:{port} and two tests against it\n");
     let mut ok = true;
     for (title, args) in [
-        ("TCP, 2 streams, 5 s, client → server", vec!["-P", "2", "-t", "5"]),
-        ("UDP at 200 Mbit/s, 2 s, server → client", vec!["-u", "-b", "200M", "-t", "2", "-R"]),
+        (
+            "TCP, 2 streams, 5 s, client → server",
+            vec!["-P", "2", "-t", "5"],
+        ),
+        (
+            "UDP at 200 Mbit/s, 2 s, server → client",
+            vec!["-u", "-b", "200M", "-t", "2", "-R"],
+        ),
     ] {
         if INTERRUPTED.load(Ordering::Acquire) {
             break;
@@ -359,9 +365,11 @@ pub fn demo() -> Result<ExitCode> {
         println!("== {title}");
         let mut argv = vec!["tput", "127.0.0.1"];
         argv.extend(args);
-        let a = <TputArgsParser as clap::Parser>::try_parse_from(std::iter::once("tput").chain(argv.into_iter().skip(1)))
-            .map(|p| p.args)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let a = <TputArgsParser as clap::Parser>::try_parse_from(
+            std::iter::once("tput").chain(argv.into_iter().skip(1)),
+        )
+        .map(|p| p.args)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut cfg = ClientConfig {
             host: "127.0.0.1".into(),
             port,
@@ -382,8 +390,14 @@ pub fn demo() -> Result<ExitCode> {
     }
     stop.store(true, Ordering::Release);
     let _ = server.join();
-    println!("Next: run `wanperf serve` on one host and `wanperf tput HOST` on another (see --help).");
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    println!(
+        "Next: run `wanperf serve` on one host and `wanperf tput HOST` on another (see --help)."
+    );
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 #[derive(clap::Parser)]

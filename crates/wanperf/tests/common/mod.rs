@@ -96,7 +96,11 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    Output { status, stdout: to.join().unwrap(), stderr: te.join().unwrap() }
+    Output {
+        status,
+        stdout: to.join().unwrap(),
+        stderr: te.join().unwrap(),
+    }
 }
 
 /// Parses NDJSON output.
@@ -135,7 +139,8 @@ pub fn intervals(recs: &[Value]) -> Vec<&Value> {
 }
 
 pub fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
+    v.as_u64()
+        .unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
 }
 
 pub fn f(v: &Value) -> f64 {
