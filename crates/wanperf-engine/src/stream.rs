@@ -56,7 +56,7 @@ pub struct StreamPlan {
     pub expected_end: Option<Instant>,
     /// Senders stop after this many bytes.
     pub quota: Option<u64>,
-    /// Bytes per write/read, or UDP payload size.
+    /// Bytes per write, or UDP payload size; 0 for TCP means adaptive (64 KiB to 256 KiB).
     pub block: usize,
     /// Zero-copy send (sendfile) and discarding receive (MSG_TRUNC).
     pub zerocopy: bool,
@@ -363,6 +363,39 @@ fn run_worker(
     }
 }
 
+/// Write size for TCP when the user gave none: about a millisecond of data at the rate the
+/// stream is achieving, between 64 KiB and 256 KiB. Bigger writes cut syscalls and wake-ups at
+/// tens of Gbit/s; small ones keep the sender's counters current at low rates.
+struct WriteSize {
+    current: usize,
+    since: Instant,
+    bytes: u64,
+}
+
+impl WriteSize {
+    const MIN: usize = 64 * 1024;
+    const MAX: usize = 256 * 1024;
+
+    fn new() -> Self {
+        WriteSize {
+            current: 128 * 1024,
+            since: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    fn account(&mut self, n: usize, now: Instant) {
+        self.bytes += n as u64;
+        let dt = now.duration_since(self.since);
+        if dt >= Duration::from_millis(20) {
+            let per_ms = (self.bytes as f64 / dt.as_secs_f64() / 1000.0) as usize;
+            self.current = per_ms.clamp(Self::MIN, Self::MAX);
+            self.since = now;
+            self.bytes = 0;
+        }
+    }
+}
+
 fn tcp_send(
     p: &StreamPlan,
     mut s: Socket,
@@ -371,12 +404,19 @@ fn tcp_send(
     start: Instant,
 ) -> io::Result<()> {
     // A timeout lets a sender blocked on a closed window notice the deadline and the stop flag.
-    s.set_write_timeout(Some(Duration::from_millis(250)))?;
-    let buf: Vec<u8> = (0..p.block).map(|i| (i % 251) as u8).collect();
+    s.set_write_timeout(Some(Duration::from_millis(100)))?;
+    let auto = p.block == 0;
+    let cap = if auto { WriteSize::MAX } else { p.block };
+    let mut size = WriteSize::new();
     let memfile = if p.zerocopy {
-        Some(sys::MemFile::new(p.block.max(1 << 20))?)
+        Some(sys::MemFile::new(cap.max(4 << 20))?)
     } else {
         None
+    };
+    let buf: Vec<u8> = if p.zerocopy {
+        Vec::new()
+    } else {
+        (0..cap).map(|i| (i % 251) as u8).collect()
     };
     let mut off = 0usize;
     let mut sent: u64 = 0;
@@ -384,10 +424,11 @@ fn tcp_send(
         if stop.load(Ordering::Relaxed) || p.deadline.is_some_and(|d| Instant::now() >= d) {
             break Ok(());
         }
+        let block = if auto { size.current } else { p.block };
         let want = match p.quota {
             Some(q) if sent >= q => break Ok(()),
-            Some(q) => (q - sent).min(p.block as u64) as usize,
-            None => p.block,
+            Some(q) => (q - sent).min(block as u64) as usize,
+            None => block,
         };
         let r = match &memfile {
             Some(m) => {
@@ -409,7 +450,12 @@ fn tcp_send(
                 off += n;
                 sent += n as u64;
                 c.bytes.fetch_add(n as u64, Ordering::Release);
-                c.last_ns.store(ns_since(start), Ordering::Release);
+                let now = Instant::now();
+                c.last_ns.store(
+                    now.duration_since(start).as_nanos() as u64,
+                    Ordering::Release,
+                );
+                size.account(n, now);
             }
             Err(e) if is_timeout(&e) => continue,
             Err(e) => break Err(e),

@@ -224,3 +224,53 @@ mod tests {
         assert!(matches!(dec.eof_error(), Some(FrameError::Payload(_))));
     }
 }
+
+#[cfg(test)]
+mod garbage {
+    //! Deterministic stand-in for the fuzz targets (fuzz/), run with the unit tests: random and
+    //! mutated bytes never panic a decoder.
+    use super::*;
+    use crate::data::{DataHello, UdpHeader};
+    use crate::msg::TestSpec;
+
+    struct XorShift(u64);
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    #[test]
+    fn random_and_mutated_bytes_never_panic() {
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+        let valid = encode(&Msg::Request {
+            software: "x".into(),
+            spec: TestSpec::tcp(2, 3.0),
+        });
+        for i in 0..20_000 {
+            let mut bytes = if i % 2 == 0 {
+                let n = (rng.next() % 200) as usize;
+                (0..n).map(|_| rng.next() as u8).collect::<Vec<u8>>()
+            } else {
+                let mut v = valid.clone();
+                for _ in 0..1 + rng.next() % 4 {
+                    let at = (rng.next() as usize) % v.len();
+                    v[at] = rng.next() as u8;
+                }
+                v
+            };
+            if i % 3 == 0 {
+                bytes.splice(0..0, CONTROL_MAGIC);
+            }
+            let mut dec = FrameDecoder::new();
+            dec.push(&bytes);
+            while let Ok(Some(_)) = dec.next_msg() {}
+            let _ = dec.eof_error();
+            let _ = DataHello::decode(&bytes);
+            let _ = UdpHeader::read(&bytes);
+        }
+    }
+}

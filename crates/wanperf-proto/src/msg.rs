@@ -68,7 +68,8 @@ pub struct TestSpec {
     pub interval_s: f64,
     /// Seconds at the start left out of the summary.
     pub omit_s: f64,
-    /// Bytes per write/read (TCP) or datagram payload (UDP).
+    /// Bytes per write (TCP; 0 = adaptive, about 1 ms of data between 64 KiB and 256 KiB) or
+    /// datagram payload (UDP).
     pub block_size: u32,
     /// Requested socket buffer (SO_SNDBUF and SO_RCVBUF), both ends.
     pub window: Option<u64>,
@@ -96,7 +97,7 @@ impl TestSpec {
             bytes: None,
             interval_s: 1.0,
             omit_s: 0.0,
-            block_size: 128 * 1024,
+            block_size: 0,
             window: None,
             cc: None,
             dscp: None,
@@ -180,7 +181,7 @@ impl TestSpec {
             Transport::Udp => MAX_UDP_BLOCK,
         };
         let min_block = match self.transport {
-            Transport::Tcp => 1,
+            Transport::Tcp => 0,
             Transport::Udp => crate::data::UDP_HEADER_LEN as u32,
         };
         if self.block_size < min_block || self.block_size > max_block {

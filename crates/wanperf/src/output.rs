@@ -143,7 +143,11 @@ impl<W: Write> Sink for TableSink<W> {
             "{} {dir}, {} stream(s), {len}, block {}, window {}, cc {cc}{}{}\n",
             if self.udp { "UDP" } else { "TCP" },
             t.streams,
-            fmt_bytes(u64::from(t.block_size)),
+            if t.block_size == 0 {
+                "adaptive".to_string()
+            } else {
+                fmt_bytes(u64::from(t.block_size))
+            },
             t.window.map_or_else(|| "autotuned".into(), fmt_bytes),
             t.rate_bps
                 .map_or_else(String::new, |b| format!(", rate {}", fmt_rate(b as f64))),

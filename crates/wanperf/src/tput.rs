@@ -122,7 +122,8 @@ pub struct TputArgs {
     /// Leave the first seconds (slow start) out of the summary.
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = secs)]
     omit: f64,
-    /// Bytes per write (TCP) or datagram payload (UDP). Default 128 KiB, or 1448 B for UDP.
+    /// Bytes per write (TCP) or datagram payload (UDP). Default for TCP: adaptive, about 1 ms
+    /// of data per write between 64 KiB and 256 KiB; for UDP 1448 B.
     #[arg(short = 'l', long = "length", value_name = "SIZE", value_parser = size)]
     length: Option<u64>,
     /// Reverse: the server sends, the client receives.
@@ -183,7 +184,7 @@ fn listener(addr: SocketAddr) -> Result<TcpListener> {
 
 /// `wanperf serve`.
 pub fn serve(a: ServeArgs) -> Result<ExitCode> {
-    if !(a.max_duration > 0.0) {
+    if a.max_duration <= 0.0 {
         bail!("--max-duration must be more than 0 s");
     }
     if a.max_rate == Some(0) {
@@ -265,7 +266,8 @@ pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
         Some(l) if l > u64::from(u32::MAX) => bail!("-l {l} is too large"),
         Some(l) => l as u32,
         None if a.udp => 1448,
-        None => 128 * 1024,
+        // Adaptive: about 1 ms of data per write, 64 KiB to 256 KiB.
+        None => 0,
     };
     let spec = TestSpec {
         transport,
@@ -300,7 +302,7 @@ pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
 /// `wanperf tput`.
 pub fn tput(a: TputArgs) -> Result<ExitCode> {
     let spec = spec_from(&a)?;
-    if !(a.timeout > 0.0) {
+    if a.timeout <= 0.0 {
         bail!("--timeout must be more than 0 s");
     }
     let cfg = ClientConfig {
