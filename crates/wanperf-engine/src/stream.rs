@@ -58,7 +58,7 @@ pub struct StreamPlan {
     pub quota: Option<u64>,
     /// Bytes per write, or UDP payload size; 0 for TCP means adaptive (64 KiB to 256 KiB).
     pub block: usize,
-    /// Zero-copy send (sendfile) and discarding receive (MSG_TRUNC).
+    /// Zero-copy send (vmsplice + splice) and discarding receive (MSG_TRUNC).
     pub zerocopy: bool,
     /// UDP pacing rate for this stream, bit/s.
     pub rate_bps: Option<u64>,
@@ -408,8 +408,10 @@ fn tcp_send(
     let auto = p.block == 0;
     let cap = if auto { WriteSize::MAX } else { p.block };
     let mut size = WriteSize::new();
-    let memfile = if p.zerocopy {
-        Some(sys::MemFile::new(cap.max(4 << 20))?)
+    // Zero-copy: vmsplice + splice measured fastest (docs/performance.md): sendfile from a
+    // memfd lost half its speed with two streams, MSG_ZEROCOPY copies on loopback anyway.
+    let mut splicer = if p.zerocopy {
+        Some(sys::SpliceSender::new(cap)?)
     } else {
         None
     };
@@ -418,7 +420,6 @@ fn tcp_send(
     } else {
         (0..cap).map(|i| (i % 251) as u8).collect()
     };
-    let mut off = 0usize;
     let mut sent: u64 = 0;
     let result = loop {
         if stop.load(Ordering::Relaxed) || p.deadline.is_some_and(|d| Instant::now() >= d) {
@@ -430,13 +431,8 @@ fn tcp_send(
             Some(q) => (q - sent).min(block as u64) as usize,
             None => block,
         };
-        let r = match &memfile {
-            Some(m) => {
-                if off + want > m.len() {
-                    off = 0;
-                }
-                m.sendfile(s.as_raw_fd(), off, want)
-            }
+        let r = match splicer.as_mut() {
+            Some(sp) => sp.send(s.as_raw_fd(), want),
             None => s.write(&buf[..want]),
         };
         match r {
@@ -447,7 +443,6 @@ fn tcp_send(
                 ))
             }
             Ok(n) => {
-                off += n;
                 sent += n as u64;
                 c.bytes.fetch_add(n as u64, Ordering::Release);
                 let now = Instant::now();

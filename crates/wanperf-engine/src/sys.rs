@@ -1,5 +1,5 @@
 //! Thin, safe wrappers over the Linux calls the engine needs and the standard library lacks:
-//! TCP_INFO, TCP_CONGESTION, pacing, MSG_TRUNC receive, sendfile from a memfd, rusage, the
+//! TCP_INFO, TCP_CONGESTION, pacing, MSG_TRUNC receive, vmsplice/splice sending, rusage, the
 //! host's /proc and /sys counters, and the host capture.
 
 use socket2::Socket;
@@ -177,54 +177,70 @@ pub fn recv_discard(fd: RawFd, len: usize) -> io::Result<usize> {
     }
 }
 
-/// An in-memory file filled with a pattern, the source for zero-copy `sendfile`.
+/// A zero-copy sender: a static buffer spliced into the socket through a pipe (vmsplice the
+/// buffer's pages into the pipe, splice the pipe into the socket). The pages are shared with
+/// the kernel, never copied; that is safe here because the buffer never changes.
 #[derive(Debug)]
-pub struct MemFile {
-    fd: OwnedFd,
-    len: usize,
+pub struct SpliceSender {
+    buf: Vec<u8>,
+    rd: OwnedFd,
+    wr: OwnedFd,
+    in_pipe: usize,
 }
 
-impl MemFile {
-    /// A memfd of `len` bytes.
-    pub fn new(len: usize) -> io::Result<MemFile> {
-        // SAFETY: the name is a valid C string; the returned fd is owned below.
-        let fd = unsafe { libc::memfd_create(c"wanperf-zc".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
+impl SpliceSender {
+    /// A sender whose buffer holds `len` bytes of pattern.
+    pub fn new(len: usize) -> io::Result<SpliceSender> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: fds is a valid array of two ints.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: fd was just created and is not owned elsewhere.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let mut f = std::fs::File::from(fd);
-        let block: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-        io::Write::write_all(&mut f, &block)?;
-        Ok(MemFile { fd: f.into(), len })
+        // SAFETY: both fds were just created and are owned here.
+        let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // A pipe as large as one write (within fs.pipe-max-size); failure just means smaller chunks.
+        // SAFETY: plain fcntl on an owned fd.
+        unsafe { libc::fcntl(wr.as_raw_fd(), libc::F_SETPIPE_SZ, len as libc::c_int) };
+        let buf = (0..len).map(|i| (i % 251) as u8).collect();
+        Ok(SpliceSender {
+            buf,
+            rd,
+            wr,
+            in_pipe: 0,
+        })
     }
 
-    /// Sends up to `count` bytes from `offset` to the socket with sendfile.
-    pub fn sendfile(&self, sock: RawFd, offset: usize, count: usize) -> io::Result<usize> {
-        let mut off = offset as libc::off_t;
-        let count = count.min(self.len - offset);
-        loop {
-            // SAFETY: both fds are valid; `off` is a valid pointer.
-            let rc = unsafe { libc::sendfile(sock, self.fd.as_raw_fd(), &mut off, count) };
-            if rc >= 0 {
-                return Ok(rc as usize);
+    /// Moves up to `count` bytes into the socket; returns how many reached it.
+    pub fn send(&mut self, sock: RawFd, count: usize) -> io::Result<usize> {
+        if self.in_pipe == 0 {
+            let iov = libc::iovec {
+                iov_base: self.buf.as_ptr() as *mut libc::c_void,
+                iov_len: count.min(self.buf.len()),
+            };
+            // SAFETY: iov points into self.buf, which outlives the pipe's references (the
+            // pipe is drained into the socket, whose skbs hold page references of their own).
+            let n = unsafe { libc::vmsplice(self.wr.as_raw_fd(), &iov, 1, 0) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
             }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
+            self.in_pipe = n as usize;
         }
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the file is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+        // SAFETY: valid fds; null offsets for pipe and socket.
+        let n = unsafe {
+            libc::splice(
+                self.rd.as_raw_fd(),
+                std::ptr::null_mut(),
+                sock,
+                std::ptr::null_mut(),
+                self.in_pipe,
+                libc::SPLICE_F_MOVE | libc::SPLICE_F_MORE,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.in_pipe -= n as usize;
+        Ok(n as usize)
     }
 }
 

@@ -145,7 +145,8 @@ pub struct TputArgs {
     /// host on the wrong interface and saw 8.5 instead of 320 Mbit/s.
     #[arg(long, value_name = "IFACE")]
     bind_dev: Option<String>,
-    /// Zero-copy: the sender uses sendfile from memory, the receiver discards without copying.
+    /// Zero-copy: the sender splices a fixed buffer's pages into the socket (vmsplice + splice),
+    /// the receiver discards without copying (MSG_TRUNC).
     #[arg(short = 'Z', long)]
     zerocopy: bool,
     /// UDP instead of TCP (needs -b).
