@@ -290,6 +290,14 @@ impl Side {
                     tcp: sm.tcp,
                     udp: sm.udp,
                     error: s.end.as_ref().and_then(|e| e.error.clone()),
+                    cc: match &s.probe {
+                        Probe::Tcp(p) => sys::congestion(p.as_raw_fd()).ok(),
+                        Probe::Udp(_) => None,
+                    },
+                    dscp: match &s.probe {
+                        Probe::Tcp(p) => sys::dscp(p),
+                        Probe::Udp(p) => sys::dscp(&socket2::SockRef::from(p)),
+                    },
                 }
             })
             .collect();

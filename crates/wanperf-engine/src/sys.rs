@@ -90,6 +90,41 @@ pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
     }
 }
 
+/// Reads TCP_CONGESTION: the algorithm the socket runs.
+pub fn congestion(fd: RawFd) -> io::Result<String> {
+    let mut buf = [0u8; 32];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is valid for len bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let end = buf[..len as usize]
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(len as usize);
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// The DSCP a socket marks with (IPv4 TOS or IPv6 traffic class, whichever family it is).
+pub fn dscp(s: &Socket) -> Option<u8> {
+    let v6 = s.local_addr().ok()?.is_ipv6();
+    let tos = if v6 {
+        s.tclass_v6().ok()?
+    } else {
+        s.tos().ok()?
+    };
+    Some((tos >> 2) as u8)
+}
+
 /// Caps the socket's pacing rate (SO_MAX_PACING_RATE), in bit/s.
 pub fn set_max_pacing(fd: RawFd, bps: u64) -> io::Result<()> {
     let bytes_per_s: u64 = (bps / 8).max(1);

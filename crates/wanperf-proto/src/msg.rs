@@ -445,6 +445,12 @@ pub struct StreamFinal {
     /// Why the stream ended early, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Congestion control the socket ran (TCP_CONGESTION at the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<String>,
+    /// DSCP the socket marked its packets with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dscp: Option<u8>,
 }
 
 /// Everything one end measured, sent at the end of the test.

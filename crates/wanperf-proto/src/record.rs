@@ -399,6 +399,12 @@ pub struct StreamSummary {
     pub sender_sndbuf: Option<u64>,
     /// SO_RCVBUF granted at the receiver.
     pub receiver_rcvbuf: Option<u64>,
+    /// Congestion control the sender ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_cc: Option<String>,
+    /// DSCP the sender marked data with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_dscp: Option<u8>,
     /// Sender's final TCP_INFO.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpInfo>,
@@ -541,6 +547,8 @@ pub fn summarize(
             duration_s: dur,
             sender_sndbuf: snd.and_then(|s| s.sndbuf),
             receiver_rcvbuf: rcv.and_then(|r| r.rcvbuf),
+            sender_cc: snd.and_then(|s| s.cc.clone()),
+            sender_dscp: snd.and_then(|s| s.dscp),
             tcp: snd.and_then(|s| s.tcp.clone()),
             udp,
             packets_sent: snd.and_then(|s| s.udp.as_ref()).map(|u| u.packets),

@@ -62,6 +62,8 @@ fn flag_errors() {
         (with(&["-t", "2", "--omit", "3"]), "omit"),
         (with(&["-t", "1", "-n", "1M"]), "cannot be used"),
         (with(&["--cc", "nosuchcc"]), "not available"),
+        (with(&["--bind-dev", "nosuch0", "-t", "1"]), "interface"),
+        (with(&["-Z", "-u", "-b", "1M"]), "TCP only"),
         (vec!["tput".into()], "HOST"),
         (vec!["frobnicate".into()], "unrecognized subcommand"),
         (

@@ -255,3 +255,55 @@ fn server_max_rate_paces_tcp() {
         "pacing should still allow most of the cap, got {bps}"
     );
 }
+
+#[test]
+fn bind_address_interface_and_ipv6() {
+    let s = Server::start(&[]);
+    // All of 127/8 is loopback: the data connections must come from the address asked.
+    let recs = tput_json(
+        &s,
+        &[
+            "-t",
+            "0.5",
+            "-P",
+            "2",
+            "--bind",
+            "127.0.0.2",
+            "--bind-dev",
+            "lo",
+        ],
+    );
+    for c in recs[0]["connections"].as_array().unwrap() {
+        assert!(
+            c["local"].as_str().unwrap().starts_with("127.0.0.2:"),
+            "{c}"
+        );
+    }
+    assert!(u(&end(&recs)["summary"]["received_bytes"]) > 0);
+
+    let v6 = Server::start_on("[::1]:0", &[]);
+    let recs = tput_json_to(&v6, "::1", &["-t", "0.5", "-R"]);
+    assert_eq!(recs[0]["client_host"]["interface"]["name"], "lo");
+    assert!(recs[0]["connections"][0]["remote"]
+        .as_str()
+        .unwrap()
+        .starts_with("[::1]:"));
+    assert!(u(&end(&recs)["summary"]["received_bytes"]) > 0);
+    let recs = tput_json_to(&v6, "::1", &["-t", "0.5", "-u", "-b", "10M"]);
+    assert_eq!(u(&end(&recs)["summary"]["udp"]["lost"]), 0);
+}
+
+#[test]
+fn congestion_control_and_dscp_apply_to_both_ends() {
+    let s = Server::start(&[]);
+    for (dir, cc) in [("-R", "reno"), ("--bidir", "cubic")] {
+        let recs = tput_json(&s, &["-t", "0.5", "--cc", cc, "--dscp", "46", dir]);
+        let streams = end(&recs)["summary"]["streams"].as_array().unwrap().clone();
+        assert!(!streams.is_empty());
+        for st in &streams {
+            // Reported by each sender's own socket: the server's in reverse, both in bidir.
+            assert_eq!(st["sender_cc"], cc, "{st}");
+            assert_eq!(st["sender_dscp"], 46, "{st}");
+        }
+    }
+}

@@ -19,8 +19,12 @@ pub struct Server {
 
 impl Server {
     pub fn start(extra: &[&str]) -> Server {
+        Server::start_on("127.0.0.1:0", extra)
+    }
+
+    pub fn start_on(listen: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -29,10 +33,12 @@ impl Server {
         let stderr = child.stderr.take().unwrap();
         let mut lines = BufReader::new(stderr).lines();
         let first = lines.next().expect("server printed nothing").unwrap();
+        // "wanperf X listening on ADDR:PORT for ..."
         let port = first
-            .rsplit_once("127.0.0.1:")
+            .split_once(" listening on ")
             .and_then(|(_, rest)| rest.split_whitespace().next())
-            .and_then(|p| p.parse().ok())
+            .and_then(|a| a.rsplit_once(':'))
+            .and_then(|(_, p)| p.parse().ok())
             .unwrap_or_else(|| panic!("no port in `{first}`"));
         let log = Arc::new(Mutex::new(vec![first]));
         let l2 = log.clone();
@@ -113,7 +119,12 @@ pub fn records(out: &Output) -> Vec<Value> {
 
 /// Runs a JSON tput against `server` and returns its records, asserting success.
 pub fn tput_json(server: &Server, extra: &[&str]) -> Vec<Value> {
-    let mut args = vec!["tput", "127.0.0.1", "-p"];
+    tput_json_to(server, "127.0.0.1", extra)
+}
+
+/// Like [`tput_json`] against another server address.
+pub fn tput_json_to(server: &Server, host: &str, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["tput", host, "-p"];
     let port = server.port_s();
     args.push(&port);
     args.push("--json");
