@@ -279,6 +279,45 @@ impl SpliceSender {
     }
 }
 
+/// Sends datagrams on a connected socket with one sendmmsg; returns how many the kernel took.
+pub fn send_batch(fd: RawFd, bufs: &[Vec<u8>]) -> io::Result<usize> {
+    let mut iovs: Vec<libc::iovec> = bufs
+        .iter()
+        .map(|b| libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() })
+        .collect();
+    // SAFETY: an all-zero mmsghdr is valid (no address, no control data).
+    let mut msgs: Vec<libc::mmsghdr> = iovs
+        .iter_mut()
+        .map(|iov| {
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect();
+    let mut done = 0;
+    while done < msgs.len() {
+        // SAFETY: msgs[done..] are valid headers pointing at live buffers.
+        let rc = unsafe { libc::sendmmsg(fd, msgs[done..].as_mut_ptr(), (msgs.len() - done) as libc::c_uint, 0) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return if done > 0 { Ok(done) } else { Err(e) };
+        }
+        done += rc as usize;
+    }
+    Ok(done)
+}
+
+/// Lets the calling thread's sleeps end within `ns` of their deadline (the default slack is
+/// 50 µs), so paced senders keep their schedule.
+pub fn set_timer_slack_ns(ns: u64) {
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and affects only this thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+}
+
 fn rusage(who: libc::c_int) -> (f64, f64) {
     // SAFETY: an all-zero rusage is valid; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
