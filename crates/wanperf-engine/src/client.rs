@@ -1,10 +1,11 @@
 //! `wanperf tput`: the I/O shell around [`ClientSession`]. Results go to a [`Sink`].
 
+use crate::control::CtrlEvent;
 use crate::opts::{capped_note, preflight, OptError, SockOpts};
 use crate::stream::{Conn, Side, StreamPlan};
 use crate::sys;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 use thiserror::Error;
 use wanperf_proto::client::{ClientAction, ClientEvent, ClientSession};
 use wanperf_proto::data::{udp_token, Cookie, DataHello};
-use wanperf_proto::frame::{self, FrameDecoder, FrameError};
+use wanperf_proto::frame::{self, FrameError};
 use wanperf_proto::msg::{HostCapture, Msg, Role, SideReport, SpecError, TestSpec, Transport};
 use wanperf_proto::record::{
     summarize, ConnectionInfo, EndRecord, IntervalRecord, Merger, StartRecord, Way, SCHEMA,
@@ -168,39 +169,13 @@ pub fn run(
     let _ = ctrl.set_write_timeout(Some(cfg.timeout));
 
     let (tx, rx) = mpsc::channel::<Event>();
-    let mut reader = ctrl
+    let reader = ctrl
         .try_clone()
         .map_err(|e| ClientError::Connect(e.to_string()))?;
-    let rtx = tx.clone();
-    let reader_thread = std::thread::spawn(move || {
-        let mut dec = FrameDecoder::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            loop {
-                match dec.next_msg() {
-                    Ok(Some(m)) => {
-                        if rtx.send(Event::Msg(m)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        let _ = rtx.send(Event::BadFrame(e));
-                        return;
-                    }
-                }
-            }
-            match reader.read(&mut buf) {
-                Ok(0) | Err(_) => {
-                    let _ = rtx.send(match dec.eof_error() {
-                        Some(e) => Event::BadFrame(e),
-                        None => Event::Closed,
-                    });
-                    return;
-                }
-                Ok(n) => dec.push(&buf[..n]),
-            }
-        }
+    let reader_thread = crate::control::spawn_reader(reader, &[], tx.clone(), |e| match e {
+        CtrlEvent::Msg(m) => Event::Msg(m),
+        CtrlEvent::Bad(e) => Event::BadFrame(e),
+        CtrlEvent::Closed => Event::Closed,
     });
 
     let result = drive(

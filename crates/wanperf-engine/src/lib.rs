@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+mod control;
 pub mod opts;
 pub mod server;
 pub mod stream;

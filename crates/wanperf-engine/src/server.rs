@@ -5,6 +5,7 @@
 //! (control messages, data connections, worker ends, timer ticks), so a client that stalls,
 //! lies or vanishes only ever affects its own test.
 
+use crate::control::CtrlEvent;
 use crate::opts::{preflight, SockOpts};
 use crate::stream::{Conn, Side, StreamPlan};
 use crate::sys;
@@ -19,7 +20,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wanperf_proto::data::{self, udp_token, Cookie, DataHello, HELLO_LEN};
-use wanperf_proto::frame::{self, FrameDecoder, FrameError, CONTROL_MAGIC};
+use wanperf_proto::frame::{self, FrameError, CONTROL_MAGIC};
 use wanperf_proto::msg::{Msg, Role, TestSpec, Transport};
 use wanperf_proto::server::{Limits, ServerAction, ServerSession, Timeouts};
 use wanperf_proto::units::fmt_rate;
@@ -241,38 +242,14 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
     };
 
     // Reader thread: decodes frames into events until the connection closes.
-    let Ok(mut reader) = ctrl.try_clone() else {
+    let Ok(reader) = ctrl.try_clone() else {
         return;
     };
     let _ = reader.set_read_timeout(None);
-    let rtx = tx.clone();
-    let mut dec = FrameDecoder::new();
-    dec.push(prefix);
-    let reader_thread = std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            loop {
-                match dec.next_msg() {
-                    Ok(Some(m)) => {
-                        if rtx.send(Event::Msg(m)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        let _ = rtx.send(Event::BadFrame(e));
-                        return;
-                    }
-                }
-            }
-            match reader.read(&mut buf) {
-                Ok(0) | Err(_) => {
-                    let _ = rtx.send(Event::Closed);
-                    return;
-                }
-                Ok(n) => dec.push(&buf[..n]),
-            }
-        }
+    let reader_thread = crate::control::spawn_reader(reader, prefix, tx.clone(), |e| match e {
+        CtrlEvent::Msg(m) => Event::Msg(m),
+        CtrlEvent::Bad(e) => Event::BadFrame(e),
+        CtrlEvent::Closed => Event::Closed,
     });
     let _ = ctrl.set_write_timeout(Some(sh.cfg.timeouts.handshake));
 
@@ -296,6 +273,11 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                 ServerAction::Prepare(spec) => {
                     let n = spec.connections() as usize;
                     pending = (0..n).map(|_| None).collect();
+                    if let Some(d) = spec.dscp {
+                        // The client marks its control traffic; the server's replies match.
+                        let v6 = ctrl.local_addr().is_ok_and(|a| a.is_ipv6());
+                        let _ = sys::set_dscp(&socket2::SockRef::from(&ctrl), v6, d);
+                    }
                     match prepare(&spec, &ctrl, &cookie, &tx) {
                         Ok((ports, cancel)) => {
                             udp_cancel = cancel;

@@ -371,13 +371,40 @@ fn run_worker(
     }
 }
 
-/// Write size for TCP when the user gave none: about a millisecond of data at the rate the
-/// stream is achieving, between 64 KiB and 256 KiB. Bigger writes cut syscalls and wake-ups at
-/// tens of Gbit/s; small ones keep the sender's counters current at low rates.
-struct WriteSize {
-    current: usize,
+/// The rate a stream achieves, in bytes per millisecond, re-estimated every 20 ms.
+struct RateWindow {
     since: Instant,
     bytes: u64,
+}
+
+impl RateWindow {
+    fn new() -> Self {
+        RateWindow {
+            since: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    /// Counts `n` bytes; every 20 ms returns the rate since the last estimate.
+    fn per_ms(&mut self, n: usize, now: Instant) -> Option<usize> {
+        self.bytes += n as u64;
+        let dt = now.duration_since(self.since);
+        if dt < Duration::from_millis(20) {
+            return None;
+        }
+        let rate = (self.bytes as f64 / dt.as_secs_f64() / 1000.0) as usize;
+        self.since = now;
+        self.bytes = 0;
+        Some(rate)
+    }
+}
+
+/// Write size for TCP when the user gave none: about a millisecond of data at the rate the
+/// stream is achieving, between 64 KiB and 256 KiB. Bigger writes cut syscalls and wake-ups
+/// at tens of Gbit/s; small ones keep the sender's counters current at low rates.
+struct WriteSize {
+    current: usize,
+    rate: RateWindow,
 }
 
 impl WriteSize {
@@ -387,19 +414,13 @@ impl WriteSize {
     fn new() -> Self {
         WriteSize {
             current: 128 * 1024,
-            since: Instant::now(),
-            bytes: 0,
+            rate: RateWindow::new(),
         }
     }
 
     fn account(&mut self, n: usize, now: Instant) {
-        self.bytes += n as u64;
-        let dt = now.duration_since(self.since);
-        if dt >= Duration::from_millis(20) {
-            let per_ms = (self.bytes as f64 / dt.as_secs_f64() / 1000.0) as usize;
+        if let Some(per_ms) = self.rate.per_ms(n, now) {
             self.current = per_ms.clamp(Self::MIN, Self::MAX);
-            self.since = now;
-            self.bytes = 0;
         }
     }
 }
@@ -476,8 +497,7 @@ fn tcp_send(
 struct LowWater {
     fd: std::os::fd::RawFd,
     current: usize,
-    since: Instant,
-    bytes: u64,
+    rate: RateWindow,
 }
 
 impl LowWater {
@@ -488,18 +508,14 @@ impl LowWater {
         LowWater {
             fd,
             current: 1,
-            since: Instant::now(),
-            bytes: 0,
+            rate: RateWindow::new(),
         }
     }
 
     fn account(&mut self, n: usize, now: Instant) {
-        self.bytes += n as u64;
-        let dt = now.duration_since(self.since);
-        if dt < Duration::from_millis(20) {
+        let Some(per_ms) = self.rate.per_ms(n, now) else {
             return;
-        }
-        let per_ms = (self.bytes as f64 / dt.as_secs_f64() / 1000.0) as usize;
+        };
         let rcvbuf = sys::rcvbuf(self.fd).unwrap_or(0);
         let mut want = per_ms.min(Self::CAP).min(rcvbuf / 4);
         if want < Self::MIN {
@@ -508,8 +524,6 @@ impl LowWater {
         if want != self.current && sys::set_rcvlowat(self.fd, want).is_ok() {
             self.current = want;
         }
-        self.since = now;
-        self.bytes = 0;
     }
 }
 
@@ -560,7 +574,13 @@ const UDP_BATCH: usize = 64;
 /// fell due meanwhile in one batch, instead of waking for every datagram.
 const UDP_MIN_SLEEP_NS: u64 = 200_000;
 
-fn udp_send(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start: Instant) -> io::Result<()> {
+fn udp_send(
+    p: &StreamPlan,
+    s: UdpSocket,
+    c: &Counters,
+    stop: &AtomicBool,
+    start: Instant,
+) -> io::Result<()> {
     sys::set_timer_slack_ns(1_000);
     let rate = p.rate_bps.unwrap_or(1_000_000).max(1) as f64;
     let len = p.block.max(UDP_HEADER_LEN);
@@ -586,7 +606,13 @@ fn udp_send(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start
             }
             let dropped = p.drop_every.is_some_and(|k| k > 0 && seq % k == k - 1);
             if !dropped {
-                UdpHeader { token: p.token, stream: p.id, seq, send_ns: now_ns }.write(&mut bufs[n]);
+                UdpHeader {
+                    token: p.token,
+                    stream: p.id,
+                    seq,
+                    send_ns: now_ns,
+                }
+                .write(&mut bufs[n]);
                 n += 1;
             }
             seq += 1;
@@ -612,13 +638,20 @@ fn udp_send(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start
         let next_ns = (seq as f64 * gap_ns) as u64;
         let now_ns = ns_since(start);
         if next_ns > now_ns {
-            let wait = (next_ns - now_ns).max(UDP_MIN_SLEEP_NS.min(gap_ns as u64 * UDP_BATCH as u64));
+            let wait =
+                (next_ns - now_ns).max(UDP_MIN_SLEEP_NS.min(gap_ns as u64 * UDP_BATCH as u64));
             std::thread::sleep(Duration::from_nanos(wait.min(50_000_000)));
         }
     };
     // End-of-flow marker, repeated in case one is lost; it carries the count sent.
     let mut fin = [0u8; UDP_HEADER_LEN];
-    UdpHeader { token: p.token, stream: p.id, seq: UDP_FIN_SEQ, send_ns: seq }.write(&mut fin);
+    UdpHeader {
+        token: p.token,
+        stream: p.id,
+        seq: UDP_FIN_SEQ,
+        send_ns: seq,
+    }
+    .write(&mut fin);
     for _ in 0..3 {
         let _ = s.send(&fin);
         std::thread::sleep(Duration::from_millis(5));

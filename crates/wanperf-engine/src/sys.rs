@@ -283,7 +283,10 @@ impl SpliceSender {
 pub fn send_batch(fd: RawFd, bufs: &[Vec<u8>]) -> io::Result<usize> {
     let mut iovs: Vec<libc::iovec> = bufs
         .iter()
-        .map(|b| libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() })
+        .map(|b| libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        })
         .collect();
     // SAFETY: an all-zero mmsghdr is valid (no address, no control data).
     let mut msgs: Vec<libc::mmsghdr> = iovs
@@ -298,7 +301,14 @@ pub fn send_batch(fd: RawFd, bufs: &[Vec<u8>]) -> io::Result<usize> {
     let mut done = 0;
     while done < msgs.len() {
         // SAFETY: msgs[done..] are valid headers pointing at live buffers.
-        let rc = unsafe { libc::sendmmsg(fd, msgs[done..].as_mut_ptr(), (msgs.len() - done) as libc::c_uint, 0) };
+        let rc = unsafe {
+            libc::sendmmsg(
+                fd,
+                msgs[done..].as_mut_ptr(),
+                (msgs.len() - done) as libc::c_uint,
+                0,
+            )
+        };
         if rc < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {

@@ -23,16 +23,48 @@ fn emit(out: &mut impl Write, text: &str) {
     }
 }
 
-/// NDJSON: one record per line, flushed as it happens.
+/// NDJSON: one record per line, flushed as it happens. When stderr is a terminal, a progress
+/// bar there shows how far the test is (the table output is its own progress display).
 pub struct JsonSink<W: Write> {
     out: W,
+    bar: Option<indicatif::ProgressBar>,
+    by_bytes: bool,
+    received: u64,
 }
 
 impl JsonSink<io::Stdout> {
     /// To standard output.
     pub fn stdout() -> Self {
-        JsonSink { out: io::stdout() }
+        JsonSink {
+            out: io::stdout(),
+            bar: None,
+            by_bytes: false,
+            received: 0,
+        }
     }
+}
+
+fn progress_bar(rec: &StartRecord) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !io::stderr().is_terminal() {
+        return None;
+    }
+    let (len, template) = match (rec.test.duration_s, rec.test.bytes) {
+        (Some(d), _) => (
+            (d * 10.0) as u64,
+            format!("{{bar:30}} {{elapsed}} of {d} s, {{msg}}"),
+        ),
+        (_, Some(b)) => (b, "{bar:30} {bytes} of {total_bytes}, {msg}".to_string()),
+        _ => return None,
+    };
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(len),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    Some(bar)
 }
 
 impl<W: Write> JsonSink<W> {
@@ -46,12 +78,27 @@ impl<W: Write> JsonSink<W> {
 
 impl<W: Write> Sink for JsonSink<W> {
     fn start(&mut self, rec: &StartRecord) {
+        self.bar = progress_bar(rec);
+        self.by_bytes = rec.test.duration_s.is_none();
         self.line(rec);
     }
     fn interval(&mut self, rec: &IntervalRecord) {
+        if let Some(bar) = &self.bar {
+            self.received += rec.sum.received_bytes;
+            bar.set_message(fmt_rate(rec.sum.throughput_bps));
+            // Bars count tenths of a second for -t tests and bytes for -n tests.
+            bar.set_position(if self.by_bytes {
+                self.received
+            } else {
+                (rec.end_s * 10.0) as u64
+            });
+        }
         self.line(rec);
     }
     fn end(&mut self, rec: &EndRecord) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
         self.line(rec);
     }
 }
