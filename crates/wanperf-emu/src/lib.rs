@@ -18,4 +18,7 @@
 
 pub mod config;
 pub mod link;
+pub mod netns;
 pub mod packet;
+pub mod path;
+pub mod presets;

@@ -1,6 +1,7 @@
 //! The `wanperf` command line: argument parsing and glue only.
 
 mod output;
+mod path;
 mod tput;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +42,10 @@ enum Command {
     Serve(tput::ServeArgs),
     /// Measure bulk TCP or UDP throughput to a `wanperf serve`.
     Tput(tput::TputArgs),
+    /// Emulate a wide-area path between two network namespaces (delay, rate, queue, loss,
+    /// policer, priority classes) and run commands across it.
+    #[command(subcommand)]
+    Path(path::PathCmd),
     /// Show what wanperf does: for now a loopback server and a TCP and a UDP test against it.
     Demo,
 }
@@ -85,10 +90,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if matches!(cli.command, Command::Path(path::PathCmd::Run(_))) {
+        // Before any thread exists: a normal user becomes root of a fresh user namespace,
+        // where it may create network namespaces.
+        if let Err(e) = wanperf_emu::netns::become_root_in_user_namespace() {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     install_signal_handlers();
     let result = match cli.command {
         Command::Serve(a) => tput::serve(a),
         Command::Tput(a) => tput::tput(a),
+        Command::Path(path::PathCmd::Run(a)) => path::run(a),
+        Command::Path(path::PathCmd::Presets) => path::list_presets(),
         Command::Demo => tput::demo(),
     };
     match result {

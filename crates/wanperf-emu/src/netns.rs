@@ -1,0 +1,218 @@
+//! Privileged operations, all in one place: user and network namespaces, TUN devices, and
+//! link and address setup over rtnetlink.
+//!
+//! Namespaces are anonymous: each lives as long as a file descriptor (and any process inside)
+//! does, so nothing can be left behind when wanperf exits, however it exits.
+
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use thiserror::Error;
+
+/// Why the emulated path could not be set up.
+#[derive(Debug, Error)]
+pub enum EnvError {
+    /// Not allowed to create namespaces.
+    #[error("cannot create a network namespace: {0}. Run as root, or enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 on Debian, user.max_user_namespaces > 0)")]
+    Namespace(io::Error),
+    /// Could not enter a user namespace.
+    #[error("cannot enter an unprivileged user namespace: {0} (check `unshare -r -n true`; enable with sysctl kernel.unprivileged_userns_clone=1 or user.max_user_namespaces=15000)")]
+    UserNamespace(io::Error),
+    /// TUN missing.
+    #[error("cannot create a TUN device: {0} (is /dev/net/tun present? `modprobe tun`)")]
+    Tun(io::Error),
+    /// Netlink request failed.
+    #[error("netlink {what}: {err}")]
+    Netlink {
+        /// The request.
+        what: &'static str,
+        /// The error.
+        err: io::Error,
+    },
+    /// Another system call failed.
+    #[error("{what}: {err}")]
+    Sys {
+        /// The call.
+        what: &'static str,
+        /// The error.
+        err: io::Error,
+    },
+}
+
+fn last(what: &'static str) -> EnvError {
+    EnvError::Sys { what, err: io::Error::last_os_error() }
+}
+
+/// If not root, moves this process into a new user namespace where it is root, so it may create
+/// network namespaces. Must run before any other thread starts (unshare(CLONE_NEWUSER) refuses
+/// multithreaded callers).
+pub fn become_root_in_user_namespace() -> Result<bool, EnvError> {
+    // SAFETY: plain syscalls without pointers.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if uid == 0 {
+        return Ok(false);
+    }
+    // SAFETY: unshare takes flags only.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+        return Err(EnvError::UserNamespace(io::Error::last_os_error()));
+    }
+    let write = |path: &str, text: String| {
+        std::fs::write(path, text).map_err(EnvError::UserNamespace)
+    };
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("0 {uid} 1"))?;
+    write("/proc/self/gid_map", format!("0 {gid} 1"))?;
+    Ok(true)
+}
+
+/// A network namespace, alive while this value (or a process inside) is.
+#[derive(Debug)]
+pub struct Netns {
+    fd: OwnedFd,
+}
+
+impl Netns {
+    /// A fresh network namespace with its loopback up.
+    pub fn new() -> Result<Netns, EnvError> {
+        let fd = std::thread::spawn(|| -> Result<OwnedFd, EnvError> {
+            // SAFETY: unshare affects only this (short-lived) thread's network namespace.
+            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                return Err(EnvError::Namespace(io::Error::last_os_error()));
+            }
+            let f = File::open("/proc/thread-self/ns/net").map_err(|e| EnvError::Sys { what: "opening the namespace", err: e })?;
+            Ok(OwnedFd::from(f))
+        })
+        .join()
+        .map_err(|_| EnvError::Sys { what: "namespace thread", err: io::Error::other("panicked") })??;
+        let ns = Netns { fd };
+        ns.run(|| {
+            let lo = ifindex("lo")?;
+            set_link(lo, None, None)
+        })??;
+        Ok(ns)
+    }
+
+    /// The namespace file descriptor (for `setns`).
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Runs `f` on a thread inside the namespace.
+    pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T, EnvError> {
+        let fd = self.fd.try_clone().map_err(|e| EnvError::Sys { what: "dup", err: e })?;
+        std::thread::spawn(move || {
+            // SAFETY: fd is a network namespace file; setns only affects this thread.
+            if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(last("setns"));
+            }
+            Ok(f())
+        })
+        .join()
+        .map_err(|_| EnvError::Sys { what: "namespace thread", err: io::Error::other("panicked") })?
+    }
+}
+
+/// The index of an interface in the calling thread's namespace.
+pub fn ifindex(name: &str) -> Result<u32, EnvError> {
+    let c = CString::new(name).map_err(|_| EnvError::Sys { what: "interface name", err: io::Error::other("NUL in name") })?;
+    // SAFETY: c is a valid C string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        Err(last("if_nametoindex"))
+    } else {
+        Ok(i)
+    }
+}
+
+/// Creates a TUN device (IFF_TUN | IFF_NO_PI, non-blocking) in the calling thread's namespace.
+pub fn create_tun(name: &str) -> Result<OwnedFd, EnvError> {
+    // SAFETY: the path is a valid C string; the fd is owned below.
+    let fd = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(EnvError::Tun(io::Error::last_os_error()));
+    }
+    // SAFETY: fd was just opened.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // struct ifreq: 16 bytes of name, then a short of flags (the union is 24 bytes).
+    let mut ifr = [0u8; 40];
+    let n = name.len().min(15);
+    ifr[..n].copy_from_slice(&name.as_bytes()[..n]);
+    let flags = (libc::IFF_TUN | libc::IFF_NO_PI) as u16;
+    ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
+    // SAFETY: ifr is a correctly sized ifreq for TUNSETIFF.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, ifr.as_mut_ptr()) } != 0 {
+        return Err(EnvError::Tun(io::Error::last_os_error()));
+    }
+    Ok(fd)
+}
+
+fn netlink_request(what: &'static str, msg: RouteNetlinkMessage, flags: u16) -> Result<(), EnvError> {
+    let nl = |err: io::Error| EnvError::Netlink { what, err };
+    let mut sock = Socket::new(NETLINK_ROUTE).map_err(nl)?;
+    sock.bind_auto().map_err(nl)?;
+    sock.connect(&SocketAddr::new(0, 0)).map_err(nl)?;
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+    header.sequence_number = 1;
+    let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(msg));
+    packet.finalize();
+    let mut buf = vec![0u8; packet.buffer_len()];
+    packet.serialize(&mut buf);
+    sock.send(&buf, 0).map_err(nl)?;
+    let mut rx = vec![0u8; 8192];
+    let n = sock.recv(&mut &mut rx[..], 0).map_err(nl)?;
+    let reply = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[..n])
+        .map_err(|e| nl(io::Error::other(e.to_string())))?;
+    match reply.payload {
+        NetlinkPayload::Error(e) => match e.code {
+            None => Ok(()),
+            Some(code) => Err(nl(io::Error::from_raw_os_error(-code.get()))),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// Brings link `index` up, optionally setting its MTU and transmit queue length.
+pub fn set_link(index: u32, mtu: Option<u32>, txqueuelen: Option<u32>) -> Result<(), EnvError> {
+    let mut m = LinkMessage::default();
+    m.header.index = index;
+    m.header.flags = LinkFlags::Up;
+    m.header.change_mask = LinkFlags::Up;
+    if let Some(mtu) = mtu {
+        m.attributes.push(LinkAttribute::Mtu(mtu));
+    }
+    if let Some(q) = txqueuelen {
+        m.attributes.push(LinkAttribute::TxQueueLen(q));
+    }
+    netlink_request("set link", RouteNetlinkMessage::SetLink(m), 0)
+}
+
+/// Adds `addr/prefix` to link `index` (IPv6 without duplicate address detection, so it is
+/// usable at once).
+pub fn add_address(index: u32, addr: IpAddr, prefix: u8) -> Result<(), EnvError> {
+    let mut m = AddressMessage::default();
+    m.header.index = index;
+    m.header.prefix_len = prefix;
+    m.header.family = if addr.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
+    if addr.is_ipv6() {
+        m.header.flags = AddressHeaderFlags::Nodad;
+    }
+    m.attributes.push(AddressAttribute::Local(addr));
+    m.attributes.push(AddressAttribute::Address(addr));
+    netlink_request("add address", RouteNetlinkMessage::NewAddress(m), NLM_F_CREATE | NLM_F_EXCL)
+}
+
+/// Lets the calling thread's sleeps end within 1 µs of their deadline (default slack: 50 µs).
+pub fn set_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes one integer and affects only this thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
+}

@@ -1,0 +1,293 @@
+//! The running emulated path: namespaces `left` and `right`, a TUN device in each, and one
+//! I/O thread that moves packets between them through a [`Link`] per direction.
+//!
+//! The I/O loop is the only part that sleeps. It reads what the TUNs have, hands each packet
+//! to its direction's link with the current time, writes out what the links say is due, and
+//! sleeps (ppoll with a nanosecond timeout, 1 µs timer slack) until the next event. How late
+//! each packet leaves against its theoretical time is recorded.
+
+use crate::config::{DirConfig, Nanos};
+use crate::link::{ClassCounters, Link, Verdict, CLASSES};
+use crate::netns::{self, EnvError, Netns};
+use crate::packet;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// The left host's IPv4 address.
+pub const LEFT_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// The right host's IPv4 address.
+pub const RIGHT_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// The left host's IPv6 address (ULA).
+pub const LEFT_V6: Ipv6Addr = Ipv6Addr::new(0xfd57, 0x414e, 0, 0, 0, 0, 0, 1);
+/// The right host's IPv6 address (ULA).
+pub const RIGHT_V6: Ipv6Addr = Ipv6Addr::new(0xfd57, 0x414e, 0, 0, 0, 0, 0, 2);
+/// Name of the TUN device on both hosts.
+pub const DEVICE: &str = "wan0";
+
+/// Which host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    /// The left host (usually the client).
+    Left,
+    /// The right host (usually the server).
+    Right,
+}
+
+impl Host {
+    /// This host's IPv4 address.
+    pub fn addr(self) -> Ipv4Addr {
+        match self {
+            Host::Left => LEFT_V4,
+            Host::Right => RIGHT_V4,
+        }
+    }
+
+    /// The other host's IPv4 address.
+    pub fn peer(self) -> Ipv4Addr {
+        match self {
+            Host::Left => RIGHT_V4,
+            Host::Right => LEFT_V4,
+        }
+    }
+}
+
+/// The whole path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathConfig {
+    /// Left → right.
+    pub up: DirConfig,
+    /// Right → left.
+    pub down: DirConfig,
+    /// MTU of both TUN devices.
+    pub mtu: u32,
+    /// Transmit queue length of both TUN devices.
+    pub txqueuelen: Option<u32>,
+    /// Seed for loss and jitter.
+    pub seed: u64,
+}
+
+/// Scheduling lateness: how long after its theoretical time a packet was written out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lateness {
+    /// Median, µs.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// Maximum, µs.
+    pub max_us: f64,
+}
+
+/// Counters of one direction.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirStats {
+    /// Per class.
+    pub classes: BTreeMap<String, ClassCounters>,
+    /// The emulator's own lateness.
+    pub lateness: Lateness,
+    /// Packets the TUN refused on write.
+    pub write_errors: u64,
+}
+
+/// Counters of both directions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathStats {
+    /// Left → right.
+    pub up: DirStats,
+    /// Right → left.
+    pub down: DirStats,
+}
+
+/// A running path; dropping it stops the I/O thread and frees the namespaces.
+pub struct Path {
+    left: Netns,
+    right: Netns,
+    stop: Arc<AtomicBool>,
+    io: Option<JoinHandle<PathStats>>,
+}
+
+fn setup_host(ns: &Netns, host: Host, mtu: u32, txq: Option<u32>) -> Result<OwnedFd, EnvError> {
+    ns.run(move || -> Result<OwnedFd, EnvError> {
+        let fd = netns::create_tun(DEVICE)?;
+        let idx = netns::ifindex(DEVICE)?;
+        netns::set_link(idx, Some(mtu), txq)?;
+        netns::add_address(idx, IpAddr::V4(host.addr()), 24)?;
+        let v6 = if host == Host::Left { LEFT_V6 } else { RIGHT_V6 };
+        netns::add_address(idx, IpAddr::V6(v6), 64)?;
+        Ok(fd)
+    })?
+}
+
+impl Path {
+    /// Creates both hosts and starts forwarding.
+    pub fn start(cfg: &PathConfig, log: Option<Box<dyn Write + Send>>) -> Result<Path, EnvError> {
+        let left = Netns::new()?;
+        let right = Netns::new()?;
+        let tl = setup_host(&left, Host::Left, cfg.mtu, cfg.txqueuelen)?;
+        let tr = setup_host(&right, Host::Right, cfg.mtu, cfg.txqueuelen)?;
+        let up = Link::new(cfg.up.clone(), cfg.seed);
+        let down = Link::new(cfg.down.clone(), cfg.seed.wrapping_add(0x9e37_79b9));
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let mtu = cfg.mtu as usize;
+        let io = std::thread::Builder::new()
+            .name("wanperf-path".into())
+            .spawn(move || io_loop(tl, tr, up, down, mtu, &s2, log))
+            .map_err(|e| EnvError::Sys { what: "starting the I/O thread", err: e })?;
+        Ok(Path { left, right, stop, io: Some(io) })
+    }
+
+    /// A command that will run inside `host`, with `WANPERF_PEER` set to the other host.
+    pub fn command(&self, host: Host, program: &str) -> Command {
+        let mut c = Command::new(program);
+        self.enter(host, &mut c);
+        c
+    }
+
+    /// Makes `cmd` run inside `host` (and sets `WANPERF_PEER`).
+    pub fn enter(&self, host: Host, cmd: &mut Command) {
+        let fd: RawFd = match host {
+            Host::Left => self.left.raw_fd(),
+            Host::Right => self.right.raw_fd(),
+        };
+        cmd.env("WANPERF_PEER", host.peer().to_string());
+        cmd.env("WANPERF_SELF", host.addr().to_string());
+        // SAFETY: setns is async-signal-safe; fd stays open in the child until exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Die with the parent, so a killed wanperf leaves no process in the path.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+    }
+
+    /// Stops forwarding and returns the counters.
+    pub fn stop(mut self) -> PathStats {
+        self.stop.store(true, Ordering::Release);
+        self.io.take().and_then(|h| h.join().ok()).unwrap_or_default()
+    }
+}
+
+impl Drop for Path {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.io.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+struct Dir {
+    link: Link<Vec<u8>>,
+    late: Histogram<u64>,
+    write_errors: u64,
+    name: &'static str,
+}
+
+impl Dir {
+    fn stats(&self) -> DirStats {
+        let c = self.link.counters();
+        DirStats {
+            classes: CLASSES.iter().zip(c.iter()).map(|(n, c)| (n.to_string(), c.clone())).collect(),
+            lateness: Lateness {
+                p50_us: self.late.value_at_quantile(0.5) as f64 / 1000.0,
+                p99_us: self.late.value_at_quantile(0.99) as f64 / 1000.0,
+                max_us: self.late.max() as f64 / 1000.0,
+            },
+            write_errors: self.write_errors,
+        }
+    }
+}
+
+fn read_into(fd: RawFd, dir: &mut Dir, now: Nanos, mtu: usize, log: &mut Option<Box<dyn Write + Send>>) {
+    loop {
+        let mut buf = vec![0u8; mtu.max(1500) + 64];
+        // SAFETY: buf is valid for its length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            return;
+        }
+        buf.truncate(n as usize);
+        let h = packet::parse(&buf);
+        let len = buf.len();
+        let v = dir.link.push(now, buf, len, h);
+        if let Some(l) = log.as_mut() {
+            let what = match v {
+                Verdict::Queued(c) => format!("arrive {len} queued {}", CLASSES[c]),
+                Verdict::Remarked => format!("arrive {len} remarked scavenger"),
+                Verdict::Dropped(r) => format!("drop {len} {}", serde_json::to_string(&r).unwrap_or_default().trim_matches('"')),
+            };
+            let _ = writeln!(l, "{now} {} {what}", dir.name);
+        }
+    }
+}
+
+fn write_due(fd: RawFd, dir: &mut Dir, now: Nanos, log: &mut Option<Box<dyn Write + Send>>) {
+    while let Some((pkt, at)) = dir.link.pop(now) {
+        // SAFETY: pkt is a valid buffer.
+        let n = unsafe { libc::write(fd, pkt.as_ptr().cast(), pkt.len()) };
+        if n < 0 {
+            dir.write_errors += 1;
+        }
+        let _ = dir.late.record(now.saturating_sub(at).max(1));
+        if let Some(l) = log.as_mut() {
+            let _ = writeln!(l, "{now} {} depart {} due {at}", dir.name, pkt.len());
+        }
+    }
+}
+
+fn io_loop(
+    tl: OwnedFd,
+    tr: OwnedFd,
+    up: Link<Vec<u8>>,
+    down: Link<Vec<u8>>,
+    mtu: usize,
+    stop: &AtomicBool,
+    mut log: Option<Box<dyn Write + Send>>,
+) -> PathStats {
+    crate::netns::set_timer_slack();
+    let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    let mut up = Dir { link: up, late: hist(), write_errors: 0, name: "up" };
+    let mut down = Dir { link: down, late: hist(), write_errors: 0, name: "down" };
+    let start = Instant::now();
+    let now_ns = || start.elapsed().as_nanos() as Nanos;
+    let (l, r) = (tl.as_raw_fd(), tr.as_raw_fd());
+    while !stop.load(Ordering::Acquire) {
+        let now = now_ns();
+        read_into(l, &mut up, now, mtu, &mut log);
+        read_into(r, &mut down, now, mtu, &mut log);
+        let now = now_ns();
+        write_due(r, &mut up, now, &mut log);
+        write_due(l, &mut down, now, &mut log);
+        let next = [up.link.next_event(), down.link.next_event()].into_iter().flatten().min();
+        let now = now_ns();
+        let wait = next.map_or(50_000_000, |t| t.saturating_sub(now)).min(50_000_000);
+        if wait == 0 {
+            continue;
+        }
+        let mut fds = [
+            libc::pollfd { fd: l, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: r, events: libc::POLLIN, revents: 0 },
+        ];
+        let ts = libc::timespec { tv_sec: (wait / 1_000_000_000) as libc::time_t, tv_nsec: (wait % 1_000_000_000) as libc::c_long };
+        // SAFETY: two valid pollfds and a valid timespec.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+    }
+    if let Some(l) = log.as_mut() {
+        let _ = l.flush();
+    }
+    PathStats { up: up.stats(), down: down.stats() }
+}

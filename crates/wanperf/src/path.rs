@@ -1,0 +1,348 @@
+//! `wanperf path`: the emulated wide-area path.
+
+use crate::INTERRUPTED;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use std::process::{Child, ExitCode};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use wanperf_emu::config::{parse_delay, parse_link_rate, Aqm, LossModel, PolicerConfig, QueueLimit, Rate, Selector, Trace};
+use wanperf_emu::path::{Host, Path, PathConfig, PathStats};
+use wanperf_emu::presets;
+use wanperf_proto::units::{fmt_bytes, fmt_rate};
+
+/// `wanperf path` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum PathCmd {
+    /// Start a path, run CMD on the left host (and --right CMD on the right), tear it down.
+    Run(RunArgs),
+    /// List the presets with the numbers of the studies they come from.
+    Presets,
+}
+
+/// Link options.
+#[derive(Args, Debug, Clone)]
+pub struct LinkArgs {
+    /// Start from a seed study's path (see `wanperf path presets`); explicit options override it.
+    #[arg(long)]
+    preset: Option<String>,
+    /// Round-trip propagation delay, split evenly (e.g. 166ms).
+    #[arg(long, value_name = "DURATION")]
+    rtt: Option<String>,
+    /// One-way delay left → right.
+    #[arg(long, value_name = "DURATION")]
+    delay_up: Option<String>,
+    /// One-way delay right → left.
+    #[arg(long, value_name = "DURATION")]
+    delay_down: Option<String>,
+    /// Random extra delay per packet, 0..=J (never reorders unless --reorder).
+    #[arg(long, value_name = "DURATION")]
+    jitter: Option<String>,
+    /// Let jitter reorder packets.
+    #[arg(long)]
+    reorder: bool,
+    /// Bottleneck rate both ways (e.g. 25M).
+    #[arg(long, value_name = "RATE")]
+    rate: Option<String>,
+    /// Bottleneck rate left → right.
+    #[arg(long, value_name = "RATE")]
+    rate_up: Option<String>,
+    /// Bottleneck rate right → left.
+    #[arg(long, value_name = "RATE")]
+    rate_down: Option<String>,
+    /// Left → right capacity from a mahimahi trace (ms timestamps of 1500-byte opportunities).
+    #[arg(long, value_name = "FILE")]
+    trace_up: Option<std::path::PathBuf>,
+    /// Right → left capacity from a mahimahi trace.
+    #[arg(long, value_name = "FILE")]
+    trace_down: Option<std::path::PathBuf>,
+    /// Bottleneck buffer per direction and class: bytes (300kB) or packets (2100p).
+    #[arg(long, value_name = "SIZE|Np")]
+    queue: Option<String>,
+    /// Queue discipline: droptail or codel.
+    #[arg(long, value_name = "NAME")]
+    aqm: Option<String>,
+    /// Random loss probability in each direction (0.01 or 1%).
+    #[arg(long, value_name = "P")]
+    loss: Option<String>,
+    /// Gilbert-Elliott loss in each direction: ge:p,r[,h,k].
+    #[arg(long, value_name = "MODEL")]
+    loss_model: Option<String>,
+    /// Token-bucket policer left → right: RATE,BURST[,dscp=N|port=N][,action=drop|remark].
+    #[arg(long, value_name = "SPEC")]
+    policer: Option<String>,
+    /// Serve these packets first at the bottleneck (dscp=N or port=N; repeatable).
+    #[arg(long, value_name = "SELECTOR")]
+    priority: Vec<String>,
+    /// Transmit queue length of both hosts' interfaces.
+    #[arg(long, value_name = "N")]
+    txqueuelen: Option<u32>,
+    /// MTU of both hosts' interfaces.
+    #[arg(long, value_name = "BYTES")]
+    mtu: Option<u32>,
+    /// Seed for random loss and jitter.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+}
+
+/// `wanperf path run`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf path run --rtt 100ms -- ping -c 5 198.18.0.2
+  wanperf path run --preset slac-cern-2000 --right 'wanperf serve --allow 198.18.0.0/15' \\
+      -- sh -c 'wanperf tput $WANPERF_PEER -t 20'
+  wanperf path run --rtt 170ms --rate 1G --policer 10M,1M,port=5011 -- ...
+
+Hosts: left 198.18.0.1 / fd57:414e::1, right 198.18.0.2 / fd57:414e::2, each in its own
+network namespace; nothing else is reachable from them. WANPERF_PEER holds the other host's
+address in both commands. Counters go to stderr at the end; the exit status is CMD's.
+Works as root, and as a normal user through an unprivileged user namespace.")]
+pub struct RunArgs {
+    #[command(flatten)]
+    link: LinkArgs,
+    /// Command for the right host, run with `sh -c` (e.g. a server); stopped when CMD ends.
+    #[arg(long, value_name = "CMD")]
+    right: Option<String>,
+    /// Time the right command gets to start before CMD runs.
+    #[arg(long, value_name = "DURATION", default_value = "500ms")]
+    right_wait: String,
+    /// Per-packet event log (arrival, departure, drop and why).
+    #[arg(long, value_name = "FILE")]
+    log: Option<std::path::PathBuf>,
+    /// Print the counters as JSON (on stderr).
+    #[arg(long)]
+    json: bool,
+    /// The command for the left host.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    cmd: Vec<String>,
+}
+
+/// Builds the path configuration from a preset and explicit options.
+pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
+    let mut cfg = match &a.preset {
+        Some(name) => presets::find(name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = presets::all().iter().map(|p| p.name).collect();
+                anyhow!("unknown preset `{name}` (known: {})", names.join(", "))
+            })?
+            .path(),
+        None => PathConfig {
+            up: Default::default(),
+            down: Default::default(),
+            mtu: 1500,
+            txqueuelen: None,
+            seed: 1,
+        },
+    };
+    if let Some(rtt) = &a.rtt {
+        let d = parse_delay("--rtt", rtt)?;
+        cfg.up.delay_ns = d / 2;
+        cfg.down.delay_ns = d - d / 2;
+    }
+    if let Some(d) = &a.delay_up {
+        cfg.up.delay_ns = parse_delay("--delay-up", d)?;
+    }
+    if let Some(d) = &a.delay_down {
+        cfg.down.delay_ns = parse_delay("--delay-down", d)?;
+    }
+    if let Some(j) = &a.jitter {
+        let j = parse_delay("--jitter", j)?;
+        cfg.up.jitter_ns = j;
+        cfg.down.jitter_ns = j;
+    }
+    cfg.up.reorder |= a.reorder;
+    cfg.down.reorder |= a.reorder;
+    if let Some(r) = &a.rate {
+        let r = parse_link_rate("--rate", r)?;
+        cfg.up.rate = Rate::Constant(r);
+        cfg.down.rate = Rate::Constant(r);
+    }
+    if let Some(r) = &a.rate_up {
+        cfg.up.rate = Rate::Constant(parse_link_rate("--rate-up", r)?);
+    }
+    if let Some(r) = &a.rate_down {
+        cfg.down.rate = Rate::Constant(parse_link_rate("--rate-down", r)?);
+    }
+    for (file, dir) in [(&a.trace_up, &mut cfg.up), (&a.trace_down, &mut cfg.down)] {
+        if let Some(f) = file {
+            let text = std::fs::read_to_string(f).with_context(|| format!("cannot read trace {}", f.display()))?;
+            dir.rate = Rate::Trace(Trace::parse(&f.display().to_string(), &text)?);
+        }
+    }
+    if let Some(q) = &a.queue {
+        let q = QueueLimit::parse(q)?;
+        cfg.up.queue = q;
+        cfg.down.queue = q;
+    }
+    if let Some(aqm) = &a.aqm {
+        let aqm = match aqm.as_str() {
+            "droptail" => Aqm::DropTail,
+            "codel" => Aqm::codel(),
+            other => bail!("--aqm: `{other}` is not droptail or codel"),
+        };
+        cfg.up.aqm = aqm;
+        cfg.down.aqm = aqm;
+    }
+    if a.loss.is_some() && a.loss_model.is_some() {
+        bail!("give --loss or --loss-model, not both");
+    }
+    let loss = match (&a.loss, &a.loss_model) {
+        (Some(p), _) => Some(LossModel::bernoulli(p)?),
+        (_, Some(m)) => Some(LossModel::parse(m)?),
+        _ => None,
+    };
+    if let Some(l) = loss {
+        cfg.up.loss = l;
+        cfg.down.loss = l;
+    }
+    if let Some(p) = &a.policer {
+        cfg.up.policer = Some(PolicerConfig::parse(p)?);
+    }
+    for s in &a.priority {
+        let sel = Selector::parse("--priority", s)?;
+        cfg.up.priority.push(sel);
+        cfg.down.priority.push(sel);
+    }
+    if let Some(q) = a.txqueuelen {
+        if q == 0 {
+            bail!("--txqueuelen must be at least 1");
+        }
+        cfg.txqueuelen = Some(q);
+    }
+    if let Some(m) = a.mtu {
+        if !(576..=65_535).contains(&m) {
+            bail!("--mtu must be between 576 and 65535 bytes");
+        }
+        cfg.mtu = m;
+    }
+    if let Some(s) = a.seed {
+        cfg.seed = s;
+    }
+    Ok(cfg)
+}
+
+fn stop_child(c: &mut Child) {
+    if matches!(c.try_wait(), Ok(None)) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            if !matches!(c.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+    }
+    let _ = c.wait();
+}
+
+fn print_stats(s: &PathStats, json: bool) {
+    if json {
+        eprintln!("{}", serde_json::json!({"event": "path", "stats": s}));
+        return;
+    }
+    eprintln!("path counters:");
+    for (name, d) in [("left → right", &s.up), ("right → left", &s.down)] {
+        for (class, c) in &d.classes {
+            if c.packets_in == 0 {
+                continue;
+            }
+            let mean = if c.dequeued > 0 { c.sum_queue_delay_ns as f64 / c.dequeued as f64 / 1e6 } else { 0.0 };
+            eprintln!(
+                "  {name} {class}: {} pkts ({}) in, {} pkts ({}) out; drops: queue {}, aqm {}, policer {}, random {}; remarked {}; queue delay mean {mean:.2} ms, max {:.2} ms",
+                c.packets_in,
+                fmt_bytes(c.bytes_in),
+                c.packets_out,
+                fmt_bytes(c.bytes_out),
+                c.queue_drops,
+                c.aqm_drops,
+                c.policer_drops,
+                c.random_losses,
+                c.remarks,
+                c.max_queue_delay_ns as f64 / 1e6,
+            );
+        }
+        eprintln!(
+            "  {name} emulator lateness: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            d.lateness.p50_us, d.lateness.p99_us, d.lateness.max_us
+        );
+    }
+}
+
+/// `wanperf path run`.
+pub fn run(a: RunArgs) -> Result<ExitCode> {
+    let cfg = config_from(&a.link)?;
+    let right_wait = wanperf_proto::units::parse_duration(&a.right_wait).map_err(|e| anyhow!("--right-wait: {e}"))?;
+    let log: Option<Box<dyn std::io::Write + Send>> = match &a.log {
+        Some(p) => Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        ))),
+        None => None,
+    };
+    let path = Path::start(&cfg, log)?;
+    let mut right = match &a.right {
+        Some(cmd) => {
+            let mut c = path.command(Host::Right, "sh");
+            c.args(["-c", cmd]);
+            Some(c.spawn().with_context(|| format!("cannot start the right command `{cmd}`"))?)
+        }
+        None => None,
+    };
+    if right.is_some() {
+        std::thread::sleep(Duration::from_secs_f64(right_wait));
+    }
+    let mut left = path.command(Host::Left, &a.cmd[0]);
+    left.args(&a.cmd[1..]);
+    let status = match left.spawn() {
+        Ok(mut child) => loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break Some(st),
+                Ok(None) => {}
+                Err(_) => break None,
+            }
+            if INTERRUPTED.load(Ordering::Acquire) {
+                stop_child(&mut child);
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        },
+        Err(e) => {
+            if let Some(r) = right.as_mut() {
+                stop_child(r);
+            }
+            let stats = path.stop();
+            print_stats(&stats, a.json);
+            bail!("cannot run `{}` on the left host: {e}", a.cmd[0]);
+        }
+    };
+    if let Some(r) = right.as_mut() {
+        stop_child(r);
+    }
+    let stats = path.stop();
+    print_stats(&stats, a.json);
+    let code = match status {
+        Some(st) => st.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0)),
+        None => 130,
+    };
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// `wanperf path presets`.
+pub fn list_presets() -> Result<ExitCode> {
+    for p in presets::all() {
+        println!(
+            "{:<26} RTT {} ms, bottleneck {}, queue {}{}{}\n{:<26} {}",
+            p.name,
+            p.rtt_ms,
+            fmt_rate(p.rate_bps as f64),
+            fmt_bytes(p.queue_bytes as u64),
+            p.policer.map_or(String::new(), |x| format!(", policer {} burst {}", fmt_rate(x.rate_bps as f64), fmt_bytes(x.burst_bytes))),
+            p.txqueuelen.map_or(String::new(), |q| format!(", txqueuelen {q}")),
+            "",
+            p.source
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
