@@ -31,6 +31,9 @@ pub const RIGHT_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 pub const LEFT_V6: Ipv6Addr = Ipv6Addr::new(0xfd57, 0x414e, 0, 0, 0, 0, 0, 1);
 /// The right host's IPv6 address (ULA).
 pub const RIGHT_V6: Ipv6Addr = Ipv6Addr::new(0xfd57, 0x414e, 0, 0, 0, 0, 0, 2);
+/// How long before an event the I/O loop stops sleeping and polls instead.
+const SPIN_NS: Nanos = 250_000;
+
 /// Name of the TUN device on both hosts.
 pub const DEVICE: &str = "wan0";
 
@@ -121,7 +124,11 @@ fn setup_host(ns: &Netns, host: Host, mtu: u32, txq: Option<u32>) -> Result<Owne
         let idx = netns::ifindex(DEVICE)?;
         netns::set_link(idx, Some(mtu), txq)?;
         netns::add_address(idx, IpAddr::V4(host.addr()), 24)?;
-        let v6 = if host == Host::Left { LEFT_V6 } else { RIGHT_V6 };
+        let v6 = if host == Host::Left {
+            LEFT_V6
+        } else {
+            RIGHT_V6
+        };
         netns::add_address(idx, IpAddr::V6(v6), 64)?;
         Ok(fd)
     })?
@@ -142,8 +149,16 @@ impl Path {
         let io = std::thread::Builder::new()
             .name("wanperf-path".into())
             .spawn(move || io_loop(tl, tr, up, down, mtu, &s2, log))
-            .map_err(|e| EnvError::Sys { what: "starting the I/O thread", err: e })?;
-        Ok(Path { left, right, stop, io: Some(io) })
+            .map_err(|e| EnvError::Sys {
+                what: "starting the I/O thread",
+                err: e,
+            })?;
+        Ok(Path {
+            left,
+            right,
+            stop,
+            io: Some(io),
+        })
     }
 
     /// A command that will run inside `host`, with `WANPERF_PEER` set to the other host.
@@ -177,7 +192,10 @@ impl Path {
     /// Stops forwarding and returns the counters.
     pub fn stop(mut self) -> PathStats {
         self.stop.store(true, Ordering::Release);
-        self.io.take().and_then(|h| h.join().ok()).unwrap_or_default()
+        self.io
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
     }
 }
 
@@ -201,7 +219,11 @@ impl Dir {
     fn stats(&self) -> DirStats {
         let c = self.link.counters();
         DirStats {
-            classes: CLASSES.iter().zip(c.iter()).map(|(n, c)| (n.to_string(), c.clone())).collect(),
+            classes: CLASSES
+                .iter()
+                .zip(c.iter())
+                .map(|(n, c)| (n.to_string(), c.clone()))
+                .collect(),
             lateness: Lateness {
                 p50_us: self.late.value_at_quantile(0.5) as f64 / 1000.0,
                 p99_us: self.late.value_at_quantile(0.99) as f64 / 1000.0,
@@ -212,7 +234,13 @@ impl Dir {
     }
 }
 
-fn read_into(fd: RawFd, dir: &mut Dir, now: Nanos, mtu: usize, log: &mut Option<Box<dyn Write + Send>>) {
+fn read_into(
+    fd: RawFd,
+    dir: &mut Dir,
+    now: Nanos,
+    mtu: usize,
+    log: &mut Option<Box<dyn Write + Send>>,
+) {
     loop {
         let mut buf = vec![0u8; mtu.max(1500) + 64];
         // SAFETY: buf is valid for its length.
@@ -228,7 +256,12 @@ fn read_into(fd: RawFd, dir: &mut Dir, now: Nanos, mtu: usize, log: &mut Option<
             let what = match v {
                 Verdict::Queued(c) => format!("arrive {len} queued {}", CLASSES[c]),
                 Verdict::Remarked => format!("arrive {len} remarked scavenger"),
-                Verdict::Dropped(r) => format!("drop {len} {}", serde_json::to_string(&r).unwrap_or_default().trim_matches('"')),
+                Verdict::Dropped(r) => format!(
+                    "drop {len} {}",
+                    serde_json::to_string(&r)
+                        .unwrap_or_default()
+                        .trim_matches('"')
+                ),
             };
             let _ = writeln!(l, "{now} {} {what}", dir.name);
         }
@@ -260,8 +293,18 @@ fn io_loop(
 ) -> PathStats {
     crate::netns::set_timer_slack();
     let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-    let mut up = Dir { link: up, late: hist(), write_errors: 0, name: "up" };
-    let mut down = Dir { link: down, late: hist(), write_errors: 0, name: "down" };
+    let mut up = Dir {
+        link: up,
+        late: hist(),
+        write_errors: 0,
+        name: "up",
+    };
+    let mut down = Dir {
+        link: down,
+        late: hist(),
+        write_errors: 0,
+        name: "down",
+    };
     let start = Instant::now();
     let now_ns = || start.elapsed().as_nanos() as Nanos;
     let (l, r) = (tl.as_raw_fd(), tr.as_raw_fd());
@@ -272,22 +315,47 @@ fn io_loop(
         let now = now_ns();
         write_due(r, &mut up, now, &mut log);
         write_due(l, &mut down, now, &mut log);
-        let next = [up.link.next_event(), down.link.next_event()].into_iter().flatten().min();
+        let next = [up.link.next_event(), down.link.next_event()]
+            .into_iter()
+            .flatten()
+            .min();
         let now = now_ns();
-        let wait = next.map_or(50_000_000, |t| t.saturating_sub(now)).min(50_000_000);
-        if wait == 0 {
+        let wait = next
+            .map_or(50_000_000, |t| t.saturating_sub(now))
+            .min(50_000_000);
+        // Waking from a sleep takes tens of µs: sleep until shortly before the event, then
+        // poll without sleeping for the rest, so packets leave on time.
+        if wait <= SPIN_NS {
+            if wait > 0 {
+                std::hint::spin_loop();
+            }
             continue;
         }
+        let wait = wait - SPIN_NS;
         let mut fds = [
-            libc::pollfd { fd: l, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: r, events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: l,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: r,
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
-        let ts = libc::timespec { tv_sec: (wait / 1_000_000_000) as libc::time_t, tv_nsec: (wait % 1_000_000_000) as libc::c_long };
+        let ts = libc::timespec {
+            tv_sec: (wait / 1_000_000_000) as libc::time_t,
+            tv_nsec: (wait % 1_000_000_000) as libc::c_long,
+        };
         // SAFETY: two valid pollfds and a valid timespec.
         unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
     }
     if let Some(l) = log.as_mut() {
         let _ = l.flush();
     }
-    PathStats { up: up.stats(), down: down.stats() }
+    PathStats {
+        up: up.stats(),
+        down: down.stats(),
+    }
 }

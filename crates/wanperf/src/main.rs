@@ -48,6 +48,14 @@ enum Command {
     Path(path::PathCmd),
     /// Show what wanperf does: for now a loopback server and a TCP and a UDP test against it.
     Demo,
+    /// Internal: run a command as init of a fresh PID namespace, so everything it starts dies
+    /// with it (used by `path run` for the hosts' commands).
+    #[command(name = "__contain", hide = true)]
+    Contain {
+        /// The command.
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -105,6 +113,7 @@ fn main() -> ExitCode {
         Command::Path(path::PathCmd::Run(a)) => path::run(a),
         Command::Path(path::PathCmd::Presets) => path::list_presets(),
         Command::Demo => tput::demo(),
+        Command::Contain { cmd } => path::contain(&cmd),
     };
     match result {
         Ok(code) => code,

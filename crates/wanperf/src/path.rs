@@ -6,7 +6,9 @@ use clap::{Args, Subcommand};
 use std::process::{Child, ExitCode};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use wanperf_emu::config::{parse_delay, parse_link_rate, Aqm, LossModel, PolicerConfig, QueueLimit, Rate, Selector, Trace};
+use wanperf_emu::config::{
+    parse_delay, parse_link_rate, Aqm, LossModel, PolicerConfig, QueueLimit, Rate, Selector, Trace,
+};
 use wanperf_emu::path::{Host, Path, PathConfig, PathStats};
 use wanperf_emu::presets;
 use wanperf_proto::units::{fmt_bytes, fmt_rate};
@@ -102,6 +104,7 @@ pub struct RunArgs {
     #[command(flatten)]
     link: LinkArgs,
     /// Command for the right host, run with `sh -c` (e.g. a server); stopped when CMD ends.
+    /// Its output goes to stderr, so CMD's stdout stays CMD's.
     #[arg(long, value_name = "CMD")]
     right: Option<String>,
     /// Time the right command gets to start before CMD runs.
@@ -166,7 +169,8 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
     }
     for (file, dir) in [(&a.trace_up, &mut cfg.up), (&a.trace_down, &mut cfg.down)] {
         if let Some(f) = file {
-            let text = std::fs::read_to_string(f).with_context(|| format!("cannot read trace {}", f.display()))?;
+            let text = std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read trace {}", f.display()))?;
             dir.rate = Rate::Trace(Trace::parse(&f.display().to_string(), &text)?);
         }
     }
@@ -222,11 +226,69 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
     Ok(cfg)
 }
 
+/// The command line that runs `argv` contained: as init of its own PID namespace, under a
+/// `wanperf __contain` that dies with this process. When either goes, the kernel kills every
+/// process the command started, so a killed `path run` leaves nothing behind.
+fn contained(path: &Path, host: Host, argv: &[String]) -> Result<std::process::Command> {
+    let exe = std::env::current_exe().context("cannot find the wanperf executable")?;
+    let mut c = path.command(host, &exe.display().to_string());
+    c.arg("__contain").arg("--").args(argv);
+    Ok(c)
+}
+
+/// `wanperf __contain -- CMD`: runs CMD as PID 1 of a new PID namespace and passes on its
+/// exit status; SIGTERM/SIGINT are forwarded, and after 2 s turn into SIGKILL.
+pub fn contain(cmd: &[String]) -> Result<ExitCode> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: unshare takes flags only; it affects the children this process creates next.
+    if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+        bail!(
+            "cannot create a PID namespace: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    let mut c = std::process::Command::new(&cmd[0]);
+    c.args(&cmd[1..]);
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        c.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = c
+        .spawn()
+        .with_context(|| format!("cannot run `{}`", cmd[0]))?;
+    let mut term_at: Option<Instant> = None;
+    loop {
+        if let Some(st) = child.try_wait()? {
+            let code = st
+                .code()
+                .unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0));
+            return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+        }
+        if INTERRUPTED.load(Ordering::Acquire) {
+            match term_at {
+                None => {
+                    // SAFETY: signalling our own child.
+                    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                    term_at = Some(Instant::now());
+                }
+                Some(t) if t.elapsed() > Duration::from_secs(1) => {
+                    let _ = child.kill();
+                }
+                _ => {}
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn stop_child(c: &mut Child) {
     if matches!(c.try_wait(), Ok(None)) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let until = Instant::now() + Duration::from_secs(2);
+        let until = Instant::now() + Duration::from_secs(3);
         while Instant::now() < until {
             if !matches!(c.try_wait(), Ok(None)) {
                 return;
@@ -249,7 +311,11 @@ fn print_stats(s: &PathStats, json: bool) {
             if c.packets_in == 0 {
                 continue;
             }
-            let mean = if c.dequeued > 0 { c.sum_queue_delay_ns as f64 / c.dequeued as f64 / 1e6 } else { 0.0 };
+            let mean = if c.dequeued > 0 {
+                c.sum_queue_delay_ns as f64 / c.dequeued as f64 / 1e6
+            } else {
+                0.0
+            };
             eprintln!(
                 "  {name} {class}: {} pkts ({}) in, {} pkts ({}) out; drops: queue {}, aqm {}, policer {}, random {}; remarked {}; queue delay mean {mean:.2} ms, max {:.2} ms",
                 c.packets_in,
@@ -274,7 +340,8 @@ fn print_stats(s: &PathStats, json: bool) {
 /// `wanperf path run`.
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let cfg = config_from(&a.link)?;
-    let right_wait = wanperf_proto::units::parse_duration(&a.right_wait).map_err(|e| anyhow!("--right-wait: {e}"))?;
+    let right_wait = wanperf_proto::units::parse_duration(&a.right_wait)
+        .map_err(|e| anyhow!("--right-wait: {e}"))?;
     let log: Option<Box<dyn std::io::Write + Send>> = match &a.log {
         Some(p) => Some(Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
@@ -284,17 +351,26 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let path = Path::start(&cfg, log)?;
     let mut right = match &a.right {
         Some(cmd) => {
-            let mut c = path.command(Host::Right, "sh");
-            c.args(["-c", cmd]);
-            Some(c.spawn().with_context(|| format!("cannot start the right command `{cmd}`"))?)
+            let mut c = contained(
+                &path,
+                Host::Right,
+                &["sh".to_string(), "-c".to_string(), cmd.clone()],
+            )?;
+            // Keep CMD's standard output its own: what the right command prints goes to stderr.
+            if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
+                c.stdout(std::process::Stdio::from(fd));
+            }
+            Some(
+                c.spawn()
+                    .with_context(|| format!("cannot start the right command `{cmd}`"))?,
+            )
         }
         None => None,
     };
     if right.is_some() {
         std::thread::sleep(Duration::from_secs_f64(right_wait));
     }
-    let mut left = path.command(Host::Left, &a.cmd[0]);
-    left.args(&a.cmd[1..]);
+    let mut left = contained(&path, Host::Left, &a.cmd)?;
     let status = match left.spawn() {
         Ok(mut child) => loop {
             match child.try_wait() {
@@ -323,7 +399,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let stats = path.stop();
     print_stats(&stats, a.json);
     let code = match status {
-        Some(st) => st.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0)),
+        Some(st) => st
+            .code()
+            .unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0)),
         None => 130,
     };
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
@@ -338,8 +416,13 @@ pub fn list_presets() -> Result<ExitCode> {
             p.rtt_ms,
             fmt_rate(p.rate_bps as f64),
             fmt_bytes(p.queue_bytes as u64),
-            p.policer.map_or(String::new(), |x| format!(", policer {} burst {}", fmt_rate(x.rate_bps as f64), fmt_bytes(x.burst_bytes))),
-            p.txqueuelen.map_or(String::new(), |q| format!(", txqueuelen {q}")),
+            p.policer.map_or(String::new(), |x| format!(
+                ", policer {} burst {}",
+                fmt_rate(x.rate_bps as f64),
+                fmt_bytes(x.burst_bytes)
+            )),
+            p.txqueuelen
+                .map_or(String::new(), |q| format!(", txqueuelen {q}")),
             "",
             p.source
         );

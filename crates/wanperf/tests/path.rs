@@ -1,0 +1,440 @@
+//! The emulated path, checked with independent tools (iputils ping, iperf3) and with wanperf.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+/// Path tests measure timing; running them one at a time keeps them from disturbing each other
+/// on a 2-core machine.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether this machine lets us build paths; fails under CI, skips loudly elsewhere.
+fn capable() -> bool {
+    let out = run(&["path", "run", "--", "true"], Duration::from_secs(20));
+    if out.status.success() {
+        return true;
+    }
+    let why = String::from_utf8_lossy(&out.stderr).to_string();
+    if std::env::var_os("CI").is_some() {
+        panic!("cannot create emulated paths here: {why}");
+    }
+    eprintln!("SKIPPED: cannot create emulated paths here: {why}");
+    false
+}
+
+fn have(tool: &str) -> bool {
+    let ok = Command::new(tool).arg("-V").output().is_ok()
+        || Command::new(tool).arg("--version").output().is_ok();
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!("{tool} is not installed; .ci/run installs it");
+        }
+        eprintln!("SKIPPED: {tool} not installed");
+    }
+    ok
+}
+
+/// Per-probe RTTs in ms from iputils ping output.
+fn ping_rtts(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn path_stats(stderr: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("{\"event\":\"path\""))
+        .unwrap_or_else(|| panic!("no path stats in {text}"));
+    serde_json::from_str::<Value>(line).unwrap()["stats"].clone()
+}
+
+#[test]
+fn ping_rtt_equals_configured_rtt() {
+    let _serial = serial();
+    if !capable() || !have("ping") {
+        return;
+    }
+    for rtt in [10.0, 100.0, 200.0] {
+        let r = format!("{rtt}ms");
+        let out = run(
+            &[
+                "path",
+                "run",
+                "--rtt",
+                &r,
+                "--",
+                "ping",
+                "-c",
+                "15",
+                "-i",
+                "0.05",
+                "198.18.0.2",
+            ],
+            Duration::from_secs(30),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut rtts = ping_rtts(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(rtts.len(), 15);
+        let m = median(&mut rtts);
+        assert!(
+            (m - rtt).abs() < 0.5,
+            "median ping RTT {m} ms through a {rtt} ms path"
+        );
+    }
+}
+
+#[test]
+fn iperf3_reaches_the_configured_rate() {
+    if !capable() || !have("iperf3") {
+        return;
+    }
+    for (rate, bps) in [("10M", 10e6), ("100M", 100e6)] {
+        let out = run(
+            &[
+                "path",
+                "run",
+                "--rtt",
+                "20ms",
+                "--rate",
+                rate,
+                "--queue",
+                "1M",
+                "--right",
+                "iperf3 -s -1",
+                "--",
+                "iperf3",
+                "-c",
+                "198.18.0.2",
+                "-t",
+                "4",
+                "-J",
+            ],
+            Duration::from_secs(40),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let got = j["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap();
+        assert!(got >= 0.9 * bps, "iperf3 got {got} bit/s through {rate}");
+        assert!(
+            got <= 1.02 * bps,
+            "iperf3 got {got} bit/s, more than the {rate} bottleneck"
+        );
+    }
+}
+
+#[test]
+fn full_queue_adds_queue_over_rate_to_the_rtt() {
+    let _serial = serial();
+    if !capable() || !have("ping") || !have("iperf3") {
+        return;
+    }
+    // Seed 000's arithmetic: 300 kB of queue at 25 Mbit/s is about 100 ms.
+    let script = "iperf3 -c 198.18.0.2 -t 8 -C cubic > /dev/null & sleep 3; ping -c 20 -i 0.2 198.18.0.2; wait";
+    let out = run(
+        &[
+            "path",
+            "run",
+            "--rtt",
+            "20ms",
+            "--rate",
+            "25M",
+            "--queue",
+            "300kB",
+            "--right",
+            "iperf3 -s -1",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        Duration::from_secs(40),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut rtts = ping_rtts(&String::from_utf8_lossy(&out.stdout));
+    assert!(rtts.len() >= 15, "{rtts:?}");
+    let added = median(&mut rtts) - 20.0;
+    let want = 300_000.0 * 8.0 / 25e6 * 1000.0;
+    assert!(
+        (added - want).abs() / want < 0.2,
+        "loaded RTT rose by {added:.1} ms, queue/rate is {want:.1} ms"
+    );
+}
+
+#[test]
+fn policer_holds_its_class_and_burst_size_matters() {
+    let _serial = serial();
+    if !capable() {
+        return;
+    }
+    let w = BIN;
+    // Two servers on the right: 5011 is policed at 5 Mbit/s, 5012 is not.
+    let right = format!("{w} serve --listen 0.0.0.0:5011 --allow 198.18.0.0/15 & {w} serve --listen 0.0.0.0:5012 --allow 198.18.0.0/15 & wait");
+    let left = format!(
+        "{w} tput 198.18.0.2 -p 5011 -P 10 -t 8 --omit 2 --json > /tmp/wanperf-pol-a.json & {w} tput 198.18.0.2 -p 5012 -t 8 --json > /tmp/wanperf-pol-b.json; wait"
+    );
+    let out = run(
+        &[
+            "path",
+            "run",
+            "--rtt",
+            "20ms",
+            "--rate",
+            "100M",
+            "--queue",
+            "500kB",
+            "--policer",
+            "5M,64k,port=5011",
+            "--right",
+            &right,
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            &left,
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = |p: &str| -> Value {
+        let text = std::fs::read_to_string(p).unwrap();
+        serde_json::from_str(text.lines().last().unwrap()).unwrap()
+    };
+    let a = last("/tmp/wanperf-pol-a.json");
+    let b = last("/tmp/wanperf-pol-b.json");
+    let policed = f(&a["summary"]["throughput_bps"]);
+    let other = f(&b["summary"]["throughput_bps"]);
+    assert!(
+        policed <= 1.05 * 5e6,
+        "10 streams through a 5 Mbit/s policer got {policed}"
+    );
+    assert!(policed >= 0.5 * 5e6, "policed class starved: {policed}");
+    assert!(other >= 40e6, "the other class was hurt: {other}");
+    let stats = path_stats(&out.stderr);
+    assert!(
+        stats["up"]["classes"]["best_effort"]["policer_drops"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+
+    // burst-size-limit: a larger bucket lets more through in the first second.
+    let first_second = |burst: &str| -> f64 {
+        let pol = format!("5M,{burst},port=5011");
+        let left = format!("{w} tput 198.18.0.2 -p 5011 -t 2 -i 1 --json");
+        let out = run(
+            &[
+                "path",
+                "run",
+                "--rtt",
+                "20ms",
+                "--rate",
+                "100M",
+                "--queue",
+                "2M",
+                "--policer",
+                &pol,
+                "--right",
+                &format!("{w} serve --listen 0.0.0.0:5011 --allow 198.18.0.0/15"),
+                "--",
+                "sh",
+                "-c",
+                &left,
+            ],
+            Duration::from_secs(30),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let recs = records(&out);
+        f(&intervals(&recs)[0]["sum"]["received_bytes"])
+    };
+    let small = first_second("16k");
+    let big = first_second("2M");
+    assert!(
+        big > small + 1_000_000.0,
+        "first second: burst 2 MiB moved {big} B, 16 KiB moved {small} B"
+    );
+}
+
+#[test]
+fn bernoulli_loss_is_observed_within_bounds() {
+    let _serial = serial();
+    if !capable() {
+        return;
+    }
+    let w = BIN;
+    let out = run(
+        &[
+            "path",
+            "run",
+            "--rtt",
+            "10ms",
+            "--loss",
+            "5%",
+            "--seed",
+            "42",
+            "--json",
+            "--right",
+            &format!("{w} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15"),
+            "--",
+            w,
+            "tput",
+            "198.18.0.2",
+            "-u",
+            "-b",
+            "8M",
+            "-l",
+            "1000",
+            "-t",
+            "3",
+            "--json",
+        ],
+        Duration::from_secs(30),
+    );
+    // Control traffic is TCP and survives loss by retransmission; the test must complete.
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = records(&out);
+    let udp = &end(&recs)["summary"]["udp"];
+    let sent = u(&udp["packets_sent"]) as f64;
+    let lost = u(&udp["lost"]) as f64;
+    let sd = (sent * 0.05 * 0.95).sqrt();
+    assert!(
+        (lost - sent * 0.05).abs() < 4.0 * sd,
+        "lost {lost} of {sent}, expected 5 % ± {sd:.0}"
+    );
+    let stats = path_stats(&out.stderr);
+    let emu_losses = stats["up"]["classes"]["best_effort"]["random_losses"]
+        .as_u64()
+        .unwrap() as f64;
+    assert!(
+        emu_losses >= lost,
+        "the emulator's counter ({emu_losses}) covers every lost datagram ({lost})"
+    );
+}
+
+#[test]
+fn exit_status_cleanup_and_bad_input() {
+    let _serial = serial();
+    if !capable() {
+        return;
+    }
+    let out = run(
+        &[
+            "path",
+            "run",
+            "--right",
+            "sleep 1000; : wanperf-marker-7",
+            "--right-wait",
+            "100ms",
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(3));
+    std::thread::sleep(Duration::from_millis(300));
+    let left = Command::new("pgrep")
+        .args(["-f", "wanperf-marker-7"])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "right command left behind");
+    // A killed path leaves nothing behind either: its namespaces die with it.
+    let mut child = Command::new(BIN)
+        .args([
+            "path",
+            "run",
+            "--right",
+            "sleep 1000; : wanperf-marker-8",
+            "--",
+            "sh",
+            "-c",
+            "sleep 1000; : wanperf-marker-9",
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let left = Command::new("pgrep")
+        .args(["-f", "wanperf-marker-[89]"])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "processes left after kill -9: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+
+    let dir = std::env::temp_dir();
+    let empty = dir.join("wanperf-empty.trace");
+    std::fs::write(&empty, "").unwrap();
+    let backwards = dir.join("wanperf-backwards.trace");
+    std::fs::write(&backwards, "1\n5\n3\n").unwrap();
+    let (e, b) = (empty.display().to_string(), backwards.display().to_string());
+    for (args, want) in [
+        (vec!["--rate", "0"], "more than 0"),
+        (vec!["--rtt=-5ms"], "negative"),
+        (vec!["--rtt", "5 parsecs"], "duration"),
+        (vec!["--queue", "0p"], "hold something"),
+        (vec!["--policer", "10M,0"], "burst"),
+        (vec!["--trace-up", &e], "empty"),
+        (vec!["--trace-up", &b], "line 3"),
+        (vec!["--preset", "moon-2030"], "unknown preset"),
+        (vec!["--loss", "2"], "between 0 and 1"),
+    ] {
+        let mut a = vec!["path", "run"];
+        a.extend(args.iter());
+        a.extend(["--", "true"]);
+        let out = run(&a, Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{a:?} succeeded");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{a:?}: {err}");
+        assert!(
+            lines[0].contains(want),
+            "{a:?}: `{}` lacks `{want}`",
+            lines[0]
+        );
+    }
+}
