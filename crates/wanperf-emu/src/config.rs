@@ -31,10 +31,7 @@ pub enum ConfigError {
 }
 
 fn bad(option: &'static str, msg: impl Into<String>) -> ConfigError {
-    ConfigError::Bad {
-        option,
-        msg: msg.into(),
-    }
+    ConfigError::Bad { option, msg: msg.into() }
 }
 
 /// Which packets a policer or priority rule applies to.
@@ -62,10 +59,9 @@ impl Selector {
                 Ok(d) if d <= 63 => Ok(Selector::Dscp(d)),
                 _ => Err(bad(option, format!("`{v}` is not a DSCP (0..=63)"))),
             },
-            Some(("port", v)) => v
-                .parse::<u16>()
-                .map(Selector::Port)
-                .map_err(|_| bad(option, format!("`{v}` is not a port"))),
+            Some(("port", v)) => {
+                v.parse::<u16>().map(Selector::Port).map_err(|_| bad(option, format!("`{v}` is not a port")))
+            }
             _ => Err(bad(option, format!("`{s}` is not dscp=N or port=N"))),
         }
     }
@@ -121,11 +117,7 @@ impl Trace {
             v.push(ms);
         }
         let Some(&period) = v.last() else {
-            return Err(ConfigError::Trace {
-                path: path.into(),
-                line: 0,
-                msg: "the trace is empty".into(),
-            });
+            return Err(ConfigError::Trace { path: path.into(), line: 0, msg: "the trace is empty".into() });
         };
         if period == 0 {
             return Err(ConfigError::Trace {
@@ -134,16 +126,12 @@ impl Trace {
                 msg: "the trace must span more than 0 ms".into(),
             });
         }
-        Ok(Trace {
-            opportunities_ms: v,
-            period_ms: period,
-        })
+        Ok(Trace { opportunities_ms: v, period_ms: period })
     }
 
     /// Average capacity in bit/s.
     pub fn mean_bps(&self) -> f64 {
-        self.opportunities_ms.len() as f64 * Self::OPPORTUNITY_BYTES as f64 * 8.0
-            / (self.period_ms as f64 / 1000.0)
+        self.opportunities_ms.len() as f64 * Self::OPPORTUNITY_BYTES as f64 * 8.0 / (self.period_ms as f64 / 1000.0)
     }
 }
 
@@ -161,19 +149,14 @@ impl QueueLimit {
     pub fn parse(s: &str) -> Result<QueueLimit, ConfigError> {
         let t = s.trim();
         let q = if let Some(n) = t.strip_suffix('p') {
-            QueueLimit::Packets(n.trim().parse().map_err(|_| {
-                bad(
-                    "--queue",
-                    format!("`{s}` is not a packet count (e.g. 2100p)"),
-                )
-            })?)
+            QueueLimit::Packets(
+                n.trim().parse().map_err(|_| bad("--queue", format!("`{s}` is not a packet count (e.g. 2100p)")))?,
+            )
         } else {
             QueueLimit::Bytes(parse_size(t).map_err(|e| bad("--queue", e.to_string()))? as usize)
         };
         match q {
-            QueueLimit::Packets(0) | QueueLimit::Bytes(0) => {
-                Err(bad("--queue", "the queue must hold something"))
-            }
+            QueueLimit::Packets(0) | QueueLimit::Bytes(0) => Err(bad("--queue", "the queue must hold something")),
             q => Ok(q),
         }
     }
@@ -196,10 +179,7 @@ pub enum Aqm {
 impl Aqm {
     /// CoDel with the RFC's defaults (5 ms target, 100 ms interval).
     pub fn codel() -> Aqm {
-        Aqm::CoDel {
-            target_ns: 5_000_000,
-            interval_ns: 100_000_000,
-        }
+        Aqm::CoDel { target_ns: 5_000_000, interval_ns: 100_000_000 }
     }
 }
 
@@ -230,9 +210,7 @@ fn prob(option: &'static str, s: &str) -> Result<f64, ConfigError> {
         Some(n) => (n, 0.01),
         None => (t, 1.0),
     };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| bad(option, format!("`{s}` is not a probability (0.01 or 1%)")))?;
+    let v: f64 = num.parse().map_err(|_| bad(option, format!("`{s}` is not a probability (0.01 or 1%)")))?;
     let v = v * scale;
     if !(0.0..=1.0).contains(&v) {
         return Err(bad(option, format!("`{s}` is not between 0 and 1")));
@@ -254,10 +232,7 @@ impl LossModel {
         };
         let parts: Vec<&str> = rest.split(',').collect();
         if !(2..=4).contains(&parts.len()) {
-            return Err(bad(
-                "--loss-model",
-                format!("`{s}` needs 2 to 4 numbers: ge:p,r[,h,k]"),
-            ));
+            return Err(bad("--loss-model", format!("`{s}` needs 2 to 4 numbers: ge:p,r[,h,k]")));
         }
         let p = prob("--loss-model", parts[0])?;
         let r = prob("--loss-model", parts[1])?;
@@ -311,10 +286,7 @@ impl PolicerConfig {
         const O: &str = "--policer";
         let parts: Vec<&str> = s.split(',').map(str::trim).collect();
         if parts.len() < 2 {
-            return Err(bad(
-                O,
-                format!("`{s}` is not RATE,BURST[,dscp=N|port=N][,action=drop|remark]"),
-            ));
+            return Err(bad(O, format!("`{s}` is not RATE,BURST[,dscp=N|port=N][,action=drop|remark]")));
         }
         let rate_bps = parse_rate(parts[0]).map_err(|e| bad(O, e.to_string()))?;
         if rate_bps == 0 {
@@ -322,24 +294,14 @@ impl PolicerConfig {
         }
         let burst_bytes = parse_size(parts[1]).map_err(|e| bad(O, e.to_string()))?;
         if burst_bytes == 0 {
-            return Err(bad(
-                O,
-                "the burst-size-limit must be more than 0 bytes (one MTU at least)",
-            ));
+            return Err(bad(O, "the burst-size-limit must be more than 0 bytes (one MTU at least)"));
         }
-        let mut cfg = PolicerConfig {
-            rate_bps,
-            burst_bytes,
-            selector: None,
-            action: PolicerAction::Drop,
-        };
+        let mut cfg = PolicerConfig { rate_bps, burst_bytes, selector: None, action: PolicerAction::Drop };
         for extra in &parts[2..] {
             match extra.split_once('=') {
                 Some(("action", "drop")) => cfg.action = PolicerAction::Drop,
                 Some(("action", "remark")) => cfg.action = PolicerAction::Remark,
-                Some(("action", a)) => {
-                    return Err(bad(O, format!("action `{a}` is not drop or remark")))
-                }
+                Some(("action", a)) => return Err(bad(O, format!("action `{a}` is not drop or remark"))),
                 _ => cfg.selector = Some(Selector::parse(O, extra)?),
             }
         }
@@ -419,10 +381,7 @@ mod tests {
         assert_eq!(p.burst_bytes, 1 << 20);
         assert_eq!(p.selector, Some(Selector::Dscp(46)));
         assert_eq!(p.action, PolicerAction::Remark);
-        assert!(PolicerConfig::parse("10M,0")
-            .unwrap_err()
-            .to_string()
-            .contains("burst"));
+        assert!(PolicerConfig::parse("10M,0").unwrap_err().to_string().contains("burst"));
         assert!(PolicerConfig::parse("0,10k").is_err());
         assert!(PolicerConfig::parse("10M").is_err());
         assert!(PolicerConfig::parse("10M,10k,port=x").is_err());
@@ -442,16 +401,10 @@ mod tests {
         assert_eq!(t.opportunities_ms, vec![1, 1, 2, 4]);
         assert_eq!(t.period_ms, 4);
         assert!((t.mean_bps() - 4.0 * 1500.0 * 8.0 / 0.004).abs() < 1e-6);
-        assert!(Trace::parse("t", "")
-            .unwrap_err()
-            .to_string()
-            .contains("empty"));
+        assert!(Trace::parse("t", "").unwrap_err().to_string().contains("empty"));
         let e = Trace::parse("t", "1\n3\n2\n").unwrap_err().to_string();
         assert!(e.contains("line 3"), "{e}");
         assert!(Trace::parse("t", "0\n0\n").is_err());
-        assert!(Trace::parse("t", "1\nx\n")
-            .unwrap_err()
-            .to_string()
-            .contains("line 2"));
+        assert!(Trace::parse("t", "1\nx\n").unwrap_err().to_string().contains("line 2"));
     }
 }

@@ -77,6 +77,7 @@ pub struct ClassCounters {
 struct Queued<P> {
     pkt: P,
     len: usize,
+    segs: u32,
     arrival: Nanos,
 }
 
@@ -93,12 +94,13 @@ pub struct Link<P> {
     rng: SmallRng,
     queues: [VecDeque<Queued<P>>; 3],
     qbytes: [usize; 3],
+    qpkts: [usize; 3],
     codel: [CoDelState; 3],
     busy_until: Nanos,
     trace_idx: usize,
     trace_cycle: u64,
     in_flight: BinaryHeap<Reverse<(Nanos, u64, usize)>>,
-    slots: Vec<Option<(P, usize, usize)>>,
+    slots: Vec<Option<(P, usize, u32, usize)>>,
     free: Vec<usize>,
     seq: u64,
     last_deliver: Nanos,
@@ -112,17 +114,13 @@ impl<P> Link<P> {
     /// A link direction; `seed` makes loss and jitter reproducible.
     pub fn new(cfg: DirConfig, seed: u64) -> Self {
         let tokens = cfg.policer.map_or(0.0, |p| p.burst_bytes as f64);
-        let codel = || CoDelState {
-            first_above: None,
-            dropping: false,
-            drop_next: 0,
-            count: 0,
-        };
+        let codel = || CoDelState { first_above: None, dropping: false, drop_next: 0, count: 0 };
         Link {
             cfg,
             rng: SmallRng::seed_from_u64(seed),
             queues: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             qbytes: [0; 3],
+            qpkts: [0; 3],
             codel: [codel(), codel(), codel()],
             busy_until: 0,
             trace_idx: 0,
@@ -172,9 +170,18 @@ impl<P> Link<P> {
 
     /// A packet of `len` bytes arrives at `now`.
     pub fn push(&mut self, now: Nanos, pkt: P, len: usize, h: Headers) -> Verdict {
+        self.push_segments(now, pkt, len, 1, h)
+    }
+
+    /// A segmentation-offload packet arrives: `segs` wire packets of `wire_len` bytes in all,
+    /// kept together. Serialization, queue limits and counters use the wire figures; loss and
+    /// the policer decide for the whole (the runtime only offloads when neither is set).
+    pub fn push_segments(&mut self, now: Nanos, pkt: P, wire_len: usize, segs: u32, h: Headers) -> Verdict {
+        let len = wire_len;
+        let segs = segs.max(1);
         self.advance(now);
         let mut class = self.classify(&h);
-        self.counters[class].packets_in += 1;
+        self.counters[class].packets_in += u64::from(segs);
         self.counters[class].bytes_in += len as u64;
         if self.lose() {
             self.counters[class].random_losses += 1;
@@ -184,8 +191,7 @@ impl<P> Link<P> {
         if let Some(pol) = self.cfg.policer {
             if pol.selector.is_none_or(|s| s.matches(&h)) {
                 let dt = now.saturating_sub(self.tokens_at) as f64 / 1e9;
-                self.tokens =
-                    (self.tokens + dt * pol.rate_bps as f64 / 8.0).min(pol.burst_bytes as f64);
+                self.tokens = (self.tokens + dt * pol.rate_bps as f64 / 8.0).min(pol.burst_bytes as f64);
                 self.tokens_at = now;
                 if self.tokens >= len as f64 {
                     self.tokens -= len as f64;
@@ -205,19 +211,16 @@ impl<P> Link<P> {
             }
         }
         let full = match self.cfg.queue {
-            QueueLimit::Packets(n) => self.queues[class].len() >= n,
+            QueueLimit::Packets(n) => self.qpkts[class] + segs as usize > n,
             QueueLimit::Bytes(b) => self.qbytes[class] + len > b,
         };
         if full {
-            self.counters[class].queue_drops += 1;
+            self.counters[class].queue_drops += u64::from(segs);
             return Verdict::Dropped(DropReason::QueueFull);
         }
         self.qbytes[class] += len;
-        self.queues[class].push_back(Queued {
-            pkt,
-            len,
-            arrival: now,
-        });
+        self.qpkts[class] += segs as usize;
+        self.queues[class].push_back(Queued { pkt, len, segs, arrival: now });
         self.advance(now);
         if remarked {
             Verdict::Remarked
@@ -230,16 +233,13 @@ impl<P> Link<P> {
     fn transmit_end(&mut self, len: usize, start: Nanos) -> Nanos {
         match &self.cfg.rate {
             Rate::Unlimited => start,
-            Rate::Constant(bps) => {
-                start + (len as u128 * 8 * 1_000_000_000 / u128::from(*bps)) as Nanos
-            }
+            Rate::Constant(bps) => start + (len as u128 * 8 * 1_000_000_000 / u128::from(*bps)) as Nanos,
             Rate::Trace(t) => {
                 let t = t.clone();
                 let needed = len.div_ceil(Trace::OPPORTUNITY_BYTES).max(1);
                 let period = t.period_ms * 1_000_000;
                 // Skip whole idle periods at once.
-                let at =
-                    |cycle: u64, idx: usize| cycle * period + t.opportunities_ms[idx] * 1_000_000;
+                let at = |cycle: u64, idx: usize| cycle * period + t.opportunities_ms[idx] * 1_000_000;
                 if at(self.trace_cycle, self.trace_idx) + period < start {
                     self.trace_cycle = start / period;
                     self.trace_idx = 0;
@@ -266,11 +266,7 @@ impl<P> Link<P> {
 
     /// CoDel's verdict on a packet leaving its queue at `now` after waiting `sojourn`.
     fn codel_drop(&mut self, class: usize, now: Nanos, sojourn: Nanos) -> bool {
-        let Aqm::CoDel {
-            target_ns,
-            interval_ns,
-        } = self.cfg.aqm
-        else {
+        let Aqm::CoDel { target_ns, interval_ns } = self.cfg.aqm else {
             return false;
         };
         let st = &mut self.codel[class];
@@ -299,11 +295,8 @@ impl<P> Link<P> {
             }
         } else if ok_to_drop {
             st.dropping = true;
-            st.count = if st.count > 2 && now.saturating_sub(st.drop_next) < 16 * interval_ns {
-                st.count - 2
-            } else {
-                1
-            };
+            st.count =
+                if st.count > 2 && now.saturating_sub(st.drop_next) < 16 * interval_ns { st.count - 2 } else { 1 };
             st.drop_next = now + (interval_ns as f64 / f64::from(st.count).sqrt()) as Nanos;
             true
         } else {
@@ -314,12 +307,7 @@ impl<P> Link<P> {
     /// Serializes every packet whose transmission starts by `now`.
     fn advance(&mut self, now: Nanos) {
         loop {
-            let Some(earliest) = self
-                .queues
-                .iter()
-                .filter_map(|q| q.front().map(|x| x.arrival))
-                .min()
-            else {
+            let Some(earliest) = self.queues.iter().filter_map(|q| q.front().map(|x| x.arrival)).min() else {
                 return;
             };
             let start = self.busy_until.max(earliest);
@@ -332,6 +320,7 @@ impl<P> Link<P> {
                 .expect("a queue head has arrived by `start`");
             let q = self.queues[class].pop_front().expect("non-empty");
             self.qbytes[class] -= q.len;
+            self.qpkts[class] -= q.segs as usize;
             let sojourn = start - q.arrival;
             let c = &mut self.counters[class];
             c.dequeued += 1;
@@ -343,11 +332,7 @@ impl<P> Link<P> {
             }
             let end = self.transmit_end(q.len, start);
             self.busy_until = end;
-            let jitter = if self.cfg.jitter_ns > 0 {
-                self.rng.random_range(0..=self.cfg.jitter_ns)
-            } else {
-                0
-            };
+            let jitter = if self.cfg.jitter_ns > 0 { self.rng.random_range(0..=self.cfg.jitter_ns) } else { 0 };
             let mut deliver = end + self.cfg.delay_ns + jitter;
             if !self.cfg.reorder {
                 deliver = deliver.max(self.last_deliver);
@@ -355,11 +340,11 @@ impl<P> Link<P> {
             self.last_deliver = self.last_deliver.max(deliver);
             let slot = match self.free.pop() {
                 Some(i) => {
-                    self.slots[i] = Some((q.pkt, q.len, class));
+                    self.slots[i] = Some((q.pkt, q.len, q.segs, class));
                     i
                 }
                 None => {
-                    self.slots.push(Some((q.pkt, q.len, class)));
+                    self.slots.push(Some((q.pkt, q.len, q.segs, class)));
                     self.slots.len() - 1
                 }
             };
@@ -376,9 +361,9 @@ impl<P> Link<P> {
             return None;
         }
         self.in_flight.pop();
-        let (pkt, len, class) = self.slots[slot].take().expect("slot in use");
+        let (pkt, len, segs, class) = self.slots[slot].take().expect("slot in use");
         self.free.push(slot);
-        self.counters[class].packets_out += 1;
+        self.counters[class].packets_out += u64::from(segs);
         self.counters[class].bytes_out += len as u64;
         Some((pkt, at))
     }
@@ -386,12 +371,7 @@ impl<P> Link<P> {
     /// When something next happens (a delivery or a transmission start), if anything is pending.
     pub fn next_event(&self) -> Option<Nanos> {
         let deliver = self.in_flight.peek().map(|Reverse((t, _, _))| *t);
-        let tx = self
-            .queues
-            .iter()
-            .filter_map(|q| q.front().map(|x| x.arrival))
-            .min()
-            .map(|a| a.max(self.busy_until));
+        let tx = self.queues.iter().filter_map(|q| q.front().map(|x| x.arrival)).min().map(|a| a.max(self.busy_until));
         match (deliver, tx) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -426,13 +406,7 @@ mod tests {
 
     #[test]
     fn pure_delay_is_exact() {
-        let mut l = Link::new(
-            DirConfig {
-                delay_ns: 50 * MS,
-                ..Default::default()
-            },
-            1,
-        );
+        let mut l = Link::new(DirConfig { delay_ns: 50 * MS, ..Default::default() }, 1);
         for i in 0..100u32 {
             l.push(u64::from(i) * 7_777, i, 1500, Headers::default());
         }
@@ -447,14 +421,8 @@ mod tests {
     #[test]
     fn rate_serializes_back_to_back() {
         // 12 Mbit/s: a 1500 B packet takes exactly 1 ms.
-        let mut l = Link::new(
-            DirConfig {
-                rate: Rate::Constant(12_000_000),
-                delay_ns: 10 * MS,
-                ..Default::default()
-            },
-            1,
-        );
+        let mut l =
+            Link::new(DirConfig { rate: Rate::Constant(12_000_000), delay_ns: 10 * MS, ..Default::default() }, 1);
         for i in 0..10u32 {
             assert_eq!(l.push(0, i, 1500, Headers::default()), Verdict::Queued(1));
         }
@@ -468,49 +436,42 @@ mod tests {
     }
 
     #[test]
+    fn offload_packets_count_as_their_segments() {
+        // 10 segments of 1500 B at 12 Mbit/s take 10 ms on the wire; a 15-packet queue holds one.
+        let cfg = DirConfig { rate: Rate::Constant(12_000_000), queue: QueueLimit::Packets(15), ..Default::default() };
+        let mut l = Link::new(cfg, 1);
+        assert_eq!(l.push_segments(0, 1u32, 15_000, 10, Headers::default()), Verdict::Queued(1));
+        assert_eq!(l.push_segments(0, 2u32, 15_000, 10, Headers::default()), Verdict::Queued(1));
+        assert_eq!(l.push_segments(0, 3u32, 15_000, 10, Headers::default()), Verdict::Dropped(DropReason::QueueFull));
+        let out = drain(&mut l, u64::MAX);
+        assert_eq!(out.iter().map(|x| x.1).collect::<Vec<_>>(), vec![10 * MS, 20 * MS]);
+        assert_eq!(l.counters()[1].packets_out, 20);
+        assert_eq!(l.counters()[1].queue_drops, 10);
+    }
+
+    #[test]
     fn queue_bounds_in_packets_and_bytes() {
         let mut l = Link::new(
-            DirConfig {
-                rate: Rate::Constant(1_000_000),
-                queue: QueueLimit::Packets(5),
-                ..Default::default()
-            },
+            DirConfig { rate: Rate::Constant(1_000_000), queue: QueueLimit::Packets(5), ..Default::default() },
             1,
         );
-        let v: Vec<Verdict> = (0..10u32)
-            .map(|i| l.push(0, i, 1000, Headers::default()))
-            .collect();
+        let v: Vec<Verdict> = (0..10u32).map(|i| l.push(0, i, 1000, Headers::default())).collect();
         // The first is in service at once, five wait, the rest are dropped.
-        assert_eq!(
-            v.iter().filter(|x| matches!(x, Verdict::Queued(_))).count(),
-            6
-        );
+        assert_eq!(v.iter().filter(|x| matches!(x, Verdict::Queued(_))).count(), 6);
         assert_eq!(l.counters()[1].queue_drops, 4);
         let mut l = Link::new(
-            DirConfig {
-                rate: Rate::Constant(1_000_000),
-                queue: QueueLimit::Bytes(2500),
-                ..Default::default()
-            },
+            DirConfig { rate: Rate::Constant(1_000_000), queue: QueueLimit::Bytes(2500), ..Default::default() },
             1,
         );
-        let v: Vec<Verdict> = (0..5u32)
-            .map(|i| l.push(0, i, 1000, Headers::default()))
-            .collect();
-        assert_eq!(
-            v.iter().filter(|x| matches!(x, Verdict::Queued(_))).count(),
-            3
-        );
+        let v: Vec<Verdict> = (0..5u32).map(|i| l.push(0, i, 1000, Headers::default())).collect();
+        assert_eq!(v.iter().filter(|x| matches!(x, Verdict::Queued(_))).count(), 3);
     }
 
     #[test]
     fn full_queue_adds_queue_over_rate() {
         // 25 Mbit/s and a 300 kB queue: a standing queue adds about 100 ms (seed 000's sum).
-        let cfg = DirConfig {
-            rate: Rate::Constant(25_000_000),
-            queue: QueueLimit::Bytes(300_000),
-            ..Default::default()
-        };
+        let cfg =
+            DirConfig { rate: Rate::Constant(25_000_000), queue: QueueLimit::Bytes(300_000), ..Default::default() };
         let mut l = Link::new(cfg, 1);
         let mut t = 0;
         let mut last = 0;
@@ -526,10 +487,7 @@ mod tests {
         let c = &l.counters()[1];
         let want = 300_000.0 * 8.0 / 25e6;
         let got = c.max_queue_delay_ns as f64 / 1e9;
-        assert!(
-            (got - want).abs() / want < 0.02,
-            "max queue delay {got} s, want {want} s"
-        );
+        assert!((got - want).abs() / want < 0.02, "max queue delay {got} s, want {want} s");
         // Half of 2000 offered at twice the rate is dropped, less the 200 the queue absorbs.
         assert!((750..=850).contains(&c.queue_drops), "{}", c.queue_drops);
     }
@@ -537,18 +495,10 @@ mod tests {
     #[test]
     fn policer_conforms_and_burst_lets_more_through() {
         let run = |burst: u64| {
-            let pol = PolicerConfig {
-                rate_bps: 8_000_000,
-                burst_bytes: burst,
-                selector: None,
-                action: PolicerAction::Drop,
-            };
+            let pol =
+                PolicerConfig { rate_bps: 8_000_000, burst_bytes: burst, selector: None, action: PolicerAction::Drop };
             let mut l = Link::new(
-                DirConfig {
-                    policer: Some(pol),
-                    queue: QueueLimit::Packets(1_000_000),
-                    ..Default::default()
-                },
+                DirConfig { policer: Some(pol), queue: QueueLimit::Packets(1_000_000), ..Default::default() },
                 1,
             );
             // Offer 80 Mbit/s for 10 s in 1000 B packets.
@@ -556,10 +506,7 @@ mod tests {
             let mut passed = 0u64;
             for i in 0..100_000u64 {
                 let now = i * 100_000;
-                if matches!(
-                    l.push(now, 0u32, 1000, Headers::default()),
-                    Verdict::Queued(_)
-                ) {
+                if matches!(l.push(now, 0u32, 1000, Headers::default()), Verdict::Queued(_)) {
                     passed += 1000;
                     if now < 1_000_000_000 {
                         passed_first_s += 1000;
@@ -571,15 +518,9 @@ mod tests {
         let (small, small_1s) = run(10_000);
         let (big, big_1s) = run(1_000_000);
         // 8 Mbit/s for 10 s = 10 MB, plus at most the burst.
-        assert!(
-            (9_900_000..=10_010_000).contains(&small),
-            "{small}"
-        );
+        assert!((9_900_000..=10_010_000).contains(&small), "{small}");
         assert!(big <= 10_000_000 + 1_000_000, "{big}");
-        assert!(
-            big_1s > small_1s + 900_000,
-            "burst-size-limit: {big_1s} vs {small_1s}"
-        );
+        assert!(big_1s > small_1s + 900_000, "burst-size-limit: {big_1s} vs {small_1s}");
     }
 
     #[test]
@@ -590,44 +531,24 @@ mod tests {
             selector: Some(Selector::Dscp(46)),
             action: PolicerAction::Remark,
         };
-        let mut l = Link::new(
-            DirConfig {
-                policer: Some(pol),
-                rate: Rate::Constant(1_000_000_000),
-                ..Default::default()
-            },
-            1,
-        );
-        let ef = Headers {
-            dscp: 46,
-            ..Default::default()
-        };
+        let mut l =
+            Link::new(DirConfig { policer: Some(pol), rate: Rate::Constant(1_000_000_000), ..Default::default() }, 1);
+        let ef = Headers { dscp: 46, ..Default::default() };
         assert_eq!(l.push(0, 1u32, 1500, ef), Verdict::Queued(1));
         assert_eq!(l.push(0, 2u32, 1500, ef), Verdict::Remarked);
-        assert_eq!(
-            l.push(0, 3u32, 1500, Headers::default()),
-            Verdict::Queued(1),
-            "other classes are not policed"
-        );
+        assert_eq!(l.push(0, 3u32, 1500, Headers::default()), Verdict::Queued(1), "other classes are not policed");
         assert_eq!(l.counters()[1].remarks, 1);
     }
 
     #[test]
     fn strict_priority_serves_priority_first() {
-        let cfg = DirConfig {
-            rate: Rate::Constant(12_000_000),
-            priority: vec![Selector::Port(7)],
-            ..Default::default()
-        };
+        let cfg =
+            DirConfig { rate: Rate::Constant(12_000_000), priority: vec![Selector::Port(7)], ..Default::default() };
         let mut l = Link::new(cfg, 1);
         for i in 0..5u32 {
             l.push(0, i, 1500, Headers::default());
         }
-        let hi = Headers {
-            proto: 17,
-            dst_port: 7,
-            ..Default::default()
-        };
+        let hi = Headers { proto: 17, dst_port: 7, ..Default::default() };
         l.push(10, 99, 1500, hi);
         let order: Vec<u32> = drain(&mut l, u64::MAX).into_iter().map(|x| x.0).collect();
         // Packet 0 was already on the wire; the priority packet goes next.
@@ -648,8 +569,7 @@ mod tests {
             );
             (0..n)
                 .filter(|&i| {
-                    l.push(u64::from(i), i, 100, Headers::default())
-                        == Verdict::Dropped(DropReason::RandomLoss)
+                    l.push(u64::from(i), i, 100, Headers::default()) == Verdict::Dropped(DropReason::RandomLoss)
                 })
                 .count()
         };
@@ -657,41 +577,20 @@ mod tests {
         assert_eq!(a, count(7), "same seed, same losses");
         let mean = f64::from(n) * 0.02;
         let sd = (f64::from(n) * 0.02 * 0.98).sqrt();
-        assert!(
-            (a as f64 - mean).abs() < 4.0 * sd,
-            "{a} losses, expected {mean} ± {sd}"
-        );
+        assert!((a as f64 - mean).abs() < 4.0 * sd, "{a} losses, expected {mean} ± {sd}");
     }
 
     #[test]
     fn gilbert_elliott_mean_and_burstiness() {
-        let model = LossModel::GilbertElliott {
-            p: 0.01,
-            r: 0.25,
-            h: 0.0,
-            k: 1.0,
-        };
-        let mut l = Link::new(
-            DirConfig {
-                loss: model,
-                queue: QueueLimit::Packets(usize::MAX),
-                ..Default::default()
-            },
-            3,
-        );
+        let model = LossModel::GilbertElliott { p: 0.01, r: 0.25, h: 0.0, k: 1.0 };
+        let mut l =
+            Link::new(DirConfig { loss: model, queue: QueueLimit::Packets(usize::MAX), ..Default::default() }, 3);
         let n = 200_000u32;
         let lost: Vec<bool> = (0..n)
-            .map(|i| {
-                l.push(u64::from(i), i, 100, Headers::default())
-                    == Verdict::Dropped(DropReason::RandomLoss)
-            })
+            .map(|i| l.push(u64::from(i), i, 100, Headers::default()) == Verdict::Dropped(DropReason::RandomLoss))
             .collect();
         let rate = lost.iter().filter(|x| **x).count() as f64 / f64::from(n);
-        assert!(
-            (rate - model.mean_loss()).abs() < 0.006,
-            "{rate} vs {}",
-            model.mean_loss()
-        );
+        assert!((rate - model.mean_loss()).abs() < 0.006, "{rate} vs {}", model.mean_loss());
         // Mean burst length 1/r = 4.
         let bursts = lost.windows(2).filter(|w| !w[0] && w[1]).count();
         let mean_burst = lost.iter().filter(|x| **x).count() as f64 / bursts as f64;
@@ -700,61 +599,36 @@ mod tests {
 
     #[test]
     fn jitter_never_reorders_unless_asked() {
-        let cfg = DirConfig {
-            delay_ns: 10 * MS,
-            jitter_ns: 5 * MS,
-            ..Default::default()
-        };
+        let cfg = DirConfig { delay_ns: 10 * MS, jitter_ns: 5 * MS, ..Default::default() };
         let mut l = Link::new(cfg.clone(), 9);
         for i in 0..1000u32 {
             l.push(u64::from(i) * 100_000, i, 100, Headers::default());
         }
         let out = drain(&mut l, u64::MAX);
         assert!(out.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
-        assert!(out
-            .iter()
-            .enumerate()
-            .all(|(i, x)| x.1 >= i as u64 * 100_000 + 10 * MS
-                && x.1 <= i as u64 * 100_000 + 15 * MS
-                || x.1 >= 10 * MS));
-        let mut l = Link::new(
-            DirConfig {
-                reorder: true,
-                ..cfg
-            },
-            9,
+        assert!(
+            out.iter()
+                .enumerate()
+                .all(|(i, x)| x.1 >= i as u64 * 100_000 + 10 * MS && x.1 <= i as u64 * 100_000 + 15 * MS
+                    || x.1 >= 10 * MS)
         );
+        let mut l = Link::new(DirConfig { reorder: true, ..cfg }, 9);
         for i in 0..1000u32 {
             l.push(u64::from(i) * 100_000, i, 100, Headers::default());
         }
         let out = drain(&mut l, u64::MAX);
-        assert!(
-            out.windows(2).any(|w| w[0].0 > w[1].0),
-            "reordering allowed and expected"
-        );
-        assert!(
-            out.windows(2).all(|w| w[0].1 <= w[1].1),
-            "delivered in time order"
-        );
+        assert!(out.windows(2).any(|w| w[0].0 > w[1].0), "reordering allowed and expected");
+        assert!(out.windows(2).all(|w| w[0].1 <= w[1].1), "delivered in time order");
     }
 
     #[test]
     fn trace_rate_delivers_at_opportunities() {
         let trace = Trace::parse("t", "1\n2\n3\n10\n").unwrap();
-        let mut l = Link::new(
-            DirConfig {
-                rate: Rate::Trace(trace),
-                ..Default::default()
-            },
-            1,
-        );
+        let mut l = Link::new(DirConfig { rate: Rate::Trace(trace), ..Default::default() }, 1);
         for i in 0..6u32 {
             l.push(0, i, 1500, Headers::default());
         }
-        let times: Vec<Nanos> = drain(&mut l, u64::MAX)
-            .into_iter()
-            .map(|x| x.1 / MS)
-            .collect();
+        let times: Vec<Nanos> = drain(&mut l, u64::MAX).into_iter().map(|x| x.1 / MS).collect();
         assert_eq!(times, vec![1, 2, 3, 10, 11, 12]);
     }
 

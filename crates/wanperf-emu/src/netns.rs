@@ -5,8 +5,7 @@
 //! does, so nothing can be left behind when wanperf exits, however it exits.
 
 use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL,
-    NLM_F_REQUEST,
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -53,10 +52,7 @@ pub enum EnvError {
 }
 
 fn last(what: &'static str) -> EnvError {
-    EnvError::Sys {
-        what,
-        err: io::Error::last_os_error(),
-    }
+    EnvError::Sys { what, err: io::Error::last_os_error() }
 }
 
 /// If not root, moves this process into a new user namespace where it is root, so it may create
@@ -72,8 +68,7 @@ pub fn become_root_in_user_namespace() -> Result<bool, EnvError> {
     if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
         return Err(EnvError::UserNamespace(io::Error::last_os_error()));
     }
-    let write =
-        |path: &str, text: String| std::fs::write(path, text).map_err(EnvError::UserNamespace);
+    let write = |path: &str, text: String| std::fs::write(path, text).map_err(EnvError::UserNamespace);
     write("/proc/self/setgroups", "deny".into())?;
     write("/proc/self/uid_map", format!("0 {uid} 1"))?;
     write("/proc/self/gid_map", format!("0 {gid} 1"))?;
@@ -94,17 +89,12 @@ impl Netns {
             if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
                 return Err(EnvError::Namespace(io::Error::last_os_error()));
             }
-            let f = File::open("/proc/thread-self/ns/net").map_err(|e| EnvError::Sys {
-                what: "opening the namespace",
-                err: e,
-            })?;
+            let f = File::open("/proc/thread-self/ns/net")
+                .map_err(|e| EnvError::Sys { what: "opening the namespace", err: e })?;
             Ok(OwnedFd::from(f))
         })
         .join()
-        .map_err(|_| EnvError::Sys {
-            what: "namespace thread",
-            err: io::Error::other("panicked"),
-        })??;
+        .map_err(|_| EnvError::Sys { what: "namespace thread", err: io::Error::other("panicked") })??;
         let ns = Netns { fd };
         ns.run(|| {
             let lo = ifindex("lo")?;
@@ -119,14 +109,8 @@ impl Netns {
     }
 
     /// Runs `f` on a thread inside the namespace.
-    pub fn run<T: Send + 'static>(
-        &self,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<T, EnvError> {
-        let fd = self.fd.try_clone().map_err(|e| EnvError::Sys {
-            what: "dup",
-            err: e,
-        })?;
+    pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T, EnvError> {
+        let fd = self.fd.try_clone().map_err(|e| EnvError::Sys { what: "dup", err: e })?;
         std::thread::spawn(move || {
             // SAFETY: fd is a network namespace file; setns only affects this thread.
             if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
@@ -135,19 +119,14 @@ impl Netns {
             Ok(f())
         })
         .join()
-        .map_err(|_| EnvError::Sys {
-            what: "namespace thread",
-            err: io::Error::other("panicked"),
-        })?
+        .map_err(|_| EnvError::Sys { what: "namespace thread", err: io::Error::other("panicked") })?
     }
 }
 
 /// The index of an interface in the calling thread's namespace.
 pub fn ifindex(name: &str) -> Result<u32, EnvError> {
-    let c = CString::new(name).map_err(|_| EnvError::Sys {
-        what: "interface name",
-        err: io::Error::other("NUL in name"),
-    })?;
+    let c = CString::new(name)
+        .map_err(|_| EnvError::Sys { what: "interface name", err: io::Error::other("NUL in name") })?;
     // SAFETY: c is a valid C string.
     let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if i == 0 {
@@ -157,15 +136,15 @@ pub fn ifindex(name: &str) -> Result<u32, EnvError> {
     }
 }
 
+/// Length of the virtio-net header that precedes each packet on an offloading TUN.
+pub const VNET_HDR_LEN: usize = 10;
+
 /// Creates a TUN device (IFF_TUN | IFF_NO_PI, non-blocking) in the calling thread's namespace.
-pub fn create_tun(name: &str) -> Result<OwnedFd, EnvError> {
+/// With `offload`, packets carry a virtio-net header and may be TCP segmentation-offload
+/// super-packets of up to 64 KiB (IFF_VNET_HDR, TUNSETOFFLOAD with checksum and TSO).
+pub fn create_tun(name: &str, offload: bool) -> Result<OwnedFd, EnvError> {
     // SAFETY: the path is a valid C string; the fd is owned below.
-    let fd = unsafe {
-        libc::open(
-            c"/dev/net/tun".as_ptr(),
-            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-        )
-    };
+    let fd = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
     if fd < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::PermissionDenied {
@@ -179,20 +158,26 @@ pub fn create_tun(name: &str) -> Result<OwnedFd, EnvError> {
     let mut ifr = [0u8; 40];
     let n = name.len().min(15);
     ifr[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let flags = (libc::IFF_TUN | libc::IFF_NO_PI) as u16;
+    let mut flags = (libc::IFF_TUN | libc::IFF_NO_PI) as u16;
+    if offload {
+        flags |= libc::IFF_VNET_HDR as u16;
+    }
     ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
     // SAFETY: ifr is a correctly sized ifreq for TUNSETIFF.
     if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, ifr.as_mut_ptr()) } != 0 {
         return Err(EnvError::Tun(io::Error::last_os_error()));
     }
+    if offload {
+        let features = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
+        // SAFETY: TUNSETOFFLOAD takes the feature bits as its argument.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, features as libc::c_ulong) } != 0 {
+            return Err(EnvError::Tun(io::Error::last_os_error()));
+        }
+    }
     Ok(fd)
 }
 
-fn netlink_request(
-    what: &'static str,
-    msg: RouteNetlinkMessage,
-    flags: u16,
-) -> Result<(), EnvError> {
+fn netlink_request(what: &'static str, msg: RouteNetlinkMessage, flags: u16) -> Result<(), EnvError> {
     let nl = |err: io::Error| EnvError::Netlink { what, err };
     let mut sock = Socket::new(NETLINK_ROUTE).map_err(nl)?;
     sock.bind_auto().map_err(nl)?;
@@ -239,21 +224,13 @@ pub fn add_address(index: u32, addr: IpAddr, prefix: u8) -> Result<(), EnvError>
     let mut m = AddressMessage::default();
     m.header.index = index;
     m.header.prefix_len = prefix;
-    m.header.family = if addr.is_ipv4() {
-        AddressFamily::Inet
-    } else {
-        AddressFamily::Inet6
-    };
+    m.header.family = if addr.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
     if addr.is_ipv6() {
         m.header.flags = AddressHeaderFlags::Nodad;
     }
     m.attributes.push(AddressAttribute::Local(addr));
     m.attributes.push(AddressAttribute::Address(addr));
-    netlink_request(
-        "add address",
-        RouteNetlinkMessage::NewAddress(m),
-        NLM_F_CREATE | NLM_F_EXCL,
-    )
+    netlink_request("add address", RouteNetlinkMessage::NewAddress(m), NLM_F_CREATE | NLM_F_EXCL)
 }
 
 /// Lets the calling thread's sleeps end within 1 µs of their deadline (default slack: 50 µs).

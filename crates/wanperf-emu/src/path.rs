@@ -118,17 +118,18 @@ pub struct Path {
     io: Option<JoinHandle<PathStats>>,
 }
 
-fn setup_host(ns: &Netns, host: Host, mtu: u32, txq: Option<u32>) -> Result<OwnedFd, EnvError> {
+fn setup_host(ns: &Netns, host: Host, mtu: u32, txq: Option<u32>, offload: bool) -> Result<OwnedFd, EnvError> {
     ns.run(move || -> Result<OwnedFd, EnvError> {
-        let fd = netns::create_tun(DEVICE)?;
+        let fd = netns::create_tun(DEVICE, offload)?;
+        // Hosts tuned for long fat paths, as the seeds' were ("large maximum TCP windows,
+        // > 20 MBytes"): TCP autotuning may grow buffers to 64 MiB. Per-namespace sysctls.
+        for (k, v) in [("tcp_rmem", "4096 131072 67108864"), ("tcp_wmem", "4096 16384 67108864")] {
+            let _ = std::fs::write(format!("/proc/sys/net/ipv4/{k}"), v);
+        }
         let idx = netns::ifindex(DEVICE)?;
         netns::set_link(idx, Some(mtu), txq)?;
         netns::add_address(idx, IpAddr::V4(host.addr()), 24)?;
-        let v6 = if host == Host::Left {
-            LEFT_V6
-        } else {
-            RIGHT_V6
-        };
+        let v6 = if host == Host::Left { LEFT_V6 } else { RIGHT_V6 };
         netns::add_address(idx, IpAddr::V6(v6), 64)?;
         Ok(fd)
     })?
@@ -139,8 +140,12 @@ impl Path {
     pub fn start(cfg: &PathConfig, log: Option<Box<dyn Write + Send>>) -> Result<Path, EnvError> {
         let left = Netns::new()?;
         let right = Netns::new()?;
-        let tl = setup_host(&left, Host::Left, cfg.mtu, cfg.txqueuelen)?;
-        let tr = setup_host(&right, Host::Right, cfg.mtu, cfg.txqueuelen)?;
+        // Segmentation offload moves 64 KiB super-packets instead of 1500-byte ones; loss and
+        // policing need per-packet decisions, so paths with either run without it.
+        let offload =
+            [&cfg.up, &cfg.down].iter().all(|d| d.loss == crate::config::LossModel::None && d.policer.is_none());
+        let tl = setup_host(&left, Host::Left, cfg.mtu, cfg.txqueuelen, offload)?;
+        let tr = setup_host(&right, Host::Right, cfg.mtu, cfg.txqueuelen, offload)?;
         let up = Link::new(cfg.up.clone(), cfg.seed);
         let down = Link::new(cfg.down.clone(), cfg.seed.wrapping_add(0x9e37_79b9));
         let stop = Arc::new(AtomicBool::new(false));
@@ -148,17 +153,9 @@ impl Path {
         let mtu = cfg.mtu as usize;
         let io = std::thread::Builder::new()
             .name("wanperf-path".into())
-            .spawn(move || io_loop(tl, tr, up, down, mtu, &s2, log))
-            .map_err(|e| EnvError::Sys {
-                what: "starting the I/O thread",
-                err: e,
-            })?;
-        Ok(Path {
-            left,
-            right,
-            stop,
-            io: Some(io),
-        })
+            .spawn(move || io_loop(tl, tr, up, down, mtu, offload, &s2, log))
+            .map_err(|e| EnvError::Sys { what: "starting the I/O thread", err: e })?;
+        Ok(Path { left, right, stop, io: Some(io) })
     }
 
     /// A command that will run inside `host`, with `WANPERF_PEER` set to the other host.
@@ -192,10 +189,7 @@ impl Path {
     /// Stops forwarding and returns the counters.
     pub fn stop(mut self) -> PathStats {
         self.stop.store(true, Ordering::Release);
-        self.io
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default()
+        self.io.take().and_then(|h| h.join().ok()).unwrap_or_default()
     }
 }
 
@@ -219,11 +213,7 @@ impl Dir {
     fn stats(&self) -> DirStats {
         let c = self.link.counters();
         DirStats {
-            classes: CLASSES
-                .iter()
-                .zip(c.iter())
-                .map(|(n, c)| (n.to_string(), c.clone()))
-                .collect(),
+            classes: CLASSES.iter().zip(c.iter()).map(|(n, c)| (n.to_string(), c.clone())).collect(),
             lateness: Lateness {
                 p50_us: self.late.value_at_quantile(0.5) as f64 / 1000.0,
                 p99_us: self.late.value_at_quantile(0.99) as f64 / 1000.0,
@@ -234,34 +224,45 @@ impl Dir {
     }
 }
 
-fn read_into(
-    fd: RawFd,
-    dir: &mut Dir,
-    now: Nanos,
-    mtu: usize,
-    log: &mut Option<Box<dyn Write + Send>>,
-) {
+/// Wire size and segment count of a packet read from an offloading TUN (virtio-net header
+/// first): a TSO super-packet stands for ceil(payload / gso_size) packets, each with headers.
+pub fn offload_wire(buf: &[u8]) -> (usize, u32) {
+    let ip = &buf[netns::VNET_HDR_LEN.min(buf.len())..];
+    let gso_type = buf.get(1).copied().unwrap_or(0) & 0x7f;
+    let gso_size = buf.get(4..6).map_or(0, |b| u16::from_le_bytes([b[0], b[1]])) as usize;
+    if gso_type == 0 || gso_size == 0 {
+        return (ip.len(), 1);
+    }
+    let l34 = packet::header_len(ip).min(ip.len());
+    let payload = ip.len() - l34;
+    let segs = payload.div_ceil(gso_size).max(1);
+    (payload + segs * l34, segs as u32)
+}
+
+fn read_into(fd: RawFd, dir: &mut Dir, now: Nanos, mtu: usize, offload: bool, log: &mut Option<Box<dyn Write + Send>>) {
     loop {
-        let mut buf = vec![0u8; mtu.max(1500) + 64];
+        let cap = if offload { 65_536 + netns::VNET_HDR_LEN + 64 } else { mtu.max(1500) + 64 };
+        let mut buf = vec![0u8; cap];
         // SAFETY: buf is valid for its length.
         let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
         if n <= 0 {
             return;
         }
         buf.truncate(n as usize);
-        let h = packet::parse(&buf);
-        let len = buf.len();
-        let v = dir.link.push(now, buf, len, h);
+        let (h, len, segs) = if offload {
+            let (wire, segs) = offload_wire(&buf);
+            (packet::parse(&buf[netns::VNET_HDR_LEN.min(buf.len())..]), wire, segs)
+        } else {
+            (packet::parse(&buf), buf.len(), 1)
+        };
+        let v = dir.link.push_segments(now, buf, len, segs, h);
         if let Some(l) = log.as_mut() {
             let what = match v {
                 Verdict::Queued(c) => format!("arrive {len} queued {}", CLASSES[c]),
                 Verdict::Remarked => format!("arrive {len} remarked scavenger"),
-                Verdict::Dropped(r) => format!(
-                    "drop {len} {}",
-                    serde_json::to_string(&r)
-                        .unwrap_or_default()
-                        .trim_matches('"')
-                ),
+                Verdict::Dropped(r) => {
+                    format!("drop {len} {}", serde_json::to_string(&r).unwrap_or_default().trim_matches('"'))
+                }
             };
             let _ = writeln!(l, "{now} {} {what}", dir.name);
         }
@@ -288,41 +289,27 @@ fn io_loop(
     up: Link<Vec<u8>>,
     down: Link<Vec<u8>>,
     mtu: usize,
+    offload: bool,
     stop: &AtomicBool,
     mut log: Option<Box<dyn Write + Send>>,
 ) -> PathStats {
     crate::netns::set_timer_slack();
     let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-    let mut up = Dir {
-        link: up,
-        late: hist(),
-        write_errors: 0,
-        name: "up",
-    };
-    let mut down = Dir {
-        link: down,
-        late: hist(),
-        write_errors: 0,
-        name: "down",
-    };
+    let mut up = Dir { link: up, late: hist(), write_errors: 0, name: "up" };
+    let mut down = Dir { link: down, late: hist(), write_errors: 0, name: "down" };
     let start = Instant::now();
     let now_ns = || start.elapsed().as_nanos() as Nanos;
     let (l, r) = (tl.as_raw_fd(), tr.as_raw_fd());
     while !stop.load(Ordering::Acquire) {
         let now = now_ns();
-        read_into(l, &mut up, now, mtu, &mut log);
-        read_into(r, &mut down, now, mtu, &mut log);
+        read_into(l, &mut up, now, mtu, offload, &mut log);
+        read_into(r, &mut down, now, mtu, offload, &mut log);
         let now = now_ns();
         write_due(r, &mut up, now, &mut log);
         write_due(l, &mut down, now, &mut log);
-        let next = [up.link.next_event(), down.link.next_event()]
-            .into_iter()
-            .flatten()
-            .min();
+        let next = [up.link.next_event(), down.link.next_event()].into_iter().flatten().min();
         let now = now_ns();
-        let wait = next
-            .map_or(50_000_000, |t| t.saturating_sub(now))
-            .min(50_000_000);
+        let wait = next.map_or(50_000_000, |t| t.saturating_sub(now)).min(50_000_000);
         // Waking from a sleep takes tens of µs: sleep until shortly before the event, then
         // poll without sleeping for the rest, so packets leave on time.
         if wait <= SPIN_NS {
@@ -333,16 +320,8 @@ fn io_loop(
         }
         let wait = wait - SPIN_NS;
         let mut fds = [
-            libc::pollfd {
-                fd: l,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: r,
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            libc::pollfd { fd: l, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: r, events: libc::POLLIN, revents: 0 },
         ];
         let ts = libc::timespec {
             tv_sec: (wait / 1_000_000_000) as libc::time_t,
@@ -354,8 +333,5 @@ fn io_loop(
     if let Some(l) = log.as_mut() {
         let _ = l.flush();
     }
-    PathStats {
-        up: up.stats(),
-        down: down.stats(),
-    }
+    PathStats { up: up.stats(), down: down.stats() }
 }

@@ -95,10 +95,7 @@ impl Preset {
             ..Default::default()
         };
         PathConfig {
-            up: DirConfig {
-                policer: self.policer,
-                ..dir.clone()
-            },
+            up: DirConfig { policer: self.policer, ..dir.clone() },
             down: dir,
             mtu: 1500,
             txqueuelen: self.txqueuelen,
@@ -116,16 +113,7 @@ mod tests {
         let p = find("slac-cern-2000").unwrap().path();
         assert_eq!(p.up.delay_ns + p.down.delay_ns, 166_000_000);
         assert_eq!(p.up.rate, Rate::Constant(25_000_000));
-        assert!(
-            find("slac-cern-2005-oscars1")
-                .unwrap()
-                .path()
-                .up
-                .policer
-                .unwrap()
-                .rate_bps
-                == 1_000_000
-        );
+        assert!(find("slac-cern-2005-oscars1").unwrap().path().up.policer.unwrap().rate_bps == 1_000_000);
         assert!(find("nope").is_none());
         assert_eq!(all().len(), 5);
     }

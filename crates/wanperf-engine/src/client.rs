@@ -16,9 +16,7 @@ use wanperf_proto::client::{ClientAction, ClientEvent, ClientSession};
 use wanperf_proto::data::{udp_token, Cookie, DataHello};
 use wanperf_proto::frame::{self, FrameError};
 use wanperf_proto::msg::{HostCapture, Msg, Role, SideReport, SpecError, TestSpec, Transport};
-use wanperf_proto::record::{
-    summarize, ConnectionInfo, EndRecord, IntervalRecord, Merger, StartRecord, Way, SCHEMA,
-};
+use wanperf_proto::record::{summarize, ConnectionInfo, EndRecord, IntervalRecord, Merger, StartRecord, Way, SCHEMA};
 
 /// Where a test's records go: the console table, the NDJSON writer, a test recorder.
 pub trait Sink {
@@ -104,11 +102,7 @@ fn connect_error(addr: SocketAddr, e: &io::Error, timeout: Duration) -> String {
     }
 }
 
-fn connect_tcp(
-    addr: SocketAddr,
-    opts: &SockOpts,
-    timeout: Duration,
-) -> Result<Socket, ClientError> {
+fn connect_tcp(addr: SocketAddr, opts: &SockOpts, timeout: Duration) -> Result<Socket, ClientError> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
         .map_err(|e| ClientError::Connect(format!("cannot create a socket: {e}")))?;
     opts.apply(&s, addr.is_ipv6(), "this host")?;
@@ -119,20 +113,11 @@ fn connect_tcp(
 
 /// Runs one test against a `wanperf serve`. Records go to `sink`; on success returns the end
 /// record. Setting `interrupt` ends the test early (the end record says so).
-pub fn run(
-    cfg: &ClientConfig,
-    sink: &mut dyn Sink,
-    interrupt: &AtomicBool,
-) -> Result<EndRecord, ClientError> {
+pub fn run(cfg: &ClientConfig, sink: &mut dyn Sink, interrupt: &AtomicBool) -> Result<EndRecord, ClientError> {
     let spec = cfg.spec.clone();
     spec.validate()?;
     let granted = if spec.transport == Transport::Tcp {
-        preflight(
-            spec.window,
-            spec.cc.as_deref(),
-            spec.accept_capped_window,
-            "this host",
-        )?
+        preflight(spec.window, spec.cc.as_deref(), spec.accept_capped_window, "this host")?
     } else {
         None
     };
@@ -142,17 +127,9 @@ pub fn run(
     }
     let addrs: Vec<SocketAddr> = (cfg.host.as_str(), cfg.port)
         .to_socket_addrs()
-        .map_err(|err| ClientError::Resolve {
-            host: cfg.host.clone(),
-            err,
-        })?
+        .map_err(|err| ClientError::Resolve { host: cfg.host.clone(), err })?
         .collect();
-    let ctrl_opts = SockOpts {
-        dscp: spec.dscp,
-        bind: cfg.bind,
-        bind_dev: cfg.bind_dev.clone(),
-        ..Default::default()
-    };
+    let ctrl_opts = SockOpts { dscp: spec.dscp, bind: cfg.bind, bind_dev: cfg.bind_dev.clone(), ..Default::default() };
     let mut last_err = ClientError::Connect(format!("`{}` has no addresses", cfg.host));
     let mut ctrl = None;
     for a in &addrs {
@@ -169,18 +146,14 @@ pub fn run(
     let _ = ctrl.set_write_timeout(Some(cfg.timeout));
 
     let (tx, rx) = mpsc::channel::<Event>();
-    let reader = ctrl
-        .try_clone()
-        .map_err(|e| ClientError::Connect(e.to_string()))?;
+    let reader = ctrl.try_clone().map_err(|e| ClientError::Connect(e.to_string()))?;
     let reader_thread = crate::control::spawn_reader(reader, &[], tx.clone(), |e| match e {
         CtrlEvent::Msg(m) => Event::Msg(m),
         CtrlEvent::Bad(e) => Event::BadFrame(e),
         CtrlEvent::Closed => Event::Closed,
     });
 
-    let result = drive(
-        cfg, &spec, &mut ctrl, server, &rx, &tx, sink, interrupt, warnings,
-    );
+    let result = drive(cfg, &spec, &mut ctrl, server, &rx, &tx, sink, interrupt, warnings);
     let _ = ctrl.shutdown(Shutdown::Both);
     let _ = reader_thread.join();
     result
@@ -240,51 +213,49 @@ fn drive(
         }
         while let Some(action) = session.poll_action() {
             match action {
-                ClientAction::Connect {
-                    cookie,
-                    udp_ports,
-                    pace_bps,
-                } => match open_streams(cfg, spec, server, &cookie, &udp_ports, pace_bps) {
-                    Ok((conns, infos, hellos)) => {
-                        udp_hellos = hellos;
-                        for c in &infos {
-                            if let (Some(w), Some(s), Some(r)) = (spec.window, c.sndbuf, c.rcvbuf) {
-                                if let Some(n) = capped_note(w, (s, r)) {
-                                    if !warnings.contains(&n) {
-                                        warnings.push(n);
+                ClientAction::Connect { cookie, udp_ports, pace_bps } => {
+                    match open_streams(cfg, spec, server, &cookie, &udp_ports, pace_bps) {
+                        Ok((conns, infos, hellos)) => {
+                            udp_hellos = hellos;
+                            for c in &infos {
+                                if let (Some(w), Some(s), Some(r)) = (spec.window, c.sndbuf, c.rcvbuf) {
+                                    if let Some(n) = capped_note(w, (s, r)) {
+                                        if !warnings.contains(&n) {
+                                            warnings.push(n);
+                                        }
                                     }
                                 }
                             }
+                            let (sv, sh) = server_info.clone().unwrap_or_default();
+                            sink.start(&StartRecord {
+                                event: "start".into(),
+                                schema: SCHEMA.into(),
+                                version: cfg.software.clone(),
+                                timestamp: SystemTime::now()
+                                    .duration_since(SystemTime::UNIX_EPOCH)
+                                    .map_or(0.0, |d| d.as_secs_f64()),
+                                server: if cfg.host.contains(':') {
+                                    format!("[{}]:{}", cfg.host, cfg.port)
+                                } else {
+                                    format!("{}:{}", cfg.host, cfg.port)
+                                },
+                                test: spec.clone(),
+                                server_version: sv,
+                                client_host: sys::host_capture(Some(server.ip())),
+                                server_host: sh,
+                                connections: infos,
+                                warnings: warnings.clone(),
+                            });
+                            started = true;
+                            pending = Some(conns);
+                            session.handle_streams_connected(Instant::now());
                         }
-                        let (sv, sh) = server_info.clone().unwrap_or_default();
-                        sink.start(&StartRecord {
-                            event: "start".into(),
-                            schema: SCHEMA.into(),
-                            version: cfg.software.clone(),
-                            timestamp: SystemTime::now()
-                                .duration_since(SystemTime::UNIX_EPOCH)
-                                .map_or(0.0, |d| d.as_secs_f64()),
-                            server: if cfg.host.contains(':') {
-                                format!("[{}]:{}", cfg.host, cfg.port)
-                            } else {
-                                format!("{}:{}", cfg.host, cfg.port)
-                            },
-                            test: spec.clone(),
-                            server_version: sv,
-                            client_host: sys::host_capture(Some(server.ip())),
-                            server_host: sh,
-                            connections: infos,
-                            warnings: warnings.clone(),
-                        });
-                        started = true;
-                        pending = Some(conns);
-                        session.handle_streams_connected(Instant::now());
+                        Err(e) => {
+                            let err = session.handle_connect_failed(e.to_string());
+                            failure.get_or_insert(err.to_string());
+                        }
                     }
-                    Err(e) => {
-                        let err = session.handle_connect_failed(e.to_string());
-                        failure.get_or_insert(err.to_string());
-                    }
-                },
+                }
                 ClientAction::StartWorkers => {
                     udp_hellos.clear();
                     if let Some(conns) = pending.take() {
@@ -394,45 +365,24 @@ fn drive(
         if interrupt.load(Ordering::Acquire) {
             return Err(ClientError::Interrupted);
         }
-        return Err(ClientError::Connect(
-            failure.unwrap_or_else(|| "the test did not start".into()),
-        ));
+        return Err(ClientError::Connect(failure.unwrap_or_else(|| "the test did not start".into())));
     }
     let complete = session.is_done() && failure.is_none();
-    let summary = summarize(
-        spec,
-        &merger,
-        local_report.as_ref().unwrap_or(&SideReport::default()),
-        server_report.as_ref(),
-    );
-    let end = EndRecord {
-        event: "end".into(),
-        complete,
-        error: failure.clone(),
-        summary,
-    };
+    let summary =
+        summarize(spec, &merger, local_report.as_ref().unwrap_or(&SideReport::default()), server_report.as_ref());
+    let end = EndRecord { event: "end".into(), complete, error: failure.clone(), summary };
     sink.end(&end);
     if complete {
         Ok(end)
     } else {
-        Err(ClientError::Incomplete(
-            failure.unwrap_or_else(|| "the server sent no results".into()),
-        ))
+        Err(ClientError::Incomplete(failure.unwrap_or_else(|| "the server sent no results".into())))
     }
 }
 
-fn start_side(
-    conns: Vec<(StreamPlan, Conn)>,
-    spec: &TestSpec,
-    tx: &mpsc::Sender<Event>,
-) -> io::Result<Side> {
+fn start_side(conns: Vec<(StreamPlan, Conn)>, spec: &TestSpec, tx: &mpsc::Sender<Event>) -> io::Result<Side> {
     let mut conns = conns;
-    let deadline = spec
-        .duration_s
-        .map(|d| Instant::now() + Duration::from_secs_f64(d));
-    let expected_end = spec
-        .expected_duration_s()
-        .map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let deadline = spec.duration_s.map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let expected_end = spec.expected_duration_s().map(|d| Instant::now() + Duration::from_secs_f64(d));
     for (plan, _) in &mut conns {
         plan.deadline = deadline;
         plan.expected_end = expected_end;
@@ -443,19 +393,10 @@ fn start_side(
             let _ = t.send(Event::WorkerDone);
         }
     });
-    Side::start(
-        conns,
-        Duration::from_secs_f64(spec.interval_s),
-        false,
-        notify,
-    )
+    Side::start(conns, Duration::from_secs_f64(spec.interval_s), false, notify)
 }
 
-type Opened = (
-    Vec<(StreamPlan, Conn)>,
-    Vec<ConnectionInfo>,
-    Vec<(UdpSocket, [u8; 32])>,
-);
+type Opened = (Vec<(StreamPlan, Conn)>, Vec<ConnectionInfo>, Vec<(UdpSocket, [u8; 32])>);
 
 fn open_streams(
     cfg: &ClientConfig,
@@ -480,17 +421,9 @@ fn open_streams(
             zerocopy: spec.zerocopy,
             rate_bps: spec.per_stream_rate(),
             token: udp_token(cookie),
-            drop_every: if role == Role::Sender {
-                cfg.drop_every
-            } else {
-                None
-            },
+            drop_every: if role == Role::Sender { cfg.drop_every } else { None },
         };
-        let hello = DataHello {
-            cookie: *cookie,
-            stream: id,
-        }
-        .encode();
+        let hello = DataHello { cookie: *cookie, stream: id }.encode();
         match spec.transport {
             Transport::Tcp => {
                 let per_stream_cap = pace_bps.map(|p| (p / u64::from(spec.streams.max(1))).max(1));
@@ -511,16 +444,11 @@ fn open_streams(
                     pace_bps: pace,
                 };
                 let mut s = connect_tcp(server, &opts, cfg.timeout)?;
-                s.write_all(&hello)
-                    .map_err(|e| ClientError::Connect(format!("data connection {id}: {e}")))?;
+                s.write_all(&hello).map_err(|e| ClientError::Connect(format!("data connection {id}: {e}")))?;
                 infos.push(ConnectionInfo {
                     id,
                     direction: Way::of(spec, id),
-                    local: s
-                        .local_addr()
-                        .ok()
-                        .and_then(|a| a.as_socket())
-                        .map_or_else(String::new, |a| a.to_string()),
+                    local: s.local_addr().ok().and_then(|a| a.as_socket()).map_or_else(String::new, |a| a.to_string()),
                     remote: server.to_string(),
                     sndbuf: s.send_buffer_size().ok().map(|v| v as u64),
                     rcvbuf: s.recv_buffer_size().ok().map(|v| v as u64),
@@ -528,20 +456,13 @@ fn open_streams(
                 conns.push((plan, Conn::Tcp(s)));
             }
             Transport::Udp => {
-                let local = cfg.bind.unwrap_or(if server.is_ipv6() {
-                    IpAddr::from([0u16; 8])
-                } else {
-                    IpAddr::from([0u8; 4])
-                });
+                let local =
+                    cfg.bind.unwrap_or(if server.is_ipv6() { IpAddr::from([0u16; 8]) } else { IpAddr::from([0u8; 4]) });
                 let s = UdpSocket::bind(SocketAddr::new(local, 0))
                     .map_err(|e| ClientError::Connect(format!("cannot bind a UDP socket: {e}")))?;
                 let r = socket2::SockRef::from(&s);
                 if let Some(dev) = &cfg.bind_dev {
-                    r.bind_device(Some(dev.as_bytes()))
-                        .map_err(|err| OptError::BindDev {
-                            dev: dev.clone(),
-                            err,
-                        })?;
+                    r.bind_device(Some(dev.as_bytes())).map_err(|err| OptError::BindDev { dev: dev.clone(), err })?;
                 }
                 crate::opts::size_udp_buffers(&r, spec.window);
                 if let Some(d) = spec.dscp {
@@ -554,16 +475,12 @@ fn open_streams(
                 infos.push(ConnectionInfo {
                     id,
                     direction: Way::of(spec, id),
-                    local: s
-                        .local_addr()
-                        .map_or_else(|_| String::new(), |a| a.to_string()),
+                    local: s.local_addr().map_or_else(|_| String::new(), |a| a.to_string()),
                     remote: SocketAddr::new(server.ip(), port).to_string(),
                     sndbuf: r.send_buffer_size().ok().map(|v| v as u64),
                     rcvbuf: r.recv_buffer_size().ok().map(|v| v as u64),
                 });
-                let clone = s
-                    .try_clone()
-                    .map_err(|e| ClientError::Connect(e.to_string()))?;
+                let clone = s.try_clone().map_err(|e| ClientError::Connect(e.to_string()))?;
                 hellos.push((clone, hello));
                 conns.push((plan, Conn::Udp(s)));
             }

@@ -87,10 +87,8 @@ impl SockOpts {
     pub fn apply(&self, s: &Socket, ipv6: bool, host: &'static str) -> Result<(), OptError> {
         if let Some(w) = self.window {
             // Both buffers, so either direction of a test sees the same window (iperf semantics).
-            s.set_send_buffer_size(w as usize)
-                .map_err(io_err("setting SO_SNDBUF"))?;
-            s.set_recv_buffer_size(w as usize)
-                .map_err(io_err("setting SO_RCVBUF"))?;
+            s.set_send_buffer_size(w as usize).map_err(io_err("setting SO_SNDBUF"))?;
+            s.set_recv_buffer_size(w as usize).map_err(io_err("setting SO_RCVBUF"))?;
         }
         if let Some(cc) = &self.cc {
             sys::set_congestion(s.as_raw_fd(), cc).map_err(|_| OptError::Cc {
@@ -103,19 +101,13 @@ impl SockOpts {
             sys::set_dscp(s, ipv6, d).map_err(io_err("setting DSCP"))?;
         }
         if let Some(dev) = &self.bind_dev {
-            s.bind_device(Some(dev.as_bytes()))
-                .map_err(|err| OptError::BindDev {
-                    dev: dev.clone(),
-                    err,
-                })?;
+            s.bind_device(Some(dev.as_bytes())).map_err(|err| OptError::BindDev { dev: dev.clone(), err })?;
         }
         if let Some(addr) = self.bind {
-            s.bind(&std::net::SocketAddr::new(addr, 0).into())
-                .map_err(|err| OptError::Bind { addr, err })?;
+            s.bind(&std::net::SocketAddr::new(addr, 0).into()).map_err(|err| OptError::Bind { addr, err })?;
         }
         if let Some(bps) = self.pace_bps {
-            sys::set_max_pacing(s.as_raw_fd(), bps)
-                .map_err(io_err("setting SO_MAX_PACING_RATE"))?;
+            sys::set_max_pacing(s.as_raw_fd(), bps).map_err(io_err("setting SO_MAX_PACING_RATE"))?;
         }
         Ok(())
     }
@@ -129,8 +121,7 @@ pub fn preflight(
     accept_capped: bool,
     host: &'static str,
 ) -> Result<Option<(u64, u64)>, OptError> {
-    let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))
-        .map_err(io_err("creating a socket"))?;
+    let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).map_err(io_err("creating a socket"))?;
     if let Some(cc) = cc {
         sys::set_congestion(s.as_raw_fd(), cc).map_err(|_| OptError::Cc {
             name: cc.to_string(),
@@ -139,10 +130,8 @@ pub fn preflight(
         })?;
     }
     let Some(w) = window else { return Ok(None) };
-    s.set_send_buffer_size(w as usize)
-        .map_err(io_err("setting SO_SNDBUF"))?;
-    s.set_recv_buffer_size(w as usize)
-        .map_err(io_err("setting SO_RCVBUF"))?;
+    s.set_send_buffer_size(w as usize).map_err(io_err("setting SO_SNDBUF"))?;
+    s.set_recv_buffer_size(w as usize).map_err(io_err("setting SO_RCVBUF"))?;
     let snd = s.send_buffer_size().map_err(io_err("reading SO_SNDBUF"))? as u64;
     let rcv = s.recv_buffer_size().map_err(io_err("reading SO_RCVBUF"))? as u64;
     // Linux doubles the request for bookkeeping overhead; less than double means capped.

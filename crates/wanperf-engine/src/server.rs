@@ -75,12 +75,7 @@ struct Shared {
 }
 
 /// Serves until `shutdown` is set, then ends every running test and returns.
-pub fn serve(
-    listener: TcpListener,
-    cfg: ServerConfig,
-    shutdown: Arc<AtomicBool>,
-    log: Log,
-) -> io::Result<()> {
+pub fn serve(listener: TcpListener, cfg: ServerConfig, shutdown: Arc<AtomicBool>, log: Log) -> io::Result<()> {
     let shared = Arc::new(Shared {
         cfg,
         registry: Arc::new(Mutex::new(HashMap::new())),
@@ -90,11 +85,7 @@ pub fn serve(
     });
     let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
     while !shutdown.load(Ordering::Acquire) {
-        let mut pfd = libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd.
         let rc = unsafe { libc::poll(&mut pfd, 1, 100) };
         if rc <= 0 {
@@ -102,12 +93,7 @@ pub fn serve(
         }
         let (stream, peer) = match listener.accept() {
             Ok(x) => x,
-            Err(e)
-                if e.kind() == io::ErrorKind::Interrupted
-                    || e.kind() == io::ErrorKind::WouldBlock =>
-            {
-                continue
-            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted || e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => {
                 (shared.log)(&format!("accept failed: {e}"));
                 std::thread::sleep(Duration::from_millis(50));
@@ -115,10 +101,7 @@ pub fn serve(
             }
         };
         let sh = shared.clone();
-        match std::thread::Builder::new()
-            .name("wanperf-conn".into())
-            .spawn(move || handle_conn(&sh, stream, peer))
-        {
+        match std::thread::Builder::new().name("wanperf-conn".into()).spawn(move || handle_conn(&sh, stream, peer)) {
             Ok(h) => workers.push(h),
             Err(e) => (shared.log)(&format!("cannot start a thread for {peer}: {e}")),
         }
@@ -164,19 +147,13 @@ fn handle_conn(sh: &Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
         let Ok(hello) = DataHello::decode(&rest) else {
             return;
         };
-        let tx = sh
-            .registry
-            .lock()
-            .ok()
-            .and_then(|r| r.get(&hello.cookie).cloned());
+        let tx = sh.registry.lock().ok().and_then(|r| r.get(&hello.cookie).cloned());
         if let Some(tx) = tx {
             let _ = stream.set_read_timeout(None);
             let _ = tx.send(Event::Data(hello.stream, stream));
         }
     } else {
-        (sh.log)(&format!(
-            "closed connection from {peer}: not the wanperf protocol"
-        ));
+        (sh.log)(&format!("closed connection from {peer}: not the wanperf protocol"));
     }
 }
 
@@ -226,20 +203,10 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
     }
     let now = Instant::now();
     let host = sys::host_capture(Some(peer.ip()));
-    let mut session = ServerSession::new(
-        now,
-        sh.cfg.limits.clone(),
-        sh.cfg.timeouts,
-        active,
-        cookie,
-        sh.cfg.software.clone(),
-        host,
-    );
+    let mut session =
+        ServerSession::new(now, sh.cfg.limits.clone(), sh.cfg.timeouts, active, cookie, sh.cfg.software.clone(), host);
     let (tx, rx) = mpsc::channel::<Event>();
-    let mut reg = RegistryGuard {
-        registry: sh.registry.clone(),
-        cookie: None,
-    };
+    let mut reg = RegistryGuard { registry: sh.registry.clone(), cookie: None };
 
     // Reader thread: decodes frames into events until the connection closes.
     let Ok(reader) = ctrl.try_clone() else {
@@ -312,14 +279,12 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                             };
                             // Only what the client sends counts against its cap (the server
                             // paces its own sending in reverse and bidir tests).
-                            rate_check.ids = (0..spec.connections())
-                                .filter(|&i| spec.client_role(i) == Role::Sender)
-                                .collect();
+                            rate_check.ids =
+                                (0..spec.connections()).filter(|&i| spec.client_role(i) == Role::Sender).collect();
                             side = Some(s);
                         }
                         Err(e) => {
-                            let err =
-                                session.abort(&format!("server could not start the streams: {e}"));
+                            let err = session.abort(&format!("server could not start the streams: {e}"));
                             outcome.get_or_insert(err.to_string());
                         }
                     }
@@ -327,18 +292,10 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                 ServerAction::Collect => {
                     if let Some(s) = side.as_mut() {
                         let (last, report) = s.finish(Duration::from_secs(2));
-                        let rx_bytes: u64 = report
-                            .streams
-                            .iter()
-                            .filter(|x| x.role == Some(Role::Receiver))
-                            .map(|x| x.bytes)
-                            .sum();
-                        let tx_bytes: u64 = report
-                            .streams
-                            .iter()
-                            .filter(|x| x.role == Some(Role::Sender))
-                            .map(|x| x.bytes)
-                            .sum();
+                        let rx_bytes: u64 =
+                            report.streams.iter().filter(|x| x.role == Some(Role::Receiver)).map(|x| x.bytes).sum();
+                        let tx_bytes: u64 =
+                            report.streams.iter().filter(|x| x.role == Some(Role::Sender)).map(|x| x.bytes).sum();
                         let secs = last.t_s.max(1e-9);
                         outcome = Some(format!(
                             "done: server received {} ({}), sent {} ({})",
@@ -392,9 +349,8 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
             Ok(Event::BadFrame(e)) => {
                 // Tell a peer of another version in a frame it can still read.
                 if let FrameError::Version { .. } = e {
-                    let _ = ctrl.write_all(&frame::encode(&Msg::Refused {
-                        reason: format!("{e}; upgrade the older end"),
-                    }));
+                    let _ =
+                        ctrl.write_all(&frame::encode(&Msg::Refused { reason: format!("{e}; upgrade the older end") }));
                 }
                 Err(session.abort(&format!("bad control data from the client: {e}")))
             }
@@ -459,12 +415,7 @@ struct RateCheck {
 impl RateCheck {
     fn check(&mut self, iv: &wanperf_proto::msg::SideInterval) -> Option<String> {
         let cap = self.cap?;
-        let bytes: u64 = iv
-            .streams
-            .iter()
-            .filter(|s| self.ids.contains(&s.id))
-            .map(|s| s.bytes)
-            .sum();
+        let bytes: u64 = iv.streams.iter().filter(|s| self.ids.contains(&s.id)).map(|s| s.bytes).sum();
         let prev = self.prev.replace((iv.t_s, bytes));
         let (t0, b0) = prev?;
         let dt = iv.t_s - t0;
@@ -472,13 +423,8 @@ impl RateCheck {
             return None;
         }
         let rate = (bytes - b0) as f64 * 8.0 / dt;
-        (rate > cap as f64 * 1.25).then(|| {
-            format!(
-                "client sent {} but the server's --max-rate is {}",
-                fmt_rate(rate),
-                fmt_rate(cap as f64)
-            )
-        })
+        (rate > cap as f64 * 1.25)
+            .then(|| format!("client sent {} but the server's --max-rate is {}", fmt_rate(rate), fmt_rate(cap as f64)))
     }
 }
 
@@ -490,21 +436,15 @@ fn prepare(
     tx: &Sender<Event>,
 ) -> Result<(Vec<u16>, Option<Arc<AtomicBool>>), String> {
     if spec.transport == Transport::Tcp {
-        preflight(
-            spec.window,
-            spec.cc.as_deref(),
-            spec.accept_capped_window,
-            "the server",
-        )
-        .map_err(|e| e.to_string())?;
+        preflight(spec.window, spec.cc.as_deref(), spec.accept_capped_window, "the server")
+            .map_err(|e| e.to_string())?;
         return Ok((vec![], None));
     }
     let local_ip = ctrl.local_addr().map_err(|e| e.to_string())?.ip();
     let cancel = Arc::new(AtomicBool::new(false));
     let mut ports = Vec::new();
     for id in 0..spec.connections() {
-        let s = UdpSocket::bind(SocketAddr::new(local_ip, 0))
-            .map_err(|e| format!("cannot bind a UDP port: {e}"))?;
+        let s = UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| format!("cannot bind a UDP port: {e}"))?;
         crate::opts::size_udp_buffers(&socket2::SockRef::from(&s), spec.window);
         if let Some(d) = spec.dscp {
             let _ = sys::set_dscp(&socket2::SockRef::from(&s), local_ip.is_ipv6(), d);
@@ -537,12 +477,8 @@ fn start_side(
     max_rate: Option<u64>,
     notify: Arc<dyn Fn() + Send + Sync>,
 ) -> io::Result<Side> {
-    let deadline = spec
-        .duration_s
-        .map(|d| Instant::now() + Duration::from_secs_f64(d));
-    let expected_end = spec
-        .expected_duration_s()
-        .map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let deadline = spec.duration_s.map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let expected_end = spec.expected_duration_s().map(|d| Instant::now() + Duration::from_secs_f64(d));
     let mut plans = Vec::new();
     for (id, c) in conns.into_iter().enumerate() {
         let id = id as u32;
@@ -558,10 +494,7 @@ fn start_side(
                 cc: spec.cc.clone(),
                 dscp: spec.dscp,
                 pace_bps: if role == Role::Sender {
-                    match (
-                        spec.per_stream_rate(),
-                        max_rate.map(|m| m / u64::from(spec.streams.max(1))),
-                    ) {
+                    match (spec.per_stream_rate(), max_rate.map(|m| m / u64::from(spec.streams.max(1)))) {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
                     }
@@ -570,13 +503,8 @@ fn start_side(
                 },
                 ..Default::default()
             };
-            let v6 = s
-                .local_addr()
-                .ok()
-                .and_then(|a| a.as_socket())
-                .is_some_and(|a| a.is_ipv6());
-            opts.apply(s, v6, "the server")
-                .map_err(|e| io::Error::other(e.to_string()))?;
+            let v6 = s.local_addr().ok().and_then(|a| a.as_socket()).is_some_and(|a| a.is_ipv6());
+            opts.apply(s, v6, "the server").map_err(|e| io::Error::other(e.to_string()))?;
             let _ = s.set_nodelay(false);
         }
         plans.push((
@@ -595,12 +523,7 @@ fn start_side(
             conn,
         ));
     }
-    Side::start(
-        plans,
-        Duration::from_secs_f64(spec.interval_s),
-        true,
-        notify,
-    )
+    Side::start(plans, Duration::from_secs_f64(spec.interval_s), true, notify)
 }
 
 #[cfg(test)]

@@ -14,9 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use wanperf_proto::data::{UdpHeader, UDP_FIN_SEQ, UDP_HEADER_LEN};
-use wanperf_proto::msg::{
-    CpuUsage, Role, SideInterval, SideReport, StreamFinal, StreamSample, UdpCounters,
-};
+use wanperf_proto::msg::{CpuUsage, Role, SideInterval, SideReport, StreamFinal, StreamSample, UdpCounters};
 use wanperf_proto::udp::UdpRecvStats;
 
 /// A connected data socket.
@@ -138,17 +136,13 @@ impl Side {
             };
             let counters = Arc::new(Counters::default());
             let (c, p, st, n) = (counters.clone(), plan.clone(), stop.clone(), notify.clone());
-            let thread = std::thread::Builder::new()
-                .name(format!("wanperf-stream-{}", plan.id))
-                .spawn(move || {
-                    let error = run_worker(&p, conn, &c, &st, start)
-                        .err()
-                        .map(|e| e.to_string());
-                    c.done.store(true, Ordering::Release);
-                    let cpu = sys::thread_cpu();
-                    n();
-                    WorkerEnd { error, cpu }
-                })?;
+            let thread = std::thread::Builder::new().name(format!("wanperf-stream-{}", plan.id)).spawn(move || {
+                let error = run_worker(&p, conn, &c, &st, start).err().map(|e| e.to_string());
+                c.done.store(true, Ordering::Release);
+                let cpu = sys::thread_cpu();
+                n();
+                WorkerEnd { error, cpu }
+            })?;
             streams.push(Running {
                 plan,
                 counters,
@@ -185,9 +179,7 @@ impl Side {
 
     /// Whether every stream has ended.
     pub fn all_done(&self) -> bool {
-        self.streams
-            .iter()
-            .all(|s| s.counters.done.load(Ordering::Acquire))
+        self.streams.iter().all(|s| s.counters.done.load(Ordering::Acquire))
     }
 
     /// Samples every stream if an interval boundary has passed.
@@ -204,12 +196,7 @@ impl Side {
 
     fn sample(&mut self, t_s: f64, last: bool) -> SideInterval {
         self.last_t = t_s;
-        SideInterval {
-            index: self.index,
-            t_s,
-            last,
-            streams: self.streams.iter().map(sample_stream).collect(),
-        }
+        SideInterval { index: self.index, t_s, last, streams: self.streams.iter().map(sample_stream).collect() }
     }
 
     /// Stops the workers (senders stop sending; receivers stop waiting).
@@ -246,18 +233,14 @@ impl Side {
         }
         for s in &mut self.streams {
             if let Some(t) = s.thread.take() {
-                s.end = Some(t.join().unwrap_or(WorkerEnd {
-                    error: Some("stream worker panicked".into()),
-                    cpu: (0.0, 0.0),
-                }));
+                s.end = Some(
+                    t.join().unwrap_or(WorkerEnd { error: Some("stream worker panicked".into()), cpu: (0.0, 0.0) }),
+                );
             }
         }
         let wall = self.start.elapsed().as_secs_f64();
-        let last_byte = self
-            .streams
-            .iter()
-            .map(|s| s.counters.last_ns.load(Ordering::Acquire) as f64 / 1e9)
-            .fold(0.0, f64::max);
+        let last_byte =
+            self.streams.iter().map(|s| s.counters.last_ns.load(Ordering::Acquire) as f64 / 1e9).fold(0.0, f64::max);
         let t_last = last_byte.max(self.last_t);
         let last = self.sample(t_last, true);
         self.finished = true;
@@ -267,11 +250,7 @@ impl Side {
                 .iter()
                 .filter_map(|s| s.end.as_ref())
                 .fold((0.0, 0.0), |a, e| (a.0 + e.cpu.0, a.1 + e.cpu.1));
-            CpuUsage {
-                user_s: u,
-                system_s: s,
-                wall_s: wall,
-            }
+            CpuUsage { user_s: u, system_s: s, wall_s: wall }
         } else {
             sys::cpu_between(self.cpu_before, sys::process_cpu(), wall)
         };
@@ -301,11 +280,8 @@ impl Side {
                 }
             })
             .collect();
-        let report = SideReport {
-            streams,
-            cpu,
-            tcp_counters: sys::counter_delta(&self.counters_before, &sys::tcp_counters()),
-        };
+        let report =
+            SideReport { streams, cpu, tcp_counters: sys::counter_delta(&self.counters_before, &sys::tcp_counters()) };
         (last, report)
     }
 }
@@ -329,40 +305,22 @@ fn sample_stream(s: &Running) -> StreamSample {
         Probe::Udp(_) => None,
     };
     let udp = match (&s.probe, s.plan.role) {
-        (Probe::Udp(_), Role::Receiver) => s
-            .counters
-            .udp
-            .lock()
-            .ok()
-            .and_then(|g| g.as_ref().map(UdpRecvStats::counters)),
-        (Probe::Udp(_), Role::Sender) => Some(UdpCounters {
-            packets: s.counters.packets.load(Ordering::Acquire),
-            ..Default::default()
-        }),
+        (Probe::Udp(_), Role::Receiver) => {
+            s.counters.udp.lock().ok().and_then(|g| g.as_ref().map(UdpRecvStats::counters))
+        }
+        (Probe::Udp(_), Role::Sender) => {
+            Some(UdpCounters { packets: s.counters.packets.load(Ordering::Acquire), ..Default::default() })
+        }
         _ => None,
     };
-    StreamSample {
-        id: s.plan.id,
-        bytes: s.counters.bytes.load(Ordering::Acquire),
-        tcp,
-        udp,
-    }
+    StreamSample { id: s.plan.id, bytes: s.counters.bytes.load(Ordering::Acquire), tcp, udp }
 }
 
 fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    )
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
 }
 
-fn run_worker(
-    p: &StreamPlan,
-    conn: Conn,
-    c: &Counters,
-    stop: &AtomicBool,
-    start: Instant,
-) -> io::Result<()> {
+fn run_worker(p: &StreamPlan, conn: Conn, c: &Counters, stop: &AtomicBool, start: Instant) -> io::Result<()> {
     match (conn, p.role) {
         (Conn::Tcp(s), Role::Sender) => tcp_send(p, s, c, stop, start),
         (Conn::Tcp(s), Role::Receiver) => tcp_recv(p, s, c, stop, start),
@@ -379,10 +337,7 @@ struct RateWindow {
 
 impl RateWindow {
     fn new() -> Self {
-        RateWindow {
-            since: Instant::now(),
-            bytes: 0,
-        }
+        RateWindow { since: Instant::now(), bytes: 0 }
     }
 
     /// Counts `n` bytes; every 20 ms returns the rate since the last estimate.
@@ -412,10 +367,7 @@ impl WriteSize {
     const MAX: usize = 256 * 1024;
 
     fn new() -> Self {
-        WriteSize {
-            current: 128 * 1024,
-            rate: RateWindow::new(),
-        }
+        WriteSize { current: 128 * 1024, rate: RateWindow::new() }
     }
 
     fn account(&mut self, n: usize, now: Instant) {
@@ -425,13 +377,7 @@ impl WriteSize {
     }
 }
 
-fn tcp_send(
-    p: &StreamPlan,
-    mut s: Socket,
-    c: &Counters,
-    stop: &AtomicBool,
-    start: Instant,
-) -> io::Result<()> {
+fn tcp_send(p: &StreamPlan, mut s: Socket, c: &Counters, stop: &AtomicBool, start: Instant) -> io::Result<()> {
     // A timeout lets a sender blocked on a closed window notice the deadline and the stop flag.
     s.set_write_timeout(Some(Duration::from_millis(100)))?;
     let auto = p.block == 0;
@@ -439,16 +385,8 @@ fn tcp_send(
     let mut size = WriteSize::new();
     // Zero-copy: vmsplice + splice measured fastest (docs/performance.md): sendfile from a
     // memfd lost half its speed with two streams, MSG_ZEROCOPY copies on loopback anyway.
-    let mut splicer = if p.zerocopy {
-        Some(sys::SpliceSender::new(cap)?)
-    } else {
-        None
-    };
-    let buf: Vec<u8> = if p.zerocopy {
-        Vec::new()
-    } else {
-        (0..cap).map(|i| (i % 251) as u8).collect()
-    };
+    let mut splicer = if p.zerocopy { Some(sys::SpliceSender::new(cap)?) } else { None };
+    let buf: Vec<u8> = if p.zerocopy { Vec::new() } else { (0..cap).map(|i| (i % 251) as u8).collect() };
     let mut sent: u64 = 0;
     let result = loop {
         if stop.load(Ordering::Relaxed) || p.deadline.is_some_and(|d| Instant::now() >= d) {
@@ -465,20 +403,12 @@ fn tcp_send(
             None => s.write(&buf[..want]),
         };
         match r {
-            Ok(0) => {
-                break Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "peer stopped accepting data",
-                ))
-            }
+            Ok(0) => break Err(io::Error::new(io::ErrorKind::WriteZero, "peer stopped accepting data")),
             Ok(n) => {
                 sent += n as u64;
                 c.bytes.fetch_add(n as u64, Ordering::Release);
                 let now = Instant::now();
-                c.last_ns.store(
-                    now.duration_since(start).as_nanos() as u64,
-                    Ordering::Release,
-                );
+                c.last_ns.store(now.duration_since(start).as_nanos() as u64, Ordering::Release);
                 size.account(n, now);
             }
             Err(e) if is_timeout(&e) => continue,
@@ -505,11 +435,7 @@ impl LowWater {
     const MIN: usize = 16 * 1024;
 
     fn new(fd: std::os::fd::RawFd) -> Self {
-        LowWater {
-            fd,
-            current: 1,
-            rate: RateWindow::new(),
-        }
+        LowWater { fd, current: 1, rate: RateWindow::new() }
     }
 
     fn account(&mut self, n: usize, now: Instant) {
@@ -527,39 +453,22 @@ impl LowWater {
     }
 }
 
-fn tcp_recv(
-    p: &StreamPlan,
-    mut s: Socket,
-    c: &Counters,
-    stop: &AtomicBool,
-    start: Instant,
-) -> io::Result<()> {
+fn tcp_recv(p: &StreamPlan, mut s: Socket, c: &Counters, stop: &AtomicBool, start: Instant) -> io::Result<()> {
     s.set_read_timeout(Some(Duration::from_millis(100)))?;
     let len = p.block.max(1 << 20);
-    let mut buf = if p.zerocopy {
-        Vec::new()
-    } else {
-        vec![0u8; len]
-    };
+    let mut buf = if p.zerocopy { Vec::new() } else { vec![0u8; len] };
     let mut low = LowWater::new(s.as_raw_fd());
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let r = if p.zerocopy {
-            sys::recv_discard(s.as_raw_fd(), len)
-        } else {
-            s.read(&mut buf)
-        };
+        let r = if p.zerocopy { sys::recv_discard(s.as_raw_fd(), len) } else { s.read(&mut buf) };
         match r {
             Ok(0) => return Ok(()),
             Ok(n) => {
                 c.bytes.fetch_add(n as u64, Ordering::Release);
                 let now = Instant::now();
-                c.last_ns.store(
-                    now.duration_since(start).as_nanos() as u64,
-                    Ordering::Release,
-                );
+                c.last_ns.store(now.duration_since(start).as_nanos() as u64, Ordering::Release);
                 low.account(n, now);
             }
             Err(e) if is_timeout(&e) => continue,
@@ -574,13 +483,7 @@ const UDP_BATCH: usize = 64;
 /// fell due meanwhile in one batch, instead of waking for every datagram.
 const UDP_MIN_SLEEP_NS: u64 = 200_000;
 
-fn udp_send(
-    p: &StreamPlan,
-    s: UdpSocket,
-    c: &Counters,
-    stop: &AtomicBool,
-    start: Instant,
-) -> io::Result<()> {
+fn udp_send(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start: Instant) -> io::Result<()> {
     sys::set_timer_slack_ns(1_000);
     let rate = p.rate_bps.unwrap_or(1_000_000).max(1) as f64;
     let len = p.block.max(UDP_HEADER_LEN);
@@ -606,13 +509,7 @@ fn udp_send(
             }
             let dropped = p.drop_every.is_some_and(|k| k > 0 && seq % k == k - 1);
             if !dropped {
-                UdpHeader {
-                    token: p.token,
-                    stream: p.id,
-                    seq,
-                    send_ns: now_ns,
-                }
-                .write(&mut bufs[n]);
+                UdpHeader { token: p.token, stream: p.id, seq, send_ns: now_ns }.write(&mut bufs[n]);
                 n += 1;
             }
             seq += 1;
@@ -638,20 +535,13 @@ fn udp_send(
         let next_ns = (seq as f64 * gap_ns) as u64;
         let now_ns = ns_since(start);
         if next_ns > now_ns {
-            let wait =
-                (next_ns - now_ns).max(UDP_MIN_SLEEP_NS.min(gap_ns as u64 * UDP_BATCH as u64));
+            let wait = (next_ns - now_ns).max(UDP_MIN_SLEEP_NS.min(gap_ns as u64 * UDP_BATCH as u64));
             std::thread::sleep(Duration::from_nanos(wait.min(50_000_000)));
         }
     };
     // End-of-flow marker, repeated in case one is lost; it carries the count sent.
     let mut fin = [0u8; UDP_HEADER_LEN];
-    UdpHeader {
-        token: p.token,
-        stream: p.id,
-        seq: UDP_FIN_SEQ,
-        send_ns: seq,
-    }
-    .write(&mut fin);
+    UdpHeader { token: p.token, stream: p.id, seq: UDP_FIN_SEQ, send_ns: seq }.write(&mut fin);
     for _ in 0..3 {
         let _ = s.send(&fin);
         std::thread::sleep(Duration::from_millis(5));
@@ -659,22 +549,13 @@ fn udp_send(
     result
 }
 
-fn udp_recv(
-    p: &StreamPlan,
-    s: UdpSocket,
-    c: &Counters,
-    stop: &AtomicBool,
-    start: Instant,
-) -> io::Result<()> {
+fn udp_recv(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start: Instant) -> io::Result<()> {
     s.set_read_timeout(Some(Duration::from_millis(100)))?;
     *c.udp.lock().map_err(|_| io::Error::other("poisoned"))? = Some(UdpRecvStats::new());
     let mut buf = vec![0u8; 65_536];
     // A receiver whose sender's end marker never comes gives up a little after the data
     // should have arrived.
-    let give_up = p
-        .expected_end
-        .or(p.deadline)
-        .map(|d| d + Duration::from_secs(3));
+    let give_up = p.expected_end.or(p.deadline).map(|d| d + Duration::from_secs(3));
     loop {
         if stop.load(Ordering::Relaxed) || give_up.is_some_and(|g| Instant::now() >= g) {
             return Ok(());

@@ -27,15 +27,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
     let mut buf = [0u8; 256];
     let mut len = buf.len() as libc::socklen_t;
     // SAFETY: buf is valid for `len` bytes and the kernel writes at most `len`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
+    let rc = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -54,13 +46,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         unacked: g32(24),
         reordering: g32(88),
         delivery_rate_bps: u64_at(&buf, 160, n).map(|v| v.saturating_mul(8)),
-        pacing_rate_bps: u64_at(&buf, 104, n).map(|v| {
-            if v == u64::MAX {
-                v
-            } else {
-                v.saturating_mul(8)
-            }
-        }),
+        pacing_rate_bps: u64_at(&buf, 104, n).map(|v| if v == u64::MAX { v } else { v.saturating_mul(8) }),
         snd_wnd: u32_at(&buf, 228, n),
         rcv_space: g32(96),
         busy_time_us: u64_at(&buf, 168, n),
@@ -95,33 +81,19 @@ pub fn congestion(fd: RawFd) -> io::Result<String> {
     let mut buf = [0u8; 32];
     let mut len = buf.len() as libc::socklen_t;
     // SAFETY: buf is valid for len bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
+    let rc =
+        unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    let end = buf[..len as usize]
-        .iter()
-        .position(|&b| b == 0)
-        .unwrap_or(len as usize);
+    let end = buf[..len as usize].iter().position(|&b| b == 0).unwrap_or(len as usize);
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
 /// The DSCP a socket marks with (IPv4 TOS or IPv6 traffic class, whichever family it is).
 pub fn dscp(s: &Socket) -> Option<u8> {
     let v6 = s.local_addr().ok()?.is_ipv6();
-    let tos = if v6 {
-        s.tclass_v6().ok()?
-    } else {
-        s.tos().ok()?
-    };
+    let tos = if v6 { s.tclass_v6().ok()? } else { s.tos().ok()? };
     Some((tos >> 2) as u8)
 }
 
@@ -182,13 +154,7 @@ pub fn rcvbuf(fd: RawFd) -> io::Result<usize> {
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: v and len are valid out-pointers of the sizes given.
     let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&mut v as *mut libc::c_int).cast(), &mut len)
     };
     if rc == 0 {
         Ok(v.max(0) as usize)
@@ -237,21 +203,14 @@ impl SpliceSender {
         // SAFETY: plain fcntl on an owned fd.
         unsafe { libc::fcntl(wr.as_raw_fd(), libc::F_SETPIPE_SZ, len as libc::c_int) };
         let buf = (0..len).map(|i| (i % 251) as u8).collect();
-        Ok(SpliceSender {
-            buf,
-            rd,
-            wr,
-            in_pipe: 0,
-        })
+        Ok(SpliceSender { buf, rd, wr, in_pipe: 0 })
     }
 
     /// Moves up to `count` bytes into the socket; returns how many reached it.
     pub fn send(&mut self, sock: RawFd, count: usize) -> io::Result<usize> {
         if self.in_pipe == 0 {
-            let iov = libc::iovec {
-                iov_base: self.buf.as_ptr() as *mut libc::c_void,
-                iov_len: count.min(self.buf.len()),
-            };
+            let iov =
+                libc::iovec { iov_base: self.buf.as_ptr() as *mut libc::c_void, iov_len: count.min(self.buf.len()) };
             // SAFETY: iov points into self.buf, which outlives the pipe's references (the
             // pipe is drained into the socket, whose skbs hold page references of their own).
             let n = unsafe { libc::vmsplice(self.wr.as_raw_fd(), &iov, 1, 0) };
@@ -281,13 +240,8 @@ impl SpliceSender {
 
 /// Sends datagrams on a connected socket with one sendmmsg; returns how many the kernel took.
 pub fn send_batch(fd: RawFd, bufs: &[Vec<u8>]) -> io::Result<usize> {
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter()
-        .map(|b| libc::iovec {
-            iov_base: b.as_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
+    let mut iovs: Vec<libc::iovec> =
+        bufs.iter().map(|b| libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() }).collect();
     // SAFETY: an all-zero mmsghdr is valid (no address, no control data).
     let mut msgs: Vec<libc::mmsghdr> = iovs
         .iter_mut()
@@ -301,14 +255,7 @@ pub fn send_batch(fd: RawFd, bufs: &[Vec<u8>]) -> io::Result<usize> {
     let mut done = 0;
     while done < msgs.len() {
         // SAFETY: msgs[done..] are valid headers pointing at live buffers.
-        let rc = unsafe {
-            libc::sendmmsg(
-                fd,
-                msgs[done..].as_mut_ptr(),
-                (msgs.len() - done) as libc::c_uint,
-                0,
-            )
-        };
+        let rc = unsafe { libc::sendmmsg(fd, msgs[done..].as_mut_ptr(), (msgs.len() - done) as libc::c_uint, 0) };
         if rc < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -349,11 +296,7 @@ pub fn process_cpu() -> (f64, f64) {
 
 /// CPU used between two readings over `wall_s` seconds.
 pub fn cpu_between(before: (f64, f64), after: (f64, f64), wall_s: f64) -> CpuUsage {
-    CpuUsage {
-        user_s: (after.0 - before.0).max(0.0),
-        system_s: (after.1 - before.1).max(0.0),
-        wall_s,
-    }
+    CpuUsage { user_s: (after.0 - before.0).max(0.0), system_s: (after.1 - before.1).max(0.0), wall_s }
 }
 
 /// The host's TCP counters: `TcpExt.*` from /proc/net/netstat and `Tcp.*` from /proc/net/snmp.
@@ -373,11 +316,7 @@ pub fn parse_proc_pairs(text: &str, prefix: &str, out: &mut BTreeMap<String, i64
     for pair in lines.chunks(2) {
         if let [names, values] = pair {
             let name = prefix.trim_end_matches(':');
-            for (k, v) in names
-                .split_whitespace()
-                .skip(1)
-                .zip(values.split_whitespace().skip(1))
-            {
+            for (k, v) in names.split_whitespace().skip(1).zip(values.split_whitespace().skip(1)) {
                 if let Ok(v) = v.parse::<i64>() {
                     out.insert(format!("{name}.{k}"), v);
                 }
@@ -387,28 +326,19 @@ pub fn parse_proc_pairs(text: &str, prefix: &str, out: &mut BTreeMap<String, i64
 }
 
 /// Non-zero differences `after - before` (gauges like Tcp.CurrEstab included as differences).
-pub fn counter_delta(
-    before: &BTreeMap<String, i64>,
-    after: &BTreeMap<String, i64>,
-) -> BTreeMap<String, i64> {
+pub fn counter_delta(before: &BTreeMap<String, i64>, after: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
     after
         .iter()
         .filter_map(|(k, v)| {
             let d = v - before.get(k).copied().unwrap_or(0);
-            (d != 0
-                && k != "Tcp.MaxConn"
-                && k != "Tcp.RtoMin"
-                && k != "Tcp.RtoMax"
-                && k != "Tcp.RtoAlgorithm")
+            (d != 0 && k != "Tcp.MaxConn" && k != "Tcp.RtoMin" && k != "Tcp.RtoMax" && k != "Tcp.RtoAlgorithm")
                 .then(|| (k.clone(), d))
         })
         .collect()
 }
 
 fn read_trim(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
 fn read_u64(path: &str) -> Option<u64> {
@@ -417,19 +347,13 @@ fn read_u64(path: &str) -> Option<u64> {
 
 fn read_triple(path: &str) -> Option<[u64; 3]> {
     let s = read_trim(path)?;
-    let v: Vec<u64> = s
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
+    let v: Vec<u64> = s.split_whitespace().filter_map(|x| x.parse().ok()).collect();
     (v.len() == 3).then(|| [v[0], v[1], v[2]])
 }
 
 /// `net.core.rmem_max` and `net.core.wmem_max`.
 pub fn buffer_max() -> (Option<u64>, Option<u64>) {
-    (
-        read_u64("/proc/sys/net/core/rmem_max"),
-        read_u64("/proc/sys/net/core/wmem_max"),
-    )
+    (read_u64("/proc/sys/net/core/rmem_max"), read_u64("/proc/sys/net/core/wmem_max"))
 }
 
 /// Congestion control algorithms the kernel offers now.
@@ -441,11 +365,7 @@ pub fn available_cc() -> Vec<String> {
 
 /// The interface whose address the kernel would use to reach `peer`.
 pub fn route_interface(peer: IpAddr) -> Option<InterfaceCapture> {
-    let bind: SocketAddr = if peer.is_ipv4() {
-        "0.0.0.0:0".parse().ok()?
-    } else {
-        "[::]:0".parse().ok()?
-    };
+    let bind: SocketAddr = if peer.is_ipv4() { "0.0.0.0:0".parse().ok()? } else { "[::]:0".parse().ok()? };
     let s = UdpSocket::bind(bind).ok()?;
     // connect() on UDP sends nothing; it only asks the routing table.
     s.connect(SocketAddr::new(peer, 9)).ok()?;
@@ -474,9 +394,7 @@ pub fn interface_of(local: IpAddr) -> Option<InterfaceCapture> {
             match i32::from((*ifa.ifa_addr).sa_family) {
                 libc::AF_INET => {
                     let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                    Some(IpAddr::from(
-                        u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
-                    ))
+                    Some(IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes()))
                 }
                 libc::AF_INET6 => {
                     let sin6 = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
@@ -487,9 +405,7 @@ pub fn interface_of(local: IpAddr) -> Option<InterfaceCapture> {
         };
         if addr == Some(local) {
             // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
-                .to_string_lossy()
-                .into_owned();
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned();
             found = Some(name);
             break;
         }

@@ -83,18 +83,9 @@ pub struct ClientSession {
 
 impl ClientSession {
     /// Starts a test: queues the request.
-    pub fn new(
-        now: Instant,
-        spec: TestSpec,
-        software: String,
-        handshake: Duration,
-        grace: Duration,
-    ) -> Self {
+    pub fn new(now: Instant, spec: TestSpec, software: String, handshake: Duration, grace: Duration) -> Self {
         let mut out = VecDeque::new();
-        out.push_back(Msg::Request {
-            software,
-            spec: spec.clone(),
-        });
+        out.push_back(Msg::Request { software, spec: spec.clone() });
         ClientSession {
             state: State::AwaitAccept,
             spec,
@@ -146,9 +137,7 @@ impl ClientSession {
     fn fail(&mut self, err: SessionError, tell_peer: bool) -> SessionError {
         if !self.is_finished() {
             if tell_peer {
-                self.out.push_back(Msg::Error {
-                    message: err.to_string(),
-                });
+                self.out.push_back(Msg::Error { message: err.to_string() });
             }
             self.actions.push_back(ClientAction::Close);
             self.state = State::Failed;
@@ -160,47 +149,26 @@ impl ClientSession {
     /// A control message arrived.
     pub fn handle_msg(&mut self, now: Instant, msg: Msg) -> Result<(), SessionError> {
         match (self.state, msg) {
-            (
-                State::AwaitAccept,
-                Msg::Accepted {
-                    cookie,
-                    software,
-                    host,
-                    udp_ports,
-                    pace_bps,
-                },
-            ) => {
+            (State::AwaitAccept, Msg::Accepted { cookie, software, host, udp_ports, pace_bps }) => {
                 let Some(cookie) = cookie_from_hex(&cookie) else {
-                    return Err(self.fail(
-                        SessionError::Local("server sent a malformed cookie".into()),
-                        true,
-                    ));
+                    return Err(self.fail(SessionError::Local("server sent a malformed cookie".into()), true));
                 };
                 if self.spec.transport == crate::msg::Transport::Udp
                     && udp_ports.len() != self.spec.connections() as usize
                 {
-                    return Err(self.fail(
-                        SessionError::Local("server sent the wrong number of UDP ports".into()),
-                        true,
-                    ));
+                    return Err(
+                        self.fail(SessionError::Local("server sent the wrong number of UDP ports".into()), true)
+                    );
                 }
-                self.events
-                    .push_back(ClientEvent::Accepted { software, host });
-                self.actions.push_back(ClientAction::Connect {
-                    cookie,
-                    udp_ports,
-                    pace_bps,
-                });
+                self.events.push_back(ClientEvent::Accepted { software, host });
+                self.actions.push_back(ClientAction::Connect { cookie, udp_ports, pace_bps });
                 self.state = State::Connecting;
                 self.deadline = Some(now + self.handshake);
                 Ok(())
             }
             (State::AwaitAccept, Msg::Refused { reason }) => {
                 self.refused = Some(reason.clone());
-                Err(self.fail(
-                    SessionError::PeerError(format!("server refused the test: {reason}")),
-                    false,
-                ))
+                Err(self.fail(SessionError::PeerError(format!("server refused the test: {reason}")), false))
             }
             (State::AwaitReady, Msg::Ready) => {
                 self.out.push_back(Msg::Start);
@@ -223,13 +191,7 @@ impl ClientSession {
             }
             (_, Msg::Error { message }) => Err(self.fail(SessionError::PeerError(message), false)),
             (State::Done | State::Failed, _) => Ok(()),
-            (state, msg) => Err(self.fail(
-                SessionError::Unexpected {
-                    got: msg.kind(),
-                    state: state.describe(),
-                },
-                true,
-            )),
+            (state, msg) => Err(self.fail(SessionError::Unexpected { got: msg.kind(), state: state.describe() }, true)),
         }
     }
 
@@ -259,9 +221,7 @@ impl ClientSession {
     /// The user interrupted the test.
     pub fn abort(&mut self, why: &str) {
         if !self.is_finished() {
-            self.out.push_back(Msg::Error {
-                message: why.to_string(),
-            });
+            self.out.push_back(Msg::Error { message: why.to_string() });
             self.actions.push_back(ClientAction::Close);
             self.state = State::Failed;
             self.deadline = None;
@@ -306,13 +266,7 @@ mod tests {
     }
 
     fn new(t0: Instant) -> ClientSession {
-        ClientSession::new(
-            t0,
-            TestSpec::tcp(1, 2.0),
-            "c".into(),
-            Duration::from_secs(5),
-            Duration::from_secs(5),
-        )
+        ClientSession::new(t0, TestSpec::tcp(1, 2.0), "c".into(), Duration::from_secs(5), Duration::from_secs(5))
     }
 
     #[test]
@@ -322,36 +276,18 @@ mod tests {
         assert!(matches!(c.poll_transmit(), Some(Msg::Request { .. })));
         c.handle_msg(t0, accepted()).unwrap();
         assert!(matches!(c.poll_event(), Some(ClientEvent::Accepted { .. })));
-        assert_eq!(
-            c.poll_action(),
-            Some(ClientAction::Connect {
-                cookie: [3; 16],
-                udp_ports: vec![],
-                pace_bps: None
-            })
-        );
+        assert_eq!(c.poll_action(), Some(ClientAction::Connect { cookie: [3; 16], udp_ports: vec![], pace_bps: None }));
         c.handle_streams_connected(t0);
         c.handle_msg(t0, Msg::Ready).unwrap();
         assert_eq!(c.poll_transmit(), Some(Msg::Start));
         assert_eq!(c.poll_action(), Some(ClientAction::StartWorkers));
         assert_eq!(c.poll_timeout(), Some(t0 + Duration::from_secs(7)));
-        c.handle_msg(t0, Msg::Interval(SideInterval::default()))
-            .unwrap();
-        assert!(matches!(
-            c.poll_event(),
-            Some(ClientEvent::RemoteInterval(_))
-        ));
+        c.handle_msg(t0, Msg::Interval(SideInterval::default())).unwrap();
+        assert!(matches!(c.poll_event(), Some(ClientEvent::RemoteInterval(_))));
         c.handle_local_done(t0, SideReport::default());
         assert!(matches!(c.poll_transmit(), Some(Msg::Finish { .. })));
-        c.handle_msg(t0, Msg::Interval(SideInterval::default()))
-            .unwrap();
-        c.handle_msg(
-            t0,
-            Msg::Results {
-                report: SideReport::default(),
-            },
-        )
-        .unwrap();
+        c.handle_msg(t0, Msg::Interval(SideInterval::default())).unwrap();
+        c.handle_msg(t0, Msg::Results { report: SideReport::default() }).unwrap();
         assert!(c.is_done());
         assert_eq!(c.poll_action(), Some(ClientAction::Close));
     }
@@ -360,22 +296,12 @@ mod tests {
     fn error_paths() {
         let t0 = Instant::now();
         let mut c = new(t0);
-        assert!(c
-            .handle_msg(
-                t0,
-                Msg::Refused {
-                    reason: "busy".into()
-                }
-            )
-            .is_err());
+        assert!(c.handle_msg(t0, Msg::Refused { reason: "busy".into() }).is_err());
         assert_eq!(c.refusal(), Some("busy"));
         assert!(c.is_finished() && !c.is_done());
 
         let mut c = new(t0);
-        assert!(matches!(
-            c.handle_msg(t0, Msg::Ready),
-            Err(SessionError::Unexpected { got: "ready", .. })
-        ));
+        assert!(matches!(c.handle_msg(t0, Msg::Ready), Err(SessionError::Unexpected { got: "ready", .. })));
 
         let mut c = new(t0);
         let bad = Msg::Accepted {
@@ -389,19 +315,12 @@ mod tests {
 
         let mut c = ClientSession::new(
             t0,
-            TestSpec {
-                transport: crate::msg::Transport::Udp,
-                rate_bps: Some(1),
-                ..TestSpec::tcp(2, 1.0)
-            },
+            TestSpec { transport: crate::msg::Transport::Udp, rate_bps: Some(1), ..TestSpec::tcp(2, 1.0) },
             "c".into(),
             Duration::from_secs(5),
             Duration::from_secs(5),
         );
-        assert!(
-            c.handle_msg(t0, accepted()).is_err(),
-            "UDP accept without ports"
-        );
+        assert!(c.handle_msg(t0, accepted()).is_err(), "UDP accept without ports");
 
         let mut c = new(t0);
         assert!(c.handle_timeout(t0 + Duration::from_secs(5)).is_err());
@@ -414,29 +333,13 @@ mod tests {
         c.handle_msg(t0, accepted()).unwrap();
         c.handle_streams_connected(t0);
         c.handle_msg(t0, Msg::Ready).unwrap();
-        assert!(
-            c.handle_msg(
-                t0,
-                Msg::Results {
-                    report: SideReport::default()
-                }
-            )
-            .is_err(),
-            "results before finish"
-        );
+        assert!(c.handle_msg(t0, Msg::Results { report: SideReport::default() }).is_err(), "results before finish");
 
         let mut c = new(t0);
         c.handle_msg(t0, accepted()).unwrap();
         c.handle_streams_connected(t0);
         c.handle_msg(t0, Msg::Ready).unwrap();
-        assert!(c
-            .handle_msg(
-                t0,
-                Msg::Error {
-                    message: "server stopping".into()
-                }
-            )
-            .is_err());
+        assert!(c.handle_msg(t0, Msg::Error { message: "server stopping".into() }).is_err());
 
         let mut c = new(t0);
         c.poll_transmit();

@@ -68,10 +68,7 @@ impl DataHello {
         }
         let mut cookie = [0u8; 16];
         cookie.copy_from_slice(&b[8..24]);
-        Ok(DataHello {
-            cookie,
-            stream: u32::from_be_bytes([b[24], b[25], b[26], b[27]]),
-        })
+        Ok(DataHello { cookie, stream: u32::from_be_bytes([b[24], b[25], b[26], b[27]]) })
     }
 }
 
@@ -108,12 +105,7 @@ impl UdpHeader {
             a.copy_from_slice(&buf[i..i + 8]);
             u64::from_be_bytes(a)
         };
-        Ok(UdpHeader {
-            token: u32_at(0),
-            stream: u32_at(4),
-            seq: u64_at(8),
-            send_ns: u64_at(16),
-        })
+        Ok(UdpHeader { token: u32_at(0), stream: u32_at(4), seq: u64_at(8), send_ns: u64_at(16) })
     }
 }
 
@@ -151,15 +143,9 @@ mod tests {
 
     #[test]
     fn hello_round_trip_and_errors() {
-        let h = DataHello {
-            cookie: [7; 16],
-            stream: 42,
-        };
+        let h = DataHello { cookie: [7; 16], stream: 42 };
         assert_eq!(DataHello::decode(&h.encode()), Ok(h));
-        assert_eq!(
-            DataHello::decode(&h.encode()[..10]),
-            Err(DataError::Short(10))
-        );
+        assert_eq!(DataHello::decode(&h.encode()[..10]), Err(DataError::Short(10)));
         let mut bad = h.encode();
         bad[0] = b'X';
         assert_eq!(DataHello::decode(&bad), Err(DataError::Magic));
@@ -170,12 +156,7 @@ mod tests {
 
     #[test]
     fn udp_header_round_trip() {
-        let h = UdpHeader {
-            token: 0xdead_beef,
-            stream: 3,
-            seq: 1 << 40,
-            send_ns: 123_456_789,
-        };
+        let h = UdpHeader { token: 0xdead_beef, stream: 3, seq: 1 << 40, send_ns: 123_456_789 };
         let mut buf = [0u8; 64];
         h.write(&mut buf);
         assert_eq!(UdpHeader::read(&buf), Ok(h));

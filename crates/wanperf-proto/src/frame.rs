@@ -102,13 +102,9 @@ impl FrameDecoder {
         }
         let version = u16::from_be_bytes([self.buf[4], self.buf[5]]);
         if version != PROTOCOL_VERSION {
-            return Err(FrameError::Version {
-                theirs: version,
-                ours: PROTOCOL_VERSION,
-            });
+            return Err(FrameError::Version { theirs: version, ours: PROTOCOL_VERSION });
         }
-        let len =
-            u32::from_be_bytes([self.buf[8], self.buf[9], self.buf[10], self.buf[11]]) as usize;
+        let len = u32::from_be_bytes([self.buf[8], self.buf[9], self.buf[10], self.buf[11]]) as usize;
         if len > MAX_PAYLOAD {
             return Err(FrameError::TooLarge(len));
         }
@@ -126,13 +122,9 @@ impl FrameDecoder {
         if self.buf.is_empty() {
             None
         } else if self.buf.len() < 4 || self.buf[..4] != CONTROL_MAGIC {
-            Some(FrameError::Foreign(
-                self.buf[..self.buf.len().min(4)].to_vec(),
-            ))
+            Some(FrameError::Foreign(self.buf[..self.buf.len().min(4)].to_vec()))
         } else {
-            Some(FrameError::Payload(
-                "connection closed in the middle of a frame".into(),
-            ))
+            Some(FrameError::Payload("connection closed in the middle of a frame".into()))
         }
     }
 }
@@ -144,29 +136,17 @@ mod tests {
 
     fn samples() -> Vec<Msg> {
         vec![
-            Msg::Request {
-                software: "wanperf 0.1".into(),
-                spec: TestSpec::tcp(4, 10.0),
-            },
-            Msg::Refused {
-                reason: "too many streams".into(),
-            },
+            Msg::Request { software: "wanperf 0.1".into(), spec: TestSpec::tcp(4, 10.0) },
+            Msg::Refused { reason: "too many streams".into() },
             Msg::Ready,
             Msg::Start,
             Msg::Interval(SideInterval {
                 index: 3,
                 t_s: 4.0,
                 last: false,
-                streams: vec![StreamSample {
-                    id: 1,
-                    bytes: 99,
-                    tcp: None,
-                    udp: None,
-                }],
+                streams: vec![StreamSample { id: 1, bytes: 99, tcp: None, udp: None }],
             }),
-            Msg::Error {
-                message: "x".into(),
-            },
+            Msg::Error { message: "x".into() },
         ]
     }
 
@@ -197,13 +177,7 @@ mod tests {
 
         let mut dec = FrameDecoder::new();
         dec.push(&encode_with_version(&Msg::Ready, 7));
-        assert_eq!(
-            dec.next_msg(),
-            Err(FrameError::Version {
-                theirs: 7,
-                ours: PROTOCOL_VERSION
-            })
-        );
+        assert_eq!(dec.next_msg(), Err(FrameError::Version { theirs: 7, ours: PROTOCOL_VERSION }));
 
         let mut dec = FrameDecoder::new();
         let mut hdr = encode(&Msg::Ready);
@@ -246,10 +220,7 @@ mod garbage {
     #[test]
     fn random_and_mutated_bytes_never_panic() {
         let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
-        let valid = encode(&Msg::Request {
-            software: "x".into(),
-            spec: TestSpec::tcp(2, 3.0),
-        });
+        let valid = encode(&Msg::Request { software: "x".into(), spec: TestSpec::tcp(2, 3.0) });
         for i in 0..20_000 {
             let mut bytes = if i % 2 == 0 {
                 let n = (rng.next() % 200) as usize;

@@ -136,8 +136,7 @@ impl TestSpec {
 
     /// The rate each stream is paced at, if any.
     pub fn per_stream_rate(&self) -> Option<u64> {
-        self.rate_bps
-            .map(|r| (r / self.streams.max(1) as u64).max(1))
+        self.rate_bps.map(|r| (r / self.streams.max(1) as u64).max(1))
     }
 
     /// Bytes each sending stream carries in a `-n` test (the first streams take the remainder).
@@ -156,16 +155,11 @@ impl TestSpec {
         match (self.duration_s, self.bytes) {
             (Some(_), Some(_)) => return Err(SpecError::DurationAndBytes),
             (None, None) => return Err(SpecError::NoLength),
-            (Some(d), None) if !d.is_finite() || d <= 0.0 || d > MAX_DURATION_S => {
-                return Err(SpecError::Duration(d))
-            }
+            (Some(d), None) if !d.is_finite() || d <= 0.0 || d > MAX_DURATION_S => return Err(SpecError::Duration(d)),
             (None, Some(0)) => return Err(SpecError::ZeroBytes),
             _ => {}
         }
-        if !self.interval_s.is_finite()
-            || self.interval_s < MIN_INTERVAL_S - 1e-9
-            || self.interval_s > 3600.0
-        {
+        if !self.interval_s.is_finite() || self.interval_s < MIN_INTERVAL_S - 1e-9 || self.interval_s > 3600.0 {
             return Err(SpecError::Interval(self.interval_s));
         }
         if !self.omit_s.is_finite() || self.omit_s < 0.0 {
@@ -185,11 +179,7 @@ impl TestSpec {
             Transport::Udp => crate::data::UDP_HEADER_LEN as u32,
         };
         if self.block_size < min_block || self.block_size > max_block {
-            return Err(SpecError::Block {
-                got: self.block_size,
-                min: min_block,
-                max: max_block,
-            });
+            return Err(SpecError::Block { got: self.block_size, min: min_block, max: max_block });
         }
         if let Some(w) = self.window {
             if w < 1024 || w > i32::MAX as u64 / 2 {
@@ -197,10 +187,7 @@ impl TestSpec {
             }
         }
         if let Some(cc) = &self.cc {
-            if cc.is_empty()
-                || cc.len() > 15
-                || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-            {
+            if cc.is_empty() || cc.len() > 15 || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                 return Err(SpecError::Cc(cc.clone()));
             }
         }
@@ -542,118 +529,23 @@ mod tests {
         let ok = TestSpec::tcp(2, 5.0);
         assert!(ok.validate().is_ok());
         let cases: Vec<(TestSpec, SpecError)> = vec![
+            (TestSpec { streams: 0, ..ok.clone() }, SpecError::Streams(0)),
+            (TestSpec { streams: 129, ..ok.clone() }, SpecError::Streams(129)),
+            (TestSpec { duration_s: Some(-1.0), ..ok.clone() }, SpecError::Duration(-1.0)),
+            (TestSpec { duration_s: Some(1e9), ..ok.clone() }, SpecError::Duration(1e9)),
+            (TestSpec { bytes: Some(5), ..ok.clone() }, SpecError::DurationAndBytes),
+            (TestSpec { duration_s: None, ..ok.clone() }, SpecError::NoLength),
+            (TestSpec { duration_s: None, bytes: Some(0), ..ok.clone() }, SpecError::ZeroBytes),
+            (TestSpec { interval_s: 0.01, ..ok.clone() }, SpecError::Interval(0.01)),
+            (TestSpec { omit_s: 5.0, ..ok.clone() }, SpecError::Omit(5.0)),
+            (TestSpec { window: Some(10), ..ok.clone() }, SpecError::Window(10)),
+            (TestSpec { cc: Some("bb r".into()), ..ok.clone() }, SpecError::Cc("bb r".into())),
+            (TestSpec { dscp: Some(64), ..ok.clone() }, SpecError::Dscp(64)),
+            (TestSpec { rate_bps: Some(0), ..ok.clone() }, SpecError::ZeroRate),
+            (TestSpec { transport: Transport::Udp, block_size: 1400, ..ok.clone() }, SpecError::UdpNeedsRate),
             (
-                TestSpec {
-                    streams: 0,
-                    ..ok.clone()
-                },
-                SpecError::Streams(0),
-            ),
-            (
-                TestSpec {
-                    streams: 129,
-                    ..ok.clone()
-                },
-                SpecError::Streams(129),
-            ),
-            (
-                TestSpec {
-                    duration_s: Some(-1.0),
-                    ..ok.clone()
-                },
-                SpecError::Duration(-1.0),
-            ),
-            (
-                TestSpec {
-                    duration_s: Some(1e9),
-                    ..ok.clone()
-                },
-                SpecError::Duration(1e9),
-            ),
-            (
-                TestSpec {
-                    bytes: Some(5),
-                    ..ok.clone()
-                },
-                SpecError::DurationAndBytes,
-            ),
-            (
-                TestSpec {
-                    duration_s: None,
-                    ..ok.clone()
-                },
-                SpecError::NoLength,
-            ),
-            (
-                TestSpec {
-                    duration_s: None,
-                    bytes: Some(0),
-                    ..ok.clone()
-                },
-                SpecError::ZeroBytes,
-            ),
-            (
-                TestSpec {
-                    interval_s: 0.01,
-                    ..ok.clone()
-                },
-                SpecError::Interval(0.01),
-            ),
-            (
-                TestSpec {
-                    omit_s: 5.0,
-                    ..ok.clone()
-                },
-                SpecError::Omit(5.0),
-            ),
-            (
-                TestSpec {
-                    window: Some(10),
-                    ..ok.clone()
-                },
-                SpecError::Window(10),
-            ),
-            (
-                TestSpec {
-                    cc: Some("bb r".into()),
-                    ..ok.clone()
-                },
-                SpecError::Cc("bb r".into()),
-            ),
-            (
-                TestSpec {
-                    dscp: Some(64),
-                    ..ok.clone()
-                },
-                SpecError::Dscp(64),
-            ),
-            (
-                TestSpec {
-                    rate_bps: Some(0),
-                    ..ok.clone()
-                },
-                SpecError::ZeroRate,
-            ),
-            (
-                TestSpec {
-                    transport: Transport::Udp,
-                    block_size: 1400,
-                    ..ok.clone()
-                },
-                SpecError::UdpNeedsRate,
-            ),
-            (
-                TestSpec {
-                    transport: Transport::Udp,
-                    rate_bps: Some(1),
-                    block_size: 70_000,
-                    ..ok.clone()
-                },
-                SpecError::Block {
-                    got: 70_000,
-                    min: 24,
-                    max: MAX_UDP_BLOCK,
-                },
+                TestSpec { transport: Transport::Udp, rate_bps: Some(1), block_size: 70_000, ..ok.clone() },
+                SpecError::Block { got: 70_000, min: 24, max: MAX_UDP_BLOCK },
             ),
         ];
         for (spec, want) in cases {

@@ -7,8 +7,8 @@
 //! receiver-side goodput. [`summarize`] builds the final [`Summary`] from both final reports.
 
 use crate::msg::{
-    CpuUsage, Direction, HostCapture, Role, SideInterval, SideReport, StreamFinal, StreamSample,
-    TcpInfo, TestSpec, Transport, UdpCounters,
+    CpuUsage, Direction, HostCapture, Role, SideInterval, SideReport, StreamFinal, StreamSample, TcpInfo, TestSpec,
+    Transport, UdpCounters,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -175,11 +175,7 @@ impl Merger {
     /// A merger for `spec`, on the client.
     pub fn new(spec: TestSpec) -> Self {
         let n = spec.connections() as usize;
-        let baseline = if spec.omit_s > 0.0 {
-            None
-        } else {
-            Some((0.0, vec![Cum::default(); n]))
-        };
+        let baseline = if spec.omit_s > 0.0 { None } else { Some((0.0, vec![Cum::default(); n])) };
         Merger {
             spec,
             local: BTreeMap::new(),
@@ -248,16 +244,11 @@ impl Merger {
         let local = self.local.remove(&k);
         let remote = self.remote.remove(&k);
         self.next = k + 1;
-        let end_s = local
-            .iter()
-            .chain(remote.iter())
-            .map(|s| s.t_s)
-            .fold(self.prev_end, f64::max);
+        let end_s = local.iter().chain(remote.iter()).map(|s| s.t_s).fold(self.prev_end, f64::max);
         let start_s = self.prev_end;
         let dt = (end_s - start_s).max(1e-9);
         let find = |side: &Option<SideInterval>, id: u32| -> Option<StreamSample> {
-            side.as_ref()
-                .and_then(|s| s.streams.iter().find(|x| x.id == id).cloned())
+            side.as_ref().and_then(|s| s.streams.iter().find(|x| x.id == id).cloned())
         };
         let mut streams = Vec::with_capacity(self.prev.len());
         for id in 0..self.prev.len() as u32 {
@@ -281,16 +272,13 @@ impl Merger {
                 }
             }
             let received = cur.recv - p.recv;
-            let udp = rcv
-                .as_ref()
-                .and_then(|r| r.udp.as_ref())
-                .map(|u| UdpCounters {
-                    packets: u.packets.saturating_sub(p.udp.packets),
-                    lost: u.lost.saturating_sub(p.udp.lost),
-                    out_of_order: u.out_of_order.saturating_sub(p.udp.out_of_order),
-                    duplicates: u.duplicates.saturating_sub(p.udp.duplicates),
-                    jitter_ms: u.jitter_ms,
-                });
+            let udp = rcv.as_ref().and_then(|r| r.udp.as_ref()).map(|u| UdpCounters {
+                packets: u.packets.saturating_sub(p.udp.packets),
+                lost: u.lost.saturating_sub(p.udp.lost),
+                out_of_order: u.out_of_order.saturating_sub(p.udp.out_of_order),
+                duplicates: u.duplicates.saturating_sub(p.udp.duplicates),
+                jitter_ms: u.jitter_ms,
+            });
             streams.push(StreamInterval {
                 id,
                 direction: way,
@@ -299,10 +287,7 @@ impl Merger {
                 throughput_bps: received as f64 * 8.0 / dt,
                 retransmits: cur.retrans - p.retrans,
                 tcp: snd.and_then(|s| s.tcp),
-                rcv_space: rcv
-                    .as_ref()
-                    .and_then(|r| r.tcp.as_ref())
-                    .map(|t| t.rcv_space),
+                rcv_space: rcv.as_ref().and_then(|r| r.tcp.as_ref()).map(|t| t.rcv_space),
                 udp,
             });
             self.prev[id as usize] = cur;
@@ -328,16 +313,7 @@ impl Merger {
                 .map(|w| (w, sum_of(streams.iter().filter(|s| s.direction == w), dt)))
                 .collect()
         });
-        IntervalRecord {
-            event: "interval".into(),
-            index: k,
-            start_s,
-            end_s,
-            omitted,
-            streams,
-            sum,
-            sums,
-        }
+        IntervalRecord { event: "interval".into(), index: k, start_s, end_s, omitted, streams, sum, sums }
     }
 
     /// Where the summary starts: seconds, and per stream (sent, received, retransmits) then.
@@ -502,12 +478,7 @@ fn find_final(r: &SideReport, id: u32) -> Option<&StreamFinal> {
 
 /// Builds the summary from both ends' final reports. `client` is the client's report,
 /// `server` the server's (absent if the server never sent one).
-pub fn summarize(
-    spec: &TestSpec,
-    merger: &Merger,
-    client: &SideReport,
-    server: Option<&SideReport>,
-) -> Summary {
+pub fn summarize(spec: &TestSpec, merger: &Merger, client: &SideReport, server: Option<&SideReport>) -> Summary {
     let (omit_t, base) = merger.baseline();
     let empty = SideReport::default();
     let server_r = server.unwrap_or(&empty);
@@ -521,10 +492,7 @@ pub fn summarize(
         let (b_sent, b_recv, b_retr) = base.get(id as usize).copied().unwrap_or_default();
         let sent = snd.map_or(0, |s| s.bytes).saturating_sub(b_sent);
         let received = rcv.map_or(0, |r| r.bytes).saturating_sub(b_recv);
-        let retrans = snd
-            .and_then(|s| s.tcp.as_ref())
-            .map_or(0, |t| u64::from(t.total_retrans))
-            .saturating_sub(b_retr);
+        let retrans = snd.and_then(|s| s.tcp.as_ref()).map_or(0, |t| u64::from(t.total_retrans)).saturating_sub(b_retr);
         let dur = rcv.or(snd).map_or(0.0, |r| r.duration_s) - omit_t;
         let dur = dur.max(0.0);
         let udp = rcv.and_then(|r| r.udp.clone()).map(|mut u| {
@@ -536,11 +504,7 @@ pub fn summarize(
         streams.push(StreamSummary {
             id,
             direction: way,
-            throughput_bps: if dur > 0.0 {
-                received as f64 * 8.0 / dur
-            } else {
-                0.0
-            },
+            throughput_bps: if dur > 0.0 { received as f64 * 8.0 / dur } else { 0.0 },
             sent_bytes: sent,
             received_bytes: received,
             retransmits: retrans,
@@ -552,24 +516,15 @@ pub fn summarize(
             tcp: snd.and_then(|s| s.tcp.clone()),
             udp,
             packets_sent: snd.and_then(|s| s.udp.as_ref()).map(|u| u.packets),
-            error: snd
-                .and_then(|s| s.error.clone())
-                .or_else(|| rcv.and_then(|r| r.error.clone())),
+            error: snd.and_then(|s| s.error.clone()).or_else(|| rcv.and_then(|r| r.error.clone())),
         });
     }
     let dir_sum = |w: Option<Way>| {
-        let sel: Vec<&StreamSummary> = streams
-            .iter()
-            .filter(|s| w.is_none_or(|w| s.direction == w))
-            .collect();
+        let sel: Vec<&StreamSummary> = streams.iter().filter(|s| w.is_none_or(|w| s.direction == w)).collect();
         let duration_s = sel.iter().map(|s| s.duration_s).fold(0.0, f64::max);
         let received: u64 = sel.iter().map(|s| s.received_bytes).sum();
         DirectionSummary {
-            throughput_bps: if duration_s > 0.0 {
-                received as f64 * 8.0 / duration_s
-            } else {
-                0.0
-            },
+            throughput_bps: if duration_s > 0.0 { received as f64 * 8.0 / duration_s } else { 0.0 },
             sent_bytes: sel.iter().map(|s| s.sent_bytes).sum(),
             received_bytes: received,
             retransmits: sel.iter().map(|s| s.retransmits).sum(),
@@ -597,16 +552,8 @@ pub fn summarize(
                 jit.push(c.jitter_ms);
             }
         }
-        u.loss_pct = if u.packets_sent > 0 {
-            100.0 * u.lost as f64 / u.packets_sent as f64
-        } else {
-            0.0
-        };
-        u.jitter_ms = if jit.is_empty() {
-            0.0
-        } else {
-            jit.iter().sum::<f64>() / jit.len() as f64
-        };
+        u.loss_pct = if u.packets_sent > 0 { 100.0 * u.lost as f64 / u.packets_sent as f64 } else { 0.0 };
+        u.jitter_ms = if jit.is_empty() { 0.0 } else { jit.iter().sum::<f64>() / jit.len() as f64 };
         u
     });
     let mut tcp_counters = BTreeMap::new();
@@ -621,20 +568,9 @@ pub fn summarize(
         retransmits: total.retransmits,
         duration_s: total.duration_s,
         omitted_s: omit_t,
-        cpu: CpuSummary {
-            sender_pct,
-            receiver_pct,
-            client_pct,
-            server_pct,
-            client_s,
-            server_s,
-        },
-        directions: (spec.direction == Direction::Bidir).then(|| {
-            [Way::Up, Way::Down]
-                .into_iter()
-                .map(|w| (w, dir_sum(Some(w))))
-                .collect()
-        }),
+        cpu: CpuSummary { sender_pct, receiver_pct, client_pct, server_pct, client_s, server_s },
+        directions: (spec.direction == Direction::Bidir)
+            .then(|| [Way::Up, Way::Down].into_iter().map(|w| (w, dir_sum(Some(w)))).collect()),
         streams,
         udp,
         tcp_counters,
@@ -650,15 +586,7 @@ mod tests {
             index,
             t_s,
             last,
-            streams: bytes
-                .iter()
-                .map(|&(id, b)| StreamSample {
-                    id,
-                    bytes: b,
-                    tcp: None,
-                    udp: None,
-                })
-                .collect(),
+            streams: bytes.iter().map(|&(id, b)| StreamSample { id, bytes: b, tcp: None, udp: None }).collect(),
         }
     }
 
@@ -699,17 +627,8 @@ mod tests {
         assert_eq!(recs.len(), 3);
         assert!(recs[0].omitted && !recs[1].omitted);
         let fin = |bytes| SideReport {
-            streams: vec![StreamFinal {
-                id: 0,
-                bytes,
-                duration_s: 3.0,
-                ..Default::default()
-            }],
-            cpu: CpuUsage {
-                user_s: 0.5,
-                system_s: 0.5,
-                wall_s: 2.0,
-            },
+            streams: vec![StreamFinal { id: 0, bytes, duration_s: 3.0, ..Default::default() }],
+            cpu: CpuUsage { user_s: 0.5, system_s: 0.5, wall_s: 2.0 },
             ..Default::default()
         };
         let s = summarize(&spec, &m, &fin(3000), Some(&fin(3000)));
@@ -731,10 +650,7 @@ mod tests {
                 id: 0,
                 bytes: 1000,
                 duration_s: 1.0,
-                udp: Some(UdpCounters {
-                    packets: 10,
-                    ..Default::default()
-                }),
+                udp: Some(UdpCounters { packets: 10, ..Default::default() }),
                 ..Default::default()
             }],
             ..Default::default()
@@ -744,11 +660,7 @@ mod tests {
                 id: 0,
                 bytes: 700,
                 duration_s: 1.0,
-                udp: Some(UdpCounters {
-                    packets: 7,
-                    lost: 1,
-                    ..Default::default()
-                }),
+                udp: Some(UdpCounters { packets: 7, lost: 1, ..Default::default() }),
                 ..Default::default()
             }],
             ..Default::default()

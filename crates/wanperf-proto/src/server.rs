@@ -26,12 +26,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_duration_s: 3600.0,
-            max_streams: crate::msg::MAX_STREAMS,
-            max_rate_bps: None,
-            max_concurrent: 8,
-        }
+        Limits { max_duration_s: 3600.0, max_streams: crate::msg::MAX_STREAMS, max_rate_bps: None, max_concurrent: 8 }
     }
 }
 
@@ -46,17 +41,11 @@ impl Limits {
             ));
         }
         if spec.streams > self.max_streams {
-            return Err(format!(
-                "{} streams asked, the server's --max-streams is {}",
-                spec.streams, self.max_streams
-            ));
+            return Err(format!("{} streams asked, the server's --max-streams is {}", spec.streams, self.max_streams));
         }
         if let Some(d) = spec.duration_s {
             if d > self.max_duration_s {
-                return Err(format!(
-                    "{d} s asked, the server's --max-duration is {} s",
-                    self.max_duration_s
-                ));
+                return Err(format!("{d} s asked, the server's --max-duration is {} s", self.max_duration_s));
             }
         }
         if let (Some(max), Some(rate)) = (self.max_rate_bps, spec.rate_bps) {
@@ -83,10 +72,7 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Timeouts {
-            handshake: Duration::from_secs(10),
-            grace: Duration::from_secs(10),
-        }
+        Timeouts { handshake: Duration::from_secs(10), grace: Duration::from_secs(10) }
     }
 }
 
@@ -252,9 +238,7 @@ impl ServerSession {
     fn fail(&mut self, err: SessionError, tell_peer: bool) -> SessionError {
         if !self.is_finished() {
             if tell_peer {
-                self.out.push_back(Msg::Error {
-                    message: err.to_string(),
-                });
+                self.out.push_back(Msg::Error { message: err.to_string() });
             }
             self.actions.push_back(ServerAction::Abort(err.to_string()));
             self.state = State::Failed;
@@ -264,11 +248,8 @@ impl ServerSession {
     }
 
     fn refuse(&mut self, reason: String) {
-        self.out.push_back(Msg::Refused {
-            reason: reason.clone(),
-        });
-        self.actions
-            .push_back(ServerAction::Abort(format!("refused: {reason}")));
+        self.out.push_back(Msg::Refused { reason: reason.clone() });
+        self.actions.push_back(ServerAction::Abort(format!("refused: {reason}")));
         self.state = State::Failed;
         self.deadline = None;
     }
@@ -293,10 +274,7 @@ impl ServerSession {
                 self.actions.push_back(ServerAction::StartWorkers);
                 self.state = State::Running;
                 let spec = self.spec.as_ref().expect("spec set before start");
-                let nominal = spec
-                    .duration_s
-                    .unwrap_or(self.limits.max_duration_s)
-                    .min(self.limits.max_duration_s);
+                let nominal = spec.duration_s.unwrap_or(self.limits.max_duration_s).min(self.limits.max_duration_s);
                 self.deadline = Some(now + Duration::from_secs_f64(nominal) + self.timeouts.grace);
                 Ok(())
             }
@@ -308,13 +286,7 @@ impl ServerSession {
             }
             (_, Msg::Error { message }) => Err(self.fail(SessionError::PeerError(message), false)),
             (State::Done | State::Failed, _) => Ok(()),
-            (state, msg) => Err(self.fail(
-                SessionError::Unexpected {
-                    got: msg.kind(),
-                    state: state.describe(),
-                },
-                true,
-            )),
+            (state, msg) => Err(self.fail(SessionError::Unexpected { got: msg.kind(), state: state.describe() }, true)),
         }
     }
 
@@ -350,13 +322,9 @@ impl ServerSession {
     /// A data connection (or UDP hello) for stream `id` arrived.
     pub fn handle_stream(&mut self, now: Instant, id: u32) -> Result<(), SessionError> {
         if self.state != State::AwaitStreams {
-            return Err(self.fail(
-                SessionError::Unexpected {
-                    got: "data connection",
-                    state: self.state.describe(),
-                },
-                true,
-            ));
+            return Err(
+                self.fail(SessionError::Unexpected { got: "data connection", state: self.state.describe() }, true)
+            );
         }
         let n = self.attached.len() as u32;
         match self.attached.get_mut(id as usize) {
@@ -423,22 +391,11 @@ mod tests {
     use super::*;
 
     fn session(now: Instant) -> ServerSession {
-        ServerSession::new(
-            now,
-            Limits::default(),
-            Timeouts::default(),
-            0,
-            [1; 16],
-            "t".into(),
-            HostCapture::default(),
-        )
+        ServerSession::new(now, Limits::default(), Timeouts::default(), 0, [1; 16], "t".into(), HostCapture::default())
     }
 
     fn request(streams: u32) -> Msg {
-        Msg::Request {
-            software: "c".into(),
-            spec: TestSpec::tcp(streams, 5.0),
-        }
+        Msg::Request { software: "c".into(), spec: TestSpec::tcp(streams, 5.0) }
     }
 
     fn drain(s: &mut ServerSession) -> (Vec<Msg>, Vec<ServerAction>) {
@@ -473,13 +430,7 @@ mod tests {
         // Running deadline is duration + grace.
         assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_secs(15)));
         s.queue_interval(SideInterval::default());
-        s.handle_msg(
-            t0,
-            Msg::Finish {
-                report: SideReport::default(),
-            },
-        )
-        .unwrap();
+        s.handle_msg(t0, Msg::Finish { report: SideReport::default() }).unwrap();
         let (m, a) = drain(&mut s);
         assert_eq!(m.len(), 1);
         assert_eq!(a, vec![ServerAction::Collect]);
@@ -494,22 +445,14 @@ mod tests {
     #[test]
     fn refusals() {
         let t0 = Instant::now();
-        let limits = Limits {
-            max_streams: 4,
-            max_duration_s: 10.0,
-            max_rate_bps: Some(1_000_000),
-            max_concurrent: 2,
-        };
+        let limits = Limits { max_streams: 4, max_duration_s: 10.0, max_rate_bps: Some(1_000_000), max_concurrent: 2 };
         let cases = [
             (request(5), 0, "--max-streams"),
             (request(2), 2, "busy"),
             (
                 Msg::Request {
                     software: "c".into(),
-                    spec: TestSpec {
-                        duration_s: Some(11.0),
-                        ..TestSpec::tcp(1, 1.0)
-                    },
+                    spec: TestSpec { duration_s: Some(11.0), ..TestSpec::tcp(1, 1.0) },
                 },
                 0,
                 "--max-duration",
@@ -517,10 +460,7 @@ mod tests {
             (
                 Msg::Request {
                     software: "c".into(),
-                    spec: TestSpec {
-                        rate_bps: Some(2_000_000),
-                        ..TestSpec::tcp(1, 1.0)
-                    },
+                    spec: TestSpec { rate_bps: Some(2_000_000), ..TestSpec::tcp(1, 1.0) },
                 },
                 0,
                 "--max-rate",
@@ -553,29 +493,12 @@ mod tests {
     #[test]
     fn max_rate_paces_tcp() {
         let t0 = Instant::now();
-        let limits = Limits {
-            max_rate_bps: Some(5_000_000),
-            ..Limits::default()
-        };
-        let mut s = ServerSession::new(
-            t0,
-            limits,
-            Timeouts::default(),
-            0,
-            [0; 16],
-            "t".into(),
-            HostCapture::default(),
-        );
+        let limits = Limits { max_rate_bps: Some(5_000_000), ..Limits::default() };
+        let mut s = ServerSession::new(t0, limits, Timeouts::default(), 0, [0; 16], "t".into(), HostCapture::default());
         s.handle_msg(t0, request(1)).unwrap();
         s.handle_prepared(t0, vec![]);
         let (m, _) = drain(&mut s);
-        assert!(matches!(
-            &m[..],
-            [Msg::Accepted {
-                pace_bps: Some(5_000_000),
-                ..
-            }]
-        ));
+        assert!(matches!(&m[..], [Msg::Accepted { pace_bps: Some(5_000_000), .. }]));
     }
 
     #[test]
@@ -583,10 +506,7 @@ mod tests {
         let t0 = Instant::now();
         // Unexpected message before request.
         let mut s = session(t0);
-        assert!(matches!(
-            s.handle_msg(t0, Msg::Start),
-            Err(SessionError::Unexpected { got: "start", .. })
-        ));
+        assert!(matches!(s.handle_msg(t0, Msg::Start), Err(SessionError::Unexpected { got: "start", .. })));
         let (m, a) = drain(&mut s);
         assert!(matches!(&m[..], [Msg::Error { .. }]));
         assert!(matches!(a[..], [ServerAction::Abort(_)]));
@@ -612,10 +532,7 @@ mod tests {
         s.handle_msg(t0, request(2)).unwrap();
         s.handle_prepared(t0, vec![]);
         s.handle_stream(t0, 0).unwrap();
-        assert_eq!(
-            s.handle_stream(t0, 0),
-            Err(SessionError::DuplicateStream(0))
-        );
+        assert_eq!(s.handle_stream(t0, 0), Err(SessionError::DuplicateStream(0)));
 
         // Streams never arrive.
         let mut s = session(t0);
@@ -638,12 +555,7 @@ mod tests {
         // Peer error, closed connection, prepare failure.
         let mut s = session(t0);
         assert_eq!(
-            s.handle_msg(
-                t0,
-                Msg::Error {
-                    message: "boom".into()
-                }
-            ),
+            s.handle_msg(t0, Msg::Error { message: "boom".into() }),
             Err(SessionError::PeerError("boom".into()))
         );
         let mut s = session(t0);

@@ -137,10 +137,7 @@ mod tests {
     #[test]
     fn in_order_no_loss() {
         let c = feed(&[0, 1, 2, 3, 4]).counters();
-        assert_eq!(
-            (c.packets, c.lost, c.out_of_order, c.duplicates),
-            (5, 0, 0, 0)
-        );
+        assert_eq!((c.packets, c.lost, c.out_of_order, c.duplicates), (5, 0, 0, 0));
     }
 
     #[test]

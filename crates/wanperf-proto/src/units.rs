@@ -41,17 +41,8 @@ fn split_number(s: &str) -> (&str, &str) {
     (num, rest.trim())
 }
 
-fn parse_number(
-    num: &str,
-    orig: &str,
-    what: &'static str,
-    examples: &'static str,
-) -> Result<f64, UnitError> {
-    let v: f64 = num.parse().map_err(|_| UnitError::Malformed {
-        value: orig.to_string(),
-        what,
-        examples,
-    })?;
+fn parse_number(num: &str, orig: &str, what: &'static str, examples: &'static str) -> Result<f64, UnitError> {
+    let v: f64 = num.parse().map_err(|_| UnitError::Malformed { value: orig.to_string(), what, examples })?;
     if !v.is_finite() {
         return Err(UnitError::Overflow(orig.to_string()));
     }
@@ -77,13 +68,7 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
         "m" | "M" | "MB" | "MiB" => 1024.0 * 1024.0,
         "g" | "G" | "GB" | "GiB" => 1024.0 * 1024.0 * 1024.0,
         "t" | "T" | "TB" | "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => {
-            return Err(UnitError::Malformed {
-                value: s.to_string(),
-                what: WHAT,
-                examples: EX,
-            })
-        }
+        _ => return Err(UnitError::Malformed { value: s.to_string(), what: WHAT, examples: EX }),
     };
     let bytes = (v * mult).round();
     if bytes > u64::MAX as f64 / 2.0 {
@@ -114,13 +99,7 @@ pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
         "m" | "M" => 1e6,
         "g" | "G" => 1e9,
         "t" | "T" => 1e12,
-        _ => {
-            return Err(UnitError::Malformed {
-                value: s.to_string(),
-                what: WHAT,
-                examples: EX,
-            })
-        }
+        _ => return Err(UnitError::Malformed { value: s.to_string(), what: WHAT, examples: EX }),
     };
     let bps = (v * mult).round();
     if bps > 1e15 {
@@ -145,13 +124,7 @@ pub fn parse_duration(s: &str) -> Result<f64, UnitError> {
         "us" | "µs" => 1e-6,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        _ => {
-            return Err(UnitError::Malformed {
-                value: s.to_string(),
-                what: WHAT,
-                examples: EX,
-            })
-        }
+        _ => return Err(UnitError::Malformed { value: s.to_string(), what: WHAT, examples: EX }),
     };
     let secs = v * mult;
     if secs > 1e9 {
@@ -221,10 +194,7 @@ mod tests {
         assert_eq!(parse_size("1.5M").unwrap(), 1_572_864);
         assert_eq!(parse_size("2G").unwrap(), 2 * 1024 * 1024 * 1024);
         assert_eq!(parse_size("1000").unwrap(), 1000);
-        assert!(matches!(
-            parse_size("12q"),
-            Err(UnitError::Malformed { .. })
-        ));
+        assert!(matches!(parse_size("12q"), Err(UnitError::Malformed { .. })));
         assert!(matches!(parse_size("-5k"), Err(UnitError::Negative(_))));
         assert_eq!(parse_size(" "), Err(UnitError::Empty));
         assert!(parse_size("k").is_err());

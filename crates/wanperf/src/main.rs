@@ -84,11 +84,7 @@ fn main() -> ExitCode {
                 if i == 0 {
                     line.push_str(l.trim_end_matches(':'));
                 } else if l.starts_with("  ") && !l.trim().is_empty() {
-                    line.push_str(if line.ends_with("provided") {
-                        ": "
-                    } else {
-                        ", "
-                    });
+                    line.push_str(if line.ends_with("provided") { ": " } else { ", " });
                     line.push_str(l.trim());
                 } else {
                     break;

@@ -8,10 +8,7 @@ use wanperf_proto::units::{fmt_bytes, fmt_rate, fmt_usecs};
 
 /// Whether an error chain ends in a closed pipe (`wanperf ... | head`), a clean exit.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<io::Error>()
-            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
-    })
+    e.chain().any(|c| c.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe))
 }
 
 fn emit(out: &mut impl Write, text: &str) {
@@ -35,12 +32,7 @@ pub struct JsonSink<W: Write> {
 impl JsonSink<io::Stdout> {
     /// To standard output.
     pub fn stdout() -> Self {
-        JsonSink {
-            out: io::stdout(),
-            bar: None,
-            by_bytes: false,
-            received: 0,
-        }
+        JsonSink { out: io::stdout(), bar: None, by_bytes: false, received: 0 }
     }
 }
 
@@ -50,17 +42,11 @@ fn progress_bar(rec: &StartRecord) -> Option<indicatif::ProgressBar> {
         return None;
     }
     let (len, template) = match (rec.test.duration_s, rec.test.bytes) {
-        (Some(d), _) => (
-            (d * 10.0) as u64,
-            format!("{{bar:30}} {{elapsed}} of {d} s, {{msg}}"),
-        ),
+        (Some(d), _) => ((d * 10.0) as u64, format!("{{bar:30}} {{elapsed}} of {d} s, {{msg}}")),
         (_, Some(b)) => (b, "{bar:30} {bytes} of {total_bytes}, {msg}".to_string()),
         _ => return None,
     };
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(len),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
+    let bar = indicatif::ProgressBar::with_draw_target(Some(len), indicatif::ProgressDrawTarget::stderr());
     if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
         bar.set_style(style);
     }
@@ -69,8 +55,7 @@ fn progress_bar(rec: &StartRecord) -> Option<indicatif::ProgressBar> {
 
 impl<W: Write> JsonSink<W> {
     fn line<T: serde::Serialize>(&mut self, v: &T) {
-        let mut s = serde_json::to_string(v)
-            .unwrap_or_else(|e| format!("{{\"event\":\"error\",\"message\":\"{e}\"}}"));
+        let mut s = serde_json::to_string(v).unwrap_or_else(|e| format!("{{\"event\":\"error\",\"message\":\"{e}\"}}"));
         s.push('\n');
         emit(&mut self.out, &s);
     }
@@ -87,11 +72,7 @@ impl<W: Write> Sink for JsonSink<W> {
             self.received += rec.sum.received_bytes;
             bar.set_message(fmt_rate(rec.sum.throughput_bps));
             // Bars count tenths of a second for -t tests and bytes for -n tests.
-            bar.set_position(if self.by_bytes {
-                self.received
-            } else {
-                (rec.end_s * 10.0) as u64
-            });
+            bar.set_position(if self.by_bytes { self.received } else { (rec.end_s * 10.0) as u64 });
         }
         self.line(rec);
     }
@@ -114,12 +95,7 @@ pub struct TableSink<W: Write> {
 impl TableSink<io::Stdout> {
     /// To standard output.
     pub fn stdout() -> Self {
-        TableSink {
-            out: io::stdout(),
-            udp: false,
-            bidir: false,
-            streams: 1,
-        }
+        TableSink { out: io::stdout(), udp: false, bidir: false, streams: 1 }
     }
 }
 
@@ -164,11 +140,7 @@ impl<W: Write> Sink for TableSink<W> {
             "{} → {} ({}, Linux {}, {} CPU)\n",
             r.version,
             r.server,
-            if r.server_version.is_empty() {
-                "server"
-            } else {
-                &r.server_version
-            },
+            if r.server_version.is_empty() { "server" } else { &r.server_version },
             sh.kernel,
             sh.cpus
         );
@@ -182,22 +154,14 @@ impl<W: Write> Sink for TableSink<W> {
             (_, Some(b)) => fmt_bytes(b),
             _ => String::new(),
         };
-        let cc =
-            t.cc.clone()
-                .or_else(|| r.client_host.congestion_control.clone())
-                .unwrap_or_else(|| "default".into());
+        let cc = t.cc.clone().or_else(|| r.client_host.congestion_control.clone()).unwrap_or_else(|| "default".into());
         s += &format!(
             "{} {dir}, {} stream(s), {len}, block {}, window {}, cc {cc}{}{}\n",
             if self.udp { "UDP" } else { "TCP" },
             t.streams,
-            if t.block_size == 0 {
-                "adaptive".to_string()
-            } else {
-                fmt_bytes(u64::from(t.block_size))
-            },
+            if t.block_size == 0 { "adaptive".to_string() } else { fmt_bytes(u64::from(t.block_size)) },
             t.window.map_or_else(|| "autotuned".into(), fmt_bytes),
-            t.rate_bps
-                .map_or_else(String::new, |b| format!(", rate {}", fmt_rate(b as f64))),
+            t.rate_bps.map_or_else(String::new, |b| format!(", rate {}", fmt_rate(b as f64))),
             if t.zerocopy { ", zero-copy" } else { "" },
         );
         if let Some(i) = &r.client_host.interface {
@@ -235,10 +199,8 @@ impl<W: Write> Sink for TableSink<W> {
         let mut s = String::new();
         for st in &r.streams {
             if self.udp {
-                let (jit, lost, total) = st
-                    .udp
-                    .as_ref()
-                    .map_or((0.0, 0, 0), |u| (u.jitter_ms, u.lost, u.packets + u.lost));
+                let (jit, lost, total) =
+                    st.udp.as_ref().map_or((0.0, 0, 0), |u| (u.jitter_ms, u.lost, u.packets + u.lost));
                 s += &format!(
                     "{} {span} {:>10} {:>13} {:>7.3} ms {:>16}{omit}\n",
                     self.id(st.id, st.direction),
@@ -248,9 +210,10 @@ impl<W: Write> Sink for TableSink<W> {
                     format!("{lost}/{total}"),
                 );
             } else {
-                let (cwnd, rtt) = st.tcp.as_ref().map_or(("-".into(), "-".into()), |t| {
-                    (cwnd_text(t), fmt_usecs(f64::from(t.srtt_us)))
-                });
+                let (cwnd, rtt) = st
+                    .tcp
+                    .as_ref()
+                    .map_or(("-".into(), "-".into()), |t| (cwnd_text(t), fmt_usecs(f64::from(t.srtt_us))));
                 s += &format!(
                     "{} {span} {:>10} {:>13} {:>6} {:>10} {:>9}{omit}\n",
                     self.id(st.id, st.direction),
@@ -268,11 +231,7 @@ impl<W: Write> Sink for TableSink<W> {
                 "{label} {span} {:>10} {:>13} {:>6}{omit}\n",
                 fmt_bytes(r.sum.received_bytes),
                 fmt_rate(r.sum.throughput_bps),
-                if self.udp {
-                    String::new()
-                } else {
-                    r.sum.retransmits.to_string()
-                }
+                if self.udp { String::new() } else { r.sum.retransmits.to_string() }
             );
         }
         emit(&mut self.out, &s);
@@ -280,9 +239,7 @@ impl<W: Write> Sink for TableSink<W> {
 
     fn end(&mut self, r: &EndRecord) {
         let m = &r.summary;
-        let mut s = String::from(
-            "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n",
-        );
+        let mut s = String::from("- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -\n");
         let id_hdr = if self.bidir { "[ ID dir ]" } else { "[ ID]" };
         s += &format!(
             "{id_hdr} {:<10} {:>10} {:>10} {:>13} {:>6}  sender at end\n",
@@ -306,11 +263,7 @@ impl<W: Write> Sink for TableSink<W> {
                 ),
                 _ => String::new(),
             };
-            let loss = if self.udp {
-                st.udp.as_ref().map_or(0, |u| u.lost)
-            } else {
-                st.retransmits
-            };
+            let loss = if self.udp { st.udp.as_ref().map_or(0, |u| u.lost) } else { st.retransmits };
             s += &format!(
                 "{} {:>8.2} s {:>10} {:>10} {:>13} {:>6}  {extra}{}\n",
                 self.id(st.id, st.direction),
@@ -319,9 +272,7 @@ impl<W: Write> Sink for TableSink<W> {
                 fmt_bytes(st.received_bytes),
                 fmt_rate(st.throughput_bps),
                 loss,
-                st.error
-                    .as_ref()
-                    .map_or_else(String::new, |e| format!("  error: {e}")),
+                st.error.as_ref().map_or_else(String::new, |e| format!("  error: {e}")),
             );
         }
         if let Some(dirs) = &m.directions {
@@ -345,11 +296,7 @@ impl<W: Write> Sink for TableSink<W> {
                 fmt_bytes(m.sent_bytes),
                 fmt_bytes(m.received_bytes),
                 fmt_rate(m.throughput_bps),
-                if self.udp {
-                    m.udp.as_ref().map_or(0, |u| u.lost)
-                } else {
-                    m.retransmits
-                }
+                if self.udp { m.udp.as_ref().map_or(0, |u| u.lost) } else { m.retransmits }
             );
         }
         if let Some(u) = &m.udp {
@@ -378,21 +325,14 @@ impl<W: Write> Sink for TableSink<W> {
                 "TcpExt.TCPRcvQDrop",
             ]
             .iter()
-            .filter_map(|k| {
-                counters
-                    .get(*k)
-                    .map(|v| format!("{} {v:+}", k.split('.').nth(1).unwrap_or(k)))
-            })
+            .filter_map(|k| counters.get(*k).map(|v| format!("{} {v:+}", k.split('.').nth(1).unwrap_or(k))))
             .collect();
             if !picked.is_empty() {
                 s += &format!("TCP counters ({who} host): {}\n", picked.join(", "));
             }
         }
         if !r.complete {
-            s += &format!(
-                "INCOMPLETE: {}\n",
-                r.error.as_deref().unwrap_or("the test ended early")
-            );
+            s += &format!("INCOMPLETE: {}\n", r.error.as_deref().unwrap_or("the test ended early"));
         }
         emit(&mut self.out, &s);
     }

@@ -130,13 +130,7 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
                 anyhow!("unknown preset `{name}` (known: {})", names.join(", "))
             })?
             .path(),
-        None => PathConfig {
-            up: Default::default(),
-            down: Default::default(),
-            mtu: 1500,
-            txqueuelen: None,
-            seed: 1,
-        },
+        None => PathConfig { up: Default::default(), down: Default::default(), mtu: 1500, txqueuelen: None, seed: 1 },
     };
     if let Some(rtt) = &a.rtt {
         let d = parse_delay("--rtt", rtt)?;
@@ -169,8 +163,7 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
     }
     for (file, dir) in [(&a.trace_up, &mut cfg.up), (&a.trace_down, &mut cfg.down)] {
         if let Some(f) = file {
-            let text = std::fs::read_to_string(f)
-                .with_context(|| format!("cannot read trace {}", f.display()))?;
+            let text = std::fs::read_to_string(f).with_context(|| format!("cannot read trace {}", f.display()))?;
             dir.rate = Rate::Trace(Trace::parse(&f.display().to_string(), &text)?);
         }
     }
@@ -242,10 +235,7 @@ pub fn contain(cmd: &[String]) -> Result<ExitCode> {
     use std::os::unix::process::CommandExt;
     // SAFETY: unshare takes flags only; it affects the children this process creates next.
     if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
-        bail!(
-            "cannot create a PID namespace: {}",
-            std::io::Error::last_os_error()
-        );
+        bail!("cannot create a PID namespace: {}", std::io::Error::last_os_error());
     }
     let mut c = std::process::Command::new(&cmd[0]);
     c.args(&cmd[1..]);
@@ -256,15 +246,11 @@ pub fn contain(cmd: &[String]) -> Result<ExitCode> {
             Ok(())
         });
     }
-    let mut child = c
-        .spawn()
-        .with_context(|| format!("cannot run `{}`", cmd[0]))?;
+    let mut child = c.spawn().with_context(|| format!("cannot run `{}`", cmd[0]))?;
     let mut term_at: Option<Instant> = None;
     loop {
         if let Some(st) = child.try_wait()? {
-            let code = st
-                .code()
-                .unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0));
+            let code = st.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0));
             return Ok(ExitCode::from(code.clamp(0, 255) as u8));
         }
         if INTERRUPTED.load(Ordering::Acquire) {
@@ -311,11 +297,7 @@ fn print_stats(s: &PathStats, json: bool) {
             if c.packets_in == 0 {
                 continue;
             }
-            let mean = if c.dequeued > 0 {
-                c.sum_queue_delay_ns as f64 / c.dequeued as f64 / 1e6
-            } else {
-                0.0
-            };
+            let mean = if c.dequeued > 0 { c.sum_queue_delay_ns as f64 / c.dequeued as f64 / 1e6 } else { 0.0 };
             eprintln!(
                 "  {name} {class}: {} pkts ({}) in, {} pkts ({}) out; drops: queue {}, aqm {}, policer {}, random {}; remarked {}; queue delay mean {mean:.2} ms, max {:.2} ms",
                 c.packets_in,
@@ -340,8 +322,7 @@ fn print_stats(s: &PathStats, json: bool) {
 /// `wanperf path run`.
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let cfg = config_from(&a.link)?;
-    let right_wait = wanperf_proto::units::parse_duration(&a.right_wait)
-        .map_err(|e| anyhow!("--right-wait: {e}"))?;
+    let right_wait = wanperf_proto::units::parse_duration(&a.right_wait).map_err(|e| anyhow!("--right-wait: {e}"))?;
     let log: Option<Box<dyn std::io::Write + Send>> = match &a.log {
         Some(p) => Some(Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
@@ -351,19 +332,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let path = Path::start(&cfg, log)?;
     let mut right = match &a.right {
         Some(cmd) => {
-            let mut c = contained(
-                &path,
-                Host::Right,
-                &["sh".to_string(), "-c".to_string(), cmd.clone()],
-            )?;
+            let mut c = contained(&path, Host::Right, &["sh".to_string(), "-c".to_string(), cmd.clone()])?;
             // Keep CMD's standard output its own: what the right command prints goes to stderr.
             if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
                 c.stdout(std::process::Stdio::from(fd));
             }
-            Some(
-                c.spawn()
-                    .with_context(|| format!("cannot start the right command `{cmd}`"))?,
-            )
+            Some(c.spawn().with_context(|| format!("cannot start the right command `{cmd}`"))?)
         }
         None => None,
     };
@@ -399,9 +373,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let stats = path.stop();
     print_stats(&stats, a.json);
     let code = match status {
-        Some(st) => st
-            .code()
-            .unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0)),
+        Some(st) => st.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0)),
         None => 130,
     };
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
@@ -421,8 +393,7 @@ pub fn list_presets() -> Result<ExitCode> {
                 fmt_rate(x.rate_bps as f64),
                 fmt_bytes(x.burst_bytes)
             )),
-            p.txqueuelen
-                .map_or(String::new(), |q| format!(", txqueuelen {q}")),
+            p.txqueuelen.map_or(String::new(), |q| format!(", txqueuelen {q}")),
             "",
             p.source
         );

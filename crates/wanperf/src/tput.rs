@@ -177,8 +177,7 @@ fn listener(addr: SocketAddr) -> Result<TcpListener> {
         let _ = s.set_only_v6(false);
     }
     s.set_reuse_address(true)?;
-    s.bind(&addr.into())
-        .with_context(|| format!("cannot listen on {addr}"))?;
+    s.bind(&addr.into()).with_context(|| format!("cannot listen on {addr}"))?;
     s.listen(1024)?;
     Ok(s.into())
 }
@@ -210,13 +209,9 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     let json = a.json;
     let log: wanperf_engine::server::Log = Arc::new(move |line: &str| {
         if json {
-            let ts = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64());
-            eprintln!(
-                "{}",
-                serde_json::json!({"event": "log", "timestamp": ts, "message": line})
-            );
+            let ts =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+            eprintln!("{}", serde_json::json!({"event": "log", "timestamp": ts, "message": line}));
         } else {
             eprintln!("{line}");
         }
@@ -224,17 +219,12 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     let who = if allow.is_empty() {
         "loopback clients only (use --allow CIDR for others)".to_string()
     } else {
-        allow
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
+        allow.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
     };
     log(&format!(
         "{} listening on {} for {who}",
         software(),
-        l.local_addr()
-            .map_or_else(|_| a.listen.to_string(), |x| x.to_string())
+        l.local_addr().map_or_else(|_| a.listen.to_string(), |x| x.to_string())
     ));
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
@@ -258,11 +248,7 @@ pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
     if a.udp && a.zerocopy {
         bail!("--zerocopy applies to TCP only");
     }
-    let transport = if a.udp {
-        Transport::Udp
-    } else {
-        Transport::Tcp
-    };
+    let transport = if a.udp { Transport::Udp } else { Transport::Tcp };
     let block = match a.length {
         Some(l) if l > u64::from(u32::MAX) => bail!("-l {l} is too large"),
         Some(l) => l as u32,
@@ -280,11 +266,7 @@ pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
             Direction::Up
         },
         streams: a.streams,
-        duration_s: if a.bytes.is_some() {
-            None
-        } else {
-            Some(a.time.unwrap_or(10.0))
-        },
+        duration_s: if a.bytes.is_some() { None } else { Some(a.time.unwrap_or(10.0)) },
         bytes: a.bytes,
         interval_s: a.interval,
         omit_s: a.omit,
@@ -340,12 +322,8 @@ pub fn tput(a: TputArgs) -> Result<ExitCode> {
 pub fn demo() -> Result<ExitCode> {
     let l = listener(SocketAddr::from(([127, 0, 0, 1], 0)))?;
     let port = l.local_addr()?.port();
-    let cfg = ServerConfig {
-        limits: Limits::default(),
-        timeouts: Timeouts::default(),
-        allow: vec![],
-        software: software(),
-    };
+    let cfg =
+        ServerConfig { limits: Limits::default(), timeouts: Timeouts::default(), allow: vec![], software: software() };
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     let quiet: wanperf_engine::server::Log = Arc::new(|_: &str| {});
@@ -353,14 +331,8 @@ pub fn demo() -> Result<ExitCode> {
     println!("wanperf demo: a server on 127.0.0.1:{port} and two tests against it\n");
     let mut ok = true;
     for (title, args) in [
-        (
-            "TCP, 2 streams, 5 s, client → server",
-            vec!["-P", "2", "-t", "5"],
-        ),
-        (
-            "UDP at 200 Mbit/s, 2 s, server → client",
-            vec!["-u", "-b", "200M", "-t", "2", "-R"],
-        ),
+        ("TCP, 2 streams, 5 s, client → server", vec!["-P", "2", "-t", "5"]),
+        ("UDP at 200 Mbit/s, 2 s, server → client", vec!["-u", "-b", "200M", "-t", "2", "-R"]),
     ] {
         if INTERRUPTED.load(Ordering::Acquire) {
             break;
@@ -368,11 +340,10 @@ pub fn demo() -> Result<ExitCode> {
         println!("== {title}");
         let mut argv = vec!["tput", "127.0.0.1"];
         argv.extend(args);
-        let a = <TputArgsParser as clap::Parser>::try_parse_from(
-            std::iter::once("tput").chain(argv.into_iter().skip(1)),
-        )
-        .map(|p| p.args)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let a =
+            <TputArgsParser as clap::Parser>::try_parse_from(std::iter::once("tput").chain(argv.into_iter().skip(1)))
+                .map(|p| p.args)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut cfg = ClientConfig {
             host: "127.0.0.1".into(),
             port,
@@ -393,14 +364,8 @@ pub fn demo() -> Result<ExitCode> {
     }
     stop.store(true, Ordering::Release);
     let _ = server.join();
-    println!(
-        "Next: run `wanperf serve` on one host and `wanperf tput HOST` on another (see --help)."
-    );
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    println!("Next: run `wanperf serve` on one host and `wanperf tput HOST` on another (see --help).");
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 #[derive(clap::Parser)]

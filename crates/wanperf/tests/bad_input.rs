@@ -14,15 +14,9 @@ fn one_line_error(args: &[&str], must_contain: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} succeeded");
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "{args:?}: expected one error line, got:\n{err}"
-    );
+    assert_eq!(lines.len(), 1, "{args:?}: expected one error line, got:\n{err}");
     assert!(
-        lines[0]
-            .to_lowercase()
-            .contains(&must_contain.to_lowercase()),
+        lines[0].to_lowercase().contains(&must_contain.to_lowercase()),
         "{args:?}: `{}` lacks `{must_contain}`",
         lines[0]
     );
@@ -30,11 +24,7 @@ fn one_line_error(args: &[&str], must_contain: &str) {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 #[test]
@@ -42,10 +32,7 @@ fn flag_errors() {
     let p = free_port().to_string();
     let base = ["tput", "127.0.0.1", "-p", &p];
     let with = |extra: &[&'static str]| -> Vec<String> {
-        base.iter()
-            .map(|s| s.to_string())
-            .chain(extra.iter().map(|s| s.to_string()))
-            .collect()
+        base.iter().map(|s| s.to_string()).chain(extra.iter().map(|s| s.to_string())).collect()
     };
     let cases: Vec<(Vec<String>, &str)> = vec![
         (with(&["-P", "0"]), "streams"),
@@ -66,30 +53,14 @@ fn flag_errors() {
         (with(&["-Z", "-u", "-b", "1M"]), "TCP only"),
         (vec!["tput".into()], "HOST"),
         (vec!["frobnicate".into()], "unrecognized subcommand"),
-        (
-            vec!["serve".into(), "--allow".into(), "bogus".into()],
-            "CIDR",
-        ),
-        (
-            vec!["serve".into(), "--listen".into(), "192.0.2.1:5".into()],
-            "cannot listen",
-        ),
+        (vec!["serve".into(), "--allow".into(), "bogus".into()], "CIDR"),
+        (vec!["serve".into(), "--listen".into(), "192.0.2.1:5".into()], "cannot listen"),
     ];
     // A window four times what the kernel grants is capped: refused with what was granted.
-    let wmem: u64 = std::fs::read_to_string("/proc/sys/net/core/wmem_max")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let wmem: u64 = std::fs::read_to_string("/proc/sys/net/core/wmem_max").unwrap().trim().parse().unwrap();
     let big = (wmem * 4).min(512 << 20).to_string();
     let mut cases = cases;
-    cases.push((
-        base.iter()
-            .map(|s| s.to_string())
-            .chain(["-w".to_string(), big])
-            .collect(),
-        "granted",
-    ));
+    cases.push((base.iter().map(|s| s.to_string()).chain(["-w".to_string(), big]).collect(), "granted"));
     for (args, want) in cases {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         one_line_error(&a, want);
@@ -99,10 +70,7 @@ fn flag_errors() {
 #[test]
 fn peer_errors() {
     // Unknown host (the .invalid TLD never resolves).
-    one_line_error(
-        &["tput", "no-such-host.invalid", "-t", "1"],
-        "cannot resolve",
-    );
+    one_line_error(&["tput", "no-such-host.invalid", "-t", "1"], "cannot resolve");
     // Refused port.
     let p = free_port().to_string();
     one_line_error(&["tput", "127.0.0.1", "-p", &p, "-t", "1"], "refused");
@@ -116,10 +84,7 @@ fn peer_errors() {
         let _ = c.read(&mut b);
         let _ = c.write_all(&frame::encode_with_version(&Msg::Ready, 2));
     });
-    one_line_error(
-        &["tput", "127.0.0.1", "-p", &port, "-t", "1"],
-        "protocol version 2",
-    );
+    one_line_error(&["tput", "127.0.0.1", "-p", &port, "-t", "1"], "protocol version 2");
     h.join().unwrap();
 
     // A peer speaking something else entirely.
@@ -136,19 +101,7 @@ fn peer_errors() {
     // A peer that accepts and says nothing: a clear timeout, not a hang.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port().to_string();
-    one_line_error(
-        &[
-            "tput",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-t",
-            "1",
-            "--timeout",
-            "1s",
-        ],
-        "timed out",
-    );
+    one_line_error(&["tput", "127.0.0.1", "-p", &port, "-t", "1", "--timeout", "1s"], "timed out");
     drop(l);
 }
 
@@ -169,10 +122,7 @@ fn iperf3_server_is_recognised() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    one_line_error(
-        &["tput", "127.0.0.1", "-p", &port.to_string(), "-t", "1"],
-        "iperf3",
-    );
+    one_line_error(&["tput", "127.0.0.1", "-p", &port.to_string(), "-t", "1"], "iperf3");
     let _ = srv.kill();
     let _ = srv.wait();
 }
@@ -182,10 +132,7 @@ fn server_refusals_reach_the_client() {
     let s = Server::start(&["--max-streams", "2", "--max-duration", "5s"]);
     let p = s.port_s();
     one_line_error(&["tput", "127.0.0.1", "-p", &p, "-P", "3"], "--max-streams");
-    one_line_error(
-        &["tput", "127.0.0.1", "-p", &p, "-t", "6"],
-        "--max-duration",
-    );
+    one_line_error(&["tput", "127.0.0.1", "-p", &p, "-t", "6"], "--max-duration");
     let s = Server::start(&["--allow", "10.0.0.0/8"]);
     let p = s.port_s();
     one_line_error(&["tput", "127.0.0.1", "-p", &p, "-t", "1"], "--allow");

@@ -29,8 +29,7 @@ fn capable() -> bool {
 }
 
 fn have(tool: &str) -> bool {
-    let ok = Command::new(tool).arg("-V").output().is_ok()
-        || Command::new(tool).arg("--version").output().is_ok();
+    let ok = Command::new(tool).arg("-V").output().is_ok() || Command::new(tool).arg("--version").output().is_ok();
     if !ok {
         if std::env::var_os("CI").is_some() {
             panic!("{tool} is not installed; .ci/run installs it");
@@ -71,33 +70,14 @@ fn ping_rtt_equals_configured_rtt() {
     for rtt in [10.0, 100.0, 200.0] {
         let r = format!("{rtt}ms");
         let out = run(
-            &[
-                "path",
-                "run",
-                "--rtt",
-                &r,
-                "--",
-                "ping",
-                "-c",
-                "15",
-                "-i",
-                "0.05",
-                "198.18.0.2",
-            ],
+            &["path", "run", "--rtt", &r, "--", "ping", "-c", "15", "-i", "0.05", "198.18.0.2"],
             Duration::from_secs(30),
         );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let mut rtts = ping_rtts(&String::from_utf8_lossy(&out.stdout));
         assert_eq!(rtts.len(), 15);
         let m = median(&mut rtts);
-        assert!(
-            (m - rtt).abs() < 0.5,
-            "median ping RTT {m} ms through a {rtt} ms path"
-        );
+        assert!((m - rtt).abs() < 0.5, "median ping RTT {m} ms through a {rtt} ms path");
     }
 }
 
@@ -129,20 +109,11 @@ fn iperf3_reaches_the_configured_rate() {
             ],
             Duration::from_secs(40),
         );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let j: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let got = j["end"]["sum_received"]["bits_per_second"]
-            .as_f64()
-            .unwrap();
+        let got = j["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
         assert!(got >= 0.9 * bps, "iperf3 got {got} bit/s through {rate}");
-        assert!(
-            got <= 1.02 * bps,
-            "iperf3 got {got} bit/s, more than the {rate} bottleneck"
-        );
+        assert!(got <= 1.02 * bps, "iperf3 got {got} bit/s, more than the {rate} bottleneck");
     }
 }
 
@@ -173,19 +144,12 @@ fn full_queue_adds_queue_over_rate_to_the_rtt() {
         ],
         Duration::from_secs(40),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mut rtts = ping_rtts(&String::from_utf8_lossy(&out.stdout));
     assert!(rtts.len() >= 15, "{rtts:?}");
     let added = median(&mut rtts) - 20.0;
     let want = 300_000.0 * 8.0 / 25e6 * 1000.0;
-    assert!(
-        (added - want).abs() / want < 0.2,
-        "loaded RTT rose by {added:.1} ms, queue/rate is {want:.1} ms"
-    );
+    assert!((added - want).abs() / want < 0.2, "loaded RTT rose by {added:.1} ms, queue/rate is {want:.1} ms");
 }
 
 #[test]
@@ -222,11 +186,7 @@ fn policer_holds_its_class_and_burst_size_matters() {
         ],
         Duration::from_secs(60),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let last = |p: &str| -> Value {
         let text = std::fs::read_to_string(p).unwrap();
         serde_json::from_str(text.lines().last().unwrap()).unwrap()
@@ -235,19 +195,11 @@ fn policer_holds_its_class_and_burst_size_matters() {
     let b = last("/tmp/wanperf-pol-b.json");
     let policed = f(&a["summary"]["throughput_bps"]);
     let other = f(&b["summary"]["throughput_bps"]);
-    assert!(
-        policed <= 1.05 * 5e6,
-        "10 streams through a 5 Mbit/s policer got {policed}"
-    );
+    assert!(policed <= 1.05 * 5e6, "10 streams through a 5 Mbit/s policer got {policed}");
     assert!(policed >= 0.5 * 5e6, "policed class starved: {policed}");
     assert!(other >= 40e6, "the other class was hurt: {other}");
     let stats = path_stats(&out.stderr);
-    assert!(
-        stats["up"]["classes"]["best_effort"]["policer_drops"]
-            .as_u64()
-            .unwrap()
-            > 0
-    );
+    assert!(stats["up"]["classes"]["best_effort"]["policer_drops"].as_u64().unwrap() > 0);
 
     // burst-size-limit: a larger bucket lets more through in the first second.
     let first_second = |burst: &str| -> f64 {
@@ -274,20 +226,13 @@ fn policer_holds_its_class_and_burst_size_matters() {
             ],
             Duration::from_secs(30),
         );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let recs = records(&out);
         f(&intervals(&recs)[0]["sum"]["received_bytes"])
     };
     let small = first_second("16k");
     let big = first_second("2M");
-    assert!(
-        big > small + 1_000_000.0,
-        "first second: burst 2 MiB moved {big} B, 16 KiB moved {small} B"
-    );
+    assert!(big > small + 1_000_000.0, "first second: burst 2 MiB moved {big} B, 16 KiB moved {small} B");
 }
 
 #[test]
@@ -326,28 +271,16 @@ fn bernoulli_loss_is_observed_within_bounds() {
         Duration::from_secs(30),
     );
     // Control traffic is TCP and survives loss by retransmission; the test must complete.
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let recs = records(&out);
     let udp = &end(&recs)["summary"]["udp"];
     let sent = u(&udp["packets_sent"]) as f64;
     let lost = u(&udp["lost"]) as f64;
     let sd = (sent * 0.05 * 0.95).sqrt();
-    assert!(
-        (lost - sent * 0.05).abs() < 4.0 * sd,
-        "lost {lost} of {sent}, expected 5 % ± {sd:.0}"
-    );
+    assert!((lost - sent * 0.05).abs() < 4.0 * sd, "lost {lost} of {sent}, expected 5 % ± {sd:.0}");
     let stats = path_stats(&out.stderr);
-    let emu_losses = stats["up"]["classes"]["best_effort"]["random_losses"]
-        .as_u64()
-        .unwrap() as f64;
-    assert!(
-        emu_losses >= lost,
-        "the emulator's counter ({emu_losses}) covers every lost datagram ({lost})"
-    );
+    let emu_losses = stats["up"]["classes"]["best_effort"]["random_losses"].as_u64().unwrap() as f64;
+    assert!(emu_losses >= lost, "the emulator's counter ({emu_losses}) covers every lost datagram ({lost})");
 }
 
 #[test]
@@ -373,10 +306,7 @@ fn exit_status_cleanup_and_bad_input() {
     );
     assert_eq!(out.status.code(), Some(3));
     std::thread::sleep(Duration::from_millis(300));
-    let left = Command::new("pgrep")
-        .args(["-f", "wanperf-marker-7"])
-        .output()
-        .unwrap();
+    let left = Command::new("pgrep").args(["-f", "wanperf-marker-7"]).output().unwrap();
     assert!(left.stdout.is_empty(), "right command left behind");
     // A killed path leaves nothing behind either: its namespaces die with it.
     let mut child = Command::new(BIN)
@@ -396,15 +326,8 @@ fn exit_status_cleanup_and_bad_input() {
     child.kill().unwrap();
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let left = Command::new("pgrep")
-        .args(["-f", "wanperf-marker-[89]"])
-        .output()
-        .unwrap();
-    assert!(
-        left.stdout.is_empty(),
-        "processes left after kill -9: {}",
-        String::from_utf8_lossy(&left.stdout)
-    );
+    let left = Command::new("pgrep").args(["-f", "wanperf-marker-[89]"]).output().unwrap();
+    assert!(left.stdout.is_empty(), "processes left after kill -9: {}", String::from_utf8_lossy(&left.stdout));
 
     let dir = std::env::temp_dir();
     let empty = dir.join("wanperf-empty.trace");
@@ -431,10 +354,6 @@ fn exit_status_cleanup_and_bad_input() {
         assert!(!out.status.success(), "{a:?} succeeded");
         let lines: Vec<&str> = err.lines().collect();
         assert_eq!(lines.len(), 1, "{a:?}: {err}");
-        assert!(
-            lines[0].contains(want),
-            "{a:?}: `{}` lacks `{want}`",
-            lines[0]
-        );
+        assert!(lines[0].contains(want), "{a:?}: `{}` lacks `{want}`", lines[0]);
     }
 }

@@ -17,17 +17,7 @@ fn killed_stalled_and_lying_clients_do_not_wedge_the_server() {
 
     // A long test that will be killed mid-way.
     let mut victim = Command::new(BIN)
-        .args([
-            "tput",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-t",
-            "30",
-            "-P",
-            "2",
-            "--json",
-        ])
+        .args(["tput", "127.0.0.1", "-p", &port, "-t", "30", "-P", "2", "--json"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -36,20 +26,12 @@ fn killed_stalled_and_lying_clients_do_not_wedge_the_server() {
     let mut silent = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     // A client that sends a request, then garbage.
     let mut liar = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
-    liar.write_all(&frame::encode(&Msg::Request {
-        software: "liar".into(),
-        spec: TestSpec::tcp(1, 5.0),
-    }))
-    .unwrap();
-    liar.write_all(b"WNPF\x00\x01\x00\x00\x00\x00\x00\x05{oops")
-        .unwrap();
+    liar.write_all(&frame::encode(&Msg::Request { software: "liar".into(), spec: TestSpec::tcp(1, 5.0) })).unwrap();
+    liar.write_all(b"WNPF\x00\x01\x00\x00\x00\x00\x00\x05{oops").unwrap();
     // A client that stalls after its request (never opens data connections).
     let mut staller = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     staller
-        .write_all(&frame::encode(&Msg::Request {
-            software: "staller".into(),
-            spec: TestSpec::tcp(1, 5.0),
-        }))
+        .write_all(&frame::encode(&Msg::Request { software: "staller".into(), spec: TestSpec::tcp(1, 5.0) }))
         .unwrap();
 
     // Meanwhile a well-behaved test runs to completion.
@@ -72,29 +54,15 @@ fn killed_stalled_and_lying_clients_do_not_wedge_the_server() {
             got_error = true;
         }
     }
-    assert!(
-        got_error,
-        "liar got no error frame: {:?}",
-        String::from_utf8_lossy(&buf)
-    );
-    silent
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+    assert!(got_error, "liar got no error frame: {:?}", String::from_utf8_lossy(&buf));
+    silent.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut b = [0u8; 64];
-    assert!(
-        matches!(silent.read(&mut b), Ok(0) | Err(_)),
-        "silent client was not dropped"
-    );
-    staller
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+    assert!(matches!(silent.read(&mut b), Ok(0) | Err(_)), "silent client was not dropped");
+    staller.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let t0 = Instant::now();
     let mut all = Vec::new();
     let _ = staller.read_to_end(&mut all);
-    assert!(
-        t0.elapsed() < Duration::from_secs(5),
-        "staller not timed out"
-    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "staller not timed out");
 
     // And the server still serves.
     let recs = tput_json(&s, &["-t", "1"]);
@@ -109,13 +77,7 @@ fn two_clients_at_once_each_get_their_own_test() {
     let s = Server::start(&[]);
     let port = s.port_s();
     let spawn = |extra: &[&str]| {
-        let mut args = vec![
-            "tput".to_string(),
-            "127.0.0.1".into(),
-            "-p".into(),
-            port.clone(),
-            "--json".into(),
-        ];
+        let mut args = vec!["tput".to_string(), "127.0.0.1".into(), "-p".into(), port.clone(), "--json".into()];
         args.extend(extra.iter().map(|x| x.to_string()));
         std::thread::spawn(move || {
             let a: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -126,11 +88,7 @@ fn two_clients_at_once_each_get_their_own_test() {
     let b = spawn(&["-t", "2", "-R"]);
     for h in [a, b] {
         let out = h.join().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let recs = records(&out);
         assert_eq!(end(&recs)["complete"], true);
         let sum = &end(&recs)["summary"];
@@ -143,17 +101,7 @@ fn interrupted_client_keeps_what_it_measured() {
     let s = Server::start(&[]);
     let port = s.port_s();
     let child = Command::new(BIN)
-        .args([
-            "tput",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-t",
-            "20",
-            "--json",
-            "-i",
-            "0.5",
-        ])
+        .args(["tput", "127.0.0.1", "-p", &port, "-t", "20", "--json", "-i", "0.5"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -163,10 +111,7 @@ fn interrupted_client_keeps_what_it_measured() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let t0 = Instant::now();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        t0.elapsed() < Duration::from_secs(5),
-        "interrupt took too long"
-    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "interrupt took too long");
     assert!(!out.status.success());
     let recs = records(&out);
     let e = end(&recs);
@@ -190,10 +135,7 @@ fn server_death_mid_test_ends_the_client_with_partial_results() {
     s.child.kill().unwrap();
     let t0 = Instant::now();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        t0.elapsed() < Duration::from_secs(10),
-        "client hung after the server died"
-    );
+    assert!(t0.elapsed() < Duration::from_secs(10), "client hung after the server died");
     assert!(!out.status.success());
     let recs = records(&out);
     let e = end(&recs);

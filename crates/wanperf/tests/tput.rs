@@ -25,17 +25,10 @@ fn tcp_bytes_conserved_intervals_sum_to_totals_all_streams_carry() {
     let streams = sum["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 3);
     for st in streams {
-        assert!(
-            u(&st["received_bytes"]) > 0,
-            "stream {} carried no data",
-            st["id"]
-        );
+        assert!(u(&st["received_bytes"]) > 0, "stream {} carried no data", st["id"]);
         assert_eq!(st["direction"], "up");
         assert!(st["tcp"]["cwnd"].as_u64().unwrap() > 0);
-        assert!(
-            st["tcp"]["busy_time_us"].is_u64(),
-            "TCP_INFO send-limit times present"
-        );
+        assert!(st["tcp"]["busy_time_us"].is_u64(), "TCP_INFO send-limit times present");
     }
     let per_stream: u64 = streams.iter().map(|s| u(&s["received_bytes"])).sum();
     assert_eq!(per_stream, recv);
@@ -50,12 +43,7 @@ fn tcp_bytes_conserved_intervals_sum_to_totals_all_streams_carry() {
     assert!(h["rmem_max"].is_u64() && h["tcp_wmem"].is_array());
     assert_eq!(h["interface"]["name"], "lo");
     assert!(h["interface"]["mtu"].is_u64() && h["interface"]["txqueuelen"].is_u64());
-    assert!(
-        sum["tcp_counters"]["client"]["Tcp.OutSegs"]
-            .as_i64()
-            .unwrap()
-            > 0
-    );
+    assert!(sum["tcp_counters"]["client"]["Tcp.OutSegs"].as_i64().unwrap() > 0);
 }
 
 #[test]
@@ -76,21 +64,12 @@ fn reverse_and_bidir_move_data_the_right_way() {
     let streams = sum["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 4);
     let up: Vec<_> = streams.iter().filter(|s| s["direction"] == "up").collect();
-    let down: Vec<_> = streams
-        .iter()
-        .filter(|s| s["direction"] == "down")
-        .collect();
+    let down: Vec<_> = streams.iter().filter(|s| s["direction"] == "down").collect();
     assert_eq!((up.len(), down.len()), (2, 2));
-    assert!(up
-        .iter()
-        .chain(down.iter())
-        .all(|s| u(&s["received_bytes"]) > 0));
+    assert!(up.iter().chain(down.iter()).all(|s| u(&s["received_bytes"]) > 0));
     let d = &sum["directions"];
     assert!(u(&d["up"]["received_bytes"]) > 0 && u(&d["down"]["received_bytes"]) > 0);
-    assert_eq!(
-        u(&d["up"]["received_bytes"]) + u(&d["down"]["received_bytes"]),
-        u(&sum["received_bytes"])
-    );
+    assert_eq!(u(&d["up"]["received_bytes"]) + u(&d["down"]["received_bytes"]), u(&sum["received_bytes"]));
 }
 
 #[test]
@@ -101,10 +80,7 @@ fn byte_count_mode_sends_exactly_n_bytes() {
     assert_eq!(u(&sum["sent_bytes"]), 50 * 1024 * 1024);
     assert_eq!(u(&sum["received_bytes"]), 50 * 1024 * 1024);
     let recs = tput_json(&s, &["-n", "10M", "-R", "-Z"]);
-    assert_eq!(
-        u(&end(&recs)["summary"]["received_bytes"]),
-        10 * 1024 * 1024
-    );
+    assert_eq!(u(&end(&recs)["summary"]["received_bytes"]), 10 * 1024 * 1024);
 }
 
 #[test]
@@ -124,87 +100,47 @@ fn small_window_limits_inflight_to_the_window() {
     let s = Server::start(&[]);
     let recs = tput_json(&s, &["-w", "64k", "-t", "2", "-i", "0.5"]);
     let st = &end(&recs)["summary"]["streams"][0];
-    assert_eq!(
-        u(&st["sender_sndbuf"]),
-        128 * 1024,
-        "kernel grants twice the request"
-    );
+    assert_eq!(u(&st["sender_sndbuf"]), 128 * 1024, "kernel grants twice the request");
     let mut inflight = Vec::new();
     for iv in intervals(&recs) {
         let s0 = &iv["streams"][0];
         if let Some(t) = s0["tcp"].as_object() {
             let srtt = t["srtt_us"].as_f64().unwrap() / 1e6;
             let wnd = t["snd_wnd"].as_f64().unwrap();
-            assert!(
-                wnd <= 2.0 * 65536.0,
-                "advertised window {wnd} exceeds the buffer"
-            );
+            assert!(wnd <= 2.0 * 65536.0, "advertised window {wnd} exceeds the buffer");
             inflight.push((f(&s0["throughput_bps"]) / 8.0 * srtt, wnd));
         }
     }
     assert!(!inflight.is_empty());
     let mean_ratio: f64 = inflight.iter().map(|(b, w)| b / w).sum::<f64>() / inflight.len() as f64;
-    assert!(
-        mean_ratio < 1.5,
-        "goodput × srtt / window = {mean_ratio:.2}: more in flight than the window allows"
-    );
-    assert!(
-        mean_ratio > 0.05,
-        "goodput × srtt / window = {mean_ratio:.2}: window not the limit?"
-    );
+    assert!(mean_ratio < 1.5, "goodput × srtt / window = {mean_ratio:.2}: more in flight than the window allows");
+    assert!(mean_ratio > 0.05, "goodput × srtt / window = {mean_ratio:.2}: window not the limit?");
     let small = f(&end(&recs)["summary"]["throughput_bps"]);
     let tiny = tput_json(&s, &["-w", "4k", "-t", "1"]);
     let tiny_bps = f(&end(&tiny)["summary"]["throughput_bps"]);
-    assert!(
-        tiny_bps < small,
-        "4 KiB window ({tiny_bps}) not slower than 64 KiB ({small})"
-    );
+    assert!(tiny_bps < small, "4 KiB window ({tiny_bps}) not slower than 64 KiB ({small})");
 }
 
 #[test]
 fn udp_counts_deliberate_losses_exactly() {
     let s = Server::start(&[]);
-    let recs = tput_json(
-        &s,
-        &[
-            "-u",
-            "-b",
-            "40M",
-            "-t",
-            "1",
-            "-l",
-            "1000",
-            "--udp-drop-every",
-            "10",
-        ],
-    );
+    let recs = tput_json(&s, &["-u", "-b", "40M", "-t", "1", "-l", "1000", "--udp-drop-every", "10"]);
     let udp = &end(&recs)["summary"]["udp"];
     let sent = u(&udp["packets_sent"]);
     assert!(sent > 4000, "40 Mbit/s of 1000 B datagrams for 1 s: {sent}");
-    assert_eq!(
-        u(&udp["lost"]),
-        sent / 10,
-        "every 10th datagram was withheld"
-    );
+    assert_eq!(u(&udp["lost"]), sent / 10, "every 10th datagram was withheld");
     assert_eq!(u(&udp["packets_received"]), sent - sent / 10);
     assert_eq!(u(&udp["duplicates"]), 0);
     assert!((f(&udp["loss_pct"]) - 10.0).abs() < 0.1);
     // Pacing: the rate asked is the rate sent.
     let sb = u(&end(&recs)["summary"]["sent_bytes"]) as f64 * 8.0;
-    assert!(
-        (sb / 40e6 - 1.0).abs() < 0.1,
-        "sent {sb} bits in 1 s at 40 Mbit/s"
-    );
+    assert!((sb / 40e6 - 1.0).abs() < 0.1, "sent {sb} bits in 1 s at 40 Mbit/s");
 
     // Reverse UDP with two flows: no loss on loopback at a modest rate.
     let recs = tput_json(&s, &["-u", "-b", "20M", "-t", "1", "-R", "-P", "2"]);
     let sum = &end(&recs)["summary"];
     assert_eq!(u(&sum["udp"]["lost"]), 0);
-    assert!(sum["streams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|x| x["direction"] == "down" && u(&x["received_bytes"]) > 0));
+    assert!(sum["streams"].as_array().unwrap().iter().all(|x| x["direction"] == "down" && u(&x["received_bytes"]) > 0));
     assert!(f(&sum["udp"]["jitter_ms"]) >= 0.0);
 }
 
@@ -215,11 +151,8 @@ fn omit_leaves_slow_start_out() {
     let sum = &end(&recs)["summary"];
     let ivs = intervals(&recs);
     assert!(ivs[0]["omitted"].as_bool().unwrap());
-    let counted: u64 = ivs
-        .iter()
-        .filter(|i| !i["omitted"].as_bool().unwrap())
-        .map(|i| u(&i["sum"]["received_bytes"]))
-        .sum();
+    let counted: u64 =
+        ivs.iter().filter(|i| !i["omitted"].as_bool().unwrap()).map(|i| u(&i["sum"]["received_bytes"])).sum();
     assert_eq!(counted, u(&sum["received_bytes"]));
     assert!((f(&sum["omitted_s"]) - 1.0).abs() < 0.05);
     assert!(f(&sum["duration_s"]) < 1.5);
@@ -229,10 +162,7 @@ fn omit_leaves_slow_start_out() {
 fn table_output_has_units() {
     let s = Server::start(&[]);
     let port = s.port_s();
-    let out = run(
-        &["tput", "127.0.0.1", "-p", &port, "-t", "1", "-P", "2"],
-        std::time::Duration::from_secs(30),
-    );
+    let out = run(&["tput", "127.0.0.1", "-p", &port, "-t", "1", "-P", "2"], std::time::Duration::from_secs(30));
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Gbit/s") || text.contains("Mbit/s"), "{text}");
@@ -246,48 +176,24 @@ fn server_max_rate_paces_tcp() {
     let s = Server::start(&["--max-rate", "80M"]);
     let recs = tput_json(&s, &["-t", "2", "-P", "2"]);
     let bps = f(&end(&recs)["summary"]["throughput_bps"]);
-    assert!(
-        bps < 80e6 * 1.1,
-        "paced to the server's 80 Mbit/s cap, got {bps}"
-    );
-    assert!(
-        bps > 80e6 * 0.5,
-        "pacing should still allow most of the cap, got {bps}"
-    );
+    assert!(bps < 80e6 * 1.1, "paced to the server's 80 Mbit/s cap, got {bps}");
+    assert!(bps > 80e6 * 0.5, "pacing should still allow most of the cap, got {bps}");
 }
 
 #[test]
 fn bind_address_interface_and_ipv6() {
     let s = Server::start(&[]);
     // All of 127/8 is loopback: the data connections must come from the address asked.
-    let recs = tput_json(
-        &s,
-        &[
-            "-t",
-            "0.5",
-            "-P",
-            "2",
-            "--bind",
-            "127.0.0.2",
-            "--bind-dev",
-            "lo",
-        ],
-    );
+    let recs = tput_json(&s, &["-t", "0.5", "-P", "2", "--bind", "127.0.0.2", "--bind-dev", "lo"]);
     for c in recs[0]["connections"].as_array().unwrap() {
-        assert!(
-            c["local"].as_str().unwrap().starts_with("127.0.0.2:"),
-            "{c}"
-        );
+        assert!(c["local"].as_str().unwrap().starts_with("127.0.0.2:"), "{c}");
     }
     assert!(u(&end(&recs)["summary"]["received_bytes"]) > 0);
 
     let v6 = Server::start_on("[::1]:0", &[]);
     let recs = tput_json_to(&v6, "::1", &["-t", "0.5", "-R"]);
     assert_eq!(recs[0]["client_host"]["interface"]["name"], "lo");
-    assert!(recs[0]["connections"][0]["remote"]
-        .as_str()
-        .unwrap()
-        .starts_with("[::1]:"));
+    assert!(recs[0]["connections"][0]["remote"].as_str().unwrap().starts_with("[::1]:"));
     assert!(u(&end(&recs)["summary"]["received_bytes"]) > 0);
     let recs = tput_json_to(&v6, "::1", &["-t", "0.5", "-u", "-b", "10M"]);
     assert_eq!(u(&end(&recs)["summary"]["udp"]["lost"]), 0);

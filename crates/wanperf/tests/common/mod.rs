@@ -72,12 +72,8 @@ impl Drop for Server {
 
 /// Runs wanperf with `args`, failing the test if it takes longer than `limit`.
 pub fn run(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn wanperf");
+    let mut child =
+        Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn wanperf");
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
     let to = std::thread::spawn(move || {
@@ -102,11 +98,7 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    Output {
-        status,
-        stdout: to.join().unwrap(),
-        stderr: te.join().unwrap(),
-    }
+    Output { status, stdout: to.join().unwrap(), stderr: te.join().unwrap() }
 }
 
 /// Parses NDJSON output.
@@ -150,8 +142,7 @@ pub fn intervals(recs: &[Value]) -> Vec<&Value> {
 }
 
 pub fn u(v: &Value) -> u64 {
-    v.as_u64()
-        .unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
+    v.as_u64().unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
 }
 
 pub fn f(v: &Value) -> f64 {
