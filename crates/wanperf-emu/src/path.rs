@@ -153,7 +153,7 @@ impl Path {
         let mtu = cfg.mtu as usize;
         let io = std::thread::Builder::new()
             .name("wanperf-path".into())
-            .spawn(move || io_loop(tl, tr, up, down, mtu, offload, &s2, log))
+            .spawn(move || io_loop(Io { left_tun: tl, right_tun: tr, up, down, mtu, offload }, &s2, log))
             .map_err(|e| EnvError::Sys { what: "starting the I/O thread", err: e })?;
         Ok(Path { left, right, stop, io: Some(io) })
     }
@@ -283,18 +283,20 @@ fn write_due(fd: RawFd, dir: &mut Dir, now: Nanos, log: &mut Option<Box<dyn Writ
     }
 }
 
-fn io_loop(
-    tl: OwnedFd,
-    tr: OwnedFd,
+/// What the I/O thread owns.
+struct Io {
+    left_tun: OwnedFd,
+    right_tun: OwnedFd,
     up: Link<Vec<u8>>,
     down: Link<Vec<u8>>,
     mtu: usize,
     offload: bool,
-    stop: &AtomicBool,
-    mut log: Option<Box<dyn Write + Send>>,
-) -> PathStats {
+}
+
+fn io_loop(io: Io, stop: &AtomicBool, mut log: Option<Box<dyn Write + Send>>) -> PathStats {
     crate::netns::set_timer_slack();
     let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    let Io { left_tun: tl, right_tun: tr, up, down, mtu, offload } = io;
     let mut up = Dir { link: up, late: hist(), write_errors: 0, name: "up" };
     let mut down = Dir { link: down, late: hist(), write_errors: 0, name: "down" };
     let start = Instant::now();
