@@ -108,6 +108,7 @@ pub struct Link<P> {
     tokens: f64,
     tokens_at: Nanos,
     counters: [ClassCounters; 3],
+    remark_hook: Option<fn(&mut P)>,
 }
 
 impl<P> Link<P> {
@@ -134,7 +135,13 @@ impl<P> Link<P> {
             tokens,
             tokens_at: 0,
             counters: Default::default(),
+            remark_hook: None,
         }
+    }
+
+    /// Sets what re-marking does to a packet's bytes (the runtime rewrites its DSCP).
+    pub fn set_remark_hook(&mut self, hook: fn(&mut P)) {
+        self.remark_hook = Some(hook);
     }
 
     /// The configuration.
@@ -176,7 +183,7 @@ impl<P> Link<P> {
     /// A segmentation-offload packet arrives: `segs` wire packets of `wire_len` bytes in all,
     /// kept together. Serialization, queue limits and counters use the wire figures; loss and
     /// the policer decide for the whole (the runtime only offloads when neither is set).
-    pub fn push_segments(&mut self, now: Nanos, pkt: P, wire_len: usize, segs: u32, h: Headers) -> Verdict {
+    pub fn push_segments(&mut self, now: Nanos, mut pkt: P, wire_len: usize, segs: u32, h: Headers) -> Verdict {
         let len = wire_len;
         let segs = segs.max(1);
         self.advance(now);
@@ -205,6 +212,9 @@ impl<P> Link<P> {
                             self.counters[class].remarks += 1;
                             class = SCAVENGER;
                             remarked = true;
+                            if let Some(hook) = self.remark_hook {
+                                hook(&mut pkt);
+                            }
                         }
                     }
                 }

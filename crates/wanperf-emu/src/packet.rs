@@ -56,6 +56,42 @@ pub fn header_len(p: &[u8]) -> usize {
     }
 }
 
+/// DSCP that re-marked packets carry: CS1, the scavenger / lower-effort class OSCARS used.
+pub const SCAVENGER_DSCP: u8 = 8;
+
+/// Rewrites an IP packet's DSCP (keeping ECN) and, for IPv4, its header checksum.
+pub fn set_dscp(p: &mut [u8], dscp: u8) {
+    let Some(&first) = p.first() else { return };
+    match first >> 4 {
+        4 if p.len() >= 20 => {
+            p[1] = (dscp << 2) | (p[1] & 0x03);
+            let ihl = (usize::from(first & 0x0f) * 4).min(p.len());
+            p[10] = 0;
+            p[11] = 0;
+            let mut sum: u32 = 0;
+            for pair in p[..ihl].chunks(2) {
+                sum += u32::from(u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]));
+            }
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            let c = !(sum as u16);
+            p[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        6 if p.len() >= 40 => {
+            let tc = (dscp << 2) | (((p[1] >> 4) & 0x03) as u8);
+            p[0] = 0x60 | (tc >> 4);
+            p[1] = (tc << 4) | (p[1] & 0x0f);
+        }
+        _ => {}
+    }
+}
+
+/// [`set_dscp`] to [`SCAVENGER_DSCP`], as a re-marking hook.
+pub fn remark_scavenger(p: &mut Vec<u8>) {
+    set_dscp(p, SCAVENGER_DSCP);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +109,29 @@ mod tests {
         p[6] = 0x00;
         p[7] = 0x10;
         assert_eq!(parse(&p).src_port, 0);
+    }
+
+    #[test]
+    fn remarking_rewrites_dscp_and_checksum() {
+        // A real IPv4 header (checksum 0xb1e6) with DSCP 0.
+        let mut p = vec![
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8,
+            0x00, 0xc7,
+        ];
+        set_dscp(&mut p, 46);
+        assert_eq!(parse(&p).dscp, 46);
+        // The checksum over a header with a correct checksum folds to 0xffff.
+        let mut sum: u32 = p.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        assert_eq!(sum, 0xffff);
+        let mut v6 = vec![0u8; 40];
+        v6[0] = 0x60;
+        v6[1] = 0x3f; // traffic-class ECN bits 11, flow label nibble f
+        set_dscp(&mut v6, SCAVENGER_DSCP);
+        assert_eq!(parse(&v6).dscp, SCAVENGER_DSCP);
+        assert_eq!(v6[1] & 0x0f, 0x0f, "flow label kept");
     }
 
     #[test]

@@ -146,8 +146,12 @@ impl Path {
             [&cfg.up, &cfg.down].iter().all(|d| d.loss == crate::config::LossModel::None && d.policer.is_none());
         let tl = setup_host(&left, Host::Left, cfg.mtu, cfg.txqueuelen, offload)?;
         let tr = setup_host(&right, Host::Right, cfg.mtu, cfg.txqueuelen, offload)?;
-        let up = Link::new(cfg.up.clone(), cfg.seed);
-        let down = Link::new(cfg.down.clone(), cfg.seed.wrapping_add(0x9e37_79b9));
+        let mut up = Link::new(cfg.up.clone(), cfg.seed);
+        let mut down = Link::new(cfg.down.clone(), cfg.seed.wrapping_add(0x9e37_79b9));
+        // Policed packets leave re-marked, as a router's would (policers run without offload,
+        // so the buffer starts with the IP header).
+        up.set_remark_hook(packet::remark_scavenger);
+        down.set_remark_hook(packet::remark_scavenger);
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let mtu = cfg.mtu as usize;
