@@ -19,7 +19,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -115,6 +115,7 @@ pub struct Path {
     left: Netns,
     right: Netns,
     stop: Arc<AtomicBool>,
+    live: Arc<Mutex<PathStats>>,
     io: Option<JoinHandle<PathStats>>,
 }
 
@@ -154,12 +155,14 @@ impl Path {
         down.set_remark_hook(packet::remark_scavenger);
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
+        let live = Arc::new(Mutex::new(PathStats::default()));
+        let l2 = live.clone();
         let mtu = cfg.mtu as usize;
         let io = std::thread::Builder::new()
             .name("wanperf-path".into())
-            .spawn(move || io_loop(Io { left_tun: tl, right_tun: tr, up, down, mtu, offload }, &s2, log))
+            .spawn(move || io_loop(Io { left_tun: tl, right_tun: tr, up, down, mtu, offload }, &s2, &l2, log))
             .map_err(|e| EnvError::Sys { what: "starting the I/O thread", err: e })?;
-        Ok(Path { left, right, stop, io: Some(io) })
+        Ok(Path { left, right, stop, live, io: Some(io) })
     }
 
     /// A command that will run inside `host`, with `WANPERF_PEER` set to the other host.
@@ -187,6 +190,19 @@ impl Path {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 Ok(())
             });
+        }
+    }
+
+    /// The counters so far (refreshed every 100 ms).
+    pub fn stats(&self) -> PathStats {
+        self.live.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    /// The descriptor that keeps `host`'s network namespace alive (for `/proc/PID/fd/N`).
+    pub fn ns_fd(&self, host: Host) -> RawFd {
+        match host {
+            Host::Left => self.left.raw_fd(),
+            Host::Right => self.right.raw_fd(),
         }
     }
 
@@ -297,7 +313,7 @@ struct Io {
     offload: bool,
 }
 
-fn io_loop(io: Io, stop: &AtomicBool, mut log: Option<Box<dyn Write + Send>>) -> PathStats {
+fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<Box<dyn Write + Send>>) -> PathStats {
     crate::netns::set_timer_slack();
     let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
     let Io { left_tun: tl, right_tun: tr, up, down, mtu, offload } = io;
@@ -306,8 +322,15 @@ fn io_loop(io: Io, stop: &AtomicBool, mut log: Option<Box<dyn Write + Send>>) ->
     let start = Instant::now();
     let now_ns = || start.elapsed().as_nanos() as Nanos;
     let (l, r) = (tl.as_raw_fd(), tr.as_raw_fd());
+    let mut published = 0;
     while !stop.load(Ordering::Acquire) {
         let now = now_ns();
+        if now - published >= 100_000_000 {
+            if let Ok(mut g) = live.lock() {
+                *g = PathStats { up: up.stats(), down: down.stats() };
+            }
+            published = now;
+        }
         read_into(l, &mut up, now, mtu, offload, &mut log);
         read_into(r, &mut down, now, mtu, offload, &mut log);
         let now = now_ns();

@@ -2,6 +2,7 @@
 
 mod output;
 mod path;
+mod pathd;
 mod tput;
 
 use clap::{Parser, Subcommand};
@@ -94,7 +95,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if matches!(cli.command, Command::Path(path::PathCmd::Run(_))) {
+    if matches!(cli.command, Command::Path(path::PathCmd::Run(_) | path::PathCmd::Up(_) | path::PathCmd::Daemon { .. }))
+    {
         // Before any thread exists: a normal user becomes root of a fresh user namespace,
         // where it may create network namespaces.
         if let Err(e) = wanperf_emu::netns::become_root_in_user_namespace() {
@@ -108,6 +110,12 @@ fn main() -> ExitCode {
         Command::Tput(a) => tput::tput(a),
         Command::Path(path::PathCmd::Run(a)) => path::run(a),
         Command::Path(path::PathCmd::Presets) => path::list_presets(),
+        Command::Path(path::PathCmd::Up(a)) => pathd::up(a),
+        Command::Path(path::PathCmd::Exec(a)) => pathd::exec(a),
+        Command::Path(path::PathCmd::Stats(a)) => pathd::stats(a),
+        Command::Path(path::PathCmd::Down(a)) => pathd::down(a),
+        Command::Path(path::PathCmd::List { json }) => pathd::list(json),
+        Command::Path(path::PathCmd::Daemon { name, config }) => pathd::daemon(&name, &config),
         Command::Demo => tput::demo(),
         Command::Contain { cmd } => path::contain(&cmd),
     };

@@ -18,6 +18,28 @@ use wanperf_proto::units::{fmt_bytes, fmt_rate};
 pub enum PathCmd {
     /// Start a path, run CMD on the left host (and --right CMD on the right), tear it down.
     Run(RunArgs),
+    /// Start a named path that stays up until `path down` (for running many commands).
+    Up(crate::pathd::UpArgs),
+    /// Run a command on a host of a named path: `path exec NAME left|right -- CMD`.
+    Exec(crate::pathd::ExecArgs),
+    /// Print a named path's counters so far.
+    Stats(crate::pathd::NameArgs),
+    /// Stop a named path and print its counters.
+    Down(crate::pathd::NameArgs),
+    /// List the named paths that are up.
+    List {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Internal: the daemon behind `path up`.
+    #[command(name = "__daemon", hide = true)]
+    Daemon {
+        /// Path name.
+        name: String,
+        /// Configuration as JSON.
+        config: String,
+    },
     /// List the presets with the numbers of the studies they come from.
     Presets,
 }
@@ -289,16 +311,22 @@ fn stop_child(c: &mut Child) {
 fn print_stats(s: &PathStats, json: bool) {
     if json {
         eprintln!("{}", serde_json::json!({"event": "path", "stats": s}));
-        return;
+    } else {
+        print_stats_to(s, &mut std::io::stderr());
     }
-    eprintln!("path counters:");
+}
+
+/// The counters as a readable table.
+pub fn print_stats_to(s: &PathStats, out: &mut dyn std::io::Write) {
+    let _ = writeln!(out, "path counters:");
     for (name, d) in [("left → right", &s.up), ("right → left", &s.down)] {
         for (class, c) in &d.classes {
             if c.packets_in == 0 {
                 continue;
             }
             let mean = if c.dequeued > 0 { c.sum_queue_delay_ns as f64 / c.dequeued as f64 / 1e6 } else { 0.0 };
-            eprintln!(
+            let _ = writeln!(
+                out,
                 "  {name} {class}: {} pkts ({}) in, {} pkts ({}) out; drops: queue {}, aqm {}, policer {}, random {}; remarked {}; queue delay mean {mean:.2} ms, max {:.2} ms",
                 c.packets_in,
                 fmt_bytes(c.bytes_in),
@@ -312,7 +340,8 @@ fn print_stats(s: &PathStats, json: bool) {
                 c.max_queue_delay_ns as f64 / 1e6,
             );
         }
-        eprintln!(
+        let _ = writeln!(
+            out,
             "  {name} emulator lateness: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
             d.lateness.p50_us, d.lateness.p99_us, d.lateness.max_us
         );

@@ -357,3 +357,50 @@ fn exit_status_cleanup_and_bad_input() {
         assert!(lines[0].contains(want), "{a:?}: `{}` lacks `{want}`", lines[0]);
     }
 }
+
+#[test]
+fn named_path_up_exec_stats_down_list() {
+    let _serial = serial();
+    if !capable() || !have("ping") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("wanperf-rt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let envd = dir.display().to_string();
+    let wp = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).env("WANPERF_RUNTIME_DIR", &envd).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (c, _, e) = wp(&["path", "up", "study-1", "--rtt", "40ms"]);
+    assert_eq!(c, Some(0), "{e}");
+    let (c, _, e) = wp(&["path", "up", "study-1", "--rtt", "40ms"]);
+    assert_ne!(c, Some(0));
+    assert!(e.contains("already up"), "{e}");
+    let (_, out, _) = wp(&["path", "list"]);
+    assert!(out.contains("study-1") && out.contains("RTT 40.0 ms"), "{out}");
+    let (c, out, e) = wp(&["path", "exec", "study-1", "left", "--", "ping", "-c", "5", "-i", "0.05", "198.18.0.2"]);
+    assert_eq!(c, Some(0), "{e}");
+    let mut rtts = ping_rtts(&out);
+    assert!((median(&mut rtts) - 40.0).abs() < 0.5, "{rtts:?}");
+    let (_, out, _) = wp(&["path", "exec", "study-1", "right", "--", "sh", "-c", "echo $WANPERF_PEER"]);
+    assert_eq!(out.trim(), "198.18.0.1");
+    let (c, out, _) = wp(&["path", "stats", "study-1", "--json"]);
+    assert_eq!(c, Some(0));
+    let st: Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(st["stats"]["up"]["classes"]["best_effort"]["packets_in"].as_u64().unwrap() >= 5);
+    let (c, _, _) = wp(&["path", "down", "study-1"]);
+    assert_eq!(c, Some(0));
+    let (_, out, _) = wp(&["path", "list"]);
+    assert!(out.contains("no paths are up"), "{out}");
+    let (c, _, e) = wp(&["path", "exec", "study-1", "left", "--", "true"]);
+    assert_ne!(c, Some(0));
+    assert!(e.contains("no path named `study-1`"), "{e}");
+    let (c, _, e) = wp(&["path", "exec", "study-1", "middle", "--", "true"]);
+    assert_ne!(c, Some(0));
+    assert!(e.contains("left or right"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

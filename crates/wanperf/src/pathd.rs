@@ -1,0 +1,315 @@
+//! Named, long-lived paths: `path up`, `exec`, `stats`, `down`, `list`.
+//!
+//! `path up NAME` starts a small daemon (`wanperf path __daemon`) that owns the path and
+//! answers one-line JSON requests on a Unix socket in the runtime directory. `path exec`
+//! asks it where the namespaces are (`/proc/PID/fd/N` of the daemon's namespace descriptors),
+//! joins them and runs the command; `path down` stops the daemon, which frees everything.
+
+use crate::path::{config_from, LinkArgs};
+use crate::INTERRUPTED;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use wanperf_emu::path::{Host, Path, PathConfig};
+
+/// `path up`.
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Name of the path (letters, digits, - and _).
+    name: String,
+    #[command(flatten)]
+    link: LinkArgs,
+}
+
+/// `path exec`.
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    /// Name of the path.
+    name: String,
+    /// Which host: left or right.
+    host: String,
+    /// The command.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    cmd: Vec<String>,
+}
+
+/// `path stats` / `path down`.
+#[derive(Args, Debug)]
+pub struct NameArgs {
+    /// Name of the path.
+    name: String,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Where the paths' sockets live.
+pub fn runtime_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("WANPERF_RUNTIME_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
+        return PathBuf::from(d).join("wanperf");
+    }
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        PathBuf::from("/run/wanperf")
+    } else {
+        std::env::temp_dir().join(format!("wanperf-{uid}"))
+    }
+}
+
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        bail!("`{name}` is not a path name (letters, digits, - and _, at most 64)");
+    }
+    Ok(())
+}
+
+fn socket_path(name: &str) -> PathBuf {
+    runtime_dir().join(format!("{name}.sock"))
+}
+
+fn request(name: &str, req: Value) -> Result<Value> {
+    check_name(name)?;
+    let sock = socket_path(name);
+    let mut s =
+        UnixStream::connect(&sock).map_err(|_| anyhow!("no path named `{name}` is up (see `wanperf path list`)"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    writeln!(s, "{req}")?;
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line)?;
+    let v: Value = serde_json::from_str(&line).map_err(|_| anyhow!("path `{name}` sent no answer"))?;
+    if let Some(e) = v.get("error").and_then(Value::as_str) {
+        bail!("{e}");
+    }
+    Ok(v)
+}
+
+/// `wanperf path up NAME`: starts the daemon and waits until the path is ready.
+pub fn up(a: UpArgs) -> Result<ExitCode> {
+    check_name(&a.name)?;
+    let cfg = config_from(&a.link)?;
+    let dir = runtime_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let sock = socket_path(&a.name);
+    if UnixStream::connect(&sock).is_ok() {
+        bail!("a path named `{}` is already up", a.name);
+    }
+    let _ = std::fs::remove_file(&sock);
+    let exe = std::env::current_exe().context("cannot find the wanperf executable")?;
+    let mut child = std::process::Command::new(exe)
+        .args(["path", "__daemon", &a.name, &serde_json::to_string(&cfg)?])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .context("cannot start the path daemon")?;
+    let out = child.stdout.take().expect("piped");
+    let mut line = String::new();
+    BufReader::new(out).read_line(&mut line)?;
+    match line.trim() {
+        "ready" => {
+            println!(
+                "path `{}` is up: left 198.18.0.1, right 198.18.0.2 (`wanperf path exec {} left -- CMD`)",
+                a.name, a.name
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        other => {
+            let _ = child.wait();
+            bail!(
+                "{}",
+                other.strip_prefix("error: ").unwrap_or(if other.is_empty() {
+                    "the path daemon failed"
+                } else {
+                    other
+                })
+            )
+        }
+    }
+}
+
+/// `wanperf path __daemon NAME CONFIG`: owns one path until asked to stop.
+pub fn daemon(name: &str, cfg_json: &str) -> Result<ExitCode> {
+    let report = |line: &str| {
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+    };
+    let cfg: PathConfig = serde_json::from_str(cfg_json).context("bad path configuration")?;
+    // SAFETY: setsid has no preconditions; it detaches from the caller's terminal.
+    unsafe { libc::setsid() };
+    let path = match Path::start(&cfg, None) {
+        Ok(p) => p,
+        Err(e) => {
+            report(&format!("error: {e}"));
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let sock = socket_path(name);
+    let listener = match UnixListener::bind(&sock) {
+        Ok(l) => l,
+        Err(e) => {
+            report(&format!("error: cannot listen on {}: {e}", sock.display()));
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    listener.set_nonblocking(true)?;
+    report("ready");
+    let started = Instant::now();
+    let mut stats = None;
+    while !INTERRUPTED.load(Ordering::Acquire) {
+        let (mut s, _) = match listener.accept() {
+            Ok(x) => x,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut line = String::new();
+        if BufReader::new(&s).read_line(&mut line).is_err() {
+            continue;
+        }
+        let req: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        let reply = match req["op"].as_str() {
+            Some("info") => json!({
+                "name": name,
+                "pid": std::process::id(),
+                "left_fd": path.ns_fd(Host::Left),
+                "right_fd": path.ns_fd(Host::Right),
+                "uptime_s": started.elapsed().as_secs_f64(),
+                "config": cfg,
+            }),
+            Some("stats") => json!({ "stats": path.stats() }),
+            Some("down") => {
+                stats = Some(());
+                json!({ "stopping": true })
+            }
+            _ => json!({ "error": "unknown request" }),
+        };
+        if stats.is_some() {
+            let st = json!({ "stats": path.stats() });
+            let _ = writeln!(s, "{st}");
+            break;
+        }
+        let _ = writeln!(s, "{reply}");
+    }
+    let _ = std::fs::remove_file(&sock);
+    drop(path);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wanperf path exec NAME left|right -- CMD`: runs CMD inside the host (replacing this
+/// process), with WANPERF_PEER set to the other host.
+pub fn exec(a: ExecArgs) -> Result<ExitCode> {
+    let host = match a.host.as_str() {
+        "left" => Host::Left,
+        "right" => Host::Right,
+        other => bail!("`{other}` is not a host: left or right"),
+    };
+    let info = request(&a.name, json!({"op": "info"}))?;
+    let pid = info["pid"].as_u64().ok_or_else(|| anyhow!("bad answer from the path daemon"))?;
+    let fd = info[if host == Host::Left { "left_fd" } else { "right_fd" }].as_i64().unwrap_or(-1);
+    // Join the daemon's user namespace if it runs in one of its own (unprivileged paths).
+    let theirs = std::fs::metadata(format!("/proc/{pid}/ns/user"));
+    let ours = std::fs::metadata("/proc/self/ns/user");
+    if let (Ok(t), Ok(o)) = (theirs, ours) {
+        use std::os::unix::fs::MetadataExt;
+        if t.ino() != o.ino() {
+            let f =
+                std::fs::File::open(format!("/proc/{pid}/ns/user")).context("cannot open the path's user namespace")?;
+            // SAFETY: f is a user namespace file; this process is single-threaded here.
+            if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&f), libc::CLONE_NEWUSER) } != 0 {
+                bail!("cannot join the path's user namespace: {}", std::io::Error::last_os_error());
+            }
+        }
+    }
+    let ns = std::fs::File::open(format!("/proc/{pid}/fd/{fd}")).context("cannot open the host's network namespace")?;
+    // SAFETY: ns is a network namespace file.
+    if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&ns), libc::CLONE_NEWNET) } != 0 {
+        bail!("cannot join the host's network namespace: {}", std::io::Error::last_os_error());
+    }
+    drop(ns);
+    let err = std::process::Command::new(&a.cmd[0])
+        .args(&a.cmd[1..])
+        .env("WANPERF_PEER", host.peer().to_string())
+        .env("WANPERF_SELF", host.addr().to_string())
+        .exec();
+    bail!("cannot run `{}`: {err}", a.cmd[0])
+}
+
+fn print_stats(v: &Value, json: bool) {
+    if json {
+        println!("{}", json!({"event": "path", "stats": v["stats"]}));
+    } else if let Ok(st) = serde_json::from_value::<wanperf_emu::path::PathStats>(v["stats"].clone()) {
+        crate::path::print_stats_to(&st, &mut std::io::stdout());
+    }
+}
+
+/// `wanperf path stats NAME`.
+pub fn stats(a: NameArgs) -> Result<ExitCode> {
+    let v = request(&a.name, json!({"op": "stats"}))?;
+    print_stats(&v, a.json);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wanperf path down NAME`.
+pub fn down(a: NameArgs) -> Result<ExitCode> {
+    let v = request(&a.name, json!({"op": "down"}))?;
+    print_stats(&v, a.json);
+    // Wait until the daemon has let go of the socket.
+    let until = Instant::now() + Duration::from_secs(5);
+    while socket_path(&a.name).exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wanperf path list`.
+pub fn list(json: bool) -> Result<ExitCode> {
+    let mut rows = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(runtime_dir()) {
+        for e in entries.flatten() {
+            let p = e.path();
+            let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".sock")) else {
+                continue;
+            };
+            match request(name, json!({"op": "info"})) {
+                Ok(info) => rows.push(info),
+                // A socket nobody answers on is left over from a killed daemon.
+                Err(_) => {
+                    let _ = std::fs::remove_file(&p);
+                }
+            }
+        }
+    }
+    if json {
+        println!("{}", json!({"event": "paths", "paths": rows}));
+    } else if rows.is_empty() {
+        println!("no paths are up");
+    } else {
+        for r in rows {
+            let c = &r["config"];
+            let rtt =
+                (c["up"]["delay_ns"].as_u64().unwrap_or(0) + c["down"]["delay_ns"].as_u64().unwrap_or(0)) as f64 / 1e6;
+            println!(
+                "{:<20} RTT {rtt:.1} ms, up {:.0} s",
+                r["name"].as_str().unwrap_or("?"),
+                r["uptime_s"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
