@@ -388,6 +388,17 @@ impl<P> Link<P> {
         }
     }
 
+    /// Whether the transmitter is free and nothing waits: a pulling reader may take the next
+    /// packet from the host's interface queue.
+    pub fn idle(&self, now: Nanos) -> bool {
+        self.busy_until <= now && self.queues.iter().all(VecDeque::is_empty)
+    }
+
+    /// When the transmitter finishes its current packet.
+    pub fn free_at(&self) -> Nanos {
+        self.busy_until
+    }
+
     /// Packets waiting in queues or in flight.
     pub fn pending(&self) -> usize {
         self.queues.iter().map(VecDeque::len).sum::<usize>() + self.in_flight.len()

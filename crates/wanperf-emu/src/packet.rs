@@ -79,7 +79,7 @@ pub fn set_dscp(p: &mut [u8], dscp: u8) {
             p[10..12].copy_from_slice(&c.to_be_bytes());
         }
         6 if p.len() >= 40 => {
-            let tc = (dscp << 2) | (((p[1] >> 4) & 0x03) as u8);
+            let tc = (dscp << 2) | ((p[1] >> 4) & 0x03);
             p[0] = 0x60 | (tc >> 4);
             p[1] = (tc << 4) | (p[1] & 0x0f);
         }
@@ -88,6 +88,7 @@ pub fn set_dscp(p: &mut [u8], dscp: u8) {
 }
 
 /// [`set_dscp`] to [`SCAVENGER_DSCP`], as a re-marking hook.
+#[allow(clippy::ptr_arg)] // the hook's type is fn(&mut P) with P = Vec<u8>
 pub fn remark_scavenger(p: &mut Vec<u8>) {
     set_dscp(p, SCAVENGER_DSCP);
 }

@@ -143,8 +143,11 @@ impl Path {
         let right = Netns::new()?;
         // Segmentation offload moves 64 KiB super-packets instead of 1500-byte ones; loss and
         // policing need per-packet decisions, so paths with either run without it.
-        let offload =
-            [&cfg.up, &cfg.down].iter().all(|d| d.loss == crate::config::LossModel::None && d.policer.is_none());
+        // With --txqueuelen the hosts' interface queues must count real packets, so the path
+        // runs without offload and pulls from each TUN only when its link is free (below).
+        let pull = cfg.txqueuelen.is_some();
+        let offload = !pull
+            && [&cfg.up, &cfg.down].iter().all(|d| d.loss == crate::config::LossModel::None && d.policer.is_none());
         let tl = setup_host(&left, Host::Left, cfg.mtu, cfg.txqueuelen, offload)?;
         let tr = setup_host(&right, Host::Right, cfg.mtu, cfg.txqueuelen, offload)?;
         let mut up = Link::new(cfg.up.clone(), cfg.seed);
@@ -160,7 +163,7 @@ impl Path {
         let mtu = cfg.mtu as usize;
         let io = std::thread::Builder::new()
             .name("wanperf-path".into())
-            .spawn(move || io_loop(Io { left_tun: tl, right_tun: tr, up, down, mtu, offload }, &s2, &l2, log))
+            .spawn(move || io_loop(Io { left_tun: tl, right_tun: tr, up, down, mtu, offload, pull }, &s2, &l2, log))
             .map_err(|e| EnvError::Sys { what: "starting the I/O thread", err: e })?;
         Ok(Path { left, right, stop, live, io: Some(io) })
     }
@@ -259,8 +262,19 @@ pub fn offload_wire(buf: &[u8]) -> (usize, u32) {
     (payload + segs * l34, segs as u32)
 }
 
-fn read_into(fd: RawFd, dir: &mut Dir, now: Nanos, mtu: usize, offload: bool, log: &mut Option<Box<dyn Write + Send>>) {
+fn read_into(
+    fd: RawFd,
+    dir: &mut Dir,
+    now: Nanos,
+    mtu: usize,
+    offload: bool,
+    pull: bool,
+    log: &mut Option<Box<dyn Write + Send>>,
+) {
     loop {
+        if pull && !dir.link.idle(now) {
+            return;
+        }
         let cap = if offload { 65_536 + netns::VNET_HDR_LEN + 64 } else { mtu.max(1500) + 64 };
         let mut buf = vec![0u8; cap];
         // SAFETY: buf is valid for its length.
@@ -311,12 +325,15 @@ struct Io {
     down: Link<Vec<u8>>,
     mtu: usize,
     offload: bool,
+    /// Read a packet only when its link is free: the sending host's interface queue
+    /// (txqueuelen) then holds the backlog, where a real NIC's would.
+    pull: bool,
 }
 
 fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<Box<dyn Write + Send>>) -> PathStats {
     crate::netns::set_timer_slack();
     let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-    let Io { left_tun: tl, right_tun: tr, up, down, mtu, offload } = io;
+    let Io { left_tun: tl, right_tun: tr, up, down, mtu, offload, pull } = io;
     let mut up = Dir { link: up, late: hist(), write_errors: 0, name: "up" };
     let mut down = Dir { link: down, late: hist(), write_errors: 0, name: "down" };
     let start = Instant::now();
@@ -331,13 +348,22 @@ fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<B
             }
             published = now;
         }
-        read_into(l, &mut up, now, mtu, offload, &mut log);
-        read_into(r, &mut down, now, mtu, offload, &mut log);
+        read_into(l, &mut up, now, mtu, offload, pull, &mut log);
+        read_into(r, &mut down, now, mtu, offload, pull, &mut log);
         let now = now_ns();
         write_due(r, &mut up, now, &mut log);
         write_due(l, &mut down, now, &mut log);
-        let next = [up.link.next_event(), down.link.next_event()].into_iter().flatten().min();
         let now = now_ns();
+        let mut next = [up.link.next_event(), down.link.next_event()].into_iter().flatten().min();
+        if pull {
+            // Come back when a busy transmitter frees up to pull the next packet.
+            for d in [&up, &down] {
+                let f = d.link.free_at();
+                if f > now {
+                    next = Some(next.map_or(f, |n| n.min(f)));
+                }
+            }
+        }
         let wait = next.map_or(50_000_000, |t| t.saturating_sub(now)).min(50_000_000);
         // Waking from a sleep takes tens of µs: sleep until shortly before the event, then
         // poll without sleeping for the rest, so packets leave on time.
@@ -348,9 +374,11 @@ fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<B
             continue;
         }
         let wait = wait - SPIN_NS;
+        // A pulling reader does not wait on a TUN whose link is busy.
+        let want = |d: &Dir| if pull && !d.link.idle(now) { 0 } else { libc::POLLIN };
         let mut fds = [
-            libc::pollfd { fd: l, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: r, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: l, events: want(&up), revents: 0 },
+            libc::pollfd { fd: r, events: want(&down), revents: 0 },
         ];
         let ts = libc::timespec {
             tv_sec: (wait / 1_000_000_000) as libc::time_t,

@@ -404,3 +404,58 @@ fn named_path_up_exec_stats_down_list() {
     assert!(e.contains("left or right"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn txqueuelen_acts_on_the_senders_interface_queue() {
+    let _serial = serial();
+    if !capable() {
+        return;
+    }
+    // Seed 003 (DataTAG, 120 ms, 1 Gbit/s): with txqueuelen 100 the 2003 hosts did not reach
+    // 100 Mbit/s; over 10 000 they neared line rate. The backlog sits in the sending host's
+    // interface queue, whose overflow TCP takes as loss; the bottleneck queue stays empty.
+    let w = BIN;
+    let mut results = Vec::new();
+    for q in ["100", "1000", "10000", "50000"] {
+        let out = run(
+            &[
+                "path",
+                "run",
+                "--preset",
+                "datatag-2003",
+                "--txqueuelen",
+                q,
+                "--json",
+                "--right",
+                &format!("{w} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15"),
+                "--",
+                w,
+                "tput",
+                "198.18.0.2",
+                "-t",
+                "5",
+                "--cc",
+                "cubic",
+                "--json",
+            ],
+            Duration::from_secs(60),
+        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let recs = records(&out);
+        let sum = end(&recs)["summary"].clone();
+        let stats = path_stats(&out.stderr);
+        let bottleneck_drops = stats["up"]["classes"]["best_effort"]["queue_drops"].as_u64().unwrap();
+        let bps = f(&sum["throughput_bps"]);
+        let retrans = u(&sum["retransmits"]);
+        eprintln!(
+            "txqueuelen {q}: {:.0} Mbit/s, {retrans} retransmits, bottleneck queue drops {bottleneck_drops}",
+            bps / 1e6
+        );
+        assert_eq!(bottleneck_drops, 0, "the backlog must wait in the host's interface queue, not the bottleneck");
+        results.push((q, bps, retrans));
+    }
+    let (small, large) = (&results[0], &results[3]);
+    assert!(small.2 > 0, "txqueuelen 100 overflows: TCP must retransmit");
+    assert!(large.1 > 5.0 * small.1, "txqueuelen 50000 ({}) not far above 100 ({})", large.1, small.1);
+    assert!(large.2 < small.2, "fewer retransmits with the long queue");
+}
