@@ -31,6 +31,9 @@ pub const RIGHT_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 pub const LEFT_V6: Ipv6Addr = Ipv6Addr::new(0xfd57, 0x414e, 0, 0, 0, 0, 0, 1);
 /// The right host's IPv6 address (ULA).
 pub const RIGHT_V6: Ipv6Addr = Ipv6Addr::new(0xfd57, 0x414e, 0, 0, 0, 0, 0, 2);
+/// Most packets read from one TUN per turn of the I/O loop.
+const READ_BATCH: usize = 16;
+
 /// How long before an event the I/O loop stops sleeping and polls instead.
 const SPIN_NS: Nanos = 250_000;
 
@@ -265,13 +268,18 @@ pub fn offload_wire(buf: &[u8]) -> (usize, u32) {
 fn read_into(
     fd: RawFd,
     dir: &mut Dir,
-    now: Nanos,
+    clock: &dyn Fn() -> Nanos,
     mtu: usize,
     offload: bool,
     pull: bool,
     log: &mut Option<Box<dyn Write + Send>>,
 ) {
-    loop {
+    // A bounded batch per turn, so packets that fall due meanwhile are not kept waiting
+    // behind a long burst of reads.
+    for _ in 0..READ_BATCH {
+        // Each packet is stamped when it is read: a stamp from before the batch would let
+        // later packets of the batch through early.
+        let now = clock();
         if pull && !dir.link.idle(now) {
             return;
         }
@@ -289,6 +297,7 @@ fn read_into(
         } else {
             (packet::parse(&buf), buf.len(), 1)
         };
+        let now = clock();
         let v = dir.link.push_segments(now, buf, len, segs, h);
         if let Some(l) = log.as_mut() {
             let what = match v {
@@ -348,8 +357,8 @@ fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<B
             }
             published = now;
         }
-        read_into(l, &mut up, now, mtu, offload, pull, &mut log);
-        read_into(r, &mut down, now, mtu, offload, pull, &mut log);
+        read_into(l, &mut up, &now_ns, mtu, offload, pull, &mut log);
+        read_into(r, &mut down, &now_ns, mtu, offload, pull, &mut log);
         let now = now_ns();
         write_due(r, &mut up, now, &mut log);
         write_due(l, &mut down, now, &mut log);
