@@ -50,6 +50,14 @@ def main():
     out, st = path_run(wp, ["--rtt", "10ms", "--queue", "100000p"], ["sh", "-c", script], right="iperf3 -s -1")
     rtts = [float(l.split("time=")[1].split()[0]) for l in out.splitlines() if "time=" in l]
     err_us = [(r - 10.0) * 1000 for r in rtts]
+    # The same at the target rate: a 2 Gbit/s bottleneck, pings marked EF in the priority class
+    # so they do not wait behind the bulk queue.
+    script2 = ("iperf3 -c 198.18.0.2 -t 16 -P 1 > /dev/null & sleep 2; "
+               "ping -Q 184 -c 1000 -i 0.01 -s 56 198.18.0.2; wait")
+    out2, st2 = path_run(wp, ["--rtt", "10ms", "--rate", "2G", "--queue", "2MB", "--priority", "dscp=46"],
+                         ["sh", "-c", script2], right="iperf3 -s -1")
+    rtts2 = [float(l.split("time=")[1].split()[0]) for l in out2.splitlines() if "time=" in l]
+    err2 = [(r - 10.0) * 1000 for r in rtts2]
     print("\n| measurement | result |\n|---|---|")
     for P in (1, 4):
         print(f"| iperf3 -P {P} through 100 ms RTT, no rate limit (median of {a.reps}) | {statistics.median(res[P]) / 1e9:.2f} Gbit/s |")
@@ -57,6 +65,12 @@ def main():
     for d in ("up", "down"):
         l = st[d]["lateness"]
         print(f"| emulator lateness {d} (its own per-packet record) under that load | p50 {l['p50_us']:.1f} µs, p99 {l['p99_us']:.1f} µs, max {l['max_us']:.1f} µs |")
+
+
+    print(f"| ping RTT − 10 ms, 2 Gbit/s bottleneck under load, pings in the priority class ({len(rtts2)} answered) | p50 {pct(err2, .5):.0f} µs, p99 {pct(err2, .99):.0f} µs, max {max(err2):.0f} µs |")
+    for d in ("up", "down"):
+        l = st2[d]["lateness"]
+        print(f"| emulator lateness {d}, 2 Gbit/s bottleneck under load | p50 {l['p50_us']:.1f} µs, p99 {l['p99_us']:.1f} µs, max {l['max_us']:.1f} µs |")
 
 if __name__ == "__main__":
     main()
