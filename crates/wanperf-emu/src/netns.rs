@@ -238,3 +238,103 @@ pub fn set_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes one integer and affects only this thread.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
 }
+
+/// Creates a veth pair in the calling thread's namespace: `name` here and `peer_name` inside
+/// the namespace `peer_ns`.
+pub fn create_veth(name: &str, peer_name: &str, peer_ns: RawFd) -> Result<(), EnvError> {
+    use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkInfo};
+    let mut peer = LinkMessage::default();
+    peer.attributes.push(LinkAttribute::IfName(peer_name.to_string()));
+    peer.attributes.push(LinkAttribute::NetNsFd(peer_ns));
+    let mut m = LinkMessage::default();
+    m.attributes.push(LinkAttribute::IfName(name.to_string()));
+    m.attributes.push(LinkAttribute::LinkInfo(vec![
+        LinkInfo::Kind(InfoKind::Veth),
+        LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(peer))),
+    ]));
+    netlink_request("create veth pair", RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL)
+}
+
+/// Turns segmentation and transmit-checksum offload off on an interface (ethtool), so every
+/// packet that leaves it is at most one MTU and carries a finished checksum (a packet socket
+/// without virtio-net headers could not tell the far side that a checksum is still owed).
+pub fn disable_segmentation(name: &str) -> Result<(), EnvError> {
+    const ETHTOOL_STXCSUM: u32 = 0x17;
+    const ETHTOOL_STSO: u32 = 0x1f;
+    const ETHTOOL_SGSO: u32 = 0x24;
+    // SAFETY: a plain datagram socket for the ioctl.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return Err(last("socket for ethtool"));
+    }
+    // SAFETY: s was just created.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    for cmd in [ETHTOOL_STSO, ETHTOOL_SGSO, ETHTOOL_STXCSUM] {
+        let mut value: [u32; 2] = [cmd, 0];
+        let mut ifr = [0u8; 40];
+        let n = name.len().min(15);
+        ifr[..n].copy_from_slice(&name.as_bytes()[..n]);
+        let ptr = value.as_mut_ptr() as usize;
+        ifr[16..24].copy_from_slice(&ptr.to_ne_bytes());
+        // SAFETY: ifr carries a pointer to `value`, a valid ethtool_value, for SIOCETHTOOL.
+        if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, ifr.as_mut_ptr()) } != 0 {
+            return Err(last("ethtool: turning segmentation offload off"));
+        }
+    }
+    Ok(())
+}
+
+/// A raw packet socket on interface `name` (all protocols, non-blocking, not seeing its own
+/// transmissions); with `vnet`, frames carry a virtio-net header (GSO super-frames).
+pub fn packet_socket(name: &str, vnet: bool) -> Result<OwnedFd, EnvError> {
+    let idx = ifindex(name)?;
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: plain socket call.
+    let fd = unsafe {
+        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, i32::from(proto))
+    };
+    if fd < 0 {
+        return Err(last("packet socket"));
+    }
+    // SAFETY: fd was just created.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    let set = |opt: libc::c_int, what: &'static str| -> Result<(), EnvError> {
+        // SAFETY: pointer and length describe a c_int.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                opt,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            Err(last(what))
+        } else {
+            Ok(())
+        }
+    };
+    set(libc::PACKET_IGNORE_OUTGOING, "PACKET_IGNORE_OUTGOING")?;
+    if vnet {
+        set(libc::PACKET_VNET_HDR, "PACKET_VNET_HDR")?;
+    }
+    // SAFETY: an all-zero sockaddr_ll is valid; fields set below.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto;
+    sll.sll_ifindex = idx as i32;
+    // SAFETY: sll is a valid sockaddr_ll of the size given.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(last("binding the packet socket"));
+    }
+    Ok(fd)
+}

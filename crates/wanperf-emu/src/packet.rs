@@ -93,6 +93,14 @@ pub fn remark_scavenger(p: &mut Vec<u8>) {
     set_dscp(p, SCAVENGER_DSCP);
 }
 
+/// [`remark_scavenger`] for Ethernet frames (the veth backend).
+#[allow(clippy::ptr_arg)] // the hook's type is fn(&mut P) with P = Vec<u8>
+pub fn remark_scavenger_eth(p: &mut Vec<u8>) {
+    if p.len() > 14 && matches!(u16::from_be_bytes([p[12], p[13]]), 0x0800 | 0x86dd) {
+        set_dscp(&mut p[14..], SCAVENGER_DSCP);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

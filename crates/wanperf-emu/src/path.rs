@@ -31,6 +31,9 @@ pub const RIGHT_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 pub const LEFT_V6: Ipv6Addr = Ipv6Addr::new(0xfd57, 0x414e, 0, 0, 0, 0, 0, 1);
 /// The right host's IPv6 address (ULA).
 pub const RIGHT_V6: Ipv6Addr = Ipv6Addr::new(0xfd57, 0x414e, 0, 0, 0, 0, 0, 2);
+/// Ethernet header length (veth backend).
+const ETHERNET_HEADER: usize = 14;
+
 /// Most packets read from one TUN per turn of the I/O loop.
 const READ_BATCH: usize = 16;
 
@@ -117,26 +120,66 @@ pub struct PathStats {
 pub struct Path {
     left: Netns,
     right: Netns,
+    _middle: Option<Netns>,
     stop: Arc<AtomicBool>,
     live: Arc<Mutex<PathStats>>,
     io: Option<JoinHandle<PathStats>>,
 }
 
-fn setup_host(ns: &Netns, host: Host, mtu: u32, txq: Option<u32>, offload: bool) -> Result<OwnedFd, EnvError> {
+/// Configures a host's `wan0` (which must exist in the calling thread's namespace).
+fn configure_host(host: Host, mtu: u32, txq: Option<u32>) -> Result<(), EnvError> {
+    // Hosts tuned for long fat paths, as the seeds' were ("large maximum TCP windows,
+    // > 20 MBytes"): TCP autotuning may grow buffers to 64 MiB. Per-namespace sysctls.
+    for (k, v) in [("tcp_rmem", "4096 131072 67108864"), ("tcp_wmem", "4096 16384 67108864")] {
+        let _ = std::fs::write(format!("/proc/sys/net/ipv4/{k}"), v);
+    }
+    let idx = netns::ifindex(DEVICE)?;
+    netns::set_link(idx, Some(mtu), txq)?;
+    netns::add_address(idx, IpAddr::V4(host.addr()), 24)?;
+    let v6 = if host == Host::Left { LEFT_V6 } else { RIGHT_V6 };
+    netns::add_address(idx, IpAddr::V6(v6), 64)
+}
+
+fn setup_tun_host(ns: &Netns, host: Host, mtu: u32, txq: Option<u32>, offload: bool) -> Result<OwnedFd, EnvError> {
     ns.run(move || -> Result<OwnedFd, EnvError> {
         let fd = netns::create_tun(DEVICE, offload)?;
-        // Hosts tuned for long fat paths, as the seeds' were ("large maximum TCP windows,
-        // > 20 MBytes"): TCP autotuning may grow buffers to 64 MiB. Per-namespace sysctls.
-        for (k, v) in [("tcp_rmem", "4096 131072 67108864"), ("tcp_wmem", "4096 16384 67108864")] {
-            let _ = std::fs::write(format!("/proc/sys/net/ipv4/{k}"), v);
-        }
-        let idx = netns::ifindex(DEVICE)?;
-        netns::set_link(idx, Some(mtu), txq)?;
-        netns::add_address(idx, IpAddr::V4(host.addr()), 24)?;
-        let v6 = if host == Host::Left { LEFT_V6 } else { RIGHT_V6 };
-        netns::add_address(idx, IpAddr::V6(v6), 64)?;
+        configure_host(host, mtu, txq)?;
         Ok(fd)
     })?
+}
+
+/// The other way to join the hosts, for unprivileged users when /dev/net/tun is closed to
+/// them: a third namespace holds the far ends of two veth pairs, and the emulator moves
+/// Ethernet frames between them through packet sockets.
+fn setup_veth(
+    left: &Netns,
+    right: &Netns,
+    mtu: u32,
+    txq: Option<u32>,
+    offload: bool,
+) -> Result<(Netns, OwnedFd, OwnedFd), EnvError> {
+    let middle = Netns::new()?;
+    let (lfd, rfd) = (left.raw_fd(), right.raw_fd());
+    middle.run(move || -> Result<(), EnvError> {
+        netns::create_veth("l0", DEVICE, lfd)?;
+        netns::create_veth("r0", DEVICE, rfd)?;
+        for n in ["l0", "r0"] {
+            netns::set_link(netns::ifindex(n)?, Some(mtu), None)?;
+        }
+        Ok(())
+    })??;
+    for (ns, host) in [(left, Host::Left), (right, Host::Right)] {
+        ns.run(move || -> Result<(), EnvError> {
+            if !offload {
+                netns::disable_segmentation(DEVICE)?;
+            }
+            configure_host(host, mtu, txq)
+        })??;
+    }
+    let (a, b) = middle.run(move || -> Result<(OwnedFd, OwnedFd), EnvError> {
+        Ok((netns::packet_socket("l0", offload)?, netns::packet_socket("r0", offload)?))
+    })??;
+    Ok((middle, a, b))
 }
 
 impl Path {
@@ -151,24 +194,33 @@ impl Path {
         let pull = cfg.txqueuelen.is_some();
         let offload = !pull
             && [&cfg.up, &cfg.down].iter().all(|d| d.loss == crate::config::LossModel::None && d.policer.is_none());
-        let tl = setup_host(&left, Host::Left, cfg.mtu, cfg.txqueuelen, offload)?;
-        let tr = setup_host(&right, Host::Right, cfg.mtu, cfg.txqueuelen, offload)?;
+        let (middle, tl, tr, l2) = match setup_tun_host(&left, Host::Left, cfg.mtu, cfg.txqueuelen, offload) {
+            Ok(tl) => (None, tl, setup_tun_host(&right, Host::Right, cfg.mtu, cfg.txqueuelen, offload)?, 0),
+            Err(EnvError::TunAccess) => {
+                let (m, a, b) = setup_veth(&left, &right, cfg.mtu, cfg.txqueuelen, offload)?;
+                (Some(m), a, b, ETHERNET_HEADER)
+            }
+            Err(e) => return Err(e),
+        };
         let mut up = Link::new(cfg.up.clone(), cfg.seed);
         let mut down = Link::new(cfg.down.clone(), cfg.seed.wrapping_add(0x9e37_79b9));
         // Policed packets leave re-marked, as a router's would (policers run without offload,
         // so the buffer starts with the IP header).
-        up.set_remark_hook(packet::remark_scavenger);
-        down.set_remark_hook(packet::remark_scavenger);
+        let hook = if l2 == 0 { packet::remark_scavenger } else { packet::remark_scavenger_eth };
+        up.set_remark_hook(hook);
+        down.set_remark_hook(hook);
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let live = Arc::new(Mutex::new(PathStats::default()));
-        let l2 = live.clone();
+        let live2 = live.clone();
         let mtu = cfg.mtu as usize;
         let io = std::thread::Builder::new()
             .name("wanperf-path".into())
-            .spawn(move || io_loop(Io { left_tun: tl, right_tun: tr, up, down, mtu, offload, pull }, &s2, &l2, log))
+            .spawn(move || {
+                io_loop(Io { left_tun: tl, right_tun: tr, up, down, mtu, offload, pull, l2 }, &s2, &live2, log)
+            })
             .map_err(|e| EnvError::Sys { what: "starting the I/O thread", err: e })?;
-        Ok(Path { left, right, stop, live, io: Some(io) })
+        Ok(Path { left, right, _middle: middle, stop, live, io: Some(io) })
     }
 
     /// A command that will run inside `host`, with `WANPERF_PEER` set to the other host.
@@ -252,28 +304,36 @@ impl Dir {
 
 /// Wire size and segment count of a packet read from an offloading TUN (virtio-net header
 /// first): a TSO super-packet stands for ceil(payload / gso_size) packets, each with headers.
-pub fn offload_wire(buf: &[u8]) -> (usize, u32) {
-    let ip = &buf[netns::VNET_HDR_LEN.min(buf.len())..];
+pub fn offload_wire(buf: &[u8], l2: usize) -> (usize, u32) {
+    let ip = &buf[(netns::VNET_HDR_LEN + l2).min(buf.len())..];
     let gso_type = buf.get(1).copied().unwrap_or(0) & 0x7f;
     let gso_size = buf.get(4..6).map_or(0, |b| u16::from_le_bytes([b[0], b[1]])) as usize;
     if gso_type == 0 || gso_size == 0 {
-        return (ip.len(), 1);
+        return (ip.len() + l2, 1);
     }
     let l34 = packet::header_len(ip).min(ip.len());
     let payload = ip.len() - l34;
     let segs = payload.div_ceil(gso_size).max(1);
-    (payload + segs * l34, segs as u32)
+    (payload + segs * (l34 + l2), segs as u32)
+}
+
+/// How packets come off a host's device.
+#[derive(Clone, Copy)]
+struct ReadMode {
+    mtu: usize,
+    offload: bool,
+    pull: bool,
+    l2: usize,
 }
 
 fn read_into(
     fd: RawFd,
     dir: &mut Dir,
     clock: &dyn Fn() -> Nanos,
-    mtu: usize,
-    offload: bool,
-    pull: bool,
+    m: ReadMode,
     log: &mut Option<Box<dyn Write + Send>>,
 ) {
+    let ReadMode { mtu, offload, pull, l2 } = m;
     // A bounded batch per turn, so packets that fall due meanwhile are not kept waiting
     // behind a long burst of reads.
     for _ in 0..READ_BATCH {
@@ -283,7 +343,7 @@ fn read_into(
         if pull && !dir.link.idle(now) {
             return;
         }
-        let cap = if offload { 65_536 + netns::VNET_HDR_LEN + 64 } else { mtu.max(1500) + 64 };
+        let cap = if offload { 65_536 + netns::VNET_HDR_LEN + 64 } else { mtu.max(1500) + 64 } + l2;
         let mut buf = vec![0u8; cap];
         // SAFETY: buf is valid for its length.
         let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
@@ -292,10 +352,10 @@ fn read_into(
         }
         buf.truncate(n as usize);
         let (h, len, segs) = if offload {
-            let (wire, segs) = offload_wire(&buf);
-            (packet::parse(&buf[netns::VNET_HDR_LEN.min(buf.len())..]), wire, segs)
+            let (wire, segs) = offload_wire(&buf, l2);
+            (packet::parse(&buf[(netns::VNET_HDR_LEN + l2).min(buf.len())..]), wire, segs)
         } else {
-            (packet::parse(&buf), buf.len(), 1)
+            (packet::parse(&buf[l2.min(buf.len())..]), buf.len(), 1)
         };
         let now = clock();
         let v = dir.link.push_segments(now, buf, len, segs, h);
@@ -337,12 +397,14 @@ struct Io {
     /// Read a packet only when its link is free: the sending host's interface queue
     /// (txqueuelen) then holds the backlog, where a real NIC's would.
     pull: bool,
+    /// Link-layer header before the IP packet (0 on TUN, 14 on veth).
+    l2: usize,
 }
 
 fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<Box<dyn Write + Send>>) -> PathStats {
     crate::netns::set_timer_slack();
     let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-    let Io { left_tun: tl, right_tun: tr, up, down, mtu, offload, pull } = io;
+    let Io { left_tun: tl, right_tun: tr, up, down, mtu, offload, pull, l2 } = io;
     let mut up = Dir { link: up, late: hist(), write_errors: 0, name: "up" };
     let mut down = Dir { link: down, late: hist(), write_errors: 0, name: "down" };
     let start = Instant::now();
@@ -357,8 +419,9 @@ fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<B
             }
             published = now;
         }
-        read_into(l, &mut up, &now_ns, mtu, offload, pull, &mut log);
-        read_into(r, &mut down, &now_ns, mtu, offload, pull, &mut log);
+        let mode = ReadMode { mtu, offload, pull, l2 };
+        read_into(l, &mut up, &now_ns, mode, &mut log);
+        read_into(r, &mut down, &now_ns, mode, &mut log);
         let now = now_ns();
         write_due(r, &mut up, now, &mut log);
         write_due(l, &mut down, now, &mut log);

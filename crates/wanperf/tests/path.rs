@@ -127,7 +127,23 @@ fn full_queue_adds_queue_over_rate_to_the_rtt() {
     // fills the queue at each peak; pings that meet a full queue wait queue/rate.
     let script = "iperf3 -c 198.18.0.2 -t 8 -C cubic > /dev/null & sleep 3; ping -c 20 -i 0.2 198.18.0.2; wait";
     let out = run(
-        &["path", "run", "--rtt", "20ms", "--rate", "25M", "--queue", "300kB", "--json", "--right", "iperf3 -s -1", "--", "sh", "-c", script],
+        &[
+            "path",
+            "run",
+            "--rtt",
+            "20ms",
+            "--rate",
+            "25M",
+            "--queue",
+            "300kB",
+            "--json",
+            "--right",
+            "iperf3 -s -1",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
         Duration::from_secs(40),
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -135,12 +151,18 @@ fn full_queue_adds_queue_over_rate_to_the_rtt() {
     let stats = path_stats(&out.stderr);
     let be = &stats["up"]["classes"]["best_effort"];
     let max_q = be["max_queue_delay_ns"].as_f64().unwrap() / 1e6;
-    assert!((max_q - want_ms).abs() / want_ms < 0.05, "fullest queue waited {max_q:.1} ms, queue/rate is {want_ms:.1} ms");
+    assert!(
+        (max_q - want_ms).abs() / want_ms < 0.05,
+        "fullest queue waited {max_q:.1} ms, queue/rate is {want_ms:.1} ms"
+    );
     assert!(be["queue_drops"].as_u64().unwrap() > 0, "the queue never filled");
     let rtts = ping_rtts(&String::from_utf8_lossy(&out.stdout));
     assert!(rtts.len() >= 15, "{rtts:?}");
     let worst = rtts.iter().cloned().fold(0.0, f64::max) - 20.0;
-    assert!((worst - want_ms).abs() / want_ms < 0.2, "pings behind a full queue gained {worst:.1} ms, queue/rate is {want_ms:.1} ms");
+    assert!(
+        (worst - want_ms).abs() / want_ms < 0.2,
+        "pings behind a full queue gained {worst:.1} ms, queue/rate is {want_ms:.1} ms"
+    );
     let mut sorted = rtts.clone();
     let loaded = median(&mut sorted) - 20.0;
     assert!(loaded > 0.4 * want_ms, "loaded median RTT rose only {loaded:.1} ms");
@@ -452,4 +474,47 @@ fn txqueuelen_acts_on_the_senders_interface_queue() {
     assert!(small.2 > 0, "txqueuelen 100 overflows: TCP must retransmit");
     assert!(large.1 > 5.0 * small.1, "txqueuelen 50000 ({}) not far above 100 ({})", large.1, small.1);
     assert!(large.2 < small.2, "fewer retransmits with the long queue");
+}
+
+#[test]
+fn unprivileged_user_gets_a_path_too() {
+    let _serial = serial();
+    if !capable() || !have("ping") {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: already unprivileged; the other tests cover this case");
+        return;
+    }
+    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let probe = Command::new("setpriv").args(nobody).args(["unshare", "-r", "-n", "true"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        if std::env::var_os("CI").is_some() {
+            panic!("unprivileged user namespaces are not available (`unshare -r -n true` as nobody failed)");
+        }
+        eprintln!("SKIPPED: unprivileged user namespaces are not available here");
+        return;
+    }
+    // The binary must be reachable for the unprivileged user.
+    let dir = std::env::temp_dir().join(format!("wanperf-nobody-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("wanperf");
+    std::fs::copy(BIN, &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(nobody)
+        .arg(&bin)
+        .args(["path", "run", "--rtt", "20ms", "--", "ping", "-c", "7", "-i", "0.1", "198.18.0.2"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "unprivileged path failed: {}", String::from_utf8_lossy(&out.stderr));
+    let mut rtts = ping_rtts(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(rtts.len(), 7);
+    // The first probe also waits for address resolution across the path.
+    assert!((median(&mut rtts) - 20.0).abs() < 0.5, "{rtts:?}");
 }
