@@ -1,0 +1,164 @@
+//! Summaries of a sample: the seed tables' average, stdev, median, IQR, min, max and
+//! percentiles, and the delay-variation measures probes report.
+
+use serde::{Deserialize, Serialize};
+
+/// Quantile `q` (0..=1) of sorted data by linear interpolation between closest ranks
+/// (Hyndman & Fan type 7, the default of R and NumPy). `None` for empty data.
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() || !(0.0..=1.0).contains(&q) {
+        return None;
+    }
+    let h = (sorted.len() - 1) as f64 * q;
+    let lo = h.floor() as usize;
+    let hi = h.ceil() as usize;
+    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
+}
+
+/// The finite values of `data`, sorted.
+pub fn sorted_finite(data: &[f64]) -> Vec<f64> {
+    let mut v: Vec<f64> = data.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Arithmetic mean.
+pub fn mean(data: &[f64]) -> Option<f64> {
+    (!data.is_empty()).then(|| data.iter().sum::<f64>() / data.len() as f64)
+}
+
+/// Sample standard deviation (n − 1); 0 for a single value.
+pub fn stdev(data: &[f64]) -> Option<f64> {
+    let m = mean(data)?;
+    if data.len() < 2 {
+        return Some(0.0);
+    }
+    let ss: f64 = data.iter().map(|x| (x - m) * (x - m)).sum();
+    Some((ss / (data.len() - 1) as f64).sqrt())
+}
+
+/// The usual summary of a sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Values summarized.
+    pub count: usize,
+    /// Mean.
+    pub avg: f64,
+    /// Sample standard deviation.
+    pub stdev: f64,
+    /// Median.
+    pub median: f64,
+    /// Interquartile range (p75 − p25).
+    pub iqr: f64,
+    /// Minimum.
+    pub min: f64,
+    /// Maximum.
+    pub max: f64,
+    /// 5th percentile.
+    pub p5: f64,
+    /// 25th percentile.
+    pub p25: f64,
+    /// 75th percentile.
+    pub p75: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+impl Summary {
+    /// Summarizes the finite values of `data`; `None` if there are none.
+    pub fn of(data: &[f64]) -> Option<Summary> {
+        let s = sorted_finite(data);
+        let q = |p| quantile_sorted(&s, p).expect("non-empty");
+        if s.is_empty() {
+            return None;
+        }
+        Some(Summary {
+            count: s.len(),
+            avg: mean(&s)?,
+            stdev: stdev(&s)?,
+            median: q(0.5),
+            iqr: q(0.75) - q(0.25),
+            min: s[0],
+            max: s[s.len() - 1],
+            p5: q(0.05),
+            p25: q(0.25),
+            p75: q(0.75),
+            p95: q(0.95),
+            p99: q(0.99),
+        })
+    }
+}
+
+/// Inter-packet delay variation (RFC 3393) of consecutive delays: `d[i+1] − d[i]` for each
+/// pair of consecutive values that are both present (a lost probe breaks the pair).
+pub fn ipdv(delays: &[Option<f64>]) -> Vec<f64> {
+    delays
+        .windows(2)
+        .filter_map(|w| match (w[0], w[1]) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Interarrival jitter as RFC 3550 defines it (J += (|D| − J) / 16) over consecutive values;
+/// for RTT series this is the same estimator applied to round trips.
+pub fn rfc3550_jitter(delays: &[f64]) -> f64 {
+    let mut j = 0.0;
+    for w in delays.windows(2) {
+        j += ((w[1] - w[0]).abs() - j) / 16.0;
+    }
+    j
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn hand_computed_summary() {
+        // 1..=10: mean 5.5, sample stdev sqrt(55/6), type-7 quartiles 3.25 and 7.75.
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        let s = Summary::of(&v).unwrap();
+        assert_eq!(s.count, 10);
+        assert!((s.avg - 5.5).abs() < 1e-12);
+        assert!((s.stdev - (55.0f64 / 6.0).sqrt()).abs() < 1e-12);
+        assert!((s.median - 5.5).abs() < 1e-12);
+        assert!((s.p25 - 3.25).abs() < 1e-12 && (s.p75 - 7.75).abs() < 1e-12);
+        assert!((s.iqr - 4.5).abs() < 1e-12);
+        assert!((s.p95 - 9.55).abs() < 1e-12);
+        assert_eq!((s.min, s.max), (1.0, 10.0));
+        assert!(Summary::of(&[]).is_none());
+        assert!(Summary::of(&[f64::NAN]).is_none());
+        let one = Summary::of(&[3.0]).unwrap();
+        assert_eq!((one.stdev, one.iqr, one.median), (0.0, 0.0, 3.0));
+    }
+
+    #[test]
+    fn ipdv_skips_losses_and_jitter_converges() {
+        let d = [Some(10.0), Some(12.0), None, Some(11.0), Some(15.0)];
+        assert_eq!(ipdv(&d), vec![2.0, 4.0]);
+        // Alternating 0/1: |D| = 1 every step; J approaches 1.
+        let alt: Vec<f64> = (0..500).map(|i| f64::from(i % 2)).collect();
+        assert!((rfc3550_jitter(&alt) - 1.0).abs() < 1e-9);
+        assert_eq!(rfc3550_jitter(&[5.0; 10]), 0.0);
+    }
+
+    proptest! {
+        #[test]
+        fn quantiles_are_ordered_and_bounded(mut v in prop::collection::vec(-1e6f64..1e6, 1..200), a in 0.0f64..1.0, b in 0.0f64..1.0) {
+            v.sort_by(f64::total_cmp);
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            let ql = quantile_sorted(&v, lo).unwrap();
+            let qh = quantile_sorted(&v, hi).unwrap();
+            prop_assert!(ql <= qh + 1e-9);
+            prop_assert!(ql >= v[0] - 1e-9 && qh <= v[v.len() - 1] + 1e-9);
+            let s = Summary::of(&v).unwrap();
+            prop_assert!(s.iqr >= 0.0 && s.stdev >= 0.0);
+            prop_assert!(s.min <= s.median && s.median <= s.max);
+        }
+    }
+}
