@@ -19,7 +19,9 @@
 
 pub mod client;
 mod control;
+pub mod echo;
 pub mod opts;
+pub mod ping;
 pub mod server;
 pub mod stream;
 pub mod sys;

@@ -84,6 +84,15 @@ pub fn serve(listener: TcpListener, cfg: ServerConfig, shutdown: Arc<AtomicBool>
         log,
     });
     let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    // Probes for `wanperf ping` arrive as UDP on the same address and port.
+    match bind_udp_like(&listener) {
+        Ok(udp) => {
+            let sh = shared.clone();
+            let stop = shutdown.clone();
+            workers.push(std::thread::spawn(move || crate::echo::run_echo(udp, |ip| sh.cfg.allowed(ip), stop)));
+        }
+        Err(e) => (shared.log)(&format!("no UDP echo for ping probes: {e}")),
+    }
     while !shutdown.load(Ordering::Acquire) {
         let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd.
@@ -114,6 +123,18 @@ pub fn serve(listener: TcpListener, cfg: ServerConfig, shutdown: Arc<AtomicBool>
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(())
+}
+
+/// A UDP socket on the listener's address and port (dual stack like it).
+fn bind_udp_like(listener: &TcpListener) -> io::Result<UdpSocket> {
+    let addr = listener.local_addr()?;
+    let s =
+        socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+    if addr.is_ipv6() {
+        let _ = s.set_only_v6(false);
+    }
+    s.bind(&addr.into())?;
+    Ok(s.into())
 }
 
 fn handle_conn(sh: &Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {

@@ -453,6 +453,89 @@ pub fn host_capture(peer: Option<IpAddr>) -> HostCapture {
     }
 }
 
+/// Asks the kernel to stamp each received datagram (SO_TIMESTAMPNS, wall clock).
+pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: pointer and length describe a c_int.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Wall-clock nanoseconds since the Unix epoch.
+pub fn realtime_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// A received datagram: length, sender, and the kernel's receive time (ns since the epoch).
+pub struct Received {
+    /// Bytes.
+    pub len: usize,
+    /// Sender.
+    pub from: Option<SocketAddr>,
+    /// Kernel receive timestamp, if the socket asked for one.
+    pub kernel_ns: Option<u64>,
+}
+
+/// recvmsg with the sender's address and the SO_TIMESTAMPNS control message.
+pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<Received> {
+    // SAFETY: zeroed sockaddr_storage and msghdr are valid; pointers below stay valid for
+    // the call.
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let mut cmsg = [0u64; 16];
+    // SAFETY: as above.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&cmsg);
+    // SAFETY: msg describes valid buffers.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut kernel_ns = None;
+    // SAFETY: walking the control buffer the kernel filled, with the libc macros.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                kernel_ns = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    let from = match i32::from(addr.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says this is a sockaddr_in.
+            let a: libc::sockaddr_in = unsafe { std::ptr::read((&addr as *const libc::sockaddr_storage).cast()) };
+            Some(SocketAddr::new(IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes()), u16::from_be(a.sin_port)))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says this is a sockaddr_in6.
+            let a: libc::sockaddr_in6 = unsafe { std::ptr::read((&addr as *const libc::sockaddr_storage).cast()) };
+            Some(SocketAddr::new(IpAddr::from(a.sin6_addr.s6_addr), u16::from_be(a.sin6_port)))
+        }
+        _ => None,
+    };
+    Ok(Received { len: n as usize, from, kernel_ns })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

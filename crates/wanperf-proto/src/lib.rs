@@ -19,6 +19,7 @@ pub mod client;
 pub mod data;
 pub mod frame;
 pub mod msg;
+pub mod probe;
 pub mod record;
 pub mod server;
 pub mod udp;

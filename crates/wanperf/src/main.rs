@@ -3,6 +3,7 @@
 mod output;
 mod path;
 mod pathd;
+mod ping;
 mod tput;
 
 use clap::{Parser, Subcommand};
@@ -43,6 +44,8 @@ enum Command {
     Serve(tput::ServeArgs),
     /// Measure bulk TCP or UDP throughput to a `wanperf serve`.
     Tput(tput::TputArgs),
+    /// Probe round-trip time, one-way delay, loss and jitter to a `wanperf serve`.
+    Ping(ping::PingArgs),
     /// Emulate a wide-area path between two network namespaces (delay, rate, queue, loss,
     /// policer, priority classes) and run commands across it.
     #[command(subcommand)]
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(a) => tput::serve(a),
         Command::Tput(a) => tput::tput(a),
+        Command::Ping(a) => ping::run(a),
         Command::Path(path::PathCmd::Run(a)) => path::run(a),
         Command::Path(path::PathCmd::Presets) => path::list_presets(),
         Command::Path(path::PathCmd::Up(a)) => pathd::up(a),

@@ -1,0 +1,88 @@
+//! UDP echo probes (`wanperf ping`): one 40-byte header, request and reply alike.
+//!
+//! ```text
+//! 0       4       6       8               16              24              32              40
+//! | WNPE  | ver   | flags | seq (u64)     | client tx     | server rx     | server tx     | padding…
+//! ```
+//! All big endian. The client's timestamp is opaque to the server; the server's two
+//! timestamps are its wall clock (ns since the Unix epoch) when the request arrived (kernel
+//! receive time where available) and when the reply left. Their difference is the server's
+//! turnaround, which the client takes out of the round trip.
+
+use crate::msg::PROTOCOL_VERSION;
+
+/// First bytes of every probe.
+pub const PROBE_MAGIC: [u8; 4] = *b"WNPE";
+/// Header length.
+pub const PROBE_HEADER_LEN: usize = 40;
+const FLAG_REPLY: u16 = 1;
+
+/// A probe request or reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    /// True for replies.
+    pub reply: bool,
+    /// Probe number.
+    pub seq: u64,
+    /// Client's send time (its own clock, opaque to the server).
+    pub client_tx_ns: u64,
+    /// Server's receive time, ns since the epoch (0 in requests).
+    pub server_rx_ns: u64,
+    /// Server's send time, ns since the epoch (0 in requests).
+    pub server_tx_ns: u64,
+}
+
+impl Probe {
+    /// Writes the header into `buf` (at least [`PROBE_HEADER_LEN`] bytes).
+    pub fn write(&self, buf: &mut [u8]) {
+        buf[..4].copy_from_slice(&PROBE_MAGIC);
+        buf[4..6].copy_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+        buf[6..8].copy_from_slice(&(if self.reply { FLAG_REPLY } else { 0 }).to_be_bytes());
+        buf[8..16].copy_from_slice(&self.seq.to_be_bytes());
+        buf[16..24].copy_from_slice(&self.client_tx_ns.to_be_bytes());
+        buf[24..32].copy_from_slice(&self.server_rx_ns.to_be_bytes());
+        buf[32..40].copy_from_slice(&self.server_tx_ns.to_be_bytes());
+    }
+
+    /// Reads a probe; `None` for anything that is not one of this version.
+    pub fn read(buf: &[u8]) -> Option<Probe> {
+        if buf.len() < PROBE_HEADER_LEN || buf[..4] != PROBE_MAGIC {
+            return None;
+        }
+        if u16::from_be_bytes([buf[4], buf[5]]) != PROTOCOL_VERSION {
+            return None;
+        }
+        let u = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&buf[i..i + 8]);
+            u64::from_be_bytes(a)
+        };
+        Some(Probe {
+            reply: u16::from_be_bytes([buf[6], buf[7]]) & FLAG_REPLY != 0,
+            seq: u(8),
+            client_tx_ns: u(16),
+            server_rx_ns: u(24),
+            server_tx_ns: u(32),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_rejects() {
+        let p = Probe { reply: true, seq: 7, client_tx_ns: 1, server_rx_ns: 2, server_tx_ns: 3 };
+        let mut b = [0u8; 64];
+        p.write(&mut b);
+        assert_eq!(Probe::read(&b), Some(p));
+        assert_eq!(Probe::read(&b[..39]), None);
+        let mut bad = b;
+        bad[0] = b'X';
+        assert_eq!(Probe::read(&bad), None);
+        let mut v = b;
+        v[5] = 99;
+        assert_eq!(Probe::read(&v), None);
+    }
+}

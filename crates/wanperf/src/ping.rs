@@ -1,0 +1,133 @@
+//! `wanperf ping`.
+
+use crate::INTERRUPTED;
+use anyhow::{bail, Result};
+use clap::Args;
+use std::process::ExitCode;
+use std::time::Duration;
+use wanperf_engine::ping::{self, PingConfig, PingMode, ProbeRecord};
+use wanperf_proto::msg::DEFAULT_PORT;
+use wanperf_proto::units::parse_duration;
+
+/// Flags of `wanperf ping`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf ping 127.0.0.1 -c 100 -i 10ms          # UDP probes to a `wanperf serve`
+  wanperf ping HOST -c 3600 -i 1 -s 100 -W 20    # seed 000's probes: 100 B once a second
+  wanperf ping HOST --mode tcp -c 10             # TCP connection set-up time
+  wanperf ping HOST --dscp 46 --json             # EF-marked probes, NDJSON records
+
+UDP probes carry the server's receive and send times: the RTT excludes its turnaround, and
+one-way delays are estimated with the clock offset and its uncertainty (half the fastest round
+trip) stated. RTTs use the monotonic clock. A reply after -W counts as lost and is reported
+as late. With --json, one probe record per probe and a final end record are printed when the
+run ends.")]
+pub struct PingArgs {
+    /// Server running `wanperf serve`.
+    host: String,
+    /// Server port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Probes to send.
+    #[arg(short, long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    count: u64,
+    /// Interval between probes (1 ms or more).
+    #[arg(short, long, default_value = "1", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    interval: f64,
+    /// UDP probe size in bytes (40 to 65000).
+    #[arg(short, long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(40..=65_000))]
+    size: u32,
+    /// Timeout: later replies count as lost (reported as late).
+    #[arg(short = 'W', long, default_value = "2", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    timeout: f64,
+    /// DSCP code point for the probes.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=63))]
+    dscp: Option<u8>,
+    /// udp (echo with server timestamps) or tcp (connect time).
+    #[arg(long, default_value = "udp", value_parser = ["udp", "tcp"])]
+    mode: String,
+    /// Newline-delimited JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+struct Live {
+    json: bool,
+}
+
+impl ping::PingSink for Live {
+    fn probe(&mut self, r: &ProbeRecord) {
+        if self.json {
+            return;
+        }
+        match (r.rtt_ms, r.server_us) {
+            (Some(rtt), Some(s)) => println!("seq={} rtt={rtt:.3} ms (server turnaround {s:.1} µs)", r.seq),
+            (Some(rtt), None) => println!("seq={} rtt={rtt:.3} ms", r.seq),
+            _ => println!("seq={} lost", r.seq),
+        }
+    }
+}
+
+/// `wanperf ping`.
+pub fn run(a: PingArgs) -> Result<ExitCode> {
+    if a.interval < 0.001 {
+        bail!("-i must be at least 1 ms");
+    }
+    if a.timeout <= 0.0 {
+        bail!("-W must be more than 0 s");
+    }
+    let cfg = PingConfig {
+        host: a.host.clone(),
+        port: a.port,
+        count: a.count,
+        interval: Duration::from_secs_f64(a.interval),
+        size: a.size as usize,
+        timeout: Duration::from_secs_f64(a.timeout),
+        dscp: a.dscp,
+        mode: if a.mode == "tcp" { PingMode::Tcp } else { PingMode::Udp },
+    };
+    let mut live = Live { json: a.json };
+    let (records, summary) = ping::run(&cfg, &mut live, &INTERRUPTED)?;
+    let complete = summary.sent == a.count;
+    if a.json {
+        for r in &records {
+            println!("{}", serde_json::to_string(r)?);
+        }
+        println!("{}", serde_json::json!({"event": "end", "complete": complete, "summary": summary}));
+    } else {
+        let r = &summary.rtt_ms;
+        println!(
+            "--- {} ping statistics: {} sent, {} received, {:.1} % loss ({} late), {} duplicates, {} reordered",
+            a.host,
+            summary.sent,
+            summary.received,
+            summary.loss_pct,
+            summary.late,
+            summary.duplicates,
+            summary.reordered
+        );
+        if summary.received > 0 {
+            println!(
+                "rtt ms: min {:.3} / avg {:.3} / max {:.3} / stdev {:.3} / median {:.3} / iqr {:.3} / p95 {:.3} / p99 {:.3}",
+                r.min, r.avg, r.max, r.stdev, r.median, r.iqr, r.p95, r.p99
+            );
+            println!("ipdv iqr {:.3} ms, jitter (RFC 3550) {:.3} ms", summary.ipdv_ms.iqr, summary.jitter_ms);
+        }
+        if let (Some(o), Some(u), Some(f), Some(b)) =
+            (summary.clock_offset_ms, summary.clock_offset_uncertainty_ms, &summary.owd_fwd_ms, &summary.owd_rev_ms)
+        {
+            println!(
+                "one-way ms (clock offset {o:.3} ± {u:.3}): forward median {:.3}, reverse median {:.3}",
+                f.median, b.median
+            );
+        }
+    }
+    Ok(if !complete {
+        ExitCode::from(130)
+    } else if summary.received == 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,120 @@
+//! `wanperf ping` on loopback and through an emulated path.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::time::Duration;
+
+fn quantile7(sorted: &[f64], q: f64) -> f64 {
+    let h = (sorted.len() - 1) as f64 * q;
+    let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
+    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+#[test]
+fn loopback_probes_and_summary_match_the_records() {
+    let s = Server::start(&[]);
+    let port = s.port_s();
+    let out = run(&["ping", "127.0.0.1", "-p", &port, "-c", "200", "-i", "5ms", "--json"], Duration::from_secs(30));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let recs = records(&out);
+    let probes: Vec<&Value> = recs.iter().filter(|r| r["event"] == "probe").collect();
+    assert_eq!(probes.len(), 200);
+    let sum = &end(&recs)["summary"];
+    assert_eq!(u(&sum["sent"]), 200);
+    assert_eq!(u(&sum["received"]), 200, "no loss on loopback");
+    assert_eq!(f(&sum["loss_pct"]), 0.0);
+    // Recompute the statistics from the per-probe records.
+    let mut rtts: Vec<f64> = probes.iter().map(|p| f(&p["rtt_ms"])).collect();
+    let mean = rtts.iter().sum::<f64>() / rtts.len() as f64;
+    let sd = (rtts.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (rtts.len() - 1) as f64).sqrt();
+    rtts.sort_by(f64::total_cmp);
+    let r = &sum["rtt_ms"];
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(close(f(&r["avg"]), mean) && close(f(&r["stdev"]), sd));
+    assert!(close(f(&r["min"]), rtts[0]) && close(f(&r["max"]), rtts[199]));
+    assert!(close(f(&r["median"]), quantile7(&rtts, 0.5)));
+    assert!(close(f(&r["iqr"]), quantile7(&rtts, 0.75) - quantile7(&rtts, 0.25)));
+    assert!(close(f(&r["p99"]), quantile7(&rtts, 0.99)));
+    // IPDV from consecutive RTTs.
+    let series: Vec<f64> = probes.iter().map(|p| f(&p["rtt_ms"])).collect();
+    let mut d: Vec<f64> = series.windows(2).map(|w| w[1] - w[0]).collect();
+    d.sort_by(f64::total_cmp);
+    assert!(close(f(&sum["ipdv_ms"]["iqr"]), quantile7(&d, 0.75) - quantile7(&d, 0.25)));
+    // Loopback: sane and sub-millisecond; the server's turnaround is reported and taken out.
+    assert!(f(&r["median"]) > 0.0 && f(&r["median"]) < 1.0, "{r}");
+    assert!(probes.iter().all(|p| p["server_us"].as_f64().is_some()));
+    // Same clock on both ends: the offset estimate is within its stated uncertainty.
+    assert!(f(&sum["clock_offset_ms"]).abs() <= f(&sum["clock_offset_uncertainty_ms"]) + 1e-3);
+}
+
+#[test]
+fn tcp_mode_and_errors() {
+    let s = Server::start(&[]);
+    let port = s.port_s();
+    let out = run(
+        &["ping", "127.0.0.1", "-p", &port, "-c", "3", "-i", "50ms", "--mode", "tcp", "--json"],
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let recs = records(&out);
+    assert_eq!(u(&end(&recs)["summary"]["received"]), 3);
+
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    for mode in ["udp", "tcp"] {
+        let out = run(&["ping", "127.0.0.1", "-p", &free, "-c", "3", "--mode", mode], Duration::from_secs(10));
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("no wanperf server") || err.contains("refused"), "{err}");
+    }
+    for bad in [vec!["-i", "0"], vec!["-c", "0"], vec!["-W", "0"], vec!["-s", "10"]] {
+        let mut a = vec!["ping", "127.0.0.1", "-p", &port];
+        a.extend(bad.iter());
+        let out = run(&a, Duration::from_secs(10));
+        assert!(!out.status.success(), "{a:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
+    }
+}
+
+#[test]
+fn probe_rtt_through_an_emulated_path() {
+    let out = run(&["path", "run", "--", "true"], Duration::from_secs(20));
+    if !out.status.success() {
+        if std::env::var_os("CI").is_some() {
+            panic!("cannot create emulated paths: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        eprintln!("SKIPPED: no emulated paths here");
+        return;
+    }
+    let w = BIN;
+    let out = run(
+        &[
+            "path",
+            "run",
+            "--rtt",
+            "30ms",
+            "--right",
+            &format!("{w} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15"),
+            "--",
+            w,
+            "ping",
+            "198.18.0.2",
+            "-c",
+            "40",
+            "-i",
+            "20ms",
+            "--json",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let recs = records(&out);
+    let sum = &end(&recs)["summary"];
+    assert_eq!(u(&sum["received"]), 40);
+    let med = f(&sum["rtt_ms"]["median"]);
+    assert!((med - 30.0).abs() < 0.3, "median probe RTT {med} ms through a 30 ms path");
+    // Both hosts share the machine's clock: one-way delays are about half each way.
+    let fwd = f(&sum["owd_fwd_ms"]["median"]);
+    assert!((fwd - 15.0).abs() < 0.5, "forward one-way {fwd} ms");
+}
