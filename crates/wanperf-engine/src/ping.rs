@@ -24,6 +24,8 @@ pub enum PingMode {
     Udp,
     /// TCP connection set-up time.
     Tcp,
+    /// ICMP echo (raw socket: root or CAP_NET_RAW).
+    Icmp,
 }
 
 /// A ping run.
@@ -215,7 +217,8 @@ pub fn run(
         .next()
         .ok_or_else(|| PingError::Resolve(cfg.host.clone()))?;
     match cfg.mode {
-        PingMode::Udp => run_udp(cfg, addr, sink, interrupt),
+        PingMode::Udp => run_datagram(cfg, addr, &mut UdpProber::new(cfg, addr)?, sink, interrupt),
+        PingMode::Icmp => run_datagram(cfg, addr, &mut IcmpProber::new(cfg, addr)?, sink, interrupt),
         PingMode::Tcp => run_tcp(cfg, addr, sink, interrupt),
     }
 }
@@ -274,23 +277,127 @@ fn run_tcp(
     Ok((records, s))
 }
 
-fn run_udp(
+/// A probe transport: sends numbered probes and recognises their answers.
+trait Prober {
+    fn fd(&self) -> std::os::fd::RawFd;
+    fn send(&mut self, seq: u64, wall_ns: u64) -> std::io::Result<()>;
+    /// The probe number an answer belongs to, and the server's receive and send times if
+    /// the answer carries them.
+    fn parse(&self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)>;
+}
+
+struct UdpProber {
+    sock: UdpSocket,
+    out: Vec<u8>,
+}
+
+impl UdpProber {
+    fn new(cfg: &PingConfig, addr: SocketAddr) -> Result<Self, PingError> {
+        let bind: SocketAddr =
+            if addr.is_ipv6() { "[::]:0".parse().expect("addr") } else { "0.0.0.0:0".parse().expect("addr") };
+        let sock = UdpSocket::bind(bind)?;
+        sock.connect(addr)?;
+        sock.set_nonblocking(true)?;
+        if let Some(d) = cfg.dscp {
+            sys::set_dscp(&socket2::SockRef::from(&sock), addr.is_ipv6(), d)?;
+        }
+        sys::enable_rx_timestamps(sock.as_raw_fd())?;
+        Ok(UdpProber { sock, out: vec![0u8; cfg.size.max(PROBE_HEADER_LEN)] })
+    }
+}
+
+impl Prober for UdpProber {
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
+    }
+    fn send(&mut self, seq: u64, wall_ns: u64) -> std::io::Result<()> {
+        Probe { reply: false, seq, client_tx_ns: wall_ns, server_rx_ns: 0, server_tx_ns: 0 }.write(&mut self.out);
+        self.sock.send(&self.out).map(|_| ())
+    }
+    fn parse(&self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)> {
+        let p = Probe::read(buf)?;
+        p.reply.then_some((p.seq, Some((p.server_rx_ns, p.server_tx_ns))))
+    }
+}
+
+/// ICMP echo on a raw socket; the far host's kernel answers, so there is no server
+/// turnaround to take out (and no one-way delays).
+struct IcmpProber {
+    sock: socket2::Socket,
+    v6: bool,
+    id: u16,
+    out: Vec<u8>,
+}
+
+fn inet_checksum(b: &[u8]) -> u16 {
+    let mut sum: u32 = b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+impl IcmpProber {
+    fn new(cfg: &PingConfig, addr: SocketAddr) -> Result<Self, PingError> {
+        use socket2::{Domain, Protocol, Type};
+        if cfg.count > 65_536 {
+            return Err(PingError::NoServer("ICMP mode numbers probes with 16 bits: at most 65536 per run".into()));
+        }
+        let v6 = addr.is_ipv6();
+        let (dom, proto) = if v6 { (Domain::IPV6, Protocol::ICMPV6) } else { (Domain::IPV4, Protocol::ICMPV4) };
+        let sock = socket2::Socket::new(dom, Type::RAW, Some(proto)).map_err(|e| {
+            PingError::NoServer(format!(
+                "ICMP needs a raw socket ({e}): run as root or grant CAP_NET_RAW, or use --mode udp"
+            ))
+        })?;
+        sock.connect(&addr.into())?;
+        sock.set_nonblocking(true)?;
+        if let Some(d) = cfg.dscp {
+            sys::set_dscp(&sock, v6, d)?;
+        }
+        sys::enable_rx_timestamps(sock.as_raw_fd())?;
+        Ok(IcmpProber { sock, v6, id: (std::process::id() & 0xffff) as u16, out: vec![0u8; cfg.size.max(16)] })
+    }
+}
+
+impl Prober for IcmpProber {
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
+    }
+    fn send(&mut self, seq: u64, _wall_ns: u64) -> std::io::Result<()> {
+        let b = &mut self.out;
+        b[0] = if self.v6 { 128 } else { 8 };
+        b[1] = 0;
+        b[2] = 0;
+        b[3] = 0;
+        b[4..6].copy_from_slice(&self.id.to_be_bytes());
+        b[6..8].copy_from_slice(&(seq as u16).to_be_bytes());
+        if !self.v6 {
+            // The kernel fills ICMPv6 checksums itself; ICMPv4's is ours.
+            let c = inet_checksum(b);
+            b[2..4].copy_from_slice(&c.to_be_bytes());
+        }
+        self.sock.send(b).map(|_| ())
+    }
+    fn parse(&self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)> {
+        // IPv4 raw sockets deliver the IP header too.
+        let icmp = if self.v6 { buf } else { buf.get(usize::from(buf.first()? & 0x0f) * 4..)? };
+        let want = if self.v6 { 129 } else { 0 };
+        if icmp.len() < 8 || icmp[0] != want || u16::from_be_bytes([icmp[4], icmp[5]]) != self.id {
+            return None;
+        }
+        Some((u64::from(u16::from_be_bytes([icmp[6], icmp[7]])), None))
+    }
+}
+
+fn run_datagram(
     cfg: &PingConfig,
     addr: SocketAddr,
+    prober: &mut dyn Prober,
     sink: &mut dyn PingSink,
     interrupt: &AtomicBool,
 ) -> Result<(Vec<ProbeRecord>, PingSummary), PingError> {
-    let bind: SocketAddr =
-        if addr.is_ipv6() { "[::]:0".parse().expect("addr") } else { "0.0.0.0:0".parse().expect("addr") };
-    let sock = UdpSocket::bind(bind)?;
-    sock.connect(addr)?;
-    sock.set_nonblocking(true)?;
-    if let Some(d) = cfg.dscp {
-        sys::set_dscp(&socket2::SockRef::from(&sock), addr.is_ipv6(), d)?;
-    }
-    sys::enable_rx_timestamps(sock.as_raw_fd())?;
-    let size = cfg.size.max(PROBE_HEADER_LEN);
-    let mut out = vec![0u8; size];
+    let fd = prober.fd();
     let mut inb = vec![0u8; 65_536];
     let n = cfg.count as usize;
     let mut pending: Vec<Option<Pending>> = (0..n).map(|_| None).collect();
@@ -304,15 +411,15 @@ fn run_udp(
     let mut emitted = 0usize;
     let mut refused = false;
     let mut answered_any = false;
+    let mut has_server_times = false;
     loop {
         let now = Instant::now();
         let stop = interrupt.load(Ordering::Acquire);
         // Send every probe that is due (the schedule is fixed from the start).
         while !stop && next_seq < cfg.count && start + cfg.interval * next_seq as u32 <= now {
             let wall = sys::realtime_ns();
-            Probe { reply: false, seq: next_seq, client_tx_ns: wall, server_rx_ns: 0, server_tx_ns: 0 }.write(&mut out);
             let mono = Instant::now();
-            match sock.send(&out) {
+            match prober.send(next_seq, wall) {
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => refused = true,
                 Err(_) => {}
@@ -322,7 +429,7 @@ fn run_udp(
         }
         // Read every answer that is there.
         loop {
-            let r = match sys::recv_timestamped(sock.as_raw_fd(), &mut inb) {
+            let r = match sys::recv_timestamped(fd, &mut inb) {
                 Ok(r) => r,
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                     refused = true;
@@ -332,11 +439,11 @@ fn run_udp(
             };
             let read_mono = Instant::now();
             let read_wall = sys::realtime_ns();
-            let Some(p) = Probe::read(&inb[..r.len]) else { continue };
-            if !p.reply || p.seq >= cfg.count {
+            let Some((seq, server)) = prober.parse(&inb[..r.len]) else { continue };
+            if seq >= cfg.count {
                 continue;
             }
-            let i = p.seq as usize;
+            let i = seq as usize;
             let Some(sent) = &pending[i] else { continue };
             if answers[i].is_some() || late[i] {
                 duplicates += 1;
@@ -353,14 +460,15 @@ fn run_udp(
                 continue;
             }
             answered_any = true;
-            let turnaround = p.server_tx_ns.saturating_sub(p.server_rx_ns);
+            let (t2, t3) = server.unwrap_or((0, 0));
+            let turnaround = t3.saturating_sub(t2);
             let rtt = elapsed.as_secs_f64() * 1e3 - turnaround as f64 / 1e6;
-            if highest_answered.is_some_and(|h| p.seq < h) {
+            if highest_answered.is_some_and(|h| seq < h) {
                 reordered += 1;
             }
-            highest_answered = Some(highest_answered.map_or(p.seq, |h| h.max(p.seq)));
-            answers[i] =
-                Some((rtt.max(0.0), turnaround as f64 / 1e3, sent.wall_ns, p.server_rx_ns, p.server_tx_ns, kernel));
+            highest_answered = Some(highest_answered.map_or(seq, |h| h.max(seq)));
+            has_server_times |= server.is_some();
+            answers[i] = Some((rtt.max(0.0), turnaround as f64 / 1e3, sent.wall_ns, t2, t3, kernel));
         }
         // Probes whose fate is sealed (answered, or timed out) are reported in order.
         while emitted < next_seq as usize {
@@ -395,7 +503,7 @@ fn run_udp(
         let next_timeout = pending.get(emitted).and_then(|p| p.as_ref()).map(|p| p.mono + cfg.timeout);
         let wake = [next_send, next_timeout].into_iter().flatten().min().unwrap_or(now + Duration::from_millis(10));
         let wait = wake.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
-        let mut pfd = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         let ts =
             libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos() as libc::c_long };
         // SAFETY: one valid pollfd and timespec.
@@ -403,7 +511,9 @@ fn run_udp(
     }
     // Clock offset from the fastest probe (NTP's estimate): ((t2 − t1) + (t3 − t4)) / 2.
     let fastest = answers.iter().flatten().min_by(|a, b| a.0.total_cmp(&b.0)).copied();
-    let offset_ns = fastest.map(|(_, _, t1, t2, t3, t4)| ((t2 as f64 - t1 as f64) + (t3 as f64 - t4 as f64)) / 2.0);
+    let offset_ns = fastest
+        .filter(|_| has_server_times)
+        .map(|(_, _, t1, t2, t3, t4)| ((t2 as f64 - t1 as f64) + (t3 as f64 - t4 as f64)) / 2.0);
     let sent = next_seq as usize;
     let records: Vec<ProbeRecord> = (0..sent)
         .map(|i| {
@@ -427,7 +537,7 @@ fn run_udp(
                 }
                 .into(),
                 rtt_ms: a.map(|x| x.0),
-                server_us: a.map(|x| x.1),
+                server_us: a.filter(|_| has_server_times).map(|x| x.1),
                 owd_fwd_ms: fwd,
                 owd_rev_ms: rev,
             }
@@ -435,6 +545,6 @@ fn run_udp(
         .collect();
     let mut s = summarize(&records, duplicates, reordered);
     s.clock_offset_ms = offset_ns.map(|o| o / 1e6);
-    s.clock_offset_uncertainty_ms = fastest.map(|f| f.0 / 2.0);
+    s.clock_offset_uncertainty_ms = fastest.filter(|_| has_server_times).map(|f| f.0 / 2.0);
     Ok((records, s))
 }

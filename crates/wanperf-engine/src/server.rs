@@ -76,6 +76,22 @@ struct Shared {
 
 /// Serves until `shutdown` is set, then ends every running test and returns.
 pub fn serve(listener: TcpListener, cfg: ServerConfig, shutdown: Arc<AtomicBool>, log: Log) -> io::Result<()> {
+    let udp = bind_udp_like(&listener);
+    if let Err(e) = &udp {
+        log(&format!("no UDP echo for ping probes: {e}"));
+    }
+    serve_with(listener, udp.ok(), cfg, shutdown, log)
+}
+
+/// [`serve`] with the UDP socket for ping probes bound by the caller (so it can announce the
+/// server only once both are ready).
+pub fn serve_with(
+    listener: TcpListener,
+    udp: Option<UdpSocket>,
+    cfg: ServerConfig,
+    shutdown: Arc<AtomicBool>,
+    log: Log,
+) -> io::Result<()> {
     let shared = Arc::new(Shared {
         cfg,
         registry: Arc::new(Mutex::new(HashMap::new())),
@@ -85,13 +101,10 @@ pub fn serve(listener: TcpListener, cfg: ServerConfig, shutdown: Arc<AtomicBool>
     });
     let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
     // Probes for `wanperf ping` arrive as UDP on the same address and port.
-    match bind_udp_like(&listener) {
-        Ok(udp) => {
-            let sh = shared.clone();
-            let stop = shutdown.clone();
-            workers.push(std::thread::spawn(move || crate::echo::run_echo(udp, |ip| sh.cfg.allowed(ip), stop)));
-        }
-        Err(e) => (shared.log)(&format!("no UDP echo for ping probes: {e}")),
+    if let Some(udp) = udp {
+        let sh = shared.clone();
+        let stop = shutdown.clone();
+        workers.push(std::thread::spawn(move || crate::echo::run_echo(udp, |ip| sh.cfg.allowed(ip), stop)));
     }
     while !shutdown.load(Ordering::Acquire) {
         let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
@@ -126,7 +139,7 @@ pub fn serve(listener: TcpListener, cfg: ServerConfig, shutdown: Arc<AtomicBool>
 }
 
 /// A UDP socket on the listener's address and port (dual stack like it).
-fn bind_udp_like(listener: &TcpListener) -> io::Result<UdpSocket> {
+pub fn bind_udp_like(listener: &TcpListener) -> io::Result<UdpSocket> {
     let addr = listener.local_addr()?;
     let s =
         socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;

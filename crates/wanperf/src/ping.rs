@@ -16,6 +16,7 @@ Examples:
   wanperf ping 127.0.0.1 -c 100 -i 10ms          # UDP probes to a `wanperf serve`
   wanperf ping HOST -c 3600 -i 1 -s 100 -W 20    # seed 000's probes: 100 B once a second
   wanperf ping HOST --mode tcp -c 10             # TCP connection set-up time
+  wanperf ping HOST --mode icmp -c 10            # ICMP echo (any host; root or CAP_NET_RAW)
   wanperf ping HOST --dscp 46 --json             # EF-marked probes, NDJSON records
 
 UDP probes carry the server's receive and send times: the RTT excludes its turnaround, and
@@ -44,8 +45,9 @@ pub struct PingArgs {
     /// DSCP code point for the probes.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=63))]
     dscp: Option<u8>,
-    /// udp (echo with server timestamps) or tcp (connect time).
-    #[arg(long, default_value = "udp", value_parser = ["udp", "tcp"])]
+    /// udp (echo with server timestamps), icmp (echo, needs root or CAP_NET_RAW; no server
+    /// needed) or tcp (connect time).
+    #[arg(long, default_value = "udp", value_parser = ["udp", "icmp", "tcp"])]
     mode: String,
     /// Newline-delimited JSON.
     #[arg(long)]
@@ -85,7 +87,11 @@ pub fn run(a: PingArgs) -> Result<ExitCode> {
         size: a.size as usize,
         timeout: Duration::from_secs_f64(a.timeout),
         dscp: a.dscp,
-        mode: if a.mode == "tcp" { PingMode::Tcp } else { PingMode::Udp },
+        mode: match a.mode.as_str() {
+            "tcp" => PingMode::Tcp,
+            "icmp" => PingMode::Icmp,
+            _ => PingMode::Udp,
+        },
     };
     let mut live = Live { json: a.json };
     let (records, summary) = ping::run(&cfg, &mut live, &INTERRUPTED)?;

@@ -221,6 +221,11 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     } else {
         allow.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
     };
+    // Bind the probe socket before announcing the server: whoever reads the banner may ping.
+    let udp = wanperf_engine::server::bind_udp_like(&l);
+    if let Err(e) = &udp {
+        log(&format!("no UDP echo for ping probes: {e}"));
+    }
     log(&format!(
         "{} listening on {} for {who}",
         software(),
@@ -236,7 +241,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
             std::thread::sleep(Duration::from_millis(50));
         }
     });
-    run_server(l, cfg, stop.clone(), log.clone())?;
+    wanperf_engine::server::serve_with(l, udp.ok(), cfg, stop.clone(), log.clone())?;
     stop.store(true, Ordering::Release);
     let _ = watcher.join();
     log("server stopped");

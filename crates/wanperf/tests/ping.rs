@@ -60,6 +60,21 @@ fn tcp_mode_and_errors() {
     let recs = records(&out);
     assert_eq!(u(&end(&recs)["summary"]["received"]), 3);
 
+    // ICMP echo needs no wanperf server (root or CAP_NET_RAW; CI runs as root).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let out =
+            run(&["ping", "127.0.0.1", "-c", "5", "-i", "10ms", "--mode", "icmp", "--json"], Duration::from_secs(20));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let recs = records(&out);
+        let sum = &end(&recs)["summary"];
+        assert_eq!(u(&sum["received"]), 5);
+        assert!(sum.get("clock_offset_ms").is_none(), "ICMP carries no server clock");
+        let out = run(&["ping", "::1", "-c", "3", "-i", "10ms", "--mode", "icmp", "--json"], Duration::from_secs(20));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(u(&end(&records(&out))["summary"]["received"]), 3);
+    }
+
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
     for mode in ["udp", "tcp"] {
         let out = run(&["ping", "127.0.0.1", "-p", &free, "-c", "3", "--mode", mode], Duration::from_secs(10));
