@@ -162,3 +162,24 @@ mod tests {
         }
     }
 }
+
+/// Mean of the values at or below the `keep` quantile (0..=1): the IETF responsiveness
+/// draft's trimmed mean (it keeps the lowest 95 %).
+pub fn trimmed_mean(data: &[f64], keep: f64) -> Option<f64> {
+    let s = sorted_finite(data);
+    let n = ((s.len() as f64) * keep).ceil().max(1.0) as usize;
+    mean(&s[..n.min(s.len())])
+}
+
+#[cfg(test)]
+mod trim_tests {
+    use super::*;
+
+    #[test]
+    fn trimmed_mean_drops_the_top() {
+        let v: Vec<f64> = (1..=20).map(f64::from).collect();
+        // Keep 95 % of 20 = 19 values: mean of 1..=19 = 10.
+        assert_eq!(trimmed_mean(&v, 0.95), Some(10.0));
+        assert_eq!(trimmed_mean(&[], 0.95), None);
+    }
+}

@@ -1,5 +1,6 @@
 //! The `wanperf` command line: argument parsing and glue only.
 
+mod load;
 mod output;
 mod path;
 mod pathd;
@@ -46,6 +47,8 @@ enum Command {
     Tput(tput::TputArgs),
     /// Probe round-trip time, one-way delay, loss and jitter to a `wanperf serve`.
     Ping(ping::PingArgs),
+    /// Seed 000's experiment: RTT and loss with and without a bulk load, over streams × windows.
+    Load(load::LoadArgs),
     /// Emulate a wide-area path between two network namespaces (delay, rate, queue, loss,
     /// policer, priority classes) and run commands across it.
     #[command(subcommand)]
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => tput::serve(a),
         Command::Tput(a) => tput::tput(a),
         Command::Ping(a) => ping::run(a),
+        Command::Load(a) => load::run(a),
         Command::Path(path::PathCmd::Run(a)) => path::run(a),
         Command::Path(path::PathCmd::Presets) => path::list_presets(),
         Command::Path(path::PathCmd::Up(a)) => pathd::up(a),

@@ -1,0 +1,111 @@
+//! `wanperf load`: the loaded-vs-unloaded experiment.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::time::Duration;
+
+#[test]
+fn loopback_sweep_produces_a_cell_per_streams_and_window() {
+    let s = Server::start(&[]);
+    let port = s.port_s();
+    let out = run(
+        &[
+            "load",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--streams",
+            "1,2",
+            "--window",
+            "auto,64k",
+            "--load-time",
+            "1s",
+            "--idle-time",
+            "1s",
+            "-i",
+            "20ms",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let recs = records(&out);
+    let cells: Vec<&Value> = recs.iter().filter(|r| r["event"] == "cell").collect();
+    assert_eq!(cells.len(), 4);
+    let e = end(&recs);
+    assert_eq!(e["complete"], true);
+    assert_eq!(e["cells"].as_array().unwrap().len(), 4);
+    for c in cells {
+        assert!(f(&c["throughput_bps"]) > 0.0);
+        assert!(u(&c["loaded"]["received"]) >= 30, "{c}");
+        assert!(u(&c["unloaded"]["received"]) >= 30, "{c}");
+        assert!(f(&c["loaded"]["rtt_ms"]["median"]) < 5.0);
+        assert!(c["rpm"].as_f64().is_some());
+    }
+    let out = run(&["load", "127.0.0.1", "-p", &port, "--streams", "0"], Duration::from_secs(10));
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
+}
+
+fn path_available() -> bool {
+    let out = run(&["path", "run", "--", "true"], Duration::from_secs(20));
+    if out.status.success() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("cannot create emulated paths: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    eprintln!("SKIPPED: no emulated paths here");
+    false
+}
+
+fn load_through(extra_path: &[&str], extra_load: &[&str]) -> Value {
+    let w = BIN;
+    let mut args = vec!["path", "run", "--rtt", "20ms", "--rate", "25M", "--queue", "300kB"];
+    args.extend_from_slice(extra_path);
+    let right = format!("{w} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15");
+    args.extend([
+        "--right",
+        &right,
+        "--",
+        w,
+        "load",
+        "198.18.0.2",
+        "--cc",
+        "cubic",
+        "--load-time",
+        "6s",
+        "--idle-time",
+        "2s",
+        "-i",
+        "50ms",
+        "--json",
+    ]);
+    args.extend_from_slice(extra_load);
+    let out = run(&args, Duration::from_secs(90));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let recs = records(&out);
+    recs.iter().find(|r| r["event"] == "cell").expect("a cell").clone()
+}
+
+#[test]
+fn loaded_rtt_rises_by_queue_over_rate_and_priority_keeps_probes_steady() {
+    if !path_available() {
+        return;
+    }
+    // Seed 000: a bulk load through a 25 Mbit/s bottleneck with a 300 kB queue adds about
+    // queue/rate to everyone's RTT.
+    let c = load_through(&[], &["--streams", "8"]);
+    let want = 300.0 * 1024.0 * 8.0 / 25e6 * 1000.0;
+    let added = f(&c["added_rtt_ms"]);
+    assert!((added - want).abs() / want < 0.2, "loaded median RTT rose {added:.1} ms, queue/rate is {want:.1} ms");
+    assert!((f(&c["unloaded"]["rtt_ms"]["median"]) - 20.0).abs() < 0.5);
+    let be_iqr = f(&c["loaded"]["rtt_ms"]["iqr"]);
+    // Seed 002: probes in a priority class ride past the queue.
+    let p = load_through(&["--priority", "dscp=46"], &["--streams", "8", "--dscp", "46"]);
+    let pr_iqr = f(&p["loaded"]["rtt_ms"]["iqr"]);
+    let pr_med = f(&p["loaded"]["rtt_ms"]["median"]);
+    assert!(pr_med < 25.0, "priority probes waited: median {pr_med} ms");
+    assert!(pr_iqr < 0.25 * be_iqr.max(1.0), "priority IQR {pr_iqr} ms vs best effort {be_iqr} ms");
+}
