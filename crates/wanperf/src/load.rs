@@ -168,6 +168,7 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
         b
     });
     let mut cells = Vec::new();
+    let mut error: Option<String> = None;
     'sweep: for &n in &streams {
         for &w in &windows {
             if INTERRUPTED.load(Ordering::Acquire) {
@@ -176,7 +177,7 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
             if let Some(b) = &bar {
                 b.set_message(format!("{n} stream(s), window {}", w.map_or("auto".into(), fmt_bytes)));
             }
-            let cell = run_cell(&a, n, w, load_s, idle_s, interval, timeout, cell_secs)?;
+            let (cell, failed) = run_cell(&a, n, w, load_s, idle_s, interval, timeout, cell_secs)?;
             if a.json {
                 println!("{}", serde_json::to_string(&cell)?);
             }
@@ -184,16 +185,24 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
             if let Some(b) = &bar {
                 b.inc(1);
             }
+            if failed.is_some() {
+                error = failed;
+                break 'sweep;
+            }
         }
     }
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let complete = cells.len() == cells_total;
+    let complete = cells.len() == cells_total && error.is_none();
     if a.json {
-        println!("{}", serde_json::json!({"event": "end", "complete": complete, "cells": cells}));
+        println!("{}", serde_json::json!({"event": "end", "complete": complete, "error": error, "cells": cells}));
     } else {
         print_table(&cells);
+    }
+    if let Some(e) = &error {
+        eprintln!("error: {e} (the table holds what was measured)");
+        return Ok(ExitCode::FAILURE);
     }
     Ok(if complete { ExitCode::SUCCESS } else { ExitCode::from(130) })
 }
@@ -208,7 +217,7 @@ fn run_cell(
     interval: f64,
     timeout: f64,
     cell_secs: f64,
-) -> Result<Cell> {
+) -> Result<(Cell, Option<String>)> {
     let probes = (cell_secs / interval).ceil() as u64;
     let pcfg = PingConfig {
         host: a.host.clone(),
@@ -227,6 +236,7 @@ fn run_cell(
     let mut loaded_windows = Vec::new();
     let mut idle_windows = Vec::new();
     let (mut bytes, mut secs_loaded, mut retrans) = (0u64, 0.0f64, 0u64);
+    let mut failure = None;
     for _ in 0..a.cycles {
         if INTERRUPTED.load(Ordering::Acquire) {
             break;
@@ -258,9 +268,9 @@ fn run_cell(
                 retrans += e.summary.retransmits;
             }
             Err(e) => {
-                stop_probes.store(true, Ordering::Release);
-                let _ = prober.join();
-                return Err(anyhow!("load phase failed: {e}"));
+                // Keep what was measured; the caller marks the run incomplete.
+                failure = Some(format!("load phase failed: {e}"));
+                break;
             }
         }
         let idle_start = t0.elapsed().as_secs_f64();
@@ -279,7 +289,7 @@ fn run_cell(
     let us = ping::summarize(&idle, 0, 0);
     let lrtts: Vec<f64> = loaded.iter().filter_map(|r| r.rtt_ms).collect();
     let rpm = wanperf_stats::summary::trimmed_mean(&lrtts, 0.95).filter(|m| *m > 0.0).map(|m| 60_000.0 / m);
-    Ok(Cell {
+    let cell = Cell {
         event: "cell".into(),
         streams,
         window,
@@ -289,7 +299,8 @@ fn run_cell(
         throughput_bps: if secs_loaded > 0.0 { bytes as f64 * 8.0 / secs_loaded } else { 0.0 },
         retransmits: retrans,
         rpm,
-    })
+    };
+    Ok((cell, failure))
 }
 
 fn print_table(cells: &[Cell]) {

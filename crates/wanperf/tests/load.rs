@@ -43,6 +43,40 @@ fn loopback_sweep_produces_a_cell_per_streams_and_window() {
         assert!(f(&c["loaded"]["rtt_ms"]["median"]) < 5.0);
         assert!(c["rpm"].as_f64().is_some());
     }
+    // The server dies mid-run: what was measured comes out, marked incomplete, exit non-zero.
+    let mut s2 = Server::start(&[]);
+    let p2 = s2.port_s();
+    let child = std::process::Command::new(BIN)
+        .args([
+            "load",
+            "127.0.0.1",
+            "-p",
+            &p2,
+            "--streams",
+            "1,2",
+            "--load-time",
+            "1s",
+            "--idle-time",
+            "1s",
+            "-i",
+            "20ms",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    s2.child.kill().unwrap();
+    let out2 = child.wait_with_output().unwrap();
+    assert!(!out2.status.success());
+    let recs2 = records(&out2);
+    let e2 = end(&recs2);
+    assert_eq!(e2["complete"], false);
+    assert!(e2["error"].as_str().unwrap().contains("load phase failed"));
+    assert!(!e2["cells"].as_array().unwrap().is_empty(), "the first cell was measured");
+    assert_eq!(String::from_utf8_lossy(&out2.stderr).trim().lines().count(), 1);
+
     let out = run(&["load", "127.0.0.1", "-p", &port, "--streams", "0"], Duration::from_secs(10));
     assert!(!out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
