@@ -133,3 +133,54 @@ fn probe_rtt_through_an_emulated_path() {
     let fwd = f(&sum["owd_fwd_ms"]["median"]);
     assert!((fwd - 15.0).abs() < 0.5, "forward one-way {fwd} ms");
 }
+
+#[test]
+fn probe_losses_match_the_emulators_drop_counters() {
+    let out = run(&["path", "run", "--", "true"], Duration::from_secs(20));
+    if !out.status.success() {
+        if std::env::var_os("CI").is_some() {
+            panic!("cannot create emulated paths: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        return;
+    }
+    let w = BIN;
+    let out = run(
+        &[
+            "path",
+            "run",
+            "--rtt",
+            "10ms",
+            "--loss",
+            "10%",
+            "--seed",
+            "7",
+            "--json",
+            "--right",
+            &format!("{w} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15"),
+            "--",
+            w,
+            "ping",
+            "198.18.0.2",
+            "-c",
+            "300",
+            "-i",
+            "5ms",
+            "-W",
+            "1",
+            "--json",
+        ],
+        Duration::from_secs(30),
+    );
+    let recs = records(&out);
+    let sum = &end(&recs)["summary"];
+    let lost = u(&sum["sent"]) - u(&sum["received"]);
+    let text = String::from_utf8_lossy(&out.stderr);
+    let line = text.lines().find(|l| l.starts_with("{\"event\":\"path\"")).expect("path stats");
+    let st: Value = serde_json::from_str(line).unwrap();
+    let drops = |d: &str| st["stats"][d]["classes"]["best_effort"]["random_losses"].as_u64().unwrap();
+    let emu = drops("up") + drops("down");
+    // Every lost probe is a request or a reply the loss model dropped; the interfaces' own
+    // chatter (router solicitations) may add a few more drops.
+    assert!(lost > 0);
+    assert!(emu >= lost && emu <= lost + 5, "{lost} probes lost, the emulator dropped {emu} packets");
+}
