@@ -160,6 +160,9 @@ pub struct PingSummary {
     /// One-way delays server → client, ms (UDP).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owd_rev_ms: Option<DelayStats>,
+    /// Why the run ended early (the server went away), if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Summary statistics from probe records (pure; the tests recompute them independently).
@@ -186,6 +189,7 @@ pub fn summarize(records: &[ProbeRecord], duplicates: u64, reordered: u64) -> Pi
         clock_offset_uncertainty_ms: None,
         owd_fwd_ms: (!fwd.is_empty()).then(|| stats(&fwd)),
         owd_rev_ms: (!rev.is_empty()).then(|| stats(&rev)),
+        error: None,
     }
 }
 
@@ -412,9 +416,10 @@ fn run_datagram(
     let mut refused = false;
     let mut answered_any = false;
     let mut has_server_times = false;
+    let mut gone: Option<String> = None;
     loop {
         let now = Instant::now();
-        let stop = interrupt.load(Ordering::Acquire);
+        let stop = interrupt.load(Ordering::Acquire) || gone.is_some();
         // Send every probe that is due (the schedule is fixed from the start).
         while !stop && next_seq < cfg.count && start + cfg.interval * next_seq as u32 <= now {
             let wall = sys::realtime_ns();
@@ -495,6 +500,12 @@ fn run_datagram(
                 "no wanperf server answers probes at {addr} (UDP port unreachable; start one with `wanperf serve`)"
             )));
         }
+        // The server answered before and now its port is closed: it went away. Stop sending,
+        // wait out the probes in flight, and report what was measured.
+        if refused && gone.is_none() {
+            gone = Some(format!("the server at {addr} went away (UDP port unreachable) after {next_seq} probes"));
+        }
+        let stop = stop || gone.is_some();
         if emitted as u64 >= next_seq && (next_seq >= cfg.count || stop) {
             break;
         }
@@ -546,5 +557,6 @@ fn run_datagram(
     let mut s = summarize(&records, duplicates, reordered);
     s.clock_offset_ms = offset_ns.map(|o| o / 1e6);
     s.clock_offset_uncertainty_ms = fastest.filter(|_| has_server_times).map(|f| f.0 / 2.0);
+    s.error = gone;
     Ok((records, s))
 }

@@ -95,7 +95,7 @@ pub fn run(a: PingArgs) -> Result<ExitCode> {
     };
     let mut live = Live { json: a.json };
     let (records, summary) = ping::run(&cfg, &mut live, &INTERRUPTED)?;
-    let complete = summary.sent == a.count;
+    let complete = summary.sent == a.count && summary.error.is_none();
     if a.json {
         for r in &records {
             println!("{}", serde_json::to_string(r)?);
@@ -128,6 +128,10 @@ pub fn run(a: PingArgs) -> Result<ExitCode> {
                 f.median, b.median
             );
         }
+    }
+    if let Some(e) = &summary.error {
+        eprintln!("error: {e} (the summary holds what was measured)");
+        return Ok(ExitCode::FAILURE);
     }
     Ok(if !complete {
         ExitCode::from(130)

@@ -75,6 +75,28 @@ fn tcp_mode_and_errors() {
         assert_eq!(u(&end(&records(&out))["summary"]["received"]), 3);
     }
 
+    // The server dies mid-run: the run ends with what it measured, incomplete, exit non-zero.
+    let mut s2 = Server::start(&[]);
+    let p2 = s2.port_s();
+    let child = std::process::Command::new(BIN)
+        .args(["ping", "127.0.0.1", "-p", &p2, "-c", "1000", "-i", "10ms", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    s2.child.kill().unwrap();
+    let t0 = std::time::Instant::now();
+    let out2 = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5), "ping kept going after the server died");
+    assert!(!out2.status.success());
+    let recs2 = records(&out2);
+    let e2 = end(&recs2);
+    assert_eq!(e2["complete"], false);
+    assert!(u(&e2["summary"]["received"]) > 20, "what was measured is kept");
+    assert!(e2["summary"]["error"].as_str().unwrap().contains("went away"));
+    assert_eq!(String::from_utf8_lossy(&out2.stderr).trim().lines().count(), 1);
+
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
     for mode in ["udp", "tcp"] {
         let out = run(&["ping", "127.0.0.1", "-p", &free, "-c", "3", "--mode", mode], Duration::from_secs(10));
