@@ -144,11 +144,6 @@ impl<P> Link<P> {
         self.remark_hook = Some(hook);
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &DirConfig {
-        &self.cfg
-    }
-
     /// Counters per class ([`CLASSES`] order).
     pub fn counters(&self) -> &[ClassCounters; 3] {
         &self.counters
@@ -245,7 +240,6 @@ impl<P> Link<P> {
             Rate::Unlimited => start,
             Rate::Constant(bps) => start + (len as u128 * 8 * 1_000_000_000 / u128::from(*bps)) as Nanos,
             Rate::Trace(t) => {
-                let t = t.clone();
                 let needed = len.div_ceil(Trace::OPPORTUNITY_BYTES).max(1);
                 let period = t.period_ms * 1_000_000;
                 // Skip whole idle periods at once.
@@ -263,7 +257,8 @@ impl<P> Link<P> {
                         self.trace_idx = 0;
                         self.trace_cycle += 1;
                     }
-                    // An opportunity at time 0 of a cycle repeats the previous cycle's end.
+                    // Opportunities that pass before the packet is ready go unused, as on a
+                    // real link.
                     if ot >= start {
                         last = ot;
                         used += 1;
@@ -397,11 +392,6 @@ impl<P> Link<P> {
     /// When the transmitter finishes its current packet.
     pub fn free_at(&self) -> Nanos {
         self.busy_until
-    }
-
-    /// Packets waiting in queues or in flight.
-    pub fn pending(&self) -> usize {
-        self.queues.iter().map(VecDeque::len).sum::<usize>() + self.in_flight.len()
     }
 }
 

@@ -167,11 +167,6 @@ impl Side {
         })
     }
 
-    /// When the side started.
-    pub fn started(&self) -> Instant {
-        self.start
-    }
-
     /// When the next interval sample is due (none once every stream is done).
     pub fn next_tick(&self) -> Option<Instant> {
         (!self.finished && !self.all_done()).then(|| self.start + self.interval * (self.index + 1))

@@ -99,11 +99,6 @@ impl UdpRecvStats {
         self.sender_total = Some(packets_sent);
     }
 
-    /// Whether the sender's end-of-flow datagram arrived.
-    pub fn fin_seen(&self) -> bool {
-        self.sender_total.is_some()
-    }
-
     /// Datagrams expected so far: the sender's count if known, else highest sequence + 1.
     pub fn expected(&self) -> u64 {
         let by_seq = self.max_seq.map_or(0, |m| m + 1);
