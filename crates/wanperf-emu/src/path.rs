@@ -326,14 +326,23 @@ struct ReadMode {
     l2: usize,
 }
 
+impl ReadMode {
+    /// The largest packet a read can return (offload: a 64 KiB super-packet).
+    fn read_size(self) -> usize {
+        let packet = if self.offload { 65_536 + netns::VNET_HDR_LEN } else { self.mtu.max(1500) };
+        packet + 64 + self.l2
+    }
+}
+
 fn read_into(
     fd: RawFd,
     dir: &mut Dir,
     clock: &dyn Fn() -> Nanos,
     m: ReadMode,
+    scratch: &mut [u8],
     log: &mut Option<Box<dyn Write + Send>>,
 ) {
-    let ReadMode { mtu, offload, pull, l2 } = m;
+    let ReadMode { offload, pull, l2, .. } = m;
     // A bounded batch per turn, so packets that fall due meanwhile are not kept waiting
     // behind a long burst of reads.
     for _ in 0..READ_BATCH {
@@ -343,14 +352,13 @@ fn read_into(
         if pull && !dir.link.idle(now) {
             return;
         }
-        let cap = if offload { 65_536 + netns::VNET_HDR_LEN + 64 } else { mtu.max(1500) + 64 } + l2;
-        let mut buf = vec![0u8; cap];
-        // SAFETY: buf is valid for its length.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        // SAFETY: scratch is valid for its length.
+        let n = unsafe { libc::read(fd, scratch.as_mut_ptr().cast(), scratch.len()) };
         if n <= 0 {
             return;
         }
-        buf.truncate(n as usize);
+        // Only what arrived is kept: one reused read buffer, one exact-size copy per packet.
+        let buf = scratch[..n as usize].to_vec();
         let (h, len, segs) = if offload {
             let (wire, segs) = offload_wire(&buf, l2);
             (packet::parse(&buf[(netns::VNET_HDR_LEN + l2).min(buf.len())..]), wire, segs)
@@ -410,6 +418,8 @@ fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<B
     let start = Instant::now();
     let now_ns = || start.elapsed().as_nanos() as Nanos;
     let (l, r) = (tl.as_raw_fd(), tr.as_raw_fd());
+    let mode = ReadMode { mtu, offload, pull, l2 };
+    let mut scratch = vec![0u8; mode.read_size()];
     let mut published = 0;
     while !stop.load(Ordering::Acquire) {
         let now = now_ns();
@@ -419,9 +429,8 @@ fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<B
             }
             published = now;
         }
-        let mode = ReadMode { mtu, offload, pull, l2 };
-        read_into(l, &mut up, &now_ns, mode, &mut log);
-        read_into(r, &mut down, &now_ns, mode, &mut log);
+        read_into(l, &mut up, &now_ns, mode, &mut scratch, &mut log);
+        read_into(r, &mut down, &now_ns, mode, &mut scratch, &mut log);
         let now = now_ns();
         write_due(r, &mut up, now, &mut log);
         write_due(l, &mut down, now, &mut log);
