@@ -122,16 +122,8 @@ pub fn preflight(
     host: &'static str,
 ) -> Result<Option<(u64, u64)>, OptError> {
     let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).map_err(io_err("creating a socket"))?;
-    if let Some(cc) = cc {
-        sys::set_congestion(s.as_raw_fd(), cc).map_err(|_| OptError::Cc {
-            name: cc.to_string(),
-            host,
-            available: sys::available_cc().join(" "),
-        })?;
-    }
+    SockOpts { window, cc: cc.map(str::to_string), ..Default::default() }.apply(&s, false, host)?;
     let Some(w) = window else { return Ok(None) };
-    s.set_send_buffer_size(w as usize).map_err(io_err("setting SO_SNDBUF"))?;
-    s.set_recv_buffer_size(w as usize).map_err(io_err("setting SO_RCVBUF"))?;
     let snd = s.send_buffer_size().map_err(io_err("reading SO_SNDBUF"))? as u64;
     let rcv = s.recv_buffer_size().map_err(io_err("reading SO_RCVBUF"))? as u64;
     // Linux doubles the request for bookkeeping overhead; less than double means capped.

@@ -368,15 +368,7 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
             outcome.get_or_insert(e.to_string());
             continue;
         }
-        let now = Instant::now();
-        let mut wake = now + Duration::from_millis(100);
-        if let Some(t) = session.poll_timeout() {
-            wake = wake.min(t);
-        }
-        if let Some(t) = side.as_ref().and_then(Side::next_tick) {
-            wake = wake.min(t);
-        }
-        let ev = rx.recv_timeout(wake.saturating_duration_since(now));
+        let ev = rx.recv_timeout(crate::stream::wait_before(session.poll_timeout(), side.as_ref()));
         let now = Instant::now();
         let res = match ev {
             Ok(Event::Msg(m)) => session.handle_msg(now, m),

@@ -106,6 +106,27 @@ pub struct Side {
     per_thread_cpu: bool,
 }
 
+/// How long a control loop may block: until its session's deadline, its side's next interval
+/// sample, or 100 ms (so it notices shutdown and interrupts), whichever comes first.
+pub fn wait_before(deadline: Option<Instant>, side: Option<&Side>) -> Duration {
+    let now = Instant::now();
+    [deadline, side.and_then(Side::next_tick)]
+        .into_iter()
+        .flatten()
+        .fold(now + Duration::from_millis(100), Instant::min)
+        .saturating_duration_since(now)
+}
+
+impl Counters {
+    /// Counts `n` bytes moved now; returns now.
+    fn moved(&self, n: usize, start: Instant) -> Instant {
+        let now = Instant::now();
+        self.bytes.fetch_add(n as u64, Ordering::Release);
+        self.last_ns.store(now.duration_since(start).as_nanos() as u64, Ordering::Release);
+        now
+    }
+}
+
 fn ns_since(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
 }
@@ -249,30 +270,30 @@ impl Side {
         } else {
             sys::cpu_between(self.cpu_before, sys::process_cpu(), wall)
         };
+        // The final sample was just taken; the report reuses it rather than reading the
+        // sockets again.
         let streams = self
             .streams
             .iter()
-            .map(|s| {
-                let sm = sample_stream(s);
-                StreamFinal {
-                    id: s.plan.id,
-                    role: Some(s.plan.role),
-                    bytes: sm.bytes,
-                    duration_s: s.counters.last_ns.load(Ordering::Acquire) as f64 / 1e9,
-                    sndbuf: s.sndbuf,
-                    rcvbuf: s.rcvbuf,
-                    tcp: sm.tcp,
-                    udp: sm.udp,
-                    error: s.end.as_ref().and_then(|e| e.error.clone()),
-                    cc: match &s.probe {
-                        Probe::Tcp(p) => sys::congestion(p.as_raw_fd()).ok(),
-                        Probe::Udp(_) => None,
-                    },
-                    dscp: match &s.probe {
-                        Probe::Tcp(p) => sys::dscp(p),
-                        Probe::Udp(p) => sys::dscp(&socket2::SockRef::from(p)),
-                    },
-                }
+            .zip(&last.streams)
+            .map(|(s, sm)| StreamFinal {
+                id: s.plan.id,
+                role: Some(s.plan.role),
+                bytes: sm.bytes,
+                duration_s: s.counters.last_ns.load(Ordering::Acquire) as f64 / 1e9,
+                sndbuf: s.sndbuf,
+                rcvbuf: s.rcvbuf,
+                tcp: sm.tcp.clone(),
+                udp: sm.udp.clone(),
+                error: s.end.as_ref().and_then(|e| e.error.clone()),
+                cc: match &s.probe {
+                    Probe::Tcp(p) => sys::congestion(p.as_raw_fd()).ok(),
+                    Probe::Udp(_) => None,
+                },
+                dscp: match &s.probe {
+                    Probe::Tcp(p) => sys::dscp(p),
+                    Probe::Udp(p) => sys::dscp(&socket2::SockRef::from(p)),
+                },
             })
             .collect();
         let report =
@@ -401,9 +422,7 @@ fn tcp_send(p: &StreamPlan, mut s: Socket, c: &Counters, stop: &AtomicBool, star
             Ok(0) => break Err(io::Error::new(io::ErrorKind::WriteZero, "peer stopped accepting data")),
             Ok(n) => {
                 sent += n as u64;
-                c.bytes.fetch_add(n as u64, Ordering::Release);
-                let now = Instant::now();
-                c.last_ns.store(now.duration_since(start).as_nanos() as u64, Ordering::Release);
+                let now = c.moved(n, start);
                 size.account(n, now);
             }
             Err(e) if is_timeout(&e) => continue,
@@ -461,9 +480,7 @@ fn tcp_recv(p: &StreamPlan, mut s: Socket, c: &Counters, stop: &AtomicBool, star
         match r {
             Ok(0) => return Ok(()),
             Ok(n) => {
-                c.bytes.fetch_add(n as u64, Ordering::Release);
-                let now = Instant::now();
-                c.last_ns.store(now.duration_since(start).as_nanos() as u64, Ordering::Release);
+                let now = c.moved(n, start);
                 low.account(n, now);
             }
             Err(e) if is_timeout(&e) => continue,

@@ -57,23 +57,20 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
     })
 }
 
-/// Sets TCP_CONGESTION.
-pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
-    // SAFETY: pointer and length describe `name`'s bytes.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        )
-    };
+/// setsockopt with the bytes of `value` as the option value.
+fn setsockopt_raw(fd: RawFd, level: libc::c_int, opt: libc::c_int, value: &[u8]) -> io::Result<()> {
+    // SAFETY: pointer and length describe `value`, which outlives the call.
+    let rc = unsafe { libc::setsockopt(fd, level, opt, value.as_ptr().cast(), value.len() as libc::socklen_t) };
     if rc == 0 {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// Sets TCP_CONGESTION.
+pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
+    setsockopt_raw(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_bytes())
 }
 
 /// Reads TCP_CONGESTION: the algorithm the socket runs.
@@ -100,21 +97,7 @@ pub fn dscp(s: &Socket) -> Option<u8> {
 /// Caps the socket's pacing rate (SO_MAX_PACING_RATE), in bit/s.
 pub fn set_max_pacing(fd: RawFd, bps: u64) -> io::Result<()> {
     let bytes_per_s: u64 = (bps / 8).max(1);
-    // SAFETY: pointer and length describe a u64 on the stack.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_MAX_PACING_RATE,
-            (&bytes_per_s as *const u64).cast(),
-            std::mem::size_of::<u64>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes_per_s.to_ne_bytes())
 }
 
 /// Sets the DSCP code point on a socket of the given family.
@@ -131,21 +114,7 @@ pub fn set_dscp(sock: &Socket, ipv6: bool, dscp: u8) -> io::Result<()> {
 /// timeout, FIN or error).
 pub fn set_rcvlowat(fd: RawFd, bytes: usize) -> io::Result<()> {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
-    // SAFETY: pointer and length describe a c_int on the stack.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, &v.to_ne_bytes())
 }
 
 /// The socket's current SO_RCVBUF (autotuning grows it).
@@ -455,22 +424,7 @@ pub fn host_capture(peer: Option<IpAddr>) -> HostCapture {
 
 /// Asks the kernel to stamp each received datagram (SO_TIMESTAMPNS, wall clock).
 pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
-    let one: libc::c_int = 1;
-    // SAFETY: pointer and length describe a c_int.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int).to_ne_bytes())
 }
 
 /// Wall-clock nanoseconds since the Unix epoch.

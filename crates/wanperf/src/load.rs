@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wanperf_engine::client::{self, ClientConfig, Sink};
 use wanperf_engine::ping::{self, PingConfig, PingMode, PingSummary, ProbeRecord};
-use wanperf_proto::msg::{Direction, TestSpec, Transport, DEFAULT_PORT};
+use wanperf_proto::msg::{Direction, TestSpec, DEFAULT_PORT};
 use wanperf_proto::record::{EndRecord, IntervalRecord, StartRecord};
 use wanperf_proto::units::{fmt_bytes, fmt_rate, parse_duration, parse_size};
 
@@ -247,7 +247,6 @@ fn run_cell(
         spec.cc = a.cc.clone();
         spec.accept_capped_window = true;
         spec.direction = if a.reverse { Direction::Down } else { Direction::Up };
-        spec.transport = Transport::Tcp;
         let cfg = ClientConfig {
             host: a.host.clone(),
             port: a.port,
