@@ -82,23 +82,11 @@ fn loopback_sweep_produces_a_cell_per_streams_and_window() {
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
 }
 
-fn path_available() -> bool {
-    let out = run(&["path", "run", "--", "true"], Duration::from_secs(20));
-    if out.status.success() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("cannot create emulated paths: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    eprintln!("SKIPPED: no emulated paths here");
-    false
-}
-
 fn load_through(extra_path: &[&str], extra_load: &[&str]) -> Value {
     let w = BIN;
     let mut args = vec!["path", "run", "--rtt", "20ms", "--rate", "25M", "--queue", "300kB"];
     args.extend_from_slice(extra_path);
-    let right = format!("{w} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15");
+    let right = right_server();
     args.extend([
         "--right",
         &right,
@@ -125,7 +113,7 @@ fn load_through(extra_path: &[&str], extra_load: &[&str]) -> Value {
 
 #[test]
 fn loaded_rtt_rises_by_queue_over_rate_and_priority_keeps_probes_steady() {
-    if !path_available() {
+    if !paths_available() {
         return;
     }
     // Seed 000: a bulk load through a 25 Mbit/s bottleneck with a 300 kB queue adds about

@@ -14,20 +14,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Whether this machine lets us build paths; fails under CI, skips loudly elsewhere.
-fn capable() -> bool {
-    let out = run(&["path", "run", "--", "true"], Duration::from_secs(20));
-    if out.status.success() {
-        return true;
-    }
-    let why = String::from_utf8_lossy(&out.stderr).to_string();
-    if std::env::var_os("CI").is_some() {
-        panic!("cannot create emulated paths here: {why}");
-    }
-    eprintln!("SKIPPED: cannot create emulated paths here: {why}");
-    false
-}
-
 fn have(tool: &str) -> bool {
     let ok = Command::new(tool).arg("-V").output().is_ok() || Command::new(tool).arg("--version").output().is_ok();
     if !ok {
@@ -52,19 +38,10 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn path_stats(stderr: &[u8]) -> Value {
-    let text = String::from_utf8_lossy(stderr);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("{\"event\":\"path\""))
-        .unwrap_or_else(|| panic!("no path stats in {text}"));
-    serde_json::from_str::<Value>(line).unwrap()["stats"].clone()
-}
-
 #[test]
 fn ping_rtt_equals_configured_rtt() {
     let _serial = serial();
-    if !capable() || !have("ping") {
+    if !paths_available() || !have("ping") {
         return;
     }
     for rtt in [10.0, 100.0, 200.0] {
@@ -83,7 +60,7 @@ fn ping_rtt_equals_configured_rtt() {
 
 #[test]
 fn iperf3_reaches_the_configured_rate() {
-    if !capable() || !have("iperf3") {
+    if !paths_available() || !have("iperf3") {
         return;
     }
     for (rate, bps) in [("10M", 10e6), ("100M", 100e6)] {
@@ -120,7 +97,7 @@ fn iperf3_reaches_the_configured_rate() {
 #[test]
 fn full_queue_adds_queue_over_rate_to_the_rtt() {
     let _serial = serial();
-    if !capable() || !have("ping") || !have("iperf3") {
+    if !paths_available() || !have("ping") || !have("iperf3") {
         return;
     }
     // Seed 000's arithmetic: 300 kB of queue at 25 Mbit/s is about 100 ms. Cubic's sawtooth
@@ -171,7 +148,7 @@ fn full_queue_adds_queue_over_rate_to_the_rtt() {
 #[test]
 fn policer_holds_its_class_and_burst_size_matters() {
     let _serial = serial();
-    if !capable() {
+    if !paths_available() {
         return;
     }
     let w = BIN;
@@ -254,7 +231,7 @@ fn policer_holds_its_class_and_burst_size_matters() {
 #[test]
 fn bernoulli_loss_is_observed_within_bounds() {
     let _serial = serial();
-    if !capable() {
+    if !paths_available() {
         return;
     }
     let w = BIN;
@@ -270,7 +247,7 @@ fn bernoulli_loss_is_observed_within_bounds() {
             "42",
             "--json",
             "--right",
-            &format!("{w} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15"),
+            &right_server(),
             "--",
             w,
             "tput",
@@ -302,7 +279,7 @@ fn bernoulli_loss_is_observed_within_bounds() {
 #[test]
 fn exit_status_cleanup_and_bad_input() {
     let _serial = serial();
-    if !capable() {
+    if !paths_available() {
         return;
     }
     let out = run(
@@ -377,7 +354,7 @@ fn exit_status_cleanup_and_bad_input() {
 #[test]
 fn named_path_up_exec_stats_down_list() {
     let _serial = serial();
-    if !capable() || !have("ping") {
+    if !paths_available() || !have("ping") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("wanperf-rt-{}", std::process::id()));
@@ -424,7 +401,7 @@ fn named_path_up_exec_stats_down_list() {
 #[test]
 fn txqueuelen_acts_on_the_senders_interface_queue() {
     let _serial = serial();
-    if !capable() {
+    if !paths_available() {
         return;
     }
     // Seed 003 (DataTAG, 120 ms, 1 Gbit/s): with txqueuelen 100 the 2003 hosts did not reach
@@ -443,7 +420,7 @@ fn txqueuelen_acts_on_the_senders_interface_queue() {
                 q,
                 "--json",
                 "--right",
-                &format!("{w} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15"),
+                &right_server(),
                 "--",
                 w,
                 "tput",
@@ -479,7 +456,7 @@ fn txqueuelen_acts_on_the_senders_interface_queue() {
 #[test]
 fn unprivileged_user_gets_a_path_too() {
     let _serial = serial();
-    if !capable() || !have("ping") {
+    if !paths_available() || !have("ping") {
         return;
     }
     // SAFETY: geteuid has no preconditions.

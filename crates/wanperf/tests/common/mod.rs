@@ -148,3 +148,33 @@ pub fn u(v: &Value) -> u64 {
 pub fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
+
+/// Whether this machine lets us build emulated paths; fails under CI (which must be able to),
+/// skips loudly elsewhere.
+pub fn paths_available() -> bool {
+    let out = run(&["path", "run", "--", "true"], Duration::from_secs(20));
+    if out.status.success() {
+        return true;
+    }
+    let why = String::from_utf8_lossy(&out.stderr).to_string();
+    if std::env::var_os("CI").is_some() {
+        panic!("cannot create emulated paths here: {why}");
+    }
+    eprintln!("SKIPPED: cannot create emulated paths here: {why}");
+    false
+}
+
+/// The `--right` command that runs a wanperf server for the left host on port 5301.
+pub fn right_server() -> String {
+    format!("{BIN} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15")
+}
+
+/// The emulator's counters from `path run --json`'s stderr.
+pub fn path_stats(stderr: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("{\"event\":\"path\""))
+        .unwrap_or_else(|| panic!("no path stats in {text}"));
+    serde_json::from_str::<Value>(line).unwrap()["stats"].clone()
+}
