@@ -83,7 +83,14 @@ pub struct PathConfig {
     pub txqueuelen: Option<u32>,
     /// Seed for loss and jitter.
     pub seed: u64,
+    /// Niceness of the commands run on the hosts (0 = normal). The I/O thread keeps normal
+    /// priority, so when the machine's cores are busy the hosts wait, not the wire.
+    #[serde(default)]
+    pub host_nice: i32,
 }
+
+/// The niceness `path run` gives the hosts' commands unless told otherwise.
+pub const DEFAULT_HOST_NICE: i32 = 10;
 
 /// Scheduling lateness: how long after its theoretical time a packet was written out.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -124,6 +131,16 @@ pub struct Path {
     stop: Arc<AtomicBool>,
     live: Arc<Mutex<PathStats>>,
     io: Option<JoinHandle<PathStats>>,
+    host_nice: i32,
+}
+
+/// Lowers the calling process's priority to `nice` (raising it would need privileges).
+pub fn renice(nice: i32) -> std::io::Result<()> {
+    // SAFETY: setpriority takes plain integers and affects only this process.
+    if nice != 0 && unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Configures a host's `wan0` (which must exist in the calling thread's namespace).
@@ -220,7 +237,7 @@ impl Path {
                 io_loop(Io { left_tun: tl, right_tun: tr, up, down, mtu, offload, pull, l2 }, &s2, &live2, log)
             })
             .map_err(|e| EnvError::Sys { what: "starting the I/O thread", err: e })?;
-        Ok(Path { left, right, _middle: middle, stop, live, io: Some(io) })
+        Ok(Path { left, right, _middle: middle, stop, live, io: Some(io), host_nice: cfg.host_nice })
     }
 
     /// A command that will run inside `host`, with `WANPERF_PEER` set to the other host.
@@ -238,12 +255,14 @@ impl Path {
         };
         cmd.env("WANPERF_PEER", host.peer().to_string());
         cmd.env("WANPERF_SELF", host.addr().to_string());
-        // SAFETY: setns is async-signal-safe; fd stays open in the child until exec.
+        let nice = self.host_nice;
+        // SAFETY: setns and setpriority are async-signal-safe; fd stays open in the child until exec.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+                renice(nice)?;
                 // Die with the parent, so a killed wanperf leaves no process in the path.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 Ok(())
@@ -334,53 +353,87 @@ impl ReadMode {
     }
 }
 
-fn read_into(
+/// Reads one packet, if the device has one, into its link; tells whether it did.
+fn read_one(
     fd: RawFd,
     dir: &mut Dir,
     clock: &dyn Fn() -> Nanos,
     m: ReadMode,
-    scratch: &mut [u8],
+    pool: &mut Buffers,
     log: &mut Option<Box<dyn Write + Send>>,
-) {
+) -> bool {
     let ReadMode { offload, pull, l2, .. } = m;
-    // A bounded batch per turn, so packets that fall due meanwhile are not kept waiting
-    // behind a long burst of reads.
-    for _ in 0..READ_BATCH {
-        // Each packet is stamped when it is read: a stamp from before the batch would let
-        // later packets of the batch through early.
-        let now = clock();
-        if pull && !dir.link.idle(now) {
-            return;
-        }
-        // SAFETY: scratch is valid for its length.
-        let n = unsafe { libc::read(fd, scratch.as_mut_ptr().cast(), scratch.len()) };
-        if n <= 0 {
-            return;
-        }
-        // Only what arrived is kept: one reused read buffer, one exact-size copy per packet.
-        let buf = scratch[..n as usize].to_vec();
-        let (h, len, segs) = if offload {
-            let (wire, segs) = offload_wire(&buf, l2);
-            (packet::parse(&buf[(netns::VNET_HDR_LEN + l2).min(buf.len())..]), wire, segs)
-        } else {
-            (packet::parse(&buf[l2.min(buf.len())..]), buf.len(), 1)
+    // Each packet is stamped when it is read: a stamp from before a batch would let
+    // later packets of the batch through early.
+    let now = clock();
+    if pull && !dir.link.idle(now) {
+        return false;
+    }
+    let mut buf = pool.take();
+    // SAFETY: buf is valid for its length.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n <= 0 {
+        pool.keep(buf);
+        return false;
+    }
+    let buf = pool.fit(buf, n as usize);
+    let (h, len, segs) = if offload {
+        let (wire, segs) = offload_wire(&buf, l2);
+        (packet::parse(&buf[(netns::VNET_HDR_LEN + l2).min(buf.len())..]), wire, segs)
+    } else {
+        (packet::parse(&buf[l2.min(buf.len())..]), buf.len(), 1)
+    };
+    let now = clock();
+    let v = dir.link.push_segments(now, buf, len, segs, h);
+    if let Some(l) = log.as_mut() {
+        let what = match v {
+            Verdict::Queued(c) => format!("arrive {len} queued {}", CLASSES[c]),
+            Verdict::Remarked => format!("arrive {len} remarked scavenger"),
+            Verdict::Dropped(r) => {
+                format!("drop {len} {}", serde_json::to_string(&r).unwrap_or_default().trim_matches('"'))
+            }
         };
-        let now = clock();
-        let v = dir.link.push_segments(now, buf, len, segs, h);
-        if let Some(l) = log.as_mut() {
-            let what = match v {
-                Verdict::Queued(c) => format!("arrive {len} queued {}", CLASSES[c]),
-                Verdict::Remarked => format!("arrive {len} remarked scavenger"),
-                Verdict::Dropped(r) => {
-                    format!("drop {len} {}", serde_json::to_string(&r).unwrap_or_default().trim_matches('"'))
-                }
-            };
-            let _ = writeln!(l, "{now} {} {what}", dir.name);
+        let _ = writeln!(l, "{now} {} {what}", dir.name);
+    }
+    true
+}
+
+/// Read buffers: a large packet travels in the buffer it was read into, which comes back
+/// here once written; a small one (an ACK) is copied out so it holds no large buffer while
+/// it waits in the delay line.
+struct Buffers {
+    size: usize,
+    spare: Vec<Vec<u8>>,
+}
+
+impl Buffers {
+    const SMALL: usize = 4096;
+    const KEEP: usize = 256;
+
+    fn take(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_else(|| vec![0; self.size])
+    }
+
+    fn fit(&mut self, mut buf: Vec<u8>, n: usize) -> Vec<u8> {
+        if n <= Self::SMALL {
+            let small = buf[..n].to_vec();
+            self.keep(buf);
+            small
+        } else {
+            buf.truncate(n);
+            buf
+        }
+    }
+
+    fn keep(&mut self, mut buf: Vec<u8>) {
+        if buf.capacity() >= self.size && self.spare.len() < Self::KEEP {
+            buf.resize(self.size, 0);
+            self.spare.push(buf);
         }
     }
 }
 
-fn write_due(fd: RawFd, dir: &mut Dir, now: Nanos, log: &mut Option<Box<dyn Write + Send>>) {
+fn write_due(fd: RawFd, dir: &mut Dir, now: Nanos, pool: &mut Buffers, log: &mut Option<Box<dyn Write + Send>>) {
     while let Some((pkt, at)) = dir.link.pop(now) {
         // SAFETY: pkt is a valid buffer.
         let n = unsafe { libc::write(fd, pkt.as_ptr().cast(), pkt.len()) };
@@ -391,6 +444,7 @@ fn write_due(fd: RawFd, dir: &mut Dir, now: Nanos, log: &mut Option<Box<dyn Writ
         if let Some(l) = log.as_mut() {
             let _ = writeln!(l, "{now} {} depart {} due {at}", dir.name, pkt.len());
         }
+        pool.keep(pkt);
     }
 }
 
@@ -419,7 +473,7 @@ fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<B
     let now_ns = || start.elapsed().as_nanos() as Nanos;
     let (l, r) = (tl.as_raw_fd(), tr.as_raw_fd());
     let mode = ReadMode { mtu, offload, pull, l2 };
-    let mut scratch = vec![0u8; mode.read_size()];
+    let mut pool = Buffers { size: mode.read_size(), spare: Vec::new() };
     let mut published = 0;
     while !stop.load(Ordering::Acquire) {
         let now = now_ns();
@@ -429,11 +483,22 @@ fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<B
             }
             published = now;
         }
-        read_into(l, &mut up, &now_ns, mode, &mut scratch, &mut log);
-        read_into(r, &mut down, &now_ns, mode, &mut scratch, &mut log);
+        // Due packets leave before more are read, and between every read: when the hosts send
+        // faster than one thread can carry, the backlog waits in the hosts' device queues (as
+        // behind a real busy NIC), not in packets that are already due.
+        for _ in 0..READ_BATCH {
+            let now = now_ns();
+            write_due(r, &mut up, now, &mut pool, &mut log);
+            write_due(l, &mut down, now, &mut pool, &mut log);
+            let got = read_one(l, &mut up, &now_ns, mode, &mut pool, &mut log)
+                | read_one(r, &mut down, &now_ns, mode, &mut pool, &mut log);
+            if !got {
+                break;
+            }
+        }
         let now = now_ns();
-        write_due(r, &mut up, now, &mut log);
-        write_due(l, &mut down, now, &mut log);
+        write_due(r, &mut up, now, &mut pool, &mut log);
+        write_due(l, &mut down, now, &mut pool, &mut log);
         let now = now_ns();
         let mut next = [up.link.next_event(), down.link.next_event()].into_iter().flatten().min();
         if pull {

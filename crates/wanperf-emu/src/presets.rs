@@ -100,6 +100,7 @@ impl Preset {
             mtu: 1500,
             txqueuelen: self.txqueuelen,
             seed: 1,
+            host_nice: crate::path::DEFAULT_HOST_NICE,
         }
     }
 }

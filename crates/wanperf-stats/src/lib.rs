@@ -1,7 +1,7 @@
 //! Pure statistics for wanperf: sample summaries and percentiles ([`summary`]), delay
 //! variation (RFC 3393 IPDV, RFC 3550 jitter), least-squares fits with R² ([`fit`]), the
-//! IEPM-BW plateau event detector ([`events`]) and path arithmetic ([`calc`]). Plot code
-//! only draws what these compute.
+//! IEPM-BW plateau event detector ([`events`]), path arithmetic ([`calc`]) and the findings a
+//! report states ([`analysis`]). Plot code only draws what these compute.
 //!
 //! ```
 //! let s = wanperf_stats::summary::Summary::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
@@ -9,6 +9,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod calc;
 pub mod events;
 pub mod fit;

@@ -27,8 +27,9 @@ Examples:
 For every (streams, window) cell: K cycles of a loaded phase (bulk TCP through the tput engine)
 then an idle phase; UDP probes run on one schedule throughout and are tagged with their phase.
 Reported per cell: the loaded and unloaded RTT tables (avg, stdev, median, IQR, min, max, loss),
-the load's goodput and retransmits, and responsiveness in round trips per minute (RPM, 60 s over
-the 95 % trimmed mean of loaded RTTs, as the IETF responsiveness draft computes it).")]
+the load's goodput and retransmits, and responsiveness in round trips per minute (RPM, as the
+IETF responsiveness draft computes it: 60 s over the mean of the probes' and the load
+connections' own 95 % trimmed-mean RTT).")]
 pub struct LoadArgs {
     /// Server running `wanperf serve`.
     host: String,
@@ -36,28 +37,28 @@ pub struct LoadArgs {
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     port: u16,
     /// Stream counts to sweep (comma-separated).
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value = "1", value_parser = check_streams)]
     streams: String,
     /// Windows to sweep (comma-separated sizes; `auto` for autotuning).
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = check_windows)]
     window: String,
     /// Loaded phase length.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, default_value = "10s", value_parser = check_duration)]
     load_time: String,
     /// Idle phase length.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, default_value = "10s", value_parser = check_duration)]
     idle_time: String,
     /// Loaded + idle cycles per cell.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     cycles: u32,
     /// Probe interval.
-    #[arg(short, long, default_value = "100ms")]
+    #[arg(short, long, default_value = "100ms", value_parser = check_duration)]
     interval: String,
     /// Probe size in bytes.
     #[arg(short, long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(40..=65_000))]
     size: u32,
     /// Probe timeout.
-    #[arg(short = 'W', long, default_value = "2s")]
+    #[arg(short = 'W', long, default_value = "2s", value_parser = check_duration)]
     timeout: String,
     /// Load flows from the server to the client.
     #[arg(short = 'R', long)]
@@ -95,15 +96,82 @@ pub struct Cell {
     pub retransmits: u64,
     /// Loaded median minus unloaded median RTT, ms.
     pub added_rtt_ms: f64,
-    /// Responsiveness under load, round trips per minute.
+    /// Responsiveness under load, round trips per minute (see [`rpm`]).
     pub rpm: Option<f64>,
+    /// 95 % trimmed mean of the loaded probes' RTT (the draft's foreign-flow term), ms.
+    pub rpm_foreign_ms: Option<f64>,
+    /// 95 % trimmed mean of the load connections' own smoothed RTT (the self term), ms.
+    pub rpm_self_ms: Option<f64>,
 }
 
-struct Quiet;
-impl Sink for Quiet {
+/// Responsiveness as the IETF IPPM responsiveness draft computes it: 60 000 ms over the
+/// equal-weight mean of the foreign-flow latency (probes on separate flows) and the self
+/// latency (on the load-generating connections), each the 95 % trimmed mean of its samples.
+/// The draft's foreign term averages TCP, TLS and HTTP handshakes; here the foreign flow is
+/// wanperf's UDP probe, and the self term is the load connections' TCP_INFO smoothed RTT
+/// (the draft's HTTP/2 self probe also includes the sender's socket-buffer wait).
+/// Without self samples the foreign term stands alone.
+pub fn rpm(foreign_ms: &[f64], self_ms: &[f64]) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let tm = |v: &[f64]| wanperf_stats::summary::trimmed_mean(v, 0.95).filter(|m| *m > 0.0);
+    let (f, s) = (tm(foreign_ms), tm(self_ms));
+    let latency = match (f, s) {
+        (Some(f), Some(s)) => Some(0.5 * f + 0.5 * s),
+        (f, None) => f,
+        (None, s) => s,
+    };
+    (latency.map(|l| 60_000.0 / l), f, s)
+}
+
+/// Keeps the load phases' interval records, with their start in seconds since the cell began.
+#[derive(Default)]
+struct LoadIntervals {
+    offset_s: f64,
+    records: Vec<IntervalRecord>,
+}
+impl Sink for LoadIntervals {
     fn start(&mut self, _: &StartRecord) {}
-    fn interval(&mut self, _: &IntervalRecord) {}
+    fn interval(&mut self, r: &IntervalRecord) {
+        let mut r = r.clone();
+        r.start_s += self.offset_s;
+        r.end_s += self.offset_s;
+        self.records.push(r);
+    }
     fn end(&mut self, _: &EndRecord) {}
+}
+
+impl LoadIntervals {
+    /// The load connections' smoothed RTT samples, ms.
+    fn srtt_ms(&self) -> Vec<f64> {
+        let tcp =
+            self.records.iter().filter(|r| !r.omitted).flat_map(|r| r.streams.iter().filter_map(|s| s.tcp.as_ref()));
+        tcp.map(|t| t.srtt_us as f64 / 1000.0).collect()
+    }
+}
+
+/// What a cell measured beside its summary: every probe tagged with its phase, and the load's
+/// intervals (times in seconds since the cell's first probe).
+#[derive(Default)]
+pub struct CellDetail {
+    probes: Vec<(ProbeRecord, &'static str)>,
+    intervals: Vec<IntervalRecord>,
+}
+
+impl CellDetail {
+    /// The NDJSON records `--json` prints before the cell record.
+    fn print(&self, cell: usize) -> Result<()> {
+        for (p, phase) in &self.probes {
+            let mut v = serde_json::to_value(p)?;
+            v["cell"] = cell.into();
+            v["phase"] = (*phase).into();
+            println!("{v}");
+        }
+        for r in &self.intervals {
+            let mut v = serde_json::to_value(r)?;
+            v["cell"] = cell.into();
+            println!("{v}");
+        }
+        Ok(())
+    }
 }
 
 struct NoLive;
@@ -127,6 +195,42 @@ fn secs(flag: &str, s: &str) -> Result<f64> {
     Ok(v)
 }
 
+fn parse_streams(x: &str) -> Result<u32> {
+    let n: u32 = x.parse().map_err(|_| anyhow!("--streams: `{x}` is not a number"))?;
+    if !(1..=128).contains(&n) {
+        bail!("--streams: {n} is not between 1 and 128");
+    }
+    Ok(n)
+}
+
+fn parse_window(x: &str) -> Result<Option<u64>> {
+    if x == "auto" {
+        Ok(None)
+    } else {
+        parse_size(x).map(Some).map_err(|e| anyhow!("--window: {e}"))
+    }
+}
+
+/// Checks a comma-separated list when the command line is parsed (and a study file checked).
+fn check_list<T>(s: &str, f: fn(&str) -> Result<T>) -> std::result::Result<String, String> {
+    for x in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        f(x).map_err(|e| e.to_string())?;
+    }
+    Ok(s.to_string())
+}
+
+fn check_streams(s: &str) -> std::result::Result<String, String> {
+    check_list(s, parse_streams)
+}
+
+fn check_windows(s: &str) -> std::result::Result<String, String> {
+    check_list(s, parse_window)
+}
+
+fn check_duration(s: &str) -> std::result::Result<String, String> {
+    wanperf_proto::units::parse_duration(s).map(|_| s.to_string()).map_err(|e| e.to_string())
+}
+
 /// `wanperf load`.
 pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
     if a.seed000 {
@@ -136,20 +240,8 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
         a.size = 100;
         a.timeout = "20s".into();
     }
-    let streams = list(&a.streams, "streams", |x| {
-        let n: u32 = x.parse().map_err(|_| anyhow!("--streams: `{x}` is not a number"))?;
-        if !(1..=128).contains(&n) {
-            bail!("--streams: {n} is not between 1 and 128");
-        }
-        Ok(n)
-    })?;
-    let windows = list(&a.window, "window", |x| {
-        if x == "auto" {
-            Ok(None)
-        } else {
-            parse_size(x).map(Some).map_err(|e| anyhow!("--window: {e}"))
-        }
-    })?;
+    let streams = list(&a.streams, "streams", parse_streams)?;
+    let windows = list(&a.window, "window", parse_window)?;
     let load_s = secs("--load-time", &a.load_time)?;
     let idle_s = secs("--idle-time", &a.idle_time)?;
     let interval = secs("--interval", &a.interval)?;
@@ -177,8 +269,9 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
             if let Some(b) = &bar {
                 b.set_message(format!("{n} stream(s), window {}", w.map_or("auto".into(), fmt_bytes)));
             }
-            let (cell, failed) = run_cell(&a, n, w, load_s, idle_s, interval, timeout, cell_secs)?;
+            let (cell, detail, failed) = run_cell(&a, n, w, load_s, idle_s, interval, timeout, cell_secs)?;
             if a.json {
+                detail.print(cells.len())?;
                 println!("{}", serde_json::to_string(&cell)?);
             }
             cells.push(cell);
@@ -217,7 +310,7 @@ fn run_cell(
     interval: f64,
     timeout: f64,
     cell_secs: f64,
-) -> Result<(Cell, Option<String>)> {
+) -> Result<(Cell, CellDetail, Option<String>)> {
     let probes = (cell_secs / interval).ceil() as u64;
     let pcfg = PingConfig {
         host: a.host.clone(),
@@ -237,6 +330,7 @@ fn run_cell(
     let mut idle_windows = Vec::new();
     let (mut bytes, mut secs_loaded, mut retrans) = (0u64, 0.0f64, 0u64);
     let mut failure = None;
+    let mut load_iv = LoadIntervals::default();
     for _ in 0..a.cycles {
         if INTERRUPTED.load(Ordering::Acquire) {
             break;
@@ -257,7 +351,8 @@ fn run_cell(
             drop_every: None,
             software: crate::tput::software(),
         };
-        let end = client::run(&cfg, &mut Quiet, &INTERRUPTED);
+        load_iv.offset_s = start;
+        let end = client::run(&cfg, &mut load_iv, &INTERRUPTED);
         let stop = t0.elapsed().as_secs_f64();
         loaded_windows.push((start, stop));
         match end {
@@ -279,6 +374,12 @@ fn run_cell(
         }
         idle_windows.push((idle_start, t0.elapsed().as_secs_f64()));
     }
+    // The last idle phase's probes get their full timeout to come back (the probes sent
+    // meanwhile belong to neither phase), so none is counted lost just because the cell ended.
+    let drain_until = Instant::now() + Duration::from_secs_f64(timeout);
+    while Instant::now() < drain_until && !INTERRUPTED.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     stop_probes.store(true, Ordering::Release);
     let (records, _) = prober.join().map_err(|_| anyhow!("probe thread failed"))??;
     let within = |w: &[(f64, f64)], r: &ProbeRecord| w.iter().any(|(s, e)| r.sent_s >= *s && r.sent_s < *e);
@@ -287,7 +388,7 @@ fn run_cell(
     let ls = ping::summarize(&loaded, 0, 0);
     let us = ping::summarize(&idle, 0, 0);
     let lrtts: Vec<f64> = loaded.iter().filter_map(|r| r.rtt_ms).collect();
-    let rpm = wanperf_stats::summary::trimmed_mean(&lrtts, 0.95).filter(|m| *m > 0.0).map(|m| 60_000.0 / m);
+    let (rpm, rpm_foreign_ms, rpm_self_ms) = rpm(&lrtts, &load_iv.srtt_ms());
     let cell = Cell {
         event: "cell".into(),
         streams,
@@ -298,8 +399,21 @@ fn run_cell(
         throughput_bps: if secs_loaded > 0.0 { bytes as f64 * 8.0 / secs_loaded } else { 0.0 },
         retransmits: retrans,
         rpm,
+        rpm_foreign_ms,
+        rpm_self_ms,
     };
-    Ok((cell, failure))
+    let phase = |r: &ProbeRecord| {
+        if within(&loaded_windows, r) {
+            "loaded"
+        } else if within(&idle_windows, r) {
+            "unloaded"
+        } else {
+            "between"
+        }
+    };
+    let detail =
+        CellDetail { probes: records.iter().map(|r| (r.clone(), phase(r))).collect(), intervals: load_iv.records };
+    Ok((cell, detail, failure))
 }
 
 fn print_table(cells: &[Cell]) {
@@ -346,4 +460,23 @@ fn print_table(cells: &[Cell]) {
         );
     }
     println!("RTTs in ms: loaded columns first, then idle; `added` is loaded minus idle median.");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rpm;
+
+    #[test]
+    fn rpm_weighs_foreign_and_self_latency_equally() {
+        // 20 values 10..=29 ms: the 95 % trimmed mean drops the top value (29) -> mean of 10..=28 = 19.
+        let foreign: Vec<f64> = (10..30).map(f64::from).collect();
+        let own = vec![40.0; 20];
+        let (r, f, s) = rpm(&foreign, &own);
+        assert_eq!(f, Some(19.0));
+        assert_eq!(s, Some(40.0));
+        assert!((r.unwrap() - 60_000.0 / 29.5).abs() < 1e-9);
+        // Foreign only.
+        assert_eq!(rpm(&[60.0], &[]).0, Some(1000.0));
+        assert_eq!(rpm(&[], &[]).0, None);
+    }
 }

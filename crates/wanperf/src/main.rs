@@ -1,10 +1,13 @@
 //! The `wanperf` command line: argument parsing and glue only.
 
+mod calc;
+mod keep;
 mod load;
 mod output;
 mod path;
 mod pathd;
 mod ping;
+mod study;
 mod tput;
 
 use clap::{Parser, Subcommand};
@@ -53,8 +56,23 @@ enum Command {
     /// policer, priority classes) and run commands across it.
     #[command(subcommand)]
     Path(path::PathCmd),
-    /// Show what wanperf does: for now a loopback server and a TCP and a UDP test against it.
-    Demo,
+    /// Run declared studies (TOML files, see scenarios/) unattended into the archive.
+    #[command(subcommand)]
+    Study(study::StudyCmd),
+    /// List the runs in the archive.
+    Runs(keep::RunsArgs),
+    /// Write a run's cells, intervals or probes as JSON or CSV.
+    Export(keep::ExportArgs),
+    /// Bring iperf3 JSON or iputils ping output into the archive.
+    Import(keep::ImportArgs),
+    /// Write a self-contained HTML report (figures, tables, findings) for a run.
+    Report(keep::ReportArgs),
+    /// Path arithmetic: bandwidth-delay product, queue size ↔ delay, window limit, Mathis bound.
+    #[command(subcommand)]
+    Calc(calc::CalcCmd),
+    /// Re-run seed 000 ("Effect of load on RTT and loss") on an emulated SLAC→CERN 2000 path,
+    /// store it and write its report (about 2 minutes).
+    Demo(study::DemoArgs),
     /// Internal: run a command as init of a fresh PID namespace, so everything it starts dies
     /// with it (used by `path run` for the hosts' commands).
     #[command(name = "__contain", hide = true)]
@@ -101,8 +119,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if matches!(cli.command, Command::Path(path::PathCmd::Run(_) | path::PathCmd::Up(_) | path::PathCmd::Daemon { .. }))
-    {
+    let needs_namespaces = match &cli.command {
+        Command::Path(path::PathCmd::Run(_) | path::PathCmd::Up(_) | path::PathCmd::Daemon { .. }) => true,
+        Command::Demo(_) => true,
+        Command::Study(study::StudyCmd::Run(a)) => a.needs_path(),
+        _ => false,
+    };
+    if needs_namespaces {
         // Before any thread exists: a normal user becomes root of a fresh user namespace,
         // where it may create network namespaces.
         if let Err(e) = wanperf_emu::netns::become_root_in_user_namespace() {
@@ -124,7 +147,13 @@ fn main() -> ExitCode {
         Command::Path(path::PathCmd::Down(a)) => pathd::down(a),
         Command::Path(path::PathCmd::List { json }) => pathd::list(json),
         Command::Path(path::PathCmd::Daemon { name, config }) => pathd::daemon(&name, &config),
-        Command::Demo => tput::demo(),
+        Command::Study(study::StudyCmd::Run(a)) => study::run(a),
+        Command::Runs(a) => keep::runs(a),
+        Command::Export(a) => keep::export(a),
+        Command::Import(a) => keep::import(a),
+        Command::Report(a) => keep::report(a),
+        Command::Calc(c) => calc::run(c),
+        Command::Demo(a) => study::demo(a),
         Command::Contain { cmd } => path::contain(&cmd),
     };
     match result {

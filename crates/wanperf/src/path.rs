@@ -107,6 +107,10 @@ pub struct LinkArgs {
     /// Seed for random loss and jitter.
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
+    /// Niceness of the hosts' commands, 0–19 (default 10). The emulator keeps normal
+    /// priority, so on a busy machine the hosts wait for a core, not the packets on the wire.
+    #[arg(long, value_name = "N")]
+    host_nice: Option<i32>,
 }
 
 /// `wanperf path run`.
@@ -152,7 +156,14 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
                 anyhow!("unknown preset `{name}` (known: {})", names.join(", "))
             })?
             .path(),
-        None => PathConfig { up: Default::default(), down: Default::default(), mtu: 1500, txqueuelen: None, seed: 1 },
+        None => PathConfig {
+            up: Default::default(),
+            down: Default::default(),
+            mtu: 1500,
+            txqueuelen: None,
+            seed: 1,
+            host_nice: wanperf_emu::path::DEFAULT_HOST_NICE,
+        },
     };
     if let Some(rtt) = &a.rtt {
         let d = parse_delay("--rtt", rtt)?;
@@ -238,13 +249,19 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
     if let Some(s) = a.seed {
         cfg.seed = s;
     }
+    if let Some(n) = a.host_nice {
+        if !(0..=19).contains(&n) {
+            bail!("--host-nice must be between 0 and 19");
+        }
+        cfg.host_nice = n;
+    }
     Ok(cfg)
 }
 
 /// The command line that runs `argv` contained: as init of its own PID namespace, under a
 /// `wanperf __contain` that dies with this process. When either goes, the kernel kills every
 /// process the command started, so a killed `path run` leaves nothing behind.
-fn contained(path: &Path, host: Host, argv: &[String]) -> Result<std::process::Command> {
+pub(crate) fn contained(path: &Path, host: Host, argv: &[String]) -> Result<std::process::Command> {
     let exe = std::env::current_exe().context("cannot find the wanperf executable")?;
     let mut c = path.command(host, &exe.display().to_string());
     c.arg("__contain").arg("--").args(argv);
@@ -292,7 +309,7 @@ pub fn contain(cmd: &[String]) -> Result<ExitCode> {
     }
 }
 
-fn stop_child(c: &mut Child) {
+pub(crate) fn stop_child(c: &mut Child) {
     if matches!(c.try_wait(), Ok(None)) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };

@@ -242,6 +242,8 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
         bail!("cannot join the host's network namespace: {}", std::io::Error::last_os_error());
     }
     drop(ns);
+    wanperf_emu::path::renice(info["config"]["host_nice"].as_i64().unwrap_or(0) as i32)
+        .context("cannot lower the command's priority")?;
     let err = std::process::Command::new(&a.cmd[0])
         .args(&a.cmd[1..])
         .env("WANPERF_PEER", host.peer().to_string())

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use wanperf_engine::client::{self, ClientConfig, ClientError};
-use wanperf_engine::server::{serve as run_server, ServerConfig};
+use wanperf_engine::server::ServerConfig;
 use wanperf_proto::msg::{Direction, TestSpec, Transport, DEFAULT_PORT, MAX_STREAMS};
 use wanperf_proto::server::{Limits, Timeouts};
 use wanperf_proto::units;
@@ -321,60 +321,4 @@ pub fn tput(a: TputArgs) -> Result<ExitCode> {
         Err(ClientError::Interrupted) => Ok(ExitCode::from(130)),
         Err(e) => Err(e.into()),
     }
-}
-
-/// `wanperf demo` (for now): a server on loopback and a throughput round against it.
-pub fn demo() -> Result<ExitCode> {
-    let l = listener(SocketAddr::from(([127, 0, 0, 1], 0)))?;
-    let port = l.local_addr()?.port();
-    let cfg =
-        ServerConfig { limits: Limits::default(), timeouts: Timeouts::default(), allow: vec![], software: software() };
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let quiet: wanperf_engine::server::Log = Arc::new(|_: &str| {});
-    let server = std::thread::spawn(move || run_server(l, cfg, s2, quiet));
-    println!("wanperf demo: a server on 127.0.0.1:{port} and two tests against it\n");
-    let mut ok = true;
-    for (title, args) in [
-        ("TCP, 2 streams, 5 s, client → server", vec!["-P", "2", "-t", "5"]),
-        ("UDP at 200 Mbit/s, 2 s, server → client", vec!["-u", "-b", "200M", "-t", "2", "-R"]),
-    ] {
-        if INTERRUPTED.load(Ordering::Acquire) {
-            break;
-        }
-        println!("== {title}");
-        let mut argv = vec!["tput", "127.0.0.1"];
-        argv.extend(args);
-        let a =
-            <TputArgsParser as clap::Parser>::try_parse_from(std::iter::once("tput").chain(argv.into_iter().skip(1)))
-                .map(|p| p.args)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut cfg = ClientConfig {
-            host: "127.0.0.1".into(),
-            port,
-            spec: spec_from(&a)?,
-            bind: None,
-            bind_dev: None,
-            timeout: Duration::from_secs(5),
-            drop_every: None,
-            software: software(),
-        };
-        cfg.spec.interval_s = 1.0;
-        let mut sink = TableSink::stdout();
-        if let Err(e) = client::run(&cfg, &mut sink, &INTERRUPTED) {
-            eprintln!("error: {e}");
-            ok = false;
-        }
-        println!();
-    }
-    stop.store(true, Ordering::Release);
-    let _ = server.join();
-    println!("Next: run `wanperf serve` on one host and `wanperf tput HOST` on another (see --help).");
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-}
-
-#[derive(clap::Parser)]
-struct TputArgsParser {
-    #[command(flatten)]
-    args: TputArgs,
 }

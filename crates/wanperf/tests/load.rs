@@ -118,14 +118,19 @@ fn loaded_rtt_rises_by_queue_over_rate_and_priority_keeps_probes_steady() {
     }
     // Seed 000: a bulk load through a 25 Mbit/s bottleneck with a 300 kB queue adds about
     // queue/rate to everyone's RTT.
-    let c = load_through(&[], &["--streams", "8"]);
+    let c = load_through(&[], &["--streams", "40"]);
     let want = 300.0 * 1024.0 * 8.0 / 25e6 * 1000.0;
     let added = f(&c["added_rtt_ms"]);
     assert!((added - want).abs() / want < 0.2, "loaded median RTT rose {added:.1} ms, queue/rate is {want:.1} ms");
     assert!((f(&c["unloaded"]["rtt_ms"]["median"]) - 20.0).abs() < 0.5);
+    // Responsiveness: the load connections' own RTT sits behind the same queue, and RPM is
+    // 60 s over the mean of the two latency terms.
+    let (fo, se) = (f(&c["rpm_foreign_ms"]), f(&c["rpm_self_ms"]));
+    assert!(se > 20.0 + 0.5 * want, "load connections' smoothed RTT {se} ms");
+    assert!((f(&c["rpm"]) - 60_000.0 / (0.5 * fo + 0.5 * se)).abs() < 1e-6);
     let be_iqr = f(&c["loaded"]["rtt_ms"]["iqr"]);
-    // Seed 002: probes in a priority class ride past the queue.
-    let p = load_through(&["--priority", "dscp=46"], &["--streams", "8", "--dscp", "46"]);
+    // Seed 002: under a 40-stream load, probes in a priority class ride past the queue.
+    let p = load_through(&["--priority", "dscp=46"], &["--streams", "40", "--dscp", "46"]);
     let pr_iqr = f(&p["loaded"]["rtt_ms"]["iqr"]);
     let pr_med = f(&p["loaded"]["rtt_ms"]["median"]);
     assert!(pr_med < 25.0, "priority probes waited: median {pr_med} ms");

@@ -1,0 +1,612 @@
+//! Importers: measurements made with other tools become a run of one cell in the archive.
+//!
+//! * [`import_iperf3`] reads `iperf3 -J` output (TCP or UDP, any number of streams, `-R`,
+//!   `--bidir`).
+//! * [`import_ping`] reads iputils `ping` output, with or without `-D` timestamps.
+//!
+//! Both are pure (text in, records out) and never panic: anything they cannot read is an
+//! [`ArchiveError::Input`] with a one-line reason.
+
+use crate::{ArchiveError, CellRecord, IntervalRow, NewRun, ProbeRow, Result};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use wanperf_stats::summary::{ipdv, rfc3550_jitter, Summary};
+
+/// At most this many probes are imported from one ping output (a forged statistics line
+/// could otherwise ask for billions).
+pub const MAX_PING_PROBES: u64 = 10_000_000;
+
+fn input(msg: impl Into<String>) -> ArchiveError {
+    ArchiveError::Input(msg.into())
+}
+
+/// A non-negative integer from a JSON number (iperf3 writes some counts as floats).
+fn uint(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| v.as_f64().filter(|f| f.is_finite() && *f >= 0.0 && *f < 1.8e19).map(|f| f as u64))
+}
+
+fn num(v: &Value) -> Option<f64> {
+    v.as_f64().filter(|f| f.is_finite())
+}
+
+/// Parses `iperf3 -J` output into a run of one cell of kind `iperf3`.
+///
+/// * `params`: `transport` (`tcp`/`udp`), `direction` (`up`, `down` for `-R`, `bidir`),
+///   `streams`, `duration_s`, `block_size`, and `window` / `rate_bps` when given (`-w`, `-b`).
+/// * `summary`: `throughput_bps` (the receiver's), `sent_bytes`, `received_bytes`,
+///   `retransmits`, `duration_s` (the receiver's), `protocol`, `omitted_s`, `streams` (one
+///   object per stream with `id`, `throughput_bps`, `sent_bytes`, `received_bytes`,
+///   `retransmits`, `duration_s`, like wanperf's), `cpu` (`client_pct`, `server_pct`),
+///   `sender_cc` / `receiver_cc` when known, and for UDP `udp` (`packets_sent`,
+///   `packets_received`, `lost`, `loss_pct`, `jitter_ms`, `out_of_order`).
+/// * `hosts`: iperf3's `version`, `system_info` (the client's `uname`), `connecting_to` and
+///   the socket buffer sizes it reports.
+/// * `intervals`: one row per stream and interval (stream ids are positions in
+///   `start.connected`), plus the sum as stream −1 (and, with `--bidir`, the reverse sum as
+///   stream −2). `bytes` and `throughput_bps` are what iperf3 reports on the client: the
+///   sender's counts when the client sends. `cwnd_bytes` is `snd_cwnd`, `srtt_us` is `rtt`;
+///   `tcp` holds the rest of iperf3's interval object (`snd_wnd`, `rttvar`, `pmtu`, `omitted`,
+///   `sender`, `packets` …).
+///
+/// A test that iperf3 reports as failed after measuring something is imported with
+/// `ok = false` and iperf3's error as `failure`; one that measured nothing is an error.
+pub fn import_iperf3(json_text: &str) -> Result<(NewRun, CellRecord)> {
+    let doc: Value = serde_json::from_str(json_text.trim_start_matches('\u{feff}'))
+        .map_err(|e| input(format!("not iperf3 JSON: {e}")))?;
+    let root = doc.as_object().ok_or_else(|| input("not iperf3 JSON: expected an object"))?;
+    let start =
+        root.get("start").and_then(Value::as_object).ok_or_else(|| input("not iperf3 JSON: no `start` object"))?;
+    let end = root.get("end").and_then(Value::as_object).cloned().unwrap_or_default();
+    let error = root.get("error").and_then(Value::as_str).map(|e| e.to_string());
+    let intervals_json = root.get("intervals").and_then(Value::as_array).cloned().unwrap_or_default();
+    let has_end = end.contains_key("sum_received") || end.contains_key("sum") || end.contains_key("sum_sent");
+    if !has_end && intervals_json.is_empty() {
+        return Err(input(match &error {
+            Some(e) => format!("iperf3 reported an error and measured nothing: {e}"),
+            None => "iperf3 JSON without intervals or end summary".to_string(),
+        }));
+    }
+
+    let test = start.get("test_start").and_then(Value::as_object).cloned().unwrap_or_default();
+    let t = |k: &str| test.get(k).cloned().unwrap_or(Value::Null);
+    let transport = t("protocol").as_str().unwrap_or("TCP").to_ascii_lowercase();
+    if transport != "tcp" && transport != "udp" {
+        return Err(input(format!("unsupported iperf3 protocol {transport:?} (TCP and UDP are)")));
+    }
+    let udp = transport == "udp";
+    let direction = if uint(&t("bidir")).unwrap_or(0) > 0 {
+        "bidir"
+    } else if uint(&t("reverse")).unwrap_or(0) > 0 {
+        "down"
+    } else {
+        "up"
+    };
+    let mut params = BTreeMap::new();
+    params.insert("transport".to_string(), json!(transport));
+    params.insert("direction".to_string(), json!(direction));
+    if let Some(n) = uint(&t("num_streams")) {
+        params.insert("streams".to_string(), json!(n));
+    }
+    if let Some(d) = num(&t("duration")) {
+        params.insert("duration_s".to_string(), json!(d));
+    }
+    if let Some(b) = uint(&t("blksize")) {
+        params.insert("block_size".to_string(), json!(b));
+    }
+    if let Some(w) = start.get("sock_bufsize").and_then(uint).filter(|w| *w > 0) {
+        params.insert("window".to_string(), json!(w));
+    }
+    if let Some(r) = uint(&t("target_bitrate")).filter(|r| *r > 0) {
+        params.insert("rate_bps".to_string(), json!(r));
+    }
+
+    // Stream ids: the position of the socket in `start.connected`.
+    let sockets: Vec<i64> = start
+        .get("connected")
+        .and_then(Value::as_array)
+        .map(|c| c.iter().filter_map(|s| s.get("socket").and_then(Value::as_i64)).collect())
+        .unwrap_or_default();
+    let stream_id = |obj: &Map<String, Value>, pos: usize| -> i32 {
+        let id = obj.get("socket").and_then(Value::as_i64).and_then(|s| sockets.iter().position(|x| *x == s));
+        i32::try_from(id.unwrap_or(pos)).unwrap_or(i32::MAX)
+    };
+
+    let mut intervals = Vec::new();
+    for (k, iv) in intervals_json.iter().enumerate() {
+        let iv = iv.as_object().ok_or_else(|| input(format!("iperf3 interval {k} is not an object")))?;
+        if let Some(streams) = iv.get("streams").and_then(Value::as_array) {
+            for (pos, s) in streams.iter().enumerate() {
+                let s =
+                    s.as_object().ok_or_else(|| input(format!("iperf3 interval {k}: a stream is not an object")))?;
+                intervals.push(interval_row(stream_id(s, pos), s, k)?);
+            }
+        }
+        for (key, id) in [("sum", -1), ("sum_bidir_reverse", -2)] {
+            if let Some(s) = iv.get(key).and_then(Value::as_object) {
+                intervals.push(interval_row(id, s, k)?);
+            }
+        }
+    }
+    intervals.sort_by(|a, b| a.stream.cmp(&b.stream).then(a.start_s.total_cmp(&b.start_s)));
+
+    // The end summary: the receiver's view for throughput, the sender's for bytes sent.
+    let obj = |k: &str| end.get(k).and_then(Value::as_object).cloned();
+    let sent = obj("sum_sent").or_else(|| obj("sum")).unwrap_or_default();
+    let received = obj("sum_received").or_else(|| obj("sum")).unwrap_or_default();
+    let f = |m: &Map<String, Value>, k: &str| m.get(k).and_then(num);
+    let u = |m: &Map<String, Value>, k: &str| m.get(k).and_then(uint);
+    let last_sum = intervals.iter().filter(|i| i.stream == -1).map(|i| i.end_s).fold(0.0, f64::max);
+    let duration_s = f(&received, "seconds").or_else(|| f(&sent, "seconds")).unwrap_or(last_sum);
+    let throughput_bps = f(&received, "bits_per_second").unwrap_or(0.0);
+    let received_bytes = u(&received, "bytes").unwrap_or(0);
+    let mut summary = json!({
+        "throughput_bps": throughput_bps,
+        "sent_bytes": u(&sent, "bytes").unwrap_or(0),
+        "received_bytes": received_bytes,
+        "retransmits": u(&sent, "retransmits").unwrap_or(0),
+        "duration_s": duration_s,
+        "omitted_s": num(&t("omit")).unwrap_or(0.0),
+        "protocol": transport,
+        "streams": end_streams(&end, &stream_id),
+    });
+    if let Some(cpu) = obj("cpu_utilization_percent") {
+        summary["cpu"] = json!({"client_pct": f(&cpu, "host_total"), "server_pct": f(&cpu, "remote_total")});
+    }
+    for (from, to) in [("sender_tcp_congestion", "sender_cc"), ("receiver_tcp_congestion", "receiver_cc")] {
+        if let Some(cc) = end.get(from).and_then(Value::as_str) {
+            summary[to] = json!(cc);
+        }
+    }
+    if udp {
+        let r = obj("sum_received").or_else(|| obj("sum")).unwrap_or_default();
+        let packets = u(&r, "packets").unwrap_or(0);
+        let lost = u(&r, "lost_packets").unwrap_or(0);
+        let out_of_order: u64 = end
+            .get("streams")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|s| s.pointer("/udp/out_of_order").and_then(uint)).sum())
+            .unwrap_or(0);
+        summary["udp"] = json!({
+            "packets_sent": packets,
+            "packets_received": packets.saturating_sub(lost),
+            "lost": lost,
+            "loss_pct": f(&r, "lost_percent").unwrap_or(0.0),
+            "jitter_ms": f(&r, "jitter_ms").unwrap_or(0.0),
+            "out_of_order": out_of_order,
+        });
+    }
+
+    let mut hosts = Map::new();
+    for k in
+        ["version", "system_info", "connecting_to", "tcp_mss_default", "sock_bufsize", "sndbuf_actual", "rcvbuf_actual"]
+    {
+        if let Some(v) = start.get(k) {
+            hosts.insert(k.to_string(), v.clone());
+        }
+    }
+    let version = start.get("version").and_then(Value::as_str).unwrap_or("iperf3").to_string();
+    let started_unix = start.get("timestamp").and_then(|t| t.get("timesecs")).and_then(num).unwrap_or(0.0);
+
+    let run = NewRun {
+        study: "import iperf3".to_string(),
+        study_text: String::new(),
+        spec: json!({"import": "iperf3", "test_start": Value::Object(test.clone())}),
+        software: version,
+        cells_planned: 1,
+        started_unix,
+    };
+    let cell = CellRecord {
+        index: 0,
+        repeat: 0,
+        kind: "iperf3".to_string(),
+        params,
+        ok: error.is_none(),
+        failure: error,
+        started_unix,
+        duration_s,
+        summary,
+        hosts: Some(Value::Object(hosts)),
+        emulator: None,
+        intervals,
+        probes: Vec::new(),
+    };
+    Ok((run, cell))
+}
+
+/// One iperf3 interval object (a stream's or a sum) as a row.
+fn interval_row(stream: i32, s: &Map<String, Value>, k: usize) -> Result<IntervalRow> {
+    let start_s = s.get("start").and_then(num).ok_or_else(|| input(format!("iperf3 interval {k} has no start")))?;
+    let end_s = s.get("end").and_then(num).ok_or_else(|| input(format!("iperf3 interval {k} has no end")))?;
+    let mapped = ["socket", "start", "end", "seconds", "bytes", "bits_per_second", "retransmits", "snd_cwnd", "rtt"];
+    let rest: Map<String, Value> =
+        s.iter().filter(|(k, _)| !mapped.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+    Ok(IntervalRow {
+        stream,
+        start_s,
+        end_s,
+        bytes: s.get("bytes").and_then(uint).unwrap_or(0),
+        throughput_bps: s.get("bits_per_second").and_then(num).unwrap_or(0.0),
+        retransmits: s.get("retransmits").and_then(uint).unwrap_or(0),
+        cwnd_bytes: s.get("snd_cwnd").and_then(uint),
+        srtt_us: s.get("rtt").and_then(uint).and_then(|r| u32::try_from(r).ok()),
+        tcp: (!rest.is_empty()).then_some(Value::Object(rest)),
+    })
+}
+
+/// Per-stream end summaries in wanperf's names.
+fn end_streams(end: &Map<String, Value>, stream_id: &dyn Fn(&Map<String, Value>, usize) -> i32) -> Value {
+    let empty = Map::new();
+    let mut out = Vec::new();
+    for (pos, s) in end.get("streams").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        // TCP (and newer UDP): sender and receiver objects; older UDP: one `udp` object.
+        let sender = s.get("sender").or_else(|| s.get("udp")).and_then(Value::as_object).unwrap_or(&empty);
+        let receiver = s.get("receiver").or_else(|| s.get("udp")).and_then(Value::as_object).unwrap_or(&empty);
+        let g = |m: &Map<String, Value>, k: &str| m.get(k).cloned().unwrap_or(Value::Null);
+        out.push(json!({
+            "id": stream_id(sender, pos),
+            "throughput_bps": g(receiver, "bits_per_second"),
+            "sent_bytes": g(sender, "bytes"),
+            "received_bytes": g(receiver, "bytes"),
+            "retransmits": sender.get("retransmits").cloned().unwrap_or(json!(0)),
+            "duration_s": g(receiver, "seconds"),
+        }));
+    }
+    Value::Array(out)
+}
+
+/// What one line of ping output says.
+enum PingLine {
+    /// An echo reply: raw icmp_seq, RTT ms, `-D` timestamp, whether marked `(DUP!)`.
+    Reply { seq: u64, rtt_ms: f64, stamp: Option<f64>, dup: bool },
+    /// Anything else.
+    Other,
+}
+
+/// The value after `key` up to the next space (or the end), e.g. `icmp_seq=` → `12`.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let at = line.find(key)? + key.len();
+    let rest = &line[at..];
+    Some(rest.split(|c: char| c.is_whitespace()).next().unwrap_or(rest))
+}
+
+fn parse_line(line: &str) -> PingLine {
+    let (stamp, body) = match line.strip_prefix('[').and_then(|l| l.split_once(']')) {
+        Some((ts, body)) => (ts.trim().parse::<f64>().ok().filter(|t| t.is_finite()), body),
+        None => (None, line),
+    };
+    if !body.contains(" bytes from ") {
+        return PingLine::Other;
+    }
+    let seq = field(body, "icmp_seq=").and_then(|s| s.parse::<u64>().ok());
+    let rtt = field(body, "time=").and_then(|t| t.trim_end_matches("ms").parse::<f64>().ok());
+    match (seq, rtt) {
+        (Some(seq), Some(rtt_ms)) if rtt_ms.is_finite() && rtt_ms >= 0.0 => {
+            PingLine::Reply { seq, rtt_ms, stamp, dup: body.contains("(DUP!)") }
+        }
+        _ => PingLine::Other,
+    }
+}
+
+/// The `N packets transmitted, M received, [+D duplicates, ][+E errors, ]P% packet loss, time Tms`
+/// line.
+#[derive(Default)]
+struct PingStats {
+    transmitted: u64,
+    received: u64,
+    duplicates: u64,
+    errors: u64,
+    loss_pct: Option<f64>,
+    time_ms: Option<f64>,
+}
+
+fn parse_stats(line: &str) -> Option<PingStats> {
+    if !line.contains("packets transmitted") {
+        return None;
+    }
+    let mut st = PingStats::default();
+    for part in line.split(',') {
+        let part = part.trim();
+        let first = part.split_whitespace().next().unwrap_or("");
+        let n = || first.trim_start_matches('+').parse::<u64>().ok();
+        if part.ends_with("packets transmitted") {
+            st.transmitted = n()?;
+        } else if part.ends_with("received") {
+            st.received = n()?;
+        } else if part.ends_with("duplicates") {
+            st.duplicates = n()?;
+        } else if part.ends_with("errors") {
+            st.errors = n()?;
+        } else if part.ends_with("packet loss") {
+            st.loss_pct = first.trim_end_matches('%').parse().ok();
+        } else if let Some(t) = part.strip_prefix("time ") {
+            st.time_ms = t.trim_end_matches("ms").parse().ok();
+        }
+    }
+    Some(st)
+}
+
+/// `rtt min/avg/max/mdev = a/b/c/d ms` → the four numbers.
+fn parse_rtt_line(line: &str) -> Option<[f64; 4]> {
+    if !line.contains("min/avg/max") {
+        return None;
+    }
+    let values = line.split('=').nth(1)?.split_whitespace().next()?;
+    let v: Vec<f64> = values.split('/').filter_map(|x| x.parse().ok()).collect();
+    (v.len() == 4).then(|| [v[0], v[1], v[2], v[3]])
+}
+
+/// Parses iputils `ping` output into a run of one cell of kind `ping`.
+///
+/// Probes are numbered by `icmp_seq` as ping printed it (from 1; wrap-around at 65536 is
+/// undone), and every number up to the transmitted count without a reply is a lost probe.
+/// With `ping -D`, each reply's timestamp minus its RTT gives the probe's send time; lost
+/// probes, and all probes without `-D`, get send times from the mean interval (the fitted
+/// one with timestamps, else the statistics' `time` over the probes sent, else 1 s). The
+/// run's start time is the first probe's send time with `-D`, else 0 (unknown: the caller
+/// may set it, e.g. from the file's time).
+///
+/// `summary` has wanperf ping's names (docs/schema.md): `sent`, `received`, `loss_pct`,
+/// `duplicates`, `reordered`, `late` (always 0), `rtt_ms` and `ipdv_ms` (`min`, `avg`, `max`,
+/// `stdev`, `median`, `iqr`, `p5`, `p95`, `p99`, all 0 without replies), `jitter_ms`, and
+/// `ping_statistics`, ping's own statistics lines as printed.
+pub fn import_ping(text: &str) -> Result<(NewRun, CellRecord)> {
+    let mut host: Option<String> = None;
+    let mut size: Option<u64> = None;
+    let mut stats: Option<PingStats> = None;
+    let mut rtt_line: Option<[f64; 4]> = None;
+    // Unwrapped seq → (rtt, stamp) of the first reply; duplicates and reorderings counted.
+    let mut replies: BTreeMap<u64, (f64, Option<f64>)> = BTreeMap::new();
+    let (mut duplicates, mut reordered) = (0u64, 0u64);
+    let (mut epoch, mut last, mut highest) = (0u64, 0u64, 0u64);
+    for line in text.lines() {
+        let line = line.trim_end();
+        if let Some(rest) = line.strip_prefix("PING ") {
+            // `PING host (addr) 56(84) bytes of data.` or `PING ::1(::1) 56 data bytes`
+            host = rest.split([' ', '(']).next().map(str::to_string);
+            size = rest
+                .split(") ")
+                .nth(1)
+                .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|n| n.parse().ok());
+            continue;
+        }
+        if let Some(s) = parse_stats(line) {
+            stats = Some(s);
+            continue;
+        }
+        if let Some(r) = parse_rtt_line(line) {
+            rtt_line = Some(r);
+            continue;
+        }
+        if let PingLine::Reply { seq, rtt_ms, stamp, dup } = parse_line(line) {
+            if seq > 65535 {
+                return Err(input(format!("ping output has icmp_seq={seq}, above 65535")));
+            }
+            // Undo the 16-bit wrap-around: a seq far below the last one is in the next round.
+            let mut s = epoch + seq;
+            if s + 32768 < last {
+                epoch += 65536;
+                s += 65536;
+            }
+            last = s;
+            if dup || replies.contains_key(&s) {
+                duplicates += 1;
+                continue;
+            }
+            if s < highest {
+                reordered += 1;
+            }
+            highest = highest.max(s);
+            replies.insert(s, (rtt_ms, stamp));
+        }
+    }
+    if replies.is_empty() && stats.is_none() {
+        return Err(input("not ping output: no replies and no statistics line"));
+    }
+    let max_seq = replies.keys().next_back().copied().unwrap_or(0);
+    let transmitted = stats.as_ref().map_or(max_seq, |s| s.transmitted).max(max_seq);
+    if transmitted == 0 {
+        return Err(input("ping output says no probes were sent"));
+    }
+    if transmitted > MAX_PING_PROBES {
+        return Err(input(format!("ping output claims {transmitted} probes; at most {MAX_PING_PROBES} are imported")));
+    }
+
+    // Send times (Unix seconds) of the replies that carry a timestamp, and the interval.
+    let stamped: Vec<(u64, f64)> =
+        replies.iter().filter_map(|(s, (rtt, st))| st.map(|t| (*s, t - rtt / 1e3))).collect();
+    let interval = match (stamped.first(), stamped.last()) {
+        (Some(a), Some(b)) if b.0 > a.0 => (b.1 - a.1) / (b.0 - a.0) as f64,
+        _ => match stats.as_ref().and_then(|s| s.time_ms) {
+            Some(t) if transmitted > 1 => t / 1e3 / (transmitted - 1) as f64,
+            _ => 1.0,
+        },
+    };
+    // Unix send time of probe 1 (with -D), from the first stamped reply.
+    let t0 = stamped.first().map(|(s, t)| t - (s - 1) as f64 * interval);
+
+    let mut probes = Vec::with_capacity(transmitted as usize);
+    for seq in 1..=transmitted {
+        let reply = replies.get(&seq);
+        let sent_s = match (reply.and_then(|r| r.1), t0) {
+            (Some(stamp), Some(t0)) => stamp - reply.map_or(0.0, |r| r.0) / 1e3 - t0,
+            _ => (seq - 1) as f64 * interval,
+        };
+        probes.push(ProbeRow { seq, phase: String::new(), sent_s, rtt_ms: reply.map(|r| r.0), late: false });
+    }
+
+    let rtts: Vec<f64> = probes.iter().filter_map(|p| p.rtt_ms).collect();
+    let series: Vec<Option<f64>> = probes.iter().map(|p| p.rtt_ms).collect();
+    let sent = probes.len() as u64;
+    let received = rtts.len() as u64;
+    let mut summary = json!({
+        "sent": sent,
+        "received": received,
+        "loss_pct": 100.0 * (sent - received) as f64 / sent as f64,
+        "duplicates": duplicates,
+        "reordered": reordered,
+        "late": 0,
+        "rtt_ms": delay_stats(&rtts),
+        "ipdv_ms": delay_stats(&ipdv(&series)),
+        "jitter_ms": rfc3550_jitter(&rtts),
+    });
+    let mut reported = Map::new();
+    if let Some(s) = &stats {
+        reported.insert("transmitted".into(), json!(s.transmitted));
+        reported.insert("received".into(), json!(s.received));
+        reported.insert("duplicates".into(), json!(s.duplicates));
+        reported.insert("errors".into(), json!(s.errors));
+        reported.insert("loss_pct".into(), json!(s.loss_pct));
+        reported.insert("time_ms".into(), json!(s.time_ms));
+    }
+    if let Some([min, avg, max, mdev]) = rtt_line {
+        reported.insert("rtt_ms".into(), json!({"min": min, "avg": avg, "max": max, "mdev": mdev}));
+    }
+    summary["ping_statistics"] = Value::Object(reported);
+
+    let mut params = BTreeMap::new();
+    if let Some(h) = &host {
+        params.insert("host".to_string(), json!(h));
+    }
+    if let Some(s) = size {
+        params.insert("size".to_string(), json!(s));
+    }
+    let started_unix = t0.unwrap_or(0.0);
+    let duration_s = stats.as_ref().and_then(|s| s.time_ms).map_or((sent - 1) as f64 * interval, |t| t / 1e3);
+    let run = NewRun {
+        study: "import ping".to_string(),
+        study_text: String::new(),
+        spec: json!({"import": "ping", "host": host}),
+        software: "iputils ping".to_string(),
+        cells_planned: 1,
+        started_unix,
+    };
+    let cell = CellRecord {
+        index: 0,
+        repeat: 0,
+        kind: "ping".to_string(),
+        params,
+        ok: true,
+        failure: None,
+        started_unix,
+        duration_s,
+        summary,
+        hosts: None,
+        emulator: None,
+        intervals: Vec::new(),
+        probes,
+    };
+    Ok((run, cell))
+}
+
+/// wanperf ping's delay statistics object (zeros without data, as wanperf writes them).
+fn delay_stats(v: &[f64]) -> Value {
+    let s = Summary::of(v);
+    let g = |f: fn(&Summary) -> f64| s.as_ref().map_or(0.0, f);
+    json!({
+        "min": g(|s| s.min),
+        "avg": g(|s| s.avg),
+        "max": g(|s| s.max),
+        "stdev": g(|s| s.stdev),
+        "median": g(|s| s.median),
+        "iqr": g(|s| s.iqr),
+        "p5": g(|s| s.p5),
+        "p95": g(|s| s.p95),
+        "p99": g(|s| s.p99),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOSSY: &str = "PING 127.0.0.1 (127.0.0.1) 56(84) bytes of data.
+64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.100 ms
+64 bytes from 127.0.0.1: icmp_seq=2 ttl=64 time=0.300 ms
+64 bytes from 127.0.0.1: icmp_seq=2 ttl=64 time=0.310 ms (DUP!)
+64 bytes from 127.0.0.1: icmp_seq=4 ttl=64 time=0.200 ms
+
+--- 127.0.0.1 ping statistics ---
+5 packets transmitted, 3 received, +1 duplicates, 40% packet loss, time 804ms
+rtt min/avg/max/mdev = 0.100/0.200/0.300/0.081 ms
+";
+
+    #[test]
+    fn ping_with_losses() {
+        let (run, cell) = import_ping(LOSSY).unwrap();
+        assert_eq!(run.study, "import ping");
+        assert_eq!(cell.kind, "ping");
+        assert_eq!(cell.params["host"], "127.0.0.1");
+        assert_eq!(cell.params["size"], 56);
+        let rtts: Vec<Option<f64>> = cell.probes.iter().map(|p| p.rtt_ms).collect();
+        assert_eq!(rtts, [Some(0.1), Some(0.3), None, Some(0.2), None]);
+        assert_eq!(cell.probes.iter().map(|p| p.seq).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+        // 804 ms over 4 gaps.
+        assert!((cell.probes[4].sent_s - 0.804).abs() < 1e-9);
+        let s = &cell.summary;
+        assert_eq!(s["sent"], 5);
+        assert_eq!(s["received"], 3);
+        assert_eq!(s["loss_pct"], 40.0);
+        assert_eq!(s["duplicates"], 1);
+        assert!((s["rtt_ms"]["avg"].as_f64().unwrap() - 0.2).abs() < 1e-12);
+        assert_eq!(s["rtt_ms"]["median"], 0.2);
+        assert_eq!(s["rtt_ms"]["min"], 0.1);
+        assert_eq!(s["rtt_ms"]["max"], 0.3);
+        // Sample stdev of 0.1, 0.3, 0.2 is 0.1.
+        assert!((s["rtt_ms"]["stdev"].as_f64().unwrap() - 0.1).abs() < 1e-12);
+        assert_eq!(s["ping_statistics"]["rtt_ms"]["mdev"], 0.081);
+        assert_eq!(s["ping_statistics"]["transmitted"], 5);
+    }
+
+    #[test]
+    fn ping_timestamps_give_send_times() {
+        let text = "PING 127.0.0.1 (127.0.0.1) 56(84) bytes of data.
+[1700000000.500000] 64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=100 ms
+[1700000001.600000] 64 bytes from 127.0.0.1: icmp_seq=2 ttl=64 time=200 ms
+[1700000003.400000] 64 bytes from 127.0.0.1: icmp_seq=4 ttl=64 time=0.5 ms
+";
+        let (run, cell) = import_ping(text).unwrap();
+        assert!((run.started_unix - 1700000000.4).abs() < 1e-5);
+        let sent: Vec<f64> = cell.probes.iter().map(|p| p.sent_s).collect();
+        assert_eq!(sent.len(), 4);
+        assert!(sent[0].abs() < 1e-5 && (sent[1] - 1.0).abs() < 1e-5, "{sent:?}");
+        assert!((sent[3] - (3.0 - 0.0005)).abs() < 1e-5, "{sent:?}");
+        // The lost probe 3 sits on the fitted interval (2.9995 s over 3 gaps).
+        assert!((sent[2] - 2.0 * 2.9995 / 3.0).abs() < 1e-5, "{sent:?}");
+        assert_eq!(cell.probes[2].rtt_ms, None);
+    }
+
+    #[test]
+    fn ping_seq_wraps() {
+        let mut text = String::new();
+        for s in [65534u64, 65535, 0, 1] {
+            text.push_str(&format!("64 bytes from ::1: icmp_seq={s} ttl=64 time=1.0 ms\n"));
+        }
+        let (_, cell) = import_ping(&text).unwrap();
+        assert_eq!(cell.probes.len(), 65537);
+        assert_eq!(cell.summary["received"], 4);
+        assert_eq!(cell.probes[65536].rtt_ms, Some(1.0));
+    }
+
+    #[test]
+    fn garbage_is_an_input_error() {
+        for bad in [
+            "",
+            "hello world",
+            "ping: unknown host nowhere.invalid",
+            "0 packets transmitted, 0 received, 100% packet loss, time 0ms",
+            "99999999999 packets transmitted, 0 received, 100% packet loss, time 0ms",
+            "64 bytes from x: icmp_seq=99999 ttl=1 time=1 ms",
+        ] {
+            assert!(matches!(import_ping(bad), Err(ArchiveError::Input(_))), "{bad:?}");
+        }
+        for bad in ["", "{", "[]", "{\"start\": 3}", "{\"start\": {}}", "{\"start\":{},\"intervals\":[1]}", "null"] {
+            let e = import_iperf3(bad);
+            assert!(matches!(e, Err(ArchiveError::Input(ref m)) if !m.contains('\n')), "{bad:?}: {e:?}");
+        }
+        let refused = r#"{"start":{"connected":[],"version":"iperf 3.12","system_info":"Linux"},"intervals":[],"end":{},
+            "error":"unable to connect to server: Connection refused"}"#;
+        let e = import_iperf3(refused).unwrap_err().to_string();
+        assert!(e.contains("Connection refused"), "{e}");
+    }
+}

@@ -1,0 +1,354 @@
+//! The PostgreSQL store: the same schema as SQLite (JSON columns as `jsonb`), written with
+//! binary `COPY` for intervals and probes, inside the cell's transaction.
+
+use crate::schema::{self, POSTGRES};
+use crate::sqlite::{from_i64, to_i64};
+use crate::{
+    ArchiveError, CellAggregate, CellRecord, IntervalRow, NewRun, ProbeRow, Result, RunData, RunInfo, RunStatus, Store,
+    StoredCell,
+};
+use ::postgres::binary_copy::BinaryCopyInWriter;
+use ::postgres::error::SqlState;
+use ::postgres::types::{ToSql, Type};
+use ::postgres::{Client, GenericClient, IsolationLevel, NoTls, Row};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Arbitrary key of the advisory lock taken while migrating ("wanperf" in ASCII).
+const MIGRATION_LOCK: i64 = 0x77_616e_7065_7266;
+
+/// The archive in a PostgreSQL database.
+pub struct PgStore {
+    client: Client,
+}
+
+/// The error with the server's message when there is one.
+fn db(e: ::postgres::Error) -> ArchiveError {
+    match e.as_db_error() {
+        Some(d) => ArchiveError::Db(format!("{}: {}", d.severity(), d.message())),
+        None => ArchiveError::Db(e.to_string()),
+    }
+}
+
+fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> Result<Value> {
+    serde_json::to_value(v).map_err(|e| ArchiveError::Input(format!("cannot encode JSON: {e}")))
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user@host:port/db?options=…`, without TLS) and brings the
+    /// schema up to date.
+    pub fn connect(url: &str) -> Result<PgStore> {
+        let client = Client::connect(url, NoTls).map_err(|e| {
+            // Never repeat the URL: it may hold a password.
+            let why = std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| s.to_string());
+            ArchiveError::Db(format!("cannot connect to PostgreSQL: {why}"))
+        })?;
+        let mut store = PgStore { client };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Applies the missing migrations in one transaction. The version is first read without
+    /// a lock; when migrations are due, an advisory lock is taken and the version read again,
+    /// so two processes opening a new archive at once do not both migrate.
+    fn migrate(&mut self) -> Result<()> {
+        if schema::pending(self.schema_version()?)?.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.client.transaction().map_err(db)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(db)?;
+        tx.batch_execute(schema::CREATE_VERSION_TABLE).map_err(db)?;
+        let current: Option<i64> = get(&tx.query_one("SELECT MAX(version) FROM schema_version", &[]).map_err(db)?, 0)?;
+        let todo = schema::pending(current.unwrap_or(0))?;
+        if todo.is_empty() {
+            return Ok(());
+        }
+        for m in todo {
+            for s in m.statements {
+                tx.batch_execute(&schema::render(s, POSTGRES)).map_err(db)?;
+            }
+        }
+        let newest = todo[todo.len() - 1].version;
+        tx.execute("DELETE FROM schema_version", &[]).map_err(db)?;
+        tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&newest]).map_err(db)?;
+        tx.commit().map_err(db)
+    }
+
+    /// The schema version of the database; 0 for a new one.
+    pub fn schema_version(&mut self) -> Result<i64> {
+        let exists: bool =
+            get(&self.client.query_one("SELECT to_regclass('schema_version') IS NOT NULL", &[]).map_err(db)?, 0)?;
+        if !exists {
+            return Ok(0);
+        }
+        let v: Option<i64> =
+            get(&self.client.query_one("SELECT MAX(version) FROM schema_version", &[]).map_err(db)?, 0)?;
+        Ok(v.unwrap_or(0))
+    }
+
+    /// The underlying client (for ad-hoc queries).
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
+/// Reads column `i` (errors instead of panicking on a type mismatch).
+fn get<'a, T: ::postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T> {
+    row.try_get(i).map_err(db)
+}
+
+fn run_from_row(r: &Row) -> Result<RunInfo> {
+    let status: String = get(r, 9)?;
+    Ok(RunInfo {
+        id: get(r, 0)?,
+        study: get(r, 1)?,
+        study_text: get(r, 2)?,
+        spec: get(r, 3)?,
+        software: get(r, 4)?,
+        cells_planned: from_i64("cells_planned", get(r, 5)?)?,
+        cells_done: from_i64("cells_done", get(r, 6)?)?,
+        started_unix: get(r, 7)?,
+        finished_unix: get(r, 8)?,
+        status: RunStatus::parse(&status).ok_or_else(|| ArchiveError::Db(format!("unknown run status {status:?}")))?,
+    })
+}
+
+fn params_from(v: Value) -> Result<BTreeMap<String, Value>> {
+    serde_json::from_value(v).map_err(|e| ArchiveError::Db(format!("bad JSON in column cells.params: {e}")))
+}
+
+fn run_info(c: &mut impl GenericClient, run_id: i64) -> Result<RunInfo> {
+    let row = c.query_opt(&schema::run_info_query(), &[&run_id]).map_err(db)?;
+    run_from_row(&row.ok_or(ArchiveError::NoRun(run_id))?)
+}
+
+impl Store for PgStore {
+    fn create_run(&mut self, run: &NewRun) -> Result<i64> {
+        let row = self
+            .client
+            .query_one(
+                schema::INSERT_RUN,
+                &[
+                    &run.study,
+                    &run.study_text,
+                    &run.spec,
+                    &run.software,
+                    &i64::from(run.cells_planned),
+                    &run.started_unix,
+                    &RunStatus::Running.as_str(),
+                ],
+            )
+            .map_err(db)?;
+        get(&row, 0)
+    }
+
+    fn store_cell(&mut self, run_id: i64, cell: &CellRecord) -> Result<i64> {
+        let mut tx = self.client.transaction().map_err(db)?;
+        if tx.query_opt("SELECT 1 FROM runs WHERE id = $1", &[&run_id]).map_err(db)?.is_none() {
+            return Err(ArchiveError::NoRun(run_id));
+        }
+        let params = to_json(&cell.params)?;
+        let row = tx
+            .query_one(
+                schema::INSERT_CELL,
+                &[
+                    &run_id,
+                    &i64::from(cell.index),
+                    &i64::from(cell.repeat),
+                    &cell.kind,
+                    &params,
+                    &cell.ok,
+                    &cell.failure,
+                    &cell.started_unix,
+                    &cell.duration_s,
+                    &cell.summary,
+                    &cell.hosts,
+                    &cell.emulator,
+                ],
+            )
+            .map_err(|e| {
+                if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
+                    ArchiveError::DuplicateCell { run_id, index: cell.index, repeat: cell.repeat }
+                } else {
+                    db(e)
+                }
+            })?;
+        let cell_id: i64 = get(&row, 0)?;
+        if !cell.intervals.is_empty() {
+            let sink = tx
+                .copy_in(
+                    "COPY intervals (cell_id, stream, start_s, end_s, bytes, throughput_bps, retransmits, cwnd_bytes,
+                     srtt_us, tcp) FROM STDIN (FORMAT binary)",
+                )
+                .map_err(db)?;
+            let types = [
+                Type::INT8,
+                Type::INT4,
+                Type::FLOAT8,
+                Type::FLOAT8,
+                Type::INT8,
+                Type::FLOAT8,
+                Type::INT8,
+                Type::INT8,
+                Type::INT8,
+                Type::JSONB,
+            ];
+            let mut w = BinaryCopyInWriter::new(sink, &types);
+            for i in &cell.intervals {
+                let bytes = to_i64("interval bytes", i.bytes)?;
+                let retransmits = to_i64("retransmits", i.retransmits)?;
+                let cwnd = i.cwnd_bytes.map(|c| to_i64("cwnd_bytes", c)).transpose()?;
+                let srtt = i.srtt_us.map(i64::from);
+                let row: [&(dyn ToSql + Sync); 10] = [
+                    &cell_id,
+                    &i.stream,
+                    &i.start_s,
+                    &i.end_s,
+                    &bytes,
+                    &i.throughput_bps,
+                    &retransmits,
+                    &cwnd,
+                    &srtt,
+                    &i.tcp,
+                ];
+                w.write(&row).map_err(db)?;
+            }
+            w.finish().map_err(db)?;
+        }
+        if !cell.probes.is_empty() {
+            let sink = tx
+                .copy_in("COPY probes (cell_id, seq, phase, sent_s, rtt_ms, late) FROM STDIN (FORMAT binary)")
+                .map_err(db)?;
+            let types = [Type::INT8, Type::INT8, Type::TEXT, Type::FLOAT8, Type::FLOAT8, Type::BOOL];
+            let mut w = BinaryCopyInWriter::new(sink, &types);
+            for p in &cell.probes {
+                let seq = to_i64("probe seq", p.seq)?;
+                w.write(&[&cell_id, &seq, &p.phase, &p.sent_s, &p.rtt_ms, &p.late]).map_err(db)?;
+            }
+            w.finish().map_err(db)?;
+        }
+        tx.commit().map_err(db)?;
+        Ok(cell_id)
+    }
+
+    fn done_cells(&mut self, run_id: i64) -> Result<Vec<(u32, u32)>> {
+        let rows = self.client.query(schema::DONE_CELLS, &[&run_id]).map_err(db)?;
+        rows.iter().map(|r| Ok((from_i64("cell index", get(r, 0)?)?, from_i64("cell repeat", get(r, 1)?)?))).collect()
+    }
+
+    fn finish_run(&mut self, run_id: i64, status: RunStatus, finished_unix: f64) -> Result<()> {
+        let n = self.client.execute(schema::FINISH_RUN, &[&status.as_str(), &finished_unix, &run_id]).map_err(db)?;
+        if n == 0 {
+            return Err(ArchiveError::NoRun(run_id));
+        }
+        Ok(())
+    }
+
+    fn runs(&mut self) -> Result<Vec<RunInfo>> {
+        let rows = self.client.query(&schema::runs_query(), &[]).map_err(db)?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    fn run_info(&mut self, run_id: i64) -> Result<RunInfo> {
+        run_info(&mut self.client, run_id)
+    }
+
+    fn run_data(&mut self, run_id: i64) -> Result<RunData> {
+        // One snapshot for the whole read, even while a study is writing.
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(db)?;
+        let run = run_info(&mut tx, run_id)?;
+        let mut cells = Vec::new();
+        for r in tx.query(schema::CELLS, &[&run_id]).map_err(db)? {
+            let cell = CellRecord {
+                index: from_i64("cell index", get(&r, 1)?)?,
+                repeat: from_i64("cell repeat", get(&r, 2)?)?,
+                kind: get(&r, 3)?,
+                params: params_from(get(&r, 4)?)?,
+                ok: get(&r, 5)?,
+                failure: get(&r, 6)?,
+                started_unix: get(&r, 7)?,
+                duration_s: get(&r, 8)?,
+                summary: get(&r, 9)?,
+                hosts: get(&r, 10)?,
+                emulator: get(&r, 11)?,
+                intervals: Vec::new(),
+                probes: Vec::new(),
+            };
+            cells.push(StoredCell { id: get(&r, 0)?, run_id, cell });
+        }
+        let intervals = tx.prepare(schema::INTERVALS).map_err(db)?;
+        let probes = tx.prepare(schema::PROBES).map_err(db)?;
+        for c in &mut cells {
+            for r in tx.query(&intervals, &[&c.id]).map_err(db)? {
+                c.cell.intervals.push(IntervalRow {
+                    stream: get(&r, 0)?,
+                    start_s: get(&r, 1)?,
+                    end_s: get(&r, 2)?,
+                    bytes: from_i64("interval bytes", get(&r, 3)?)?,
+                    throughput_bps: get(&r, 4)?,
+                    retransmits: from_i64("retransmits", get(&r, 5)?)?,
+                    cwnd_bytes: get::<Option<i64>>(&r, 6)?.map(|v| from_i64("cwnd", v)).transpose()?,
+                    srtt_us: get::<Option<i64>>(&r, 7)?.map(|v| from_i64("srtt", v)).transpose()?,
+                    tcp: get(&r, 8)?,
+                });
+            }
+            for r in tx.query(&probes, &[&c.id]).map_err(db)? {
+                c.cell.probes.push(ProbeRow {
+                    seq: from_i64("probe seq", get(&r, 0)?)?,
+                    phase: get(&r, 1)?,
+                    sent_s: get(&r, 2)?,
+                    rtt_ms: get(&r, 3)?,
+                    late: get(&r, 4)?,
+                });
+            }
+        }
+        tx.commit().map_err(db)?;
+        Ok(RunData { run, cells })
+    }
+
+    fn cell_aggregates(&mut self, run_id: i64) -> Result<Vec<CellAggregate>> {
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(db)?;
+        if tx.query_opt("SELECT 1 FROM runs WHERE id = $1", &[&run_id]).map_err(db)?.is_none() {
+            return Err(ArchiveError::NoRun(run_id));
+        }
+        let mut out = Vec::new();
+        let mut by_id = BTreeMap::new();
+        for r in tx.query(schema::AGG_CELLS, &[&run_id]).map_err(db)? {
+            let id: i64 = get(&r, 0)?;
+            by_id.insert(id, out.len());
+            out.push(CellAggregate {
+                cell_id: id,
+                index: from_i64("cell index", get(&r, 1)?)?,
+                repeat: from_i64("cell repeat", get(&r, 2)?)?,
+                params: params_from(get(&r, 3)?)?,
+                ok: get(&r, 4)?,
+                ..CellAggregate::default()
+            });
+        }
+        for r in tx.query(schema::AGG_PROBES, &[&run_id]).map_err(db)? {
+            let Some(&k) = by_id.get(&get::<i64>(&r, 0)?) else { continue };
+            let agg =
+                crate::phase_aggregate(get(&r, 2)?, get(&r, 3)?, get(&r, 4)?, get(&r, 5)?, get(&r, 6)?, get(&r, 7)?)?;
+            out[k].phases.insert(get(&r, 1)?, agg);
+        }
+        for r in tx.query(schema::AGG_INTERVALS, &[&run_id]).map_err(db)? {
+            let Some(&k) = by_id.get(&get::<i64>(&r, 0)?) else { continue };
+            out[k].mean_throughput_bps = get(&r, 1)?;
+            out[k].retransmits = from_i64("retransmits", get(&r, 2)?)?;
+        }
+        tx.commit().map_err(db)?;
+        Ok(out)
+    }
+}

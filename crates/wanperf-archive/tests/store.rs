@@ -1,0 +1,374 @@
+//! Both stores against the same checks: a round trip of a run with cells, intervals and
+//! probes (lost and late ones included), ordering, aggregates computed by hand, the
+//! one-cell-once rule, missing runs, and refusing a newer schema. PostgreSQL runs when
+//! `WANPERF_TEST_POSTGRES` holds a URL (and must, under CI).
+
+use serde_json::json;
+use std::path::PathBuf;
+use wanperf_archive::schema::SCHEMA_VERSION;
+use wanperf_archive::*;
+
+/// A fresh directory under the system's temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let p = std::env::temp_dir().join(format!("wanperf-archive-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn new_run(study: &str, started_unix: f64) -> NewRun {
+    NewRun {
+        study: study.into(),
+        study_text: "axes:\n  streams: [1, 4]\n".into(),
+        spec: json!({"axes": {"streams": [1, 4]}, "measure": "load", "ratio": 0.1}),
+        software: "wanperf 0.1.0".into(),
+        cells_planned: 4,
+        started_unix,
+    }
+}
+
+fn probe(seq: u64, phase: &str, rtt_ms: Option<f64>, late: bool) -> ProbeRow {
+    ProbeRow { seq, phase: phase.into(), sent_s: seq as f64 * 0.1, rtt_ms, late }
+}
+
+fn interval(stream: i32, start_s: f64, throughput_bps: f64, retransmits: u64) -> IntervalRow {
+    IntervalRow {
+        stream,
+        start_s,
+        end_s: start_s + 1.0,
+        bytes: (throughput_bps / 8.0) as u64,
+        throughput_bps,
+        retransmits,
+        cwnd_bytes: (stream >= 0).then_some(64_000),
+        srtt_us: (stream >= 0).then_some(12_345),
+        tcp: (stream >= 0).then(|| json!({"rttvar_us": 310, "sndbuf_limited_us": 201334})),
+    }
+}
+
+/// Cell (0, 0): a load cell with two phases, lost and late probes, intervals out of order.
+fn loaded_cell() -> CellRecord {
+    CellRecord {
+        index: 0,
+        repeat: 0,
+        kind: "load".into(),
+        params: [("streams".to_string(), json!(4)), ("window".to_string(), json!(262144))].into(),
+        ok: true,
+        failure: None,
+        started_unix: 1_700_000_010.25,
+        duration_s: 12.5,
+        summary: json!({"throughput_bps": 9.4e8, "rpm": 1234.5, "loaded": {"rtt_ms": {"median": 20.0}}}),
+        hosts: Some(json!({"client": {"kernel": "6.8.0", "cpus": 48}})),
+        emulator: Some(json!({"left": {"dropped": 3}})),
+        // Stored shuffled; read back by (stream, start_s).
+        intervals: vec![
+            interval(0, 1.0, 150.0, 2),
+            interval(-1, 2.0, 600.0, 3),
+            interval(-1, 0.0, 100.0, 1),
+            interval(0, 0.0, 50.0, 0),
+            interval(-1, 1.0, 200.0, 2),
+        ],
+        // Stored out of seq order; read back by seq.
+        probes: vec![
+            probe(5, "unloaded", Some(1.0), false),
+            probe(0, "loaded", Some(10.0), false),
+            probe(1, "loaded", Some(20.0), false),
+            probe(2, "loaded", None, false),
+            probe(3, "loaded", Some(30.0), false),
+            probe(4, "loaded", None, true),
+            probe(6, "unloaded", Some(3.0), false),
+        ],
+    }
+}
+
+fn failed_cell() -> CellRecord {
+    CellRecord {
+        index: 1,
+        repeat: 0,
+        kind: "load".into(),
+        params: [("streams".to_string(), json!(1))].into(),
+        ok: false,
+        failure: Some("server went away".into()),
+        started_unix: 1_700_000_030.0,
+        duration_s: 0.5,
+        summary: json!({}),
+        ..Default::default()
+    }
+}
+
+fn ping_cell() -> CellRecord {
+    CellRecord {
+        index: 0,
+        repeat: 1,
+        kind: "ping".into(),
+        ok: true,
+        summary: json!({"sent": 3}),
+        probes: vec![probe(0, "", Some(0.5), false), probe(1, "", Some(0.25), false), probe(2, "", Some(0.75), false)],
+        ..Default::default()
+    }
+}
+
+fn close(a: Option<f64>, b: f64) -> bool {
+    a.is_some_and(|a| (a - b).abs() < 1e-9)
+}
+
+/// The checks every store must pass. Assumes an empty archive.
+fn round_trip(store: &mut dyn Store) {
+    let older = store.create_run(&new_run("older", 1_700_000_000.0)).unwrap();
+    let run_id = store.create_run(&new_run("study", 1_700_000_010.0)).unwrap();
+    assert_ne!(older, run_id);
+
+    // Stored out of (index, repeat) order.
+    let cells = [failed_cell(), ping_cell(), loaded_cell()];
+    let ids: Vec<i64> = cells.iter().map(|c| store.store_cell(run_id, c).unwrap()).collect();
+    assert_eq!(store.done_cells(run_id).unwrap(), [(0, 0), (0, 1), (1, 0)]);
+    assert!(store.done_cells(older).unwrap().is_empty());
+
+    // A cell is never stored twice, and the refused one leaves nothing behind.
+    let mut again = loaded_cell();
+    again.probes.push(probe(99, "loaded", Some(1.0), false));
+    match store.store_cell(run_id, &again) {
+        Err(ArchiveError::DuplicateCell { run_id: r, index: 0, repeat: 0 }) => assert_eq!(r, run_id),
+        other => panic!("duplicate cell stored: {other:?}"),
+    }
+
+    let info = store.run_info(run_id).unwrap();
+    assert_eq!(
+        (info.study.as_str(), info.cells_done, info.cells_planned, info.status, info.finished_unix),
+        ("study", 3, 4, RunStatus::Running, None)
+    );
+    assert_eq!(info.spec, new_run("", 0.0).spec);
+    store.finish_run(run_id, RunStatus::Complete, 1_700_000_100.5).unwrap();
+    let info = store.run_info(run_id).unwrap();
+    assert_eq!((info.status, info.finished_unix), (RunStatus::Complete, Some(1_700_000_100.5)));
+
+    // Newest first.
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.iter().map(|r| r.id).collect::<Vec<_>>(), [run_id, older]);
+    assert_eq!(runs[0], info);
+    assert_eq!(runs[1].cells_done, 0);
+
+    // Everything back, in order.
+    let data = store.run_data(run_id).unwrap();
+    assert_eq!(data.run, info);
+    let mut expected: Vec<StoredCell> =
+        cells.iter().zip(&ids).map(|(c, id)| StoredCell { id: *id, run_id, cell: c.clone() }).collect();
+    expected.sort_by_key(|c| (c.cell.index, c.cell.repeat));
+    for c in &mut expected {
+        c.cell.intervals.sort_by(|a, b| (a.stream, a.start_s).partial_cmp(&(b.stream, b.start_s)).unwrap());
+        c.cell.probes.sort_by_key(|p| p.seq);
+    }
+    assert_eq!(data.cells, expected);
+
+    // Aggregates, by hand.
+    let agg = store.cell_aggregates(run_id).unwrap();
+    assert_eq!(agg.iter().map(|a| (a.index, a.repeat)).collect::<Vec<_>>(), [(0, 0), (0, 1), (1, 0)]);
+    let a = &agg[0];
+    assert_eq!((a.cell_id, a.ok, a.params["streams"].as_u64()), (ids[2], true, Some(4)));
+    let loaded = &a.phases["loaded"];
+    // RTTs 10, 20, 30; one lost, one late: 5 sent, 3 received.
+    assert_eq!((loaded.sent, loaded.received), (5, 3));
+    assert!((loaded.loss_pct - 40.0).abs() < 1e-9);
+    assert!(close(loaded.mean_ms, 20.0) && close(loaded.min_ms, 10.0) && close(loaded.max_ms, 30.0));
+    assert!(close(loaded.stdev_ms, (200.0f64 / 3.0).sqrt()), "{loaded:?}");
+    let unloaded = &a.phases["unloaded"];
+    assert_eq!((unloaded.sent, unloaded.received, unloaded.loss_pct), (2, 2, 0.0));
+    assert!(close(unloaded.mean_ms, 2.0) && close(unloaded.stdev_ms, 1.0), "{unloaded:?}");
+    // All-streams intervals 100, 200, 600 bit/s; retransmits 1 + 2 + 3 (stream 0 ignored).
+    assert!(close(a.mean_throughput_bps, 300.0), "{a:?}");
+    assert_eq!(a.retransmits, 6);
+    let p = &agg[1];
+    assert_eq!(p.phases.keys().collect::<Vec<_>>(), [""]);
+    assert!(close(p.phases[""].mean_ms, 0.5) && close(p.phases[""].stdev_ms, (0.125f64 / 3.0).sqrt()));
+    assert_eq!((p.mean_throughput_bps, p.retransmits), (None, 0));
+    let f = &agg[2];
+    assert_eq!((f.ok, f.phases.len(), f.mean_throughput_bps, f.retransmits), (false, 0, None, 0));
+
+    // Missing runs.
+    let missing = run_id + older + 1000;
+    assert!(matches!(store.run_info(missing), Err(ArchiveError::NoRun(_))));
+    assert!(matches!(store.run_data(missing), Err(ArchiveError::NoRun(_))));
+    assert!(matches!(store.cell_aggregates(missing), Err(ArchiveError::NoRun(_))));
+    assert!(matches!(store.store_cell(missing, &ping_cell()), Err(ArchiveError::NoRun(_))));
+    assert!(matches!(store.finish_run(missing, RunStatus::Incomplete, 0.0), Err(ArchiveError::NoRun(_))));
+}
+
+#[test]
+fn sqlite_round_trip() {
+    let dir = TempDir::new("rt");
+    // Parent directories are created.
+    let path = dir.0.join("a/b/archive.sqlite");
+    let mut store = SqliteStore::open(&path).unwrap();
+    let mode: String = store.connection().query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+    let fk: i64 = store.connection().query_row("PRAGMA foreign_keys", [], |r| r.get(0)).unwrap();
+    assert_eq!(fk, 1);
+    round_trip(&mut store);
+    drop(store);
+    // Reopening migrates nothing and keeps everything.
+    let mut again = open(path.to_str().unwrap()).unwrap();
+    assert_eq!(again.runs().unwrap().len(), 2);
+}
+
+#[test]
+fn sqlite_in_memory_round_trip() {
+    round_trip(&mut SqliteStore::in_memory().unwrap());
+}
+
+#[test]
+fn sqlite_newer_schema_is_refused() {
+    let dir = TempDir::new("toonew");
+    let path = dir.0.join("archive.sqlite");
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    store.connection().execute("UPDATE schema_version SET version = ?1", [SCHEMA_VERSION + 1]).unwrap();
+    drop(store);
+    match SqliteStore::open(&path) {
+        Err(ArchiveError::TooNew { found, known }) => assert_eq!((found, known), (SCHEMA_VERSION + 1, SCHEMA_VERSION)),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a newer schema was accepted"),
+    }
+}
+
+/// kill -9 in the middle of writing: every cell in the archive afterwards is whole. The test
+/// runs itself as the writer (`crash_writer` below) and kills it.
+#[test]
+fn a_killed_writer_leaves_whole_cells() {
+    const PROBES: u64 = 200_000;
+    let dir = TempDir::new("crash");
+    let path = dir.0.join("archive.sqlite");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_writer", "--nocapture", "--test-threads", "1"])
+        .env("WANPERF_CRASH_DB", &path)
+        .env("WANPERF_CRASH_PROBES", PROBES.to_string())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once a few cells are in, while it writes the next.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let done = SqliteStore::open(&path).ok().and_then(|mut s| {
+            let runs = s.runs().ok()?;
+            Some(runs.first().map_or(0, |r| r.cells_done))
+        });
+        if done.unwrap_or(0) >= 3 || std::time::Instant::now() > deadline {
+            break;
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let mut store = SqliteStore::open(&path).unwrap();
+    let run = store.runs().unwrap()[0].id;
+    let data = store.run_data(run).unwrap();
+    assert!(data.cells.len() >= 3, "only {} cells were written", data.cells.len());
+    for c in &data.cells {
+        assert_eq!(c.cell.probes.len() as u64, PROBES, "cell {} is partial", c.cell.index);
+    }
+}
+
+/// The writer for the test above; does nothing unless run by it.
+#[test]
+fn crash_writer() {
+    let Some(path) = std::env::var_os("WANPERF_CRASH_DB") else { return };
+    let n: u64 = std::env::var("WANPERF_CRASH_PROBES").unwrap().parse().unwrap();
+    let mut store = SqliteStore::open(PathBuf::from(path)).unwrap();
+    let run = store.create_run(&new_run("crash", 0.0)).unwrap();
+    for index in 0..10_000 {
+        let probes = (0..n).map(|s| probe(s, "", Some(1.0), false)).collect();
+        store.store_cell(run, &CellRecord { index, kind: "ping".into(), probes, ..Default::default() }).unwrap();
+    }
+}
+
+/// The PostgreSQL URL to test against, or None to skip (which fails under CI).
+fn postgres_url() -> Option<String> {
+    match std::env::var("WANPERF_TEST_POSTGRES") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but WANPERF_TEST_POSTGRES is not: CI must test the PostgreSQL store (.ci/run starts one)")
+        }
+        _ => {
+            eprintln!("SKIPPED: set WANPERF_TEST_POSTGRES=postgres://… to test the PostgreSQL store");
+            None
+        }
+    }
+}
+
+/// A schema of its own in the test database (so runs start empty and tests do not meet),
+/// dropped at the end; `url` connects with it as the search path.
+struct PgSchema {
+    admin: ::postgres::Client,
+    name: String,
+    url: String,
+}
+
+impl PgSchema {
+    fn new(base: &str, tag: &str) -> PgSchema {
+        let mut admin = ::postgres::Client::connect(base, ::postgres::NoTls).expect("connect to WANPERF_TEST_POSTGRES");
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let name = format!("wanperf_test_{tag}_{}_{nanos}", std::process::id());
+        admin.batch_execute(&format!("CREATE SCHEMA {name}")).unwrap();
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-csearch_path%3D{name}");
+        PgSchema { admin, name, url }
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let _ = self.admin.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name));
+    }
+}
+
+#[test]
+fn postgres_round_trip() {
+    let Some(base) = postgres_url() else { return };
+    let schema = PgSchema::new(&base, "rt");
+    let mut store = open(&schema.url).unwrap();
+    round_trip(store.as_mut());
+    // The tables are where the search path says, as jsonb.
+    let mut admin = ::postgres::Client::connect(&base, ::postgres::NoTls).unwrap();
+    let t: String = admin
+        .query_one(
+            "SELECT data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'cells'
+             AND column_name = 'summary'",
+            &[&schema.name],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(t, "jsonb");
+}
+
+#[test]
+fn postgres_newer_schema_is_refused() {
+    let Some(base) = postgres_url() else { return };
+    let schema = PgSchema::new(&base, "toonew");
+    let mut store = PgStore::connect(&schema.url).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    store.client().execute("UPDATE schema_version SET version = $1", &[&(SCHEMA_VERSION + 1)]).unwrap();
+    drop(store);
+    match PgStore::connect(&schema.url) {
+        Err(ArchiveError::TooNew { found, known }) => assert_eq!((found, known), (SCHEMA_VERSION + 1, SCHEMA_VERSION)),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a newer schema was accepted"),
+    }
+}
+
+#[test]
+fn bad_postgres_url_is_an_error() {
+    // Nothing listens on port 1; the error must not repeat the password.
+    match open("postgres://u:secret@127.0.0.1:1/db?connect_timeout=2") {
+        Err(ArchiveError::Db(m)) => assert!(!m.contains("secret") && m.contains("PostgreSQL"), "{m}"),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("connected to nothing"),
+    }
+}

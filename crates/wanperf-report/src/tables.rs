@@ -1,0 +1,516 @@
+//! The report's tables and text sections: seed 000's loaded-against-unloaded statistics,
+//! throughput and ping tables, the analysis (best cell, BDP and window, Mathis, asymmetry),
+//! failures, the study's parameters and the host captures. Everything from the data is
+//! escaped here.
+
+use crate::figures::group_label;
+use crate::fmt::{bytes, esc, mbps, ms, sig};
+use crate::view::{num, Group, Phase, View};
+use serde_json::Value;
+use std::fmt::Write as _;
+use wanperf_stats::analysis::{self, load_diff, rank_best, RttStats};
+
+/// A table cell with a number (or a dash).
+fn td(x: Option<f64>) -> String {
+    match x {
+        Some(x) if x.is_finite() => format!("<td>{}</td>", sig(x)),
+        _ => "<td>–</td>".into(),
+    }
+}
+
+/// A table cell with a count.
+fn tdi(x: u64) -> String {
+    format!("<td>{x}</td>")
+}
+
+fn tdl(s: &str) -> String {
+    format!("<td class=\"l\">{}</td>", esc(s))
+}
+
+/// UTC date and time of a Unix time.
+pub fn utc(unix: f64) -> String {
+    if !unix.is_finite() {
+        return "?".into();
+    }
+    let secs = unix.floor() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days to civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// The line under the title: run, status, software, times, cells.
+pub fn run_line(v: &View) -> String {
+    let r = &v.data.run;
+    let mut s =
+        format!("Run {} · {} · {} · started {}", r.id, esc(r.status.as_str()), esc(&r.software), utc(r.started_unix));
+    if let Some(f) = r.finished_unix {
+        let _ = write!(s, " · finished {} ({} s)", utc(f), sig(f - r.started_unix));
+    }
+    let _ = write!(s, " · {} of {} cells measured", r.cells_done, r.cells_planned);
+    if !v.failures.is_empty() {
+        let _ = write!(s, " · <span class=\"bad\">{} failed</span>", v.failures.len());
+    }
+    s
+}
+
+/// One statistic of an RTT summary.
+type Stat = fn(&RttStats) -> Option<f64>;
+
+fn rtt_of(p: Option<&Phase>) -> Option<RttStats> {
+    p.and_then(|p| p.stats.rtt)
+}
+
+/// Seed 000's tables and the throughput and ping tables.
+pub fn statistics(v: &View) -> String {
+    let mut h = String::from("<section id=\"tables\"><h2>Tables</h2>\n");
+    let load: Vec<&Group> = v.load_groups().collect();
+    if !load.is_empty() {
+        // The cell with the most added delay, as seed 000's vertical table.
+        let top = load
+            .iter()
+            .max_by(|a, b| {
+                let d = |g: &Group| {
+                    load_diff(&g.loaded.as_ref().unwrap().stats, &g.unloaded.as_ref().unwrap().stats)
+                        .map_or(f64::NEG_INFINITY, |d| d.median_ms)
+                };
+                d(a).total_cmp(&d(b))
+            })
+            .unwrap();
+        let (lp, up) = (&top.loaded.as_ref().unwrap().stats, &top.unloaded.as_ref().unwrap().stats);
+        let _ = write!(
+            h,
+            "<h3>Loaded against unloaded RTT, {}{}</h3>\n<table><tr><th class=\"l\"></th><th>Loaded</th><th>NoLoad</th>\
+             <th>Difference</th><th class=\"l\">Units</th></tr>\n",
+            esc(&group_label(v, top)),
+            if load.len() > 1 { " (the cell with the most added delay)" } else { "" }
+        );
+        let (l, u) = (lp.rtt, up.rtt);
+        let rows: [(&str, Stat); 7] = [
+            ("Average", |r| Some(r.avg)),
+            ("Stdev", |r| Some(r.stdev)),
+            ("Median", |r| Some(r.median)),
+            ("IQR", |r| Some(r.iqr)),
+            ("90th percentile", |r| r.p90),
+            ("Min", |r| Some(r.min)),
+            ("Max", |r| Some(r.max)),
+        ];
+        for (name, f) in rows {
+            let (a, b) = (l.as_ref().and_then(f), u.as_ref().and_then(f));
+            let _ = writeln!(
+                h,
+                "<tr><th class=\"l\">{name}</th>{}{}{}<td class=\"l\">ms</td></tr>",
+                td(a),
+                td(b),
+                td(a.zip(b).map(|(a, b)| a - b))
+            );
+        }
+        let _ = writeln!(
+            h,
+            "<tr><th class=\"l\">Loss</th>{}{}{}<td class=\"l\">%</td></tr>\
+             <tr><th class=\"l\">Probes sent</th>{}{}<td></td><td class=\"l\">probes</td></tr></table>",
+            td(Some(lp.loss_pct)),
+            td(Some(up.loss_pct)),
+            td(Some(lp.loss_pct - up.loss_pct)),
+            tdi(lp.sent),
+            tdi(up.sent)
+        );
+
+        // Every load cell, loaded / unloaded side by side.
+        let rpm = load.iter().any(|g| g.cells.iter().any(|c| num(c.cell.summary.get("rpm")).is_some()));
+        h += "<h3>Every load cell: loaded (L) against unloaded (U) probes</h3><div class=\"wide\"><table>\n<tr>\
+              <th class=\"l\" rowspan=\"2\">cell</th><th rowspan=\"2\">repeats</th><th rowspan=\"2\">goodput<br>(Mbit/s)</th>\
+              <th rowspan=\"2\">retransmits<br>(segments)</th><th rowspan=\"2\">added median<br>RTT (ms)</th>";
+        if rpm {
+            h += "<th rowspan=\"2\">RPM<br>(round trips/min)</th>";
+        }
+        for s in ["Average", "Stdev", "Median", "IQR", "p90", "Min", "Max"] {
+            let _ = write!(h, "<th colspan=\"2\">{s} (ms)</th>");
+        }
+        h += "<th colspan=\"2\">Loss (%)</th></tr>\n<tr>";
+        for _ in 0..8 {
+            h += "<th>L</th><th>U</th>";
+        }
+        h += "</tr>\n";
+        for g in &load {
+            let (l, u) = (rtt_of(g.loaded.as_ref()), rtt_of(g.unloaded.as_ref()));
+            let d = load_diff(&g.loaded.as_ref().unwrap().stats, &g.unloaded.as_ref().unwrap().stats);
+            let _ = write!(
+                h,
+                "<tr>{}{}{}{}{}",
+                tdl(&group_label(v, g)),
+                tdi(g.cells.len() as u64),
+                td(g.tput_bps.map(|t| t / 1e6)),
+                td(g.retransmits),
+                td(d.map(|d| d.median_ms))
+            );
+            if rpm {
+                let r: Vec<f64> = g.cells.iter().filter_map(|c| num(c.cell.summary.get("rpm"))).collect();
+                h += &td(wanperf_stats::summary::mean(&r));
+            }
+            let stats: [Stat; 7] = [
+                |r| Some(r.avg),
+                |r| Some(r.stdev),
+                |r| Some(r.median),
+                |r| Some(r.iqr),
+                |r| r.p90,
+                |r| Some(r.min),
+                |r| Some(r.max),
+            ];
+            for f in stats {
+                h += &td(l.as_ref().and_then(f));
+                h += &td(u.as_ref().and_then(f));
+            }
+            h += &td(g.loaded.as_ref().map(|p| p.stats.loss_pct));
+            h += &td(g.unloaded.as_ref().map(|p| p.stats.loss_pct));
+            h += "</tr>\n";
+        }
+        h += "</table></div>\n";
+    }
+
+    let tput: Vec<&Group> = v.groups.iter().filter(|g| g.kind != "load" && g.tput_bps.is_some()).collect();
+    if !tput.is_empty() {
+        h += "<h3>Throughput</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th><th class=\"l\">kind</th>\
+              <th>repeats</th><th>goodput (Mbit/s)</th><th>retransmits (segments)</th><th>sent (MB)</th>\
+              <th>duration (s)</th><th>sender CPU (%)</th><th>receiver CPU (%)</th><th>UDP loss (%)</th>\
+              <th>UDP jitter (ms)</th></tr>\n";
+        for g in tput {
+            let m = |path: &[&str]| {
+                let v: Vec<f64> = g
+                    .cells
+                    .iter()
+                    .filter_map(|c| num(path.iter().try_fold(&c.cell.summary, |v, k| v.get(k))))
+                    .collect();
+                wanperf_stats::summary::mean(&v)
+            };
+            let _ = writeln!(
+                h,
+                "<tr>{}{}{}{}{}{}{}{}{}{}{}</tr>",
+                tdl(&group_label(v, g)),
+                tdl(&g.kind),
+                tdi(g.cells.len() as u64),
+                td(g.tput_bps.map(|t| t / 1e6)),
+                td(g.retransmits),
+                td(g.sent_bytes.map(|b| b / 1e6)),
+                td(m(&["duration_s"])),
+                td(m(&["cpu", "sender_pct"])),
+                td(m(&["cpu", "receiver_pct"])),
+                td(m(&["udp", "loss_pct"])),
+                td(m(&["udp", "jitter_ms"]))
+            );
+        }
+        h += "</table></div>\n";
+    }
+
+    let ping: Vec<&Group> = v.groups.iter().filter(|g| g.plain.is_some()).collect();
+    if !ping.is_empty() {
+        h += "<h3>Probes</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th><th>sent</th><th>loss (%)</th>\
+              <th>Average (ms)</th><th>Stdev (ms)</th><th>Median (ms)</th><th>IQR (ms)</th><th>p90 (ms)</th>\
+              <th>Min (ms)</th><th>Max (ms)</th></tr>\n";
+        for g in ping {
+            let p = &g.plain.as_ref().unwrap().stats;
+            let r = p.rtt;
+            let f = |f: Stat| td(r.as_ref().and_then(f));
+            let _ = writeln!(
+                h,
+                "<tr>{}{}{}{}{}{}{}{}{}{}</tr>",
+                tdl(&group_label(v, g)),
+                tdi(p.sent),
+                td(Some(p.loss_pct)),
+                f(|r| Some(r.avg)),
+                f(|r| Some(r.stdev)),
+                f(|r| Some(r.median)),
+                f(|r| Some(r.iqr)),
+                f(|r| r.p90),
+                f(|r| Some(r.min)),
+                f(|r| Some(r.max))
+            );
+        }
+        h += "</table></div>\n";
+    }
+    if v.groups.is_empty() {
+        h += "<p class=\"note\">No cell was measured successfully.</p>\n";
+    }
+    h += "</section>\n";
+    h
+}
+
+/// Best cell and shortfalls, BDP and window advice, the Mathis bound, direction asymmetry.
+pub fn analysis(v: &View) -> String {
+    let mut h = String::from("<section id=\"analysis\"><h2>Analysis</h2>\n");
+    let rtt_s = v.base_rtt.map(|r| r.0 / 1000.0);
+    match (v.rate, v.base_rtt) {
+        (Some((rate, rs)), Some((rtt, ts))) => {
+            let _ = writeln!(
+                h,
+                "<p>Path: rate {} ({}), base RTT {} ({}); bandwidth-delay product {}.</p>",
+                mbps(rate),
+                esc(rs),
+                ms(rtt),
+                esc(ts),
+                bytes(wanperf_stats::calc::bdp_bytes(rate, rtt / 1000.0))
+            );
+        }
+        _ => h += "<p class=\"note\">No path rate or base RTT known: no BDP or window advice.</p>\n",
+    }
+    let gs: Vec<&Group> = v.groups.iter().filter(|g| g.tput_bps.is_some()).collect();
+    if !gs.is_empty() {
+        let ranking = rank_best(&gs.iter().map(|g| g.tput_bps.unwrap_or(f64::NAN)).collect::<Vec<_>>());
+        h += "<div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th><th>goodput (Mbit/s)</th>\
+              <th>short of best (%)</th><th>streams × window (KiB)</th><th>window limit (Mbit/s)</th>\
+              <th class=\"l\">window-limited</th><th>window per stream for the BDP (KiB)</th>\
+              <th>loss rate (%)</th><th>RTT for Mathis (ms)</th><th>Mathis bound (Mbit/s)</th></tr>\n";
+        let mss = v.groups.iter().find_map(|g| g.mss).unwrap_or(1448.0);
+        for (i, g) in gs.iter().enumerate() {
+            let n = g.streams.unwrap_or(1);
+            let advice = match (v.rate, rtt_s) {
+                (Some((rate, _)), Some(rtt)) => {
+                    Some(analysis::window_advice(v.rate_for(g).unwrap_or(rate), rtt, n, g.window.map(|w| w as f64)))
+                }
+                _ => None,
+            };
+            // Under load the round trip is the loaded one (probes, else TCP's own), else the base.
+            let rtt_ms = rtt_of(g.loaded.as_ref()).map(|r| r.median).or(g.srtt_ms).or(v.base_rtt.map(|r| r.0));
+            let m = rtt_ms.and_then(|r| {
+                analysis::mathis_check(g.mss.unwrap_or(mss), r / 1000.0, g.retransmits? as u64, g.sent_bytes?, n)
+            });
+            let _ = writeln!(
+                h,
+                "<tr>{}{}{}{}{}{}{}{}{}{}</tr>",
+                tdl(&group_label(v, g)),
+                td(g.tput_bps.map(|t| t / 1e6)),
+                td(ranking.as_ref().map(|r| r.shortfall_pct[i])),
+                td(g.window.map(|w| f64::from(n) * w as f64 / 1024.0)),
+                td(advice.and_then(|a| a.window_limit_bps).map(|b| b / 1e6)),
+                tdl(match advice.and_then(|a| a.window_limited) {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "–",
+                }),
+                td(advice.map(|a| a.per_stream_bytes / 1024.0)),
+                td(m.map(|m| 100.0 * m.loss)),
+                td(rtt_ms),
+                td(m.map(|m| m.bound_bps / 1e6))
+            );
+        }
+        let _ = writeln!(
+            h,
+            "</table></div><p class=\"note\">Window limit: streams × window / base RTT. Loss rate: retransmitted \
+             segments over segments sent (bytes / {} B). Mathis bound: streams × MSS / RTT × √1.5 / √loss, none \
+             without retransmits. kB = 1000 bytes, KiB = 1024 bytes.</p>",
+            sig(mss)
+        );
+    }
+    h += &asymmetry(v);
+    h += "</section>\n";
+    h
+}
+
+fn asymmetry(v: &View) -> String {
+    let mut rows = Vec::new();
+    // Cells that differ only in direction.
+    for up in v.groups.iter().filter(|g| g.params.get("direction").and_then(Value::as_str) == Some("up")) {
+        let down = v.groups.iter().find(|g| {
+            g.kind == up.kind
+                && g.params.get("direction").and_then(Value::as_str) == Some("down")
+                && g.params
+                    .iter()
+                    .filter(|(k, _)| *k != "direction")
+                    .eq(up.params.iter().filter(|(k, _)| *k != "direction"))
+        });
+        if let (Some(d), Some(ut)) = (down, up.tput_bps) {
+            if let Some(dt) = d.tput_bps {
+                let l = crate::view::facet_label(up.params, &v.varying, &["direction"]);
+                rows.push((if l.is_empty() { "up against down".to_string() } else { l }, ut, dt));
+            }
+        }
+    }
+    // Bidirectional tests.
+    for g in &v.groups {
+        let t = |d: &str| {
+            let x: Vec<f64> = g
+                .cells
+                .iter()
+                .filter_map(|c| num(c.cell.summary.get("directions")?.get(d)?.get("throughput_bps")))
+                .collect();
+            wanperf_stats::summary::mean(&x)
+        };
+        if let (Some(u), Some(d)) = (t("up"), t("down")) {
+            rows.push((format!("{} (bidirectional)", group_label(v, g)), u, d));
+        }
+    }
+    if rows.is_empty() {
+        return "<p class=\"note\">No asymmetry: the run has no up and down measurements of the same cell.</p>\n"
+            .into();
+    }
+    let mut h = String::from(
+        "<h3>Asymmetry between directions</h3><table>\n<tr><th class=\"l\">cell</th><th>up (Mbit/s)</th>\
+         <th>down (Mbit/s)</th><th class=\"l\">faster</th><th>faster / slower</th><th>slower short by (%)</th></tr>\n",
+    );
+    for (label, u, d) in rows {
+        if let Some(a) = analysis::asymmetry(u, d) {
+            let _ = writeln!(
+                h,
+                "<tr>{}{}{}{}{}{}</tr>",
+                tdl(&label),
+                td(Some(u / 1e6)),
+                td(Some(d / 1e6)),
+                tdl(&a.faster),
+                td(Some(a.ratio)),
+                td(Some(a.shortfall_pct))
+            );
+        }
+    }
+    h + "</table>\n"
+}
+
+/// Failed cells, as data.
+pub fn failures(v: &View) -> String {
+    let mut h = String::from("<section id=\"failures\"><h2>Failures</h2>\n");
+    if v.failures.is_empty() {
+        h += "<p>No cell failed.</p>\n";
+    } else {
+        h += "<table>\n<tr><th>cell</th><th>repeat</th><th class=\"l\">kind</th><th class=\"l\">parameters</th>\
+              <th class=\"l\">started</th><th class=\"l\">why</th></tr>\n";
+        for c in &v.failures {
+            let params = c.cell.params.iter().map(|(k, v)| crate::fmt::param(k, v)).collect::<Vec<_>>().join(", ");
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td>{}{}{}<td class=\"w\">{}</td></tr>",
+                c.cell.index,
+                c.cell.repeat,
+                tdl(&c.cell.kind),
+                tdl(&params),
+                tdl(&utc(c.cell.started_unix)),
+                esc(c.cell.failure.as_deref().unwrap_or("(no reason stored)"))
+            );
+        }
+        h += "</table>\n";
+    }
+    h + "</section>\n"
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+/// The study's name, spec and file.
+pub fn study(v: &View) -> String {
+    let r = &v.data.run;
+    let mut h = String::from("<section id=\"study\"><h2>Study parameters</h2>\n");
+    let constant: Vec<String> = v
+        .groups
+        .first()
+        .map(|g| {
+            g.params.iter().filter(|(k, _)| !v.varying.contains(k)).map(|(k, val)| crate::fmt::param(k, val)).collect()
+        })
+        .unwrap_or_default();
+    let _ = writeln!(
+        h,
+        "<p>Study <b>{}</b>, {} cells planned, {} measured. Swept: {}. Fixed: {}.</p>",
+        esc(&r.study),
+        r.cells_planned,
+        r.cells_done,
+        esc(&if v.varying.is_empty() { "nothing".into() } else { v.varying.join(", ") }),
+        esc(&if constant.is_empty() { "–".into() } else { constant.join(", ") })
+    );
+    let _ = writeln!(h, "<h3>Specification</h3><pre>{}</pre>", esc(&pretty(&r.spec)));
+    if !r.study_text.is_empty() {
+        let _ = writeln!(h, "<details><summary>Study file</summary><pre>{}</pre></details>", esc(&r.study_text));
+    }
+    h + "</section>\n"
+}
+
+fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                flatten(&key, x, out);
+            }
+        }
+        Value::Array(a) if a.iter().all(|x| !x.is_object() && !x.is_array()) => {
+            out.push((prefix.into(), a.iter().map(scalar).collect::<Vec<_>>().join(", ")));
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                flatten(&format!("{prefix}[{i}]"), x, out);
+            }
+        }
+        x => out.push((prefix.into(), scalar(x))),
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "–".into(),
+        x => x.to_string(),
+    }
+}
+
+/// Host captures (each distinct one once) and the emulator's counters per cell.
+pub fn hosts(v: &View) -> String {
+    let mut h = String::from("<section id=\"hosts\"><h2>Hosts and path</h2>\n");
+    let mut seen: Vec<&Value> = Vec::new();
+    for c in &v.data.cells {
+        if let Some(x) = &c.cell.hosts {
+            if !seen.contains(&x) {
+                seen.push(x);
+            }
+        }
+    }
+    if seen.is_empty() {
+        h += "<p class=\"note\">No host captures stored.</p>\n";
+    }
+    for (i, x) in seen.iter().enumerate() {
+        let mut rows = Vec::new();
+        flatten("", x, &mut rows);
+        let _ = writeln!(
+            h,
+            "<h3>Host capture{}</h3><table>",
+            if seen.len() > 1 { format!(" {}", i + 1) } else { String::new() }
+        );
+        for (k, val) in rows {
+            let _ = writeln!(h, "<tr><th class=\"l\">{}</th>{}</tr>", esc(&k), tdl(&val));
+        }
+        h += "</table>\n";
+    }
+    let emu: Vec<_> = v.data.cells.iter().filter_map(|c| Some((c, c.cell.emulator.as_ref()?))).collect();
+    if !emu.is_empty() {
+        let _ = writeln!(h, "<details><summary>Emulated path counters ({} cells)</summary><pre>", emu.len());
+        for (c, e) in emu {
+            let params = c.cell.params.iter().map(|(k, v)| crate::fmt::param(k, v)).collect::<Vec<_>>().join(", ");
+            let _ = writeln!(
+                h,
+                "cell {} repeat {} ({}): {}",
+                c.cell.index,
+                c.cell.repeat,
+                esc(&params),
+                esc(&serde_json::to_string(e).unwrap_or_default())
+            );
+        }
+        h += "</pre></details>\n";
+    }
+    h + "</section>\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0.0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(967_335_557.0), "2000-08-27 00:19:17 UTC");
+        assert_eq!(utc(1_709_251_199.0), "2024-02-29 23:59:59 UTC");
+    }
+}

@@ -1,0 +1,223 @@
+//! `wanperf calc`: the path arithmetic the seed studies did by hand.
+
+use anyhow::{anyhow, bail, Result};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use std::process::ExitCode;
+use wanperf_proto::units::{fmt_bytes, fmt_rate, parse_duration, parse_rate, parse_size};
+use wanperf_stats::calc;
+
+/// `wanperf calc` subcommands.
+#[derive(Subcommand, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf calc bdp --rate 622M --rtt 67ms          # the window a path needs
+  wanperf calc queue --delay 100ms --rate 25M      # seed 000: ≈ 300 kB ≈ 2100 packets
+  wanperf calc queue --queue 300kB --rate 25M      # the delay a full queue adds
+  wanperf calc window --window 64k --rtt 166ms     # the most a window allows
+  wanperf calc mathis --rtt 166ms --loss 0.001     # Reno's loss-limited rate")]
+pub enum CalcCmd {
+    /// Bandwidth-delay product: the window (and socket buffer) a path needs.
+    Bdp(BdpArgs),
+    /// Queue size ↔ queueing delay at a bottleneck rate.
+    Queue(QueueArgs),
+    /// The highest rate a TCP window allows at an RTT.
+    Window(WindowArgs),
+    /// The Mathis et al. bound: MSS/RTT × √(3/2)/√p.
+    Mathis(MathisArgs),
+}
+
+/// `calc bdp`.
+#[derive(Args, Debug)]
+pub struct BdpArgs {
+    /// Bottleneck rate (e.g. 25M, 1G).
+    #[arg(long)]
+    rate: String,
+    /// Round-trip time (e.g. 166ms).
+    #[arg(long)]
+    rtt: String,
+    /// Segment size for the packet count.
+    #[arg(long, default_value_t = 1460.0)]
+    mss: f64,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `calc queue`.
+#[derive(Args, Debug)]
+pub struct QueueArgs {
+    /// Bottleneck rate.
+    #[arg(long)]
+    rate: String,
+    /// Queueing delay to convert into a queue size.
+    #[arg(long, conflicts_with = "queue", required_unless_present = "queue")]
+    delay: Option<String>,
+    /// Queue size (bytes, or packets with a `p` suffix) to convert into a delay.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Segment size for the packet count.
+    #[arg(long, default_value_t = 1460.0)]
+    mss: f64,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `calc window`.
+#[derive(Args, Debug)]
+pub struct WindowArgs {
+    /// TCP window (e.g. 64k).
+    #[arg(long)]
+    window: String,
+    /// Round-trip time.
+    #[arg(long)]
+    rtt: String,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `calc mathis`.
+#[derive(Args, Debug)]
+pub struct MathisArgs {
+    /// Round-trip time.
+    #[arg(long)]
+    rtt: String,
+    /// Packet loss probability (0.001 or 0.1%).
+    #[arg(long)]
+    loss: String,
+    /// Segment size, bytes.
+    #[arg(long, default_value_t = 1460.0)]
+    mss: f64,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+fn rate(s: &str) -> Result<f64> {
+    let r = parse_rate(s).map_err(|e| anyhow!("--rate: {e}"))? as f64;
+    if r <= 0.0 {
+        bail!("--rate must be above zero");
+    }
+    Ok(r)
+}
+
+fn dur(flag: &str, s: &str) -> Result<f64> {
+    let d = parse_duration(s).map_err(|e| anyhow!("{flag}: {e}"))?;
+    if d <= 0.0 {
+        bail!("{flag} must be above zero");
+    }
+    Ok(d)
+}
+
+fn mss(m: f64) -> Result<f64> {
+    if !(1.0..=65_535.0).contains(&m) {
+        bail!("--mss must be 1–65535 bytes");
+    }
+    Ok(m)
+}
+
+/// Bytes in decimal units as the seeds wrote them, with the binary figure beside.
+fn bytes(b: f64) -> String {
+    let dec = if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    };
+    if b >= 1024.0 {
+        format!("{dec} ({})", fmt_bytes(b as u64))
+    } else {
+        dec
+    }
+}
+
+fn ms(s: f64) -> String {
+    format!("{:.1} ms", s * 1000.0)
+}
+
+/// Runs `wanperf calc`.
+pub fn run(c: CalcCmd) -> Result<ExitCode> {
+    let (json_out, text, v) = match c {
+        CalcCmd::Bdp(a) => {
+            let (r, t, m) = (rate(&a.rate)?, dur("--rtt", &a.rtt)?, mss(a.mss)?);
+            let b = calc::bdp_bytes(r, t);
+            let text = format!(
+                "BDP at {} × {}: {} ≈ {:.0} packets of {m:.0} B; a window (and socket buffer) of at least this keeps the path full",
+                fmt_rate(r),
+                ms(t),
+                bytes(b),
+                calc::packets(b, m)
+            );
+            (a.json, text, json!({"rate_bps": r, "rtt_s": t, "bdp_bytes": b, "packets": calc::packets(b, m)}))
+        }
+        CalcCmd::Queue(a) => {
+            let (r, m) = (rate(&a.rate)?, mss(a.mss)?);
+            let (qb, delay) = match (&a.delay, &a.queue) {
+                (Some(d), _) => {
+                    let d = dur("--delay", d)?;
+                    (calc::queue_bytes(d, r), d)
+                }
+                (None, Some(q)) => {
+                    let b = match q.strip_suffix('p') {
+                        Some(n) => n.trim().parse::<f64>().map_err(|_| anyhow!("--queue: bad packet count `{q}`"))? * m,
+                        None => parse_size(q).map_err(|e| anyhow!("--queue: {e}"))? as f64,
+                    };
+                    if b <= 0.0 {
+                        bail!("--queue must be above zero");
+                    }
+                    (b, calc::queue_delay_s(b, r))
+                }
+                (None, None) => bail!("give --delay or --queue"),
+            };
+            let text = format!(
+                "{} of queue at {} ≈ {} ≈ {:.0} packets of {m:.0} B",
+                ms(delay),
+                fmt_rate(r),
+                bytes(qb),
+                calc::packets(qb, m)
+            );
+            (a.json, text, json!({"rate_bps": r, "delay_s": delay, "queue_bytes": qb, "packets": calc::packets(qb, m)}))
+        }
+        CalcCmd::Window(a) => {
+            let w = parse_size(&a.window).map_err(|e| anyhow!("--window: {e}"))? as f64;
+            if w <= 0.0 {
+                bail!("--window must be above zero");
+            }
+            let t = dur("--rtt", &a.rtt)?;
+            let r = calc::window_rate_bps(w, t);
+            let text = format!("a {} window at {} RTT allows at most {}", bytes(w), ms(t), fmt_rate(r));
+            (a.json, text, json!({"window_bytes": w, "rtt_s": t, "max_rate_bps": r}))
+        }
+        CalcCmd::Mathis(a) => {
+            let t = dur("--rtt", &a.rtt)?;
+            let m = mss(a.mss)?;
+            let p = match a.loss.strip_suffix('%') {
+                Some(pc) => pc.trim().parse::<f64>().map(|x| x / 100.0),
+                None => a.loss.trim().parse::<f64>(),
+            }
+            .map_err(|_| anyhow!("--loss: `{}` is not a probability (e.g. 0.001 or 0.1%)", a.loss))?;
+            if !(p > 0.0 && p < 1.0) {
+                bail!("--loss must be between 0 and 1 (exclusive)");
+            }
+            let r = calc::mathis_bps(m, t, p);
+            let text = format!(
+                "Mathis bound for MSS {m:.0} B, RTT {}, loss {:.4} %: {} per stream",
+                ms(t),
+                p * 100.0,
+                fmt_rate(r)
+            );
+            (a.json, text, json!({"mss_bytes": m, "rtt_s": t, "loss": p, "rate_bps": r}))
+        }
+    };
+    if json_out {
+        println!("{v}");
+    } else {
+        println!("{text}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,245 @@
+//! The archive's commands: `runs`, `export`, `import`, `report`.
+
+use crate::study::{describe_db, open_store};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, ValueEnum};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use wanperf_archive::Store;
+
+/// Options every archive command takes.
+#[derive(Args, Debug, Clone)]
+pub struct DbArgs {
+    /// Archive: a SQLite file or a postgres:// URL (default: $WANPERF_DB, or
+    /// ~/.local/share/wanperf/archive.sqlite).
+    #[arg(long, value_name = "DB")]
+    db: Option<String>,
+}
+
+/// `wanperf runs`.
+#[derive(Args, Debug)]
+pub struct RunsArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `wanperf export`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf export 3 --format json -o run3.json          # the whole run, one JSON document
+  wanperf export latest --format csv --table probes    # every probe: cell, phase, seq, RTT
+  wanperf export 3 --format csv --table intervals -o iv.csv")]
+pub struct ExportArgs {
+    /// Run id, or `latest`.
+    run: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "json")]
+    format: Format,
+    /// For CSV: which rows.
+    #[arg(long, value_enum, default_value = "cells")]
+    table: Table,
+    /// Output file (default: standard output).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// Export formats.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Format {
+    /// One JSON document with the run, its cells, intervals and probes.
+    Json,
+    /// Comma-separated rows of one table.
+    Csv,
+}
+
+/// CSV tables.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Table {
+    /// One row per cell, parameters as columns.
+    Cells,
+    /// One row per interval and stream.
+    Intervals,
+    /// One row per probe.
+    Probes,
+}
+
+/// `wanperf import`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  iperf3 -c HOST -J > run.json && wanperf import iperf3 run.json
+  ping -D -c 100 HOST > ping.txt && wanperf import ping ping.txt
+Each file becomes a run of its own with one cell; `wanperf runs` lists it.")]
+pub struct ImportArgs {
+    /// What produced the file.
+    #[arg(value_enum)]
+    tool: Tool,
+    /// The files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// Importable tools.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Tool {
+    /// `iperf3 -J` output.
+    Iperf3,
+    /// iputils `ping` output (with or without -D).
+    Ping,
+}
+
+/// `wanperf report`.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Run id, or `latest`.
+    run: String,
+    /// The HTML file to write.
+    #[arg(short, long, default_value = "report.html")]
+    output: PathBuf,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// Resolves `latest` or a number to a run id.
+pub fn run_id(store: &mut dyn Store, which: &str) -> Result<i64> {
+    if which == "latest" {
+        return store.runs()?.first().map(|r| r.id).ok_or_else(|| anyhow!("the archive has no runs yet"));
+    }
+    which.parse().map_err(|_| anyhow!("`{which}` is not a run id (a number, or `latest`)"))
+}
+
+/// `wanperf runs`.
+pub fn runs(a: RunsArgs) -> Result<ExitCode> {
+    let mut store = open_store(a.db.db.as_deref())?;
+    let runs = store.runs()?;
+    if a.json {
+        for r in &runs {
+            let mut v = serde_json::to_value(r)?;
+            if let Some(o) = v.as_object_mut() {
+                o.remove("study_text");
+                o.remove("spec");
+            }
+            println!("{v}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if runs.is_empty() {
+        println!("no runs in {}", describe_db(a.db.db.as_deref()));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{:>5}  {:<28} {:>11}  {:<20} status", "run", "study", "cells", "started (UTC)");
+    for r in runs {
+        println!(
+            "{:>5}  {:<28} {:>5} of {:<3} {:<20} {}",
+            r.id,
+            r.study,
+            r.cells_done,
+            r.cells_planned,
+            utc(r.started_unix),
+            r.status.as_str()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in UTC.
+pub fn utc(unix: f64) -> String {
+    let s = unix.max(0.0) as i64;
+    let (days, rem) = (s.div_euclid(86_400), s.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// `wanperf export`.
+pub fn export(a: ExportArgs) -> Result<ExitCode> {
+    let mut store = open_store(a.db.db.as_deref())?;
+    let id = run_id(store.as_mut(), &a.run)?;
+    let data = store.run_data(id)?;
+    let mut out: Box<dyn Write> = match &a.output {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    use wanperf_archive::export as x;
+    let r = match (a.format, a.table) {
+        (Format::Json, _) => x::export(&data, x::Format::Json, &mut out),
+        (Format::Csv, Table::Cells) => x::export(&data, x::Format::Csv(x::Table::Cells), &mut out),
+        (Format::Csv, Table::Intervals) => x::export(&data, x::Format::Csv(x::Table::Intervals), &mut out),
+        (Format::Csv, Table::Probes) => x::export(&data, x::Format::Csv(x::Table::Probes), &mut out),
+    };
+    r?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wanperf import`.
+pub fn import(a: ImportArgs) -> Result<ExitCode> {
+    let mut store = open_store(a.db.db.as_deref())?;
+    for f in &a.files {
+        let text = std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        let parsed = match a.tool {
+            Tool::Iperf3 => wanperf_archive::import::import_iperf3(&text),
+            Tool::Ping => wanperf_archive::import::import_ping(&text),
+        };
+        let (mut run, cell) = parsed.map_err(|e| anyhow!("{}: {e}", f.display()))?;
+        run.study = format!("{} ({})", run.study, f.file_name().map_or(String::new(), |n| n.to_string_lossy().into()));
+        let id = store.create_run(&run)?;
+        store.store_cell(id, &cell)?;
+        store.finish_run(id, wanperf_archive::RunStatus::Complete, run.started_unix)?;
+        println!(
+            "{}: run {id} ({} intervals, {} probes)",
+            f.display(),
+            cell.intervals.iter().filter(|i| i.stream == -1).count(),
+            cell.probes.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wanperf report`.
+pub fn report(a: ReportArgs) -> Result<ExitCode> {
+    let mut store = open_store(a.db.db.as_deref())?;
+    let id = run_id(store.as_mut(), &a.run)?;
+    write_report(store.as_mut(), id, &a.output)?;
+    println!("report for run {id}: {}", a.output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Renders run `id` into `out`.
+pub fn write_report(store: &mut dyn Store, id: i64, out: &std::path::Path) -> Result<()> {
+    let data = store.run_data(id)?;
+    if data.cells.is_empty() {
+        bail!("run {id} has no cells yet");
+    }
+    let html = wanperf_report::render(&data);
+    std::fs::write(out, html).with_context(|| format!("cannot write {}", out.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(super::utc(0.0), "1970-01-01 00:00:00");
+        assert_eq!(super::utc(951_782_400.0), "2000-02-29 00:00:00");
+        assert_eq!(super::utc(1_795_219_200.0 + 3723.0), "2026-11-21 01:02:03");
+    }
+}

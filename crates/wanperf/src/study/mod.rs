@@ -1,0 +1,528 @@
+//! `wanperf study run`: runs a study file's cells unattended and keeps every result in the
+//! archive. Each cell on an emulated path gets a fresh path of its own configuration, a
+//! `wanperf serve` on its right host and the measurement on its left; the measurement's NDJSON
+//! becomes one archive cell, stored in one transaction, so a killed study resumes exactly.
+
+pub mod spec;
+
+use crate::INTERRUPTED;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+use spec::{CellPlan, Kind, Study, Target};
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use wanperf_archive::{CellRecord, IntervalRow, NewRun, ProbeRow, RunStatus, Store};
+use wanperf_emu::path::{Host, Path};
+
+/// `wanperf study` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum StudyCmd {
+    /// Run a study file (see scenarios/), storing every cell in the archive.
+    Run(RunArgs),
+}
+
+/// Options of `study run`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf study run scenarios/seed000-load-rtt.toml --dry-run   # list the cells and the time
+  wanperf study run scenarios/seed000-load-rtt.toml             # run, store, print the table
+  wanperf study run scenarios/seed000-load-rtt.toml --resume    # finish a killed run
+  wanperf report latest -o report.html
+
+The archive is SQLite at $WANPERF_DB, or $XDG_DATA_HOME/wanperf/archive.sqlite, or
+~/.local/share/wanperf/archive.sqlite; --db PATH or --db postgres://user@host/db picks another.")]
+pub struct RunArgs {
+    /// The study file (TOML).
+    file: PathBuf,
+    /// List the cells and the estimated time, run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Finish an unfinished run of this study: its latest, or the run id given.
+    #[arg(long, value_name = "RUN", num_args = 0..=1, default_missing_value = "latest")]
+    resume: Option<String>,
+    /// Archive: a SQLite file or a postgres:// URL.
+    #[arg(long, value_name = "DB")]
+    db: Option<String>,
+    /// Print each stored cell as JSON and a final summary record.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Opens the archive named by `--db` or the default one.
+pub fn open_store(db: Option<&str>) -> Result<Box<dyn Store>> {
+    let spec = db.map_or_else(|| wanperf_archive::default_path().display().to_string(), str::to_string);
+    wanperf_archive::open(&spec).with_context(|| format!("cannot open the archive {spec}"))
+}
+
+/// Where a run is (for messages).
+pub fn describe_db(db: Option<&str>) -> String {
+    db.map_or_else(|| wanperf_archive::default_path().display().to_string(), str::to_string)
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Reads and parses a study file; errors name the file and line.
+pub fn load(file: &std::path::Path) -> Result<(String, Study)> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let study = Study::parse(&text).map_err(|e| anyhow!("{}: {e}", file.display()))?;
+    Ok((text, study))
+}
+
+impl RunArgs {
+    /// Whether this run needs network namespaces (an emulated path, not a dry run).
+    pub fn needs_path(&self) -> bool {
+        !self.dry_run && load(&self.file).is_ok_and(|(_, s)| matches!(s.target, Target::Path { .. }))
+    }
+}
+
+/// `wanperf study run`.
+pub fn run(a: RunArgs) -> Result<ExitCode> {
+    let (text, study) = load(&a.file)?;
+    if a.dry_run {
+        return dry_run(&study, &study.cells(), a.json);
+    }
+    let mut store = open_store(a.db.as_deref())?;
+    let out = execute(store.as_mut(), &text, &study, a.resume.as_deref(), a.json)?;
+    if !a.json {
+        println!(
+            "run {}: {} of {} cells stored{} in {}",
+            out.run_id,
+            out.stored,
+            out.planned,
+            if out.failures > 0 { format!(" ({} failed, kept as data)", out.failures) } else { String::new() },
+            describe_db(a.db.as_deref())
+        );
+        if !out.complete {
+            println!("stopped early: `wanperf study run {} --resume {}` finishes it", a.file.display(), out.run_id);
+        }
+        println!("report: wanperf report {} -o report.html", out.run_id);
+    }
+    Ok(if out.complete && out.failures == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// How a study run went.
+pub struct Outcome {
+    /// The run's id in the archive.
+    pub run_id: i64,
+    /// Every planned cell is stored.
+    pub complete: bool,
+    /// Cells stored (earlier sessions of a resumed run included).
+    pub stored: usize,
+    /// Cells planned.
+    pub planned: usize,
+    /// Cells that failed (stored as failures).
+    pub failures: usize,
+}
+
+/// Runs (or resumes) a study into `store`, printing the headline table (or JSON records).
+pub fn execute(store: &mut dyn Store, text: &str, study: &Study, resume: Option<&str>, json: bool) -> Result<Outcome> {
+    let cells = study.cells();
+    let (run_id, done) = match resume {
+        None => {
+            let run = NewRun {
+                study: study.name.clone(),
+                study_text: text.to_string(),
+                spec: serde_json::to_value(study)?,
+                software: crate::tput::software(),
+                cells_planned: cells.len() as u32,
+                started_unix: now_unix(),
+            };
+            (store.create_run(&run)?, Vec::new())
+        }
+        Some(which) => {
+            let id = match which {
+                "latest" => store
+                    .runs()?
+                    .into_iter()
+                    .find(|r| r.study == study.name && r.status != RunStatus::Complete)
+                    .map(|r| r.id)
+                    .ok_or_else(|| anyhow!("no unfinished run of study `{}` to resume", study.name))?,
+                n => n.parse().map_err(|_| anyhow!("--resume takes a run id, not `{n}`"))?,
+            };
+            let info = store.run_info(id)?;
+            if info.study_text != text {
+                bail!("run {id} was made from a different study file; resume it with the file it was started with");
+            }
+            (id, store.done_cells(id)?)
+        }
+    };
+    let todo: Vec<&CellPlan> = cells.iter().filter(|c| !done.contains(&(c.index, c.repeat))).collect();
+    let bar = progress(cells.len(), done.len(), study, &todo);
+    let exe = std::env::current_exe().context("cannot find the wanperf executable")?;
+    let mut failures = 0usize;
+    let mut stored = done.len();
+    let mut stopped = false;
+    for (i, cell) in todo.iter().enumerate() {
+        if INTERRUPTED.load(Ordering::Acquire) {
+            stopped = true;
+            break;
+        }
+        if let Some(b) = &bar {
+            b.set_message(describe(cell));
+        }
+        let rec = run_cell(study, cell, &exe);
+        if INTERRUPTED.load(Ordering::Acquire) && !rec.ok {
+            // A cell cut short by Ctrl-C is not a result: leave it for --resume.
+            stopped = true;
+            break;
+        }
+        failures += usize::from(!rec.ok);
+        store.store_cell(run_id, &rec).context("cannot store the cell")?;
+        stored += 1;
+        if json {
+            println!(
+                "{}",
+                json!({"event": "cell", "run": run_id, "index": rec.index, "repeat": rec.repeat,
+                "params": rec.params, "ok": rec.ok, "failure": rec.failure, "summary": rec.summary})
+            );
+        }
+        if let Some(b) = &bar {
+            b.inc(1);
+            if let Some(f) = &rec.failure {
+                b.println(format!("cell {} failed: {f}", describe(cell)));
+            }
+        }
+        if i + 1 < todo.len() && study.pause_s > 0.0 {
+            sleep_unless_interrupted(study.pause_s);
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let complete = !stopped && stored == cells.len();
+    let status = if complete { RunStatus::Complete } else { RunStatus::Incomplete };
+    store.finish_run(run_id, status, now_unix())?;
+    let aggs = store.cell_aggregates(run_id)?;
+    if json {
+        println!(
+            "{}",
+            json!({"event": "end", "run": run_id, "complete": complete, "cells_stored": stored,
+            "cells_planned": cells.len(), "failed": failures, "cells": aggs})
+        );
+    } else {
+        print_headline(study, &aggs);
+    }
+    Ok(Outcome { run_id, complete, stored, planned: cells.len(), failures })
+}
+
+/// Options of `wanperf demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Archive: a SQLite file or a postgres:// URL (default: the user's archive).
+    #[arg(long, value_name = "DB")]
+    db: Option<String>,
+    /// Where to write the report.
+    #[arg(short, long, default_value = "wanperf-demo.html")]
+    output: PathBuf,
+}
+
+/// The demo study: seed 000 on the SLAC→CERN 2000 path, scaled down.
+pub const DEMO_STUDY: &str = include_str!("../../../../scenarios/demo.toml");
+
+/// `wanperf demo`: seed 000 ("Effect of load on RTT and loss") re-run on an emulated
+/// SLAC→CERN 2000 path, stored in the archive, with a report.
+pub fn demo(a: DemoArgs) -> Result<ExitCode> {
+    let study = Study::parse(DEMO_STUDY).map_err(|e| anyhow!("demo study: {e}"))?;
+    let est: f64 = study.cells().iter().map(|c| study.estimate_s(c) + study.pause_s).sum();
+    println!("wanperf demo: seed 000 (\"Effect of load on RTT and loss\", SLAC → CERN, 2000) on an emulated path");
+    println!("{}", study.description.trim());
+    println!("{} cells, about {}\n", study.cells().len(), fmt_secs(est));
+    let mut store = open_store(a.db.as_deref())?;
+    let out = execute(store.as_mut(), DEMO_STUDY, &study, None, false)?;
+    crate::keep::write_report(store.as_mut(), out.run_id, &a.output)?;
+    println!("\nrun {} stored in {}", out.run_id, describe_db(a.db.as_deref()));
+    println!("report: {}", a.output.display());
+    if !out.complete || out.failures > 0 {
+        println!("({} of {} cells measured, {} failed)", out.stored, out.planned, out.failures);
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe(c: &CellPlan) -> String {
+    let v: Vec<String> = c.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let r = if c.repeat > 0 { format!(" (repeat {})", c.repeat + 1) } else { String::new() };
+    if v.is_empty() {
+        format!("cell {}{r}", c.index)
+    } else {
+        format!("{}{r}", v.join(" "))
+    }
+}
+
+fn progress(total: usize, done: usize, study: &Study, todo: &[&CellPlan]) -> Option<indicatif::ProgressBar> {
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("WANPERF_PROGRESS").is_none() {
+        return None;
+    }
+    let b = indicatif::ProgressBar::with_draw_target(Some(total as u64), indicatif::ProgressDrawTarget::stderr());
+    if let Ok(st) = indicatif::ProgressStyle::with_template("{bar:30} cells {pos}/{len} · {msg} · ETA {eta}") {
+        b.set_style(st);
+    }
+    b.set_position(done as u64);
+    let est: f64 = todo.iter().map(|c| study.estimate_s(c) + study.pause_s).sum();
+    b.println(format!("{}: {} cells to run, about {}", study.name, todo.len(), fmt_secs(est)));
+    b.enable_steady_tick(Duration::from_millis(500));
+    Some(b)
+}
+
+fn fmt_secs(s: f64) -> String {
+    let s = s.round() as u64;
+    if s >= 3600 {
+        format!("{} h {:02} min", s / 3600, s / 60 % 60)
+    } else if s >= 60 {
+        format!("{} min {:02} s", s / 60, s % 60)
+    } else {
+        format!("{s} s")
+    }
+}
+
+fn dry_run(study: &Study, cells: &[CellPlan], json: bool) -> Result<ExitCode> {
+    let total: f64 = cells.iter().map(|c| study.estimate_s(c)).sum::<f64>() + study.pause_s * cells.len() as f64;
+    if json {
+        let list: Vec<Value> = cells
+            .iter()
+            .map(|c| {
+                json!({"index": c.index, "repeat": c.repeat, "params": study.params(c),
+                    "link": study.link_argv(c), "measure": study.measure_argv(c, "PEER", None), "estimate_s": study.estimate_s(c)})
+            })
+            .collect();
+        println!("{}", json!({"study": study.name, "cells": list, "estimate_s": total}));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} ({} study, {} cells)", study.name, study.kind.command(), cells.len());
+    for (n, c) in cells.iter().enumerate() {
+        let link = study.link_argv(c).join(" ");
+        let m = study.measure_argv(c, "PEER", None).join(" ");
+        let link = if link.is_empty() { String::new() } else { format!("path {link} · ") };
+        println!("{:>4}. {:<40} {link}wanperf {m} (≈ {})", n + 1, describe(c), fmt_secs(study.estimate_s(c)));
+    }
+    println!("estimated time: {}", fmt_secs(total));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sleep_unless_interrupted(s: f64) {
+    let until = Instant::now() + Duration::from_secs_f64(s);
+    while Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs one cell; whatever happens, returns a record (failures are data).
+fn run_cell(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> CellRecord {
+    let started = now_unix();
+    let t0 = Instant::now();
+    let mut rec = CellRecord {
+        index: cell.index,
+        repeat: cell.repeat,
+        kind: study.kind.command().to_string(),
+        params: study.params(cell),
+        ok: false,
+        started_unix: started,
+        ..Default::default()
+    };
+    let outcome = match &study.target {
+        Target::Path { .. } => on_path(study, cell, exe),
+        Target::Host { host, port } => {
+            let mut c = Command::new(exe);
+            c.args(study.measure_argv(cell, host, Some(*port)));
+            measure(c, study.estimate_s(cell)).map(|m| (m, None))
+        }
+    };
+    match outcome {
+        Ok((m, emulator)) => {
+            fill(&mut rec, study.kind, &m.records);
+            rec.emulator = emulator;
+            rec.ok = m.success && !rec.summary.is_null();
+            if !rec.ok {
+                rec.failure = Some(m.error.unwrap_or_else(|| "the measurement printed no summary".into()));
+            }
+        }
+        Err(e) => rec.failure = Some(format!("{e:#}")),
+    }
+    rec.duration_s = t0.elapsed().as_secs_f64();
+    rec
+}
+
+/// What a measurement process printed.
+struct Measured {
+    records: Vec<Value>,
+    success: bool,
+    error: Option<String>,
+}
+
+/// Runs a measurement command to its end (or its deadline), collecting its NDJSON.
+fn measure(mut c: Command, estimate_s: f64) -> Result<Measured> {
+    c.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+    let mut child = c.spawn().context("cannot start the measurement")?;
+    let out = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+    let mut err = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+    let reader = std::thread::spawn(move || {
+        BufReader::new(out)
+            .lines()
+            .map_while(|l| l.ok())
+            .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+            .collect()
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs_f64(estimate_s * 1.5 + 30.0);
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break Some(st);
+        }
+        if INTERRUPTED.load(Ordering::Acquire) || Instant::now() > deadline {
+            crate::path::stop_child(&mut child);
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let records: Vec<Value> = reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string());
+    Ok(match status {
+        Some(st) => Measured { records, success: st.success(), error: last },
+        None => Measured {
+            records,
+            success: false,
+            error: Some(if INTERRUPTED.load(Ordering::Acquire) {
+                "interrupted".into()
+            } else {
+                format!("no result within {:.0} s", estimate_s * 1.5 + 30.0)
+            }),
+        },
+    })
+}
+
+/// Runs a cell on a fresh emulated path; returns what it measured and the path's counters.
+fn on_path(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> Result<(Measured, Option<Value>)> {
+    let cfg = study.link_config(cell)?;
+    let path = Path::start(&cfg, None)?;
+    let exe_s = exe.display().to_string();
+    let serve: Vec<String> =
+        [exe_s.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"].map(String::from).to_vec();
+    let mut right = crate::path::contained(&path, Host::Right, &serve)?;
+    right.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
+    let mut server = right.spawn().context("cannot start the server on the right host")?;
+    let result = wait_listening(&mut server).and_then(|()| {
+        let mut argv = vec![exe_s.clone()];
+        argv.extend(study.measure_argv(cell, &Host::Right.addr().to_string(), None));
+        let left = crate::path::contained(&path, Host::Left, &argv)?;
+        measure(left, study.estimate_s(cell))
+    });
+    crate::path::stop_child(&mut server);
+    let stats = path.stop();
+    let emulator = json!({"config": cfg, "stats": stats});
+    result.map(|m| (m, Some(emulator)))
+}
+
+/// Waits for `wanperf serve` to say (on stderr) that it listens.
+fn wait_listening(server: &mut Child) -> Result<()> {
+    let out = server.stderr.take().ok_or_else(|| anyhow!("no server stderr"))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(out).lines();
+        let ok = lines.by_ref().map_while(|l| l.ok()).any(|l| l.contains("listening on"));
+        let _ = tx.send(ok);
+        // Keep draining so the server never blocks on a full pipe.
+        for _ in lines {}
+    });
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(true) => Ok(()),
+        _ => bail!("the server on the right host did not start"),
+    }
+}
+
+/// Fills a cell record from a measurement's NDJSON records.
+fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
+    let f = |v: &Value| v.as_f64();
+    for r in records {
+        match r["event"].as_str() {
+            Some("start") if !r["hosts"].is_null() => rec.hosts = Some(r["hosts"].clone()),
+            Some("interval") => {
+                for s in r["streams"].as_array().into_iter().flatten() {
+                    rec.intervals.push(interval_row(s, s["id"].as_i64().unwrap_or(0) as i32, r));
+                }
+                rec.intervals.push(interval_row(&r["sum"], -1, r));
+            }
+            Some("probe") => rec.probes.push(ProbeRow {
+                seq: r["seq"].as_u64().unwrap_or(0),
+                phase: r["phase"].as_str().unwrap_or("").to_string(),
+                sent_s: f(&r["sent_s"]).unwrap_or(0.0),
+                rtt_ms: if r["status"] == "ok" { f(&r["rtt_ms"]) } else { None },
+                late: r["status"] == "late",
+            }),
+            Some("cell") if kind == Kind::Load => rec.summary = r.clone(),
+            Some("end") => match kind {
+                Kind::Tput | Kind::Ping => rec.summary = r["summary"].clone(),
+                Kind::Load => {}
+            },
+            _ => {}
+        }
+    }
+}
+
+fn interval_row(s: &Value, stream: i32, r: &Value) -> IntervalRow {
+    let tcp = &s["tcp"];
+    IntervalRow {
+        stream,
+        start_s: r["start_s"].as_f64().unwrap_or(0.0),
+        end_s: r["end_s"].as_f64().unwrap_or(0.0),
+        bytes: s["received_bytes"].as_u64().unwrap_or(0),
+        throughput_bps: s["throughput_bps"].as_f64().unwrap_or(0.0),
+        retransmits: s["retransmits"].as_u64().unwrap_or(0),
+        cwnd_bytes: tcp["snd_cwnd_bytes"].as_u64().or_else(|| tcp["cwnd_bytes"].as_u64()),
+        srtt_us: tcp["srtt_us"].as_u64().map(|v| v as u32),
+        tcp: (!tcp.is_null()).then(|| tcp.clone()),
+    }
+}
+
+/// The headline table: per cell, throughput and (for probes) loaded/unloaded RTT and loss.
+pub fn print_headline(study: &Study, aggs: &[wanperf_archive::CellAggregate]) {
+    let axes: Vec<String> = study.axes.iter().map(|a| a.name.replace('-', "_")).collect();
+    let axes: Vec<String> = axes
+        .into_iter()
+        .map(|a| match a.as_str() {
+            "parallel" => "streams".to_string(),
+            "time" | "load_time" => "duration".to_string(),
+            _ => a,
+        })
+        .collect();
+    let mut head: Vec<String> = axes.clone();
+    head.extend(["rep", "goodput", "RTT idle", "RTT loaded", "loss"].map(String::from));
+    println!("{}", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+    for c in aggs {
+        let mut row: Vec<String> = axes
+            .iter()
+            .map(|a| {
+                c.params.get(a).map_or("-".into(), |v| match (a.as_str(), v.as_f64()) {
+                    ("window" | "queue", Some(b)) => wanperf_proto::units::fmt_bytes(b as u64),
+                    ("rate", Some(r)) => wanperf_proto::units::fmt_rate(r),
+                    ("rtt" | "duration", Some(s)) => format!("{:.0} ms", s * 1000.0),
+                    _ => v.to_string().trim_matches('"').to_string(),
+                })
+            })
+            .collect();
+        row.push((c.repeat + 1).to_string());
+        row.push(c.mean_throughput_bps.map_or("-".into(), wanperf_proto::units::fmt_rate));
+        let ms = |p: &str| c.phases.get(p).and_then(|x| x.mean_ms).map_or("-".into(), |m| format!("{m:.1} ms"));
+        // Load studies have both phases; a ping study's probes are all "idle" (no load).
+        let (idle, loaded) = if c.phases.contains_key("loaded") { ("unloaded", "loaded") } else { ("", "-") };
+        row.push(ms(idle));
+        row.push(ms(loaded));
+        let lossy = if loaded == "-" { idle } else { loaded };
+        row.push(c.phases.get(lossy).map_or("-".into(), |x| format!("{:.1} %", x.loss_pct)));
+        if !c.ok {
+            row.push("  (failed)".into());
+        }
+        println!("{}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+    }
+}

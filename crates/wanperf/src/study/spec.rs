@@ -1,0 +1,702 @@
+//! Study files: parsing, validation and the plan of cells. Pure: no I/O, no clock.
+//!
+//! A study names a path (an emulator preset and link options, or a real host running
+//! `wanperf serve`), a measurement (`tput`, `ping` or `load`) with its options, sweep axes,
+//! and how to run the cells (repeats, order, pauses). Every option is checked by the same
+//! parser the command line uses, and an error points at the line of the file that caused it.
+
+use clap::Parser;
+use rand::{seq::SliceRandom, SeedableRng};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use toml::{Spanned, Value};
+use wanperf_proto::units;
+
+/// A study-file error with the line (1-based) it points to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudyError {
+    /// 1-based line, 0 when the error concerns the whole file.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for StudyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(f, "line {}: {}", self.line, self.message)
+        } else {
+            write!(f, "{}", self.message)
+        }
+    }
+}
+
+impl std::error::Error for StudyError {}
+
+/// What a study measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Bulk throughput (`wanperf tput`).
+    Tput,
+    /// Probes alone (`wanperf ping`).
+    Ping,
+    /// Loaded vs unloaded probes (`wanperf load`).
+    Load,
+}
+
+impl Kind {
+    /// The subcommand.
+    pub fn command(self) -> &'static str {
+        match self {
+            Kind::Tput => "tput",
+            Kind::Ping => "ping",
+            Kind::Load => "load",
+        }
+    }
+}
+
+/// Where the measurement runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    /// An emulated path: `wanperf serve` on its right host, the measurement on its left.
+    Path {
+        /// Link options as `path run` flags (a preset first, if any).
+        link: Vec<(String, String)>,
+    },
+    /// A real host running `wanperf serve`.
+    Host {
+        /// Name or address.
+        host: String,
+        /// Its port.
+        port: u16,
+    },
+}
+
+/// Order of the cells.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "order")]
+pub enum Order {
+    /// As the sweep lists them, repeats last.
+    Sequential,
+    /// Shuffled with a seed (so a resumed run keeps the same order).
+    Random {
+        /// Shuffle seed.
+        seed: u64,
+    },
+}
+
+/// One sweep axis.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Axis {
+    /// Its name (a link option or a measurement option).
+    pub name: String,
+    /// Its values as the command line takes them.
+    pub values: Vec<String>,
+    /// True for a link option (each cell then gets a path of its own configuration).
+    pub link: bool,
+}
+
+/// A parsed, validated study.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Study {
+    /// Name.
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// Where it runs.
+    pub target: Target,
+    /// What it measures.
+    pub kind: Kind,
+    /// Fixed measurement options, as (flag, value) pairs.
+    pub measure: Vec<(String, String)>,
+    /// Sweep axes, in file order.
+    pub axes: Vec<Axis>,
+    /// Repeats of every cell.
+    pub repeats: u32,
+    /// Cell order.
+    pub order: Order,
+    /// Pause between cells, seconds.
+    pub pause_s: f64,
+}
+
+/// One planned cell.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CellPlan {
+    /// Position in the sweep's product (stable whatever the order).
+    pub index: u32,
+    /// Repeat number, 0-based.
+    pub repeat: u32,
+    /// Axis name → value.
+    pub values: Vec<(String, String)>,
+}
+
+/// Options of `path run` a study may set or sweep (TOML key = flag without `--`, `_` for `-`).
+const LINK_KEYS: &[&str] = &[
+    "preset",
+    "rtt",
+    "delay_up",
+    "delay_down",
+    "jitter",
+    "reorder",
+    "rate",
+    "rate_up",
+    "rate_down",
+    "trace_up",
+    "trace_down",
+    "queue",
+    "aqm",
+    "loss",
+    "loss_model",
+    "policer",
+    "priority",
+    "txqueuelen",
+    "mtu",
+    "seed",
+    "host_nice",
+];
+
+/// Study-wide names whose flag differs per measurement.
+fn alias(kind: Kind, key: &str) -> Option<&'static str> {
+    Some(match (kind, key) {
+        (Kind::Tput, "duration") => "time",
+        (Kind::Load, "duration") => "load-time",
+        (Kind::Load, "idle") => "idle-time",
+        _ => return None,
+    })
+}
+
+/// Measurement options a study may not set: wanperf sets them itself.
+const RESERVED: &[&str] = &["json", "host", "port", "help"];
+
+#[derive(Parser, Debug)]
+#[command(name = "wanperf", no_binary_name = true)]
+enum MeasureCli {
+    Tput(crate::tput::TputArgs),
+    Load(crate::load::LoadArgs),
+    Ping(crate::ping::PingArgs),
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "path", no_binary_name = true)]
+struct LinkCli {
+    #[command(flatten)]
+    link: crate::path::LinkArgs,
+}
+
+/// The first line of a clap error, without its decorations.
+fn clap_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let first = text.lines().next().unwrap_or("invalid value").trim_start_matches("error: ");
+    first.trim_end_matches(':').to_string()
+}
+
+struct Lines<'a>(&'a str);
+
+impl Lines<'_> {
+    fn of(&self, offset: usize) -> usize {
+        self.0[..offset.min(self.0.len())].matches('\n').count() + 1
+    }
+}
+
+fn err(line: usize, message: impl Into<String>) -> StudyError {
+    StudyError { line, message: message.into() }
+}
+
+/// A TOML scalar as the command line writes it.
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Integer(i) => Some(i.to_string()),
+        Value::Float(f) => Some(f.to_string()),
+        Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+type Table = BTreeMap<Spanned<String>, Spanned<Value>>;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    path: Option<Table>,
+    measure: Table,
+    #[serde(default)]
+    sweep: Option<Table>,
+    #[serde(default)]
+    run: Option<RunSection>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RunSection {
+    repeats: Option<Spanned<i64>>,
+    order: Option<Spanned<String>>,
+    seed: Option<u64>,
+    pause: Option<Spanned<String>>,
+}
+
+impl Study {
+    /// Parses and validates a study file.
+    pub fn parse(text: &str) -> Result<Study, StudyError> {
+        let lines = Lines(text);
+        let file: File = toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(0, |s| lines.of(s.start));
+            err(line, e.message().trim().to_string())
+        })?;
+        let name = file.name.get_ref().trim().to_string();
+        if name.is_empty() {
+            return Err(err(lines.of(file.name.span().start), "`name` must not be empty"));
+        }
+        // Measurement.
+        let mut measure_tbl = file.measure;
+        let kind_key = measure_tbl.keys().find(|k| k.get_ref() == "kind").cloned();
+        let kind = match kind_key.and_then(|k| measure_tbl.remove(&k)) {
+            None => return Err(err(0, "[measure] needs `kind` (tput, ping or load)")),
+            Some(v) => match v.get_ref().as_str() {
+                Some("tput") => Kind::Tput,
+                Some("ping") => Kind::Ping,
+                Some("load") => Kind::Load,
+                _ => return Err(err(lines.of(v.span().start), "`kind` must be tput, ping or load")),
+            },
+        };
+        let mut study = Study {
+            name,
+            description: file.description,
+            target: Target::Path { link: Vec::new() },
+            kind,
+            measure: Vec::new(),
+            axes: Vec::new(),
+            repeats: 1,
+            order: Order::Sequential,
+            pause_s: 0.0,
+        };
+        // Where: a host, or a path (the default: an ideal emulated path).
+        let mut link = Vec::new();
+        let mut host: Option<(String, u16)> = None;
+        let mut host_port = 5301u16;
+        for (k, v) in file.path.unwrap_or_default() {
+            let line = lines.of(k.span().start);
+            let key = k.get_ref().as_str();
+            match key {
+                "host" => host = Some((scalar(v.get_ref()).unwrap_or_default(), 0)),
+                "port" => {
+                    host_port = v
+                        .get_ref()
+                        .as_integer()
+                        .and_then(|p| u16::try_from(p).ok())
+                        .filter(|p| *p > 0)
+                        .ok_or_else(|| err(line, "`port` must be 1–65535"))?
+                }
+                _ if LINK_KEYS.contains(&key) => {
+                    let val =
+                        scalar(v.get_ref()).ok_or_else(|| err(line, format!("`{key}` must be a single value")))?;
+                    check_link(&[(key.to_string(), val.clone())]).map_err(|m| err(lines.of(v.span().start), m))?;
+                    link.push((key.to_string(), val));
+                }
+                _ => {
+                    return Err(err(
+                        line,
+                        format!(
+                            "unknown path option `{key}` (use host/port, or link options: {})",
+                            LINK_KEYS.join(", ")
+                        ),
+                    ))
+                }
+            }
+        }
+        if let Some((h, _)) = host {
+            if !link.is_empty() {
+                return Err(err(0, "[path] sets both `host` and link options: a real host has no emulated link"));
+            }
+            study.target = Target::Host { host: h, port: host_port };
+        } else {
+            // The preset first, so explicit options override it.
+            link.sort_by_key(|(k, _)| k != "preset");
+            study.target = Target::Path { link };
+        }
+        for (k, v) in measure_tbl {
+            let key = k.get_ref().as_str();
+            let line = lines.of(k.span().start);
+            if RESERVED.contains(&key) {
+                return Err(err(line, format!("`{key}` is set by the study runner")));
+            }
+            if LINK_KEYS.contains(&key) {
+                return Err(err(line, format!("`{key}` is a link option: put it under [path] or [sweep]")));
+            }
+            let val = scalar(v.get_ref()).ok_or_else(|| err(line, format!("`{key}` must be a single value")))?;
+            let flag = study.flag(key);
+            study.check_measure(&[(flag.clone(), val.clone())]).map_err(|m| err(lines.of(v.span().start), m))?;
+            study.measure.push((flag, val));
+        }
+        // Sweep axes.
+        for (k, v) in file.sweep.unwrap_or_default() {
+            let key = k.get_ref().clone();
+            let line = lines.of(k.span().start);
+            let values: Vec<String> = match v.get_ref() {
+                Value::Array(a) => a
+                    .iter()
+                    .map(|x| {
+                        scalar(x)
+                            .ok_or_else(|| err(lines.of(v.span().start), format!("`{key}` values must be scalars")))
+                    })
+                    .collect::<Result<_, _>>()?,
+                x => vec![scalar(x).ok_or_else(|| err(line, format!("`{key}` must be a list of values")))?],
+            };
+            if values.is_empty() {
+                return Err(err(line, format!("sweep axis `{key}` has no values")));
+            }
+            let is_link = LINK_KEYS.contains(&key.as_str());
+            if key == "preset" && !matches!(study.target, Target::Path { .. }) {
+                return Err(err(line, "a preset sweep needs an emulated path, not [path] host"));
+            }
+            if is_link && !matches!(study.target, Target::Path { .. }) {
+                return Err(err(line, format!("`{key}` is a link option; a real host has no emulated link")));
+            }
+            let name = if is_link { key.clone() } else { study.flag(&key) };
+            if !is_link && RESERVED.contains(&key.as_str()) {
+                return Err(err(line, format!("`{key}` is set by the study runner")));
+            }
+            for val in &values {
+                let r = if is_link {
+                    check_link(&[(key.clone(), val.clone())])
+                } else {
+                    study.check_measure(&[(name.clone(), val.clone())])
+                };
+                r.map_err(|m| {
+                    let m = if m.contains("unexpected argument") {
+                        format!("unknown sweep axis `{key}` for a {} study", study.kind.command())
+                    } else {
+                        m
+                    };
+                    err(lines.of(v.span().start), m)
+                })?;
+            }
+            study.axes.push(Axis { name, values, link: is_link });
+        }
+        // How to run.
+        let run = file.run.unwrap_or_default();
+        if let Some(r) = run.repeats {
+            study.repeats = u32::try_from(*r.get_ref())
+                .ok()
+                .filter(|n| (1..=1000).contains(n))
+                .ok_or_else(|| err(lines.of(r.span().start), "`repeats` must be 1–1000"))?;
+        }
+        if let Some(o) = run.order {
+            study.order = match o.get_ref().as_str() {
+                "sequential" => Order::Sequential,
+                "random" => Order::Random { seed: run.seed.unwrap_or(1) },
+                _ => return Err(err(lines.of(o.span().start), "`order` must be sequential or random")),
+            };
+        }
+        if let Some(p) = run.pause {
+            study.pause_s = units::parse_duration(p.get_ref())
+                .map_err(|e| err(lines.of(p.span().start), format!("`pause`: {e}")))?;
+        }
+        // The whole first cell, so options that conflict with each other are caught now.
+        if let Some(first) = study.cells().first() {
+            study.check_measure(&study.measure_args(first)).map_err(|m| err(0, format!("[measure]: {m}")))?;
+            check_link(&study.link_args(first)).map_err(|m| err(0, format!("[path]: {m}")))?;
+        }
+        Ok(study)
+    }
+
+    /// The measurement flag for a study key.
+    fn flag(&self, key: &str) -> String {
+        alias(self.kind, key).map_or_else(|| key.replace('_', "-"), str::to_string)
+    }
+
+    fn check_measure(&self, opts: &[(String, String)]) -> Result<(), String> {
+        let mut argv = vec![self.kind.command().to_string(), "host.invalid".to_string()];
+        argv.extend(flags(opts));
+        MeasureCli::try_parse_from(argv).map(|_| ()).map_err(|e| clap_line(&e))
+    }
+
+    /// Every cell: the product of the axes (first axis slowest), times the repeats, in the
+    /// study's order.
+    pub fn cells(&self) -> Vec<CellPlan> {
+        let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
+        for a in &self.axes {
+            combos = combos
+                .into_iter()
+                .flat_map(|c| {
+                    a.values.iter().map(move |v| {
+                        let mut c = c.clone();
+                        c.push((a.name.clone(), v.clone()));
+                        c
+                    })
+                })
+                .collect();
+        }
+        let mut cells: Vec<CellPlan> = (0..self.repeats)
+            .flat_map(|r| {
+                combos.iter().enumerate().map(move |(i, v)| CellPlan { index: i as u32, repeat: r, values: v.clone() })
+            })
+            .collect();
+        if let Order::Random { seed } = self.order {
+            cells.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
+        }
+        cells
+    }
+
+    /// `path run` link flags for a cell (none for a real host).
+    pub fn link_args(&self, cell: &CellPlan) -> Vec<(String, String)> {
+        let Target::Path { link } = &self.target else { return Vec::new() };
+        let mut v = link.clone();
+        for (k, val) in cell.values.iter().filter(|(k, _)| LINK_KEYS.contains(&k.as_str())) {
+            v.retain(|(x, _)| x != k);
+            v.push((k.clone(), val.clone()));
+        }
+        v.sort_by_key(|(k, _)| k != "preset");
+        v
+    }
+
+    /// Measurement flags for a cell (fixed options, then the cell's axis values).
+    pub fn measure_args(&self, cell: &CellPlan) -> Vec<(String, String)> {
+        let mut v = self.measure.clone();
+        for (k, val) in cell.values.iter().filter(|(k, _)| !LINK_KEYS.contains(&k.as_str())) {
+            v.retain(|(x, _)| x != k);
+            v.push((k.clone(), val.clone()));
+        }
+        v
+    }
+
+    /// The full measurement command line (after `wanperf`) against `host`.
+    pub fn measure_argv(&self, cell: &CellPlan, host: &str, port: Option<u16>) -> Vec<String> {
+        let mut argv = vec![self.kind.command().to_string(), host.to_string()];
+        if let Some(p) = port {
+            argv.extend(["--port".to_string(), p.to_string()]);
+        }
+        argv.extend(flags(&self.measure_args(cell)));
+        argv.push("--json".into());
+        argv
+    }
+
+    /// The link flags as `path run` arguments.
+    pub fn link_argv(&self, cell: &CellPlan) -> Vec<String> {
+        flags(&self.link_args(cell))
+    }
+
+    /// Parsed link options of a cell.
+    pub fn link_config(&self, cell: &CellPlan) -> anyhow::Result<wanperf_emu::path::PathConfig> {
+        let cli = LinkCli::try_parse_from(self.link_argv(cell)).map_err(|e| anyhow::anyhow!(clap_line(&e)))?;
+        crate::path::config_from(&cli.link)
+    }
+
+    /// Expected wall time of a cell, seconds (measurement only; path setup is quick).
+    pub fn estimate_s(&self, cell: &CellPlan) -> f64 {
+        let args = self.measure_args(cell);
+        let get = |k: &str| args.iter().rev().find(|(f, _)| f == k).map(|(_, v)| v.as_str());
+        let dur = |k: &str, d: f64| get(k).and_then(|v| units::parse_duration(v).ok()).unwrap_or(d);
+        let list = |k: &str| get(k).map_or(1, |v| v.split(',').count()) as f64;
+        match self.kind {
+            Kind::Tput => dur("time", 10.0) + 1.0,
+            Kind::Ping => {
+                let n = get("count").and_then(|c| c.parse::<f64>().ok()).unwrap_or(10.0);
+                n * dur("interval", 1.0) + dur("timeout", 2.0)
+            }
+            Kind::Load => {
+                let cycles = get("cycles").and_then(|c| c.parse::<f64>().ok()).unwrap_or(1.0);
+                let cell = cycles * (dur("load-time", 10.0) + dur("idle-time", 10.0)) + dur("timeout", 2.0) + 1.0;
+                list("streams") * list("window") * cell
+            }
+        }
+    }
+
+    /// A cell's parameters for the archive: axis → value, numbers in base units (bytes, bit/s,
+    /// seconds) where the axis has a unit.
+    pub fn params(&self, cell: &CellPlan) -> BTreeMap<String, serde_json::Value> {
+        cell.values
+            .iter()
+            .map(|(k, v)| {
+                let key = match (self.kind, k.as_str()) {
+                    (Kind::Tput, "parallel") => "streams",
+                    (_, "time" | "load-time") => "duration",
+                    _ => k.as_str(),
+                };
+                (key.replace('-', "_"), normalize(key, v))
+            })
+            .collect()
+    }
+}
+
+/// A value in base units when its axis has one.
+fn normalize(key: &str, v: &str) -> serde_json::Value {
+    let num = match key {
+        "window" | "length" | "bytes" => units::parse_size(v).ok().map(|b| b as f64),
+        "queue" if !v.ends_with('p') => units::parse_size(v).ok().map(|b| b as f64),
+        "rate" | "rate_up" | "rate_down" | "bitrate" => units::parse_rate(v).ok().map(|b| b as f64),
+        "rtt" | "delay_up" | "delay_down" | "duration" | "idle-time" | "interval" | "jitter" => {
+            units::parse_duration(v).ok()
+        }
+        _ => v.parse::<f64>().ok(),
+    };
+    match num {
+        Some(n) if n.fract() == 0.0 && n.abs() < 9e15 => serde_json::Value::from(n as i64),
+        Some(n) => serde_json::Value::from(n),
+        None => serde_json::Value::from(v),
+    }
+}
+
+/// (flag, value) pairs as arguments; `true` is a bare flag, `false` leaves it out.
+fn flags(opts: &[(String, String)]) -> Vec<String> {
+    let mut v = Vec::new();
+    for (k, val) in opts {
+        let flag = format!("--{}", k.replace('_', "-"));
+        match val.as_str() {
+            "true" => v.push(flag),
+            "false" => {}
+            _ => {
+                v.push(flag);
+                v.push(val.clone());
+            }
+        }
+    }
+    v
+}
+
+fn check_link(opts: &[(String, String)]) -> Result<(), String> {
+    let cli = LinkCli::try_parse_from(flags(opts)).map_err(|e| clap_line(&e))?;
+    crate::path::config_from(&cli.link).map(|_| ()).map_err(|e| format!("{e:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED000: &str = r#"
+name = "seed000"
+description = "Effect of load on RTT and loss"
+
+[path]
+preset = "slac-cern-2000"
+
+[measure]
+kind = "load"
+duration = "4s"
+idle = "2s"
+interval = "100ms"
+
+[sweep]
+streams = [1, 5]
+window = ["16k", "64k", "256k"]
+
+[run]
+repeats = 2
+order = "random"
+seed = 3
+pause = "1s"
+"#;
+
+    #[test]
+    fn parses_and_plans_the_product_of_the_axes() {
+        let s = Study::parse(SEED000).unwrap();
+        assert_eq!(s.kind, Kind::Load);
+        assert_eq!(s.repeats, 2);
+        assert_eq!(s.pause_s, 1.0);
+        let cells = s.cells();
+        assert_eq!(cells.len(), 2 * 3 * 2);
+        // Every (index, repeat) exactly once, and the same shuffled order every time.
+        let mut seen: Vec<(u32, u32)> = cells.iter().map(|c| (c.index, c.repeat)).collect();
+        assert_eq!(s.cells(), cells);
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 12);
+        let c = cells.iter().find(|c| c.index == 4 && c.repeat == 0).unwrap();
+        // streams slowest: index 4 = streams 5, window 64k.
+        assert_eq!(c.values, vec![("streams".into(), "5".into()), ("window".into(), "64k".into())]);
+        let argv = s.measure_argv(c, "198.18.0.2", None);
+        assert_eq!(argv[..2], ["load".to_string(), "198.18.0.2".to_string()]);
+        assert!(argv.windows(2).any(|w| w == ["--load-time", "4s"]));
+        assert!(argv.windows(2).any(|w| w == ["--streams", "5"]));
+        assert_eq!(argv.last().unwrap(), "--json");
+        let p = s.params(c);
+        assert_eq!(p["window"], serde_json::json!(65536));
+        assert_eq!(p["streams"], serde_json::json!(5));
+        assert_eq!(s.link_argv(c), vec!["--preset", "slac-cern-2000"]);
+        assert_eq!(s.estimate_s(c), 4.0 + 2.0 + 2.0 + 1.0);
+    }
+
+    #[test]
+    fn link_axes_override_the_preset() {
+        let text = SEED000.replace("[sweep]", "[sweep]\nqueue = [\"100kB\", \"300kB\"]");
+        let s = Study::parse(&text).unwrap();
+        let c = &s.cells()[0];
+        let args = s.link_argv(c);
+        assert_eq!(args[..2], ["--preset".to_string(), "slac-cern-2000".to_string()]);
+        assert!(args.contains(&"--queue".to_string()));
+        let cfg = s.link_config(c).unwrap();
+        assert!(cfg.up.delay_ns > 0);
+        assert!(s.params(c)["queue"].is_number());
+    }
+
+    fn error_of(text: &str) -> StudyError {
+        Study::parse(text).unwrap_err()
+    }
+
+    #[test]
+    fn errors_point_to_the_line() {
+        // Unknown axis.
+        let e = error_of(&SEED000.replace("[sweep]", "[sweep]\nbogus = [1, 2]"));
+        assert_eq!(e.line, 15, "{e}");
+        assert!(e.message.contains("unknown sweep axis `bogus`"), "{e}");
+        // Bad unit in a sweep value.
+        let e = error_of(&SEED000.replace("\"64k\"", "\"64 furlongs\""));
+        assert_eq!(e.line, 16, "{e}");
+        assert!(e.message.contains("window") || e.message.contains("furlongs"), "{e}");
+        // Empty sweep.
+        let e = error_of(&SEED000.replace("streams = [1, 5]", "streams = []"));
+        assert_eq!(e.line, 15, "{e}");
+        assert!(e.message.contains("no values"), "{e}");
+        // Unknown preset.
+        let e = error_of(&SEED000.replace("slac-cern-2000", "atlantis-1999"));
+        assert_eq!(e.line, 6, "{e}");
+        assert!(e.message.contains("unknown preset"), "{e}");
+        // Bad unit in a link option, and in a measurement option.
+        let e = error_of(&SEED000.replace("preset = \"slac-cern-2000\"", "rtt = \"-5ms\""));
+        assert_eq!(e.line, 6, "{e}");
+        let e = error_of(&SEED000.replace("idle = \"2s\"", "idle = \"2 fortnights\""));
+        assert_eq!(e.line, 11, "{e}");
+        // Unknown section key, TOML syntax.
+        let e = error_of(&SEED000.replace("[run]", "[run]\nspeed = 3"));
+        assert_eq!(e.line, 19, "{e}");
+        let e = error_of(&SEED000.replace("kind = \"load\"", "kind = load"));
+        assert_eq!(e.line, 9, "{e}");
+        assert!(error_of(&SEED000.replace("kind = \"load\"", "kind = \"iperf\""))
+            .message
+            .contains("tput, ping or load"));
+        // Reserved options and misplaced link options.
+        assert!(error_of(&SEED000.replace("idle = \"2s\"", "json = true")).message.contains("set by the study runner"));
+        assert!(error_of(&SEED000.replace("idle = \"2s\"", "rtt = \"10ms\"")).message.contains("link option"));
+    }
+
+    #[test]
+    fn a_real_host_takes_no_link_options() {
+        let text = r#"
+name = "lan"
+[path]
+host = "127.0.0.1"
+port = 5999
+[measure]
+kind = "tput"
+duration = "1s"
+[sweep]
+streams = [1, 2]
+"#;
+        let s = Study::parse(text).unwrap();
+        assert_eq!(s.target, Target::Host { host: "127.0.0.1".into(), port: 5999 });
+        let c = &s.cells()[1];
+        let argv = s.measure_argv(c, "127.0.0.1", Some(5999));
+        assert!(argv.windows(2).any(|w| w == ["--streams", "2"]));
+        assert!(argv.windows(2).any(|w| w == ["--time", "1s"]));
+        assert_eq!(s.params(c)["streams"], serde_json::json!(2));
+        let e = error_of(&text.replace("[sweep]", "[sweep]\nrtt = [\"10ms\"]"));
+        assert!(e.message.contains("real host"), "{e}");
+    }
+}

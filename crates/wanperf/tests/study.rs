@@ -1,0 +1,272 @@
+//! Studies, the archive and reports end to end: study-file errors, a real-host study into
+//! SQLite, resume after kill -9, an emulated-path study, imports, export, report and calc.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn tmpdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("wanperf-study-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+fn ping_study(port: u16, cells: &str, count: u32) -> String {
+    format!(
+        r#"name = "loopback-ping"
+[path]
+host = "127.0.0.1"
+port = {port}
+[measure]
+kind = "ping"
+count = {count}
+interval = "10ms"
+[sweep]
+size = [{cells}]
+"#
+    )
+}
+
+fn runs_json(db: &str) -> Vec<Value> {
+    let out = run(&["runs", "--db", db, "--json"], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    records(&out)
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn study_file_errors_point_to_the_line() {
+    let d = tmpdir("errors");
+    let cases = [
+        (
+            "name = \"x\"\n[measure]\nkind = \"load\"\n[sweep]\nstreams = [1]\nbogus = [1, 2]\n",
+            "line 6",
+            "unknown sweep axis",
+        ),
+        ("name = \"x\"\n[measure]\nkind = \"load\"\n[sweep]\nwindow = [\"64 parsecs\"]\n", "line 5", "window"),
+        ("name = \"x\"\n[measure]\nkind = \"load\"\n[sweep]\nstreams = []\n", "line 5", "no values"),
+        ("name = \"x\"\n[path]\npreset = \"nowhere\"\n[measure]\nkind = \"ping\"\n", "line 3", "unknown preset"),
+    ];
+    for (text, line, what) in cases {
+        let file = write(&d, "bad.toml", text);
+        let out = run(&["study", "run", &file, "--dry-run"], Duration::from_secs(20));
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        let e = stderr(&out);
+        assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+        assert!(e.contains(line) && e.contains(what), "expected {line} / {what}: {e}");
+    }
+    let out = run(&["study", "run", "/nonexistent/study.toml"], Duration::from_secs(20));
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("cannot read"));
+}
+
+#[test]
+fn dry_run_lists_cells_and_time() {
+    let out = run(
+        &[
+            "study",
+            "run",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/seed000-load-rtt.toml"),
+            "--dry-run",
+            "--json",
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = &records(&out)[0];
+    assert_eq!(v["cells"].as_array().unwrap().len(), 50);
+    // 50 cells × (60 s loaded + 60 s idle + 20 s probe timeout + 1 s) + 50 × 5 s pause.
+    assert_eq!(v["estimate_s"].as_f64().unwrap(), 50.0 * 141.0 + 250.0);
+    // Every scenario file parses.
+    for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios")).unwrap() {
+        let p = f.unwrap().path().display().to_string();
+        let out = run(&["study", "run", &p, "--dry-run"], Duration::from_secs(20));
+        assert!(out.status.success(), "{p}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_real_host_study_is_stored_exported_and_reported() {
+    let server = Server::start(&[]);
+    let d = tmpdir("host");
+    let db = d.join("a.sqlite").display().to_string();
+    let file = write(&d, "s.toml", &ping_study(server.port, "64, 200", 20));
+    let out = run(&["study", "run", &file, "--db", &db, "--json"], Duration::from_secs(60));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let recs = records(&out);
+    let end = recs.iter().find(|r| r["event"] == "end").unwrap();
+    assert_eq!(end["complete"], true);
+    assert_eq!(end["cells_stored"], 2);
+    let runs = runs_json(&db);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["status"], "complete");
+    let id = runs[0]["id"].to_string();
+    // Every probe is in the archive with its RTT.
+    let out = run(&["export", &id, "--db", &db, "--format", "csv", "--table", "probes"], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let csv = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(csv.lines().count(), 1 + 2 * 20, "{csv}");
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = data["cells"].as_array().unwrap();
+    assert_eq!(cells[1]["params"]["size"], 200);
+    assert_eq!(cells[0]["summary"]["received"], 20);
+    // The report.
+    let html = d.join("r.html");
+    let out = run(&["report", &id, "--db", &db, "-o", &html.display().to_string()], Duration::from_secs(30));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(text.contains("<svg") && text.contains("loopback-ping"));
+    // Bad run ids are one clear line.
+    let out = run(&["report", "999", "--db", &db], Duration::from_secs(20));
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("999"), "{}", stderr(&out));
+}
+
+#[test]
+fn resume_after_kill_9_loses_and_duplicates_nothing() {
+    let server = Server::start(&[]);
+    let d = tmpdir("resume");
+    let db = d.join("a.sqlite").display().to_string();
+    // 6 cells of 50 probes at 10 ms (≈ 0.5 s + the 2 s timeout each).
+    let file = write(&d, "s.toml", &ping_study(server.port, "64, 100, 200, 300, 400, 500", 50));
+    let mut child = Command::new(BIN)
+        .args(["study", "run", &file, "--db", &db])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once some, but not all, cells are stored.
+    let t0 = Instant::now();
+    loop {
+        let done = runs_json(&db).first().map_or(0, |r| r["cells_done"].as_u64().unwrap_or(0));
+        if done >= 2 {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "no cell stored");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let r = &runs_json(&db)[0];
+    assert_eq!(r["status"], "running");
+    let before = r["cells_done"].as_u64().unwrap();
+    assert!(before < 6);
+    let out = run(&["study", "run", &file, "--db", &db, "--resume"], Duration::from_secs(90));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let runs = runs_json(&db);
+    assert_eq!(runs.len(), 1, "resume continues the same run");
+    assert_eq!(runs[0]["status"], "complete");
+    assert_eq!(runs[0]["cells_done"], 6);
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = data["cells"].as_array().unwrap();
+    let mut idx: Vec<u64> = cells.iter().map(|c| c["index"].as_u64().unwrap()).collect();
+    idx.sort();
+    assert_eq!(idx, vec![0, 1, 2, 3, 4, 5]);
+    for c in cells {
+        let seqs: Vec<u64> = c["probes"].as_array().unwrap().iter().map(|p| p["seq"].as_u64().unwrap()).collect();
+        assert_eq!(seqs, (0..50).collect::<Vec<_>>(), "cell {} probes", c["index"]);
+    }
+    // A finished run has nothing to resume.
+    let out = run(&["study", "run", &file, "--db", &db, "--resume"], Duration::from_secs(20));
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("no unfinished run"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_load_study_on_emulated_paths_keeps_probes_intervals_and_counters() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("path");
+    let db = d.join("a.sqlite").display().to_string();
+    let file = write(
+        &d,
+        "s.toml",
+        r#"name = "queue-axis"
+[path]
+rtt = "20ms"
+rate = "25M"
+[measure]
+kind = "load"
+duration = "4s"
+idle = "2s"
+interval = "50ms"
+streams = 4
+cc = "cubic"
+[sweep]
+queue = ["50kB", "300kB"]
+"#,
+    );
+    let out = run(&["study", "run", &file, "--db", &db, "--json"], Duration::from_secs(120));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = data["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    let added: Vec<f64> = cells.iter().map(|c| f(&c["summary"]["added_rtt_ms"])).collect();
+    for (c, q) in cells.iter().zip([50.0 * 1024.0, 300.0 * 1024.0]) {
+        assert_eq!(f(&c["params"]["queue"]), q);
+        // The path each cell ran on, and its counters.
+        let up = &c["emulator"]["stats"]["up"];
+        assert!(up.to_string().contains("packets_in"), "{up}");
+        let probes = c["probes"].as_array().unwrap();
+        assert!(probes.iter().any(|p| p["phase"] == "loaded") && probes.iter().any(|p| p["phase"] == "unloaded"));
+        assert!(c["intervals"].as_array().unwrap().iter().any(|i| i["stream"] == -1));
+    }
+    // A bigger queue adds more delay under load: about queue/rate.
+    let want = 300.0 * 1024.0 * 8.0 / 25e6 * 1000.0;
+    assert!((added[1] - want).abs() / want < 0.25, "added {added:?} ms, queue/rate {want} ms");
+    assert!(added[0] < added[1] / 2.0, "{added:?}");
+}
+
+#[test]
+fn imports_of_real_iperf3_and_ping_output() {
+    let d = tmpdir("import");
+    let db = d.join("a.sqlite").display().to_string();
+    let have = |t: &str| Command::new(t).arg("-v").output().is_ok();
+    if have("ping") {
+        let out = Command::new("ping").args(["-c", "5", "-i", "0.2", "127.0.0.1"]).output().unwrap();
+        let file = write(&d, "ping.txt", &String::from_utf8_lossy(&out.stdout));
+        let out = run(&["import", "ping", &file, "--db", &db], Duration::from_secs(20));
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("5 probes"));
+    }
+    let bad = write(&d, "bad.json", "{ not iperf3 }");
+    let out = run(&["import", "iperf3", &bad, "--db", &db], Duration::from_secs(20));
+    assert!(!out.status.success());
+    assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+}
+
+#[test]
+fn calc_does_seed_000_arithmetic() {
+    let out = run(&["calc", "queue", "--delay", "100ms", "--rate", "25M", "--json"], Duration::from_secs(10));
+    assert!(out.status.success());
+    let v = &records(&out)[0];
+    assert_eq!(f(&v["queue_bytes"]), 312_500.0);
+    assert_eq!(f(&v["packets"]).round(), 214.0);
+    let out = run(&["calc", "queue", "--queue", "300kB", "--rate", "25M"], Duration::from_secs(10));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("98.3 ms"), "{text}");
+    let out = run(&["calc", "window", "--window", "64k", "--rtt", "166ms", "--json"], Duration::from_secs(10));
+    assert!((f(&records(&out)[0]["max_rate_bps"]) - 65536.0 * 8.0 / 0.166).abs() < 1.0);
+    let out = run(&["calc", "mathis", "--rtt", "100ms", "--loss", "1%", "--json"], Duration::from_secs(10));
+    assert!((f(&records(&out)[0]["rate_bps"]) - 1460.0 * 8.0 / 0.1 * 1.5f64.sqrt() / 0.1).abs() < 1.0);
+    let out = run(&["calc", "bdp", "--rate", "0", "--rtt", "10ms"], Duration::from_secs(10));
+    assert!(!out.status.success());
+    assert_eq!(stderr(&out).trim().lines().count(), 1);
+}
