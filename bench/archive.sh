@@ -6,9 +6,9 @@
 #   bench/archive.sh --postgres postgres://u@host/db   # and PostgreSQL (or WANPERF_BENCH_POSTGRES)
 #   bench/archive.sh --throwaway-postgres              # and a temporary local cluster (as root)
 #
-# Other flags go to the helper: --sqlite PATH --cells N --probes N --intervals N --repeats N.
-# The report-generation time will be added by the report issue (marked in
-# crates/wanperf-archive/examples/archive_bench.rs).
+# Other flags go to the helper: --cells N --probes N --intervals N --repeats N.
+# Then `wanperf report` renders the stored run (loaded from the archive, rendered, written),
+# timed end to end, median of 5.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,5 +39,26 @@ if $throwaway; then
 fi
 
 cargo build --release -q -p wanperf-archive --example archive_bench
+cargo build --release -q -p wanperf
 echo "machine: $(nproc) cores, $(uname -r); $(psql --version 2>/dev/null || echo 'psql not installed')"
-target/release/examples/archive_bench "${args[@]}"
+db=$(mktemp -d /tmp/wanperf-archive-bench.XXXXXX)
+trap 'stop_postgres; rm -rf "$db"' EXIT
+target/release/examples/archive_bench --sqlite "$db/bench.sqlite" "${args[@]}"
+
+# The report of the 50-cell run: archive → RunData → HTML, end to end.
+report_ms() {
+    local times=() t0 t1
+    for _ in 1 2 3 4 5; do
+        t0=$(date +%s%N)
+        target/release/wanperf report latest --db "$1" -o "$db/report.html" >/dev/null
+        t1=$(date +%s%N)
+        times+=($(( (t1 - t0) / 1000000 )))
+    done
+    printf '%s\n' "${times[@]}" | sort -n | sed -n 3p
+}
+echo "sqlite: wanperf report (median of 5): $(report_ms "$db/bench.sqlite") ms, $(du -k "$db/report.html" | cut -f1) KiB of HTML"
+for ((i = 0; i < ${#args[@]}; i++)); do
+    if [ "${args[$i]}" = --postgres ]; then
+        echo "postgres: wanperf report (median of 5): $(report_ms "${args[$((i + 1))]}") ms"
+    fi
+done

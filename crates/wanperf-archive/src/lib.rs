@@ -8,7 +8,7 @@
 //!   transaction) and reads them back whole ([`Store::run_data`]) or aggregated in the database
 //!   ([`Store::cell_aggregates`]).
 //! * [`import`] turns iperf3 `-J` and iputils `ping` output into a run of one cell;
-//!   [`export`] writes a run as JSON or CSV.
+//!   [`export`] writes a run as JSON, or one table as CSV or Parquet.
 //!
 //! ```
 //! use wanperf_archive::{CellRecord, NewRun, ProbeRow, SqliteStore, Store};

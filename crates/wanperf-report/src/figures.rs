@@ -1,6 +1,6 @@
 //! Which figures a run supports, their data (binned and thinned), and the finding each states.
 
-use crate::fmt::{bytes, dms, mbps, ms, param, pct, sig, window};
+use crate::fmt::{bytes, dms, mbps, ms, param, pct, sig, tick, window};
 use crate::plot::{self, Axes, Mark, Series};
 use crate::view::{facet_label, num, sum_rows, Group, Phase, View};
 use crate::MAX_POINTS;
@@ -23,7 +23,7 @@ pub struct Figure {
 
 /// A figure, or the one-line note that stands in for one the data does not support.
 #[derive(Debug, Clone)]
-pub enum Item {
+pub(crate) enum Item {
     /// Drawn.
     Figure(Figure),
     /// Skipped: (name, why).
@@ -367,12 +367,12 @@ fn distributions(v: &View, out: &mut Vec<Item>) {
     }
     if samples.iter().all(|s| s.1.is_empty()) {
         let why = if v.groups.iter().any(|g| g.loaded.is_some() || g.plain.is_some()) {
-            "No RTT histograms or CDFs: the run stored probe summaries but no probes."
+            "the run stored probe summaries but no probes."
         } else {
-            "No RTT histograms or CDFs: the run has no probes (throughput only)."
+            "the run has no probes (throughput only)."
         };
-        skip(out, "rtt-histogram", why);
-        return skip(out, "rtt-cdf", why);
+        skip(out, "rtt-histogram", format!("No RTT histogram: {why}"));
+        return skip(out, "rtt-cdf", format!("No RTT CDF: {why}"));
     }
     let stats: Vec<PhaseStats> = samples.iter().map(|(_, s, sent)| PhaseStats::of(s, *sent)).collect();
     let pooled_note = if v.groups.len() > 1 { " (all cells pooled)" } else { "" };
@@ -422,13 +422,12 @@ fn distributions(v: &View, out: &mut Vec<Item>) {
         },
     };
 
-    // Histogram over the common range up to the highest 99.5th percentile.
+    // Histogram over the common range; a far tail (beyond twice the span to the highest 99.5th
+    // percentile) is cut at that percentile, and the finding says how many probes it left out.
     let lo = samples.iter().filter_map(|s| s.1.first().copied()).fold(f64::INFINITY, f64::min);
-    let hi = samples
-        .iter()
-        .filter_map(|s| summary::quantile_sorted(&s.1, 0.995))
-        .fold(f64::NEG_INFINITY, f64::max)
-        .max(lo + 1e-3);
+    let max = samples.iter().filter_map(|s| s.1.last().copied()).fold(f64::NEG_INFINITY, f64::max);
+    let p995 = samples.iter().filter_map(|s| summary::quantile_sorted(&s.1, 0.995)).fold(f64::NEG_INFINITY, f64::max);
+    let hi = if max - lo > 2.0 * (p995 - lo) { p995 } else { max }.max(lo + 1e-3);
     let cut: usize = samples.iter().map(|s| s.1.len() - s.1.partition_point(|x| *x <= hi)).sum();
     let bins: Vec<(String, Vec<f64>)> = samples
         .iter()
@@ -685,7 +684,8 @@ fn cell_series(cell: &StoredCell, title: &str) -> (plot::Res<String>, String) {
     if !cell.cell.probes.is_empty() {
         finding += " Probe times count from the start of the measurement, interval times from the start of the load.";
     }
-    let tx = Axes::new("goodput per interval", "time since start (s)", "goodput (Mbit/s)");
+    let mut tx = Axes::new("goodput per interval", "time since start (s)", "goodput (Mbit/s)");
+    tx.y_zero = true;
     let rx = Axes::new("round-trip time", "time since start (s)", "RTT (ms)");
     let drawn = match (top.is_empty(), bottom.is_empty()) {
         (false, false) => plot::two_panel(title, (&tx, &top), (&rx, &bottom)),
@@ -714,7 +714,7 @@ fn tcp_counters(v: &View, out: &mut Vec<Item>) {
         return skip(
             out,
             "tcp-counters",
-            format!("No TCP counters figure: one cell ({} retransmitted segments; see the tables).", sig(r)),
+            format!("No TCP counters figure: one cell ({} retransmitted segments; see the tables).", tick(r)),
         );
     };
     let (x_desc, f, log) = axis_of(x);
@@ -757,13 +757,16 @@ fn tcp_counters(v: &View, out: &mut Vec<Item>) {
     let mut finding = String::new();
     let m = mean_points(rt);
     if let (Some(a), Some(b)) = (m.first(), m.last()) {
-        finding =
-            format!("Retransmits per cell go from {} at the smallest {x} to {} at the largest.", sig(a.1), sig(b.1));
+        finding = format!(
+            "Retransmitted segments per cell go from {} at the smallest {x} to {} at the largest.",
+            tick(a.1),
+            tick(b.1)
+        );
     }
     if let Some(g) = gs.iter().max_by(|a, b| a.retransmits.unwrap_or(0.0).total_cmp(&b.retransmits.unwrap_or(0.0))) {
         let r = g.retransmits.unwrap_or(0.0);
         if r > 0.0 {
-            finding += &format!(" The most: {} with {} segments", group_label(v, g), sig(r));
+            finding += &format!(" The most: {} with {} segments", group_label(v, g), tick(r));
             if let Some(sent) = g.sent_bytes.filter(|s| *s > 0.0) {
                 finding += &format!(", a loss rate of {}", pct(100.0 * r * mss_of(v) / sent));
             }

@@ -124,8 +124,9 @@ mod tests {
         assert_eq!(sig(-1e-14), "0");
         assert_eq!(
             (tick(16.0), tick(50.0), tick(2.5), tick(0.0)),
-            ("16".into(), "50".into(), "2.50".into(), "0".into())
+            ("16".into(), "50".into(), "2.5".into(), "0".into())
         );
+        assert_eq!((tick(165.5), tick(0.25), tick(-0.0)), ("165.5".into(), "0.25".into(), "0".into()));
         assert_eq!(mbps(23_456_000.0), "23.5 Mbit/s");
         assert_eq!(bytes(290_625.0), "291 kB");
         assert_eq!(window(Some(65536)), "64 KiB");

@@ -36,7 +36,8 @@ pub mod synthetic;
 mod tables;
 mod view;
 
-pub use figures::{Figure, Item};
+pub use figures::Figure;
+use figures::Item;
 pub use fmt::esc;
 
 use std::fmt::Write as _;
@@ -50,8 +51,8 @@ pub const MAX_POINTS: usize = 2000;
 pub struct Report {
     /// The HTML document.
     pub html: String,
-    /// The figures drawn, in page order (name, title, finding).
-    pub figures: Vec<(String, String, String)>,
+    /// The figures drawn, in page order.
+    pub figures: Vec<Figure>,
     /// Figures left out: (name, why).
     pub skipped: Vec<(String, String)>,
 }
@@ -135,7 +136,7 @@ pub fn report(data: &RunData) -> Report {
                     t = esc(&f.title),
                     c = esc(&f.finding)
                 );
-                figs.push((f.name, f.title, f.finding));
+                figs.push(f);
             }
             Item::Skipped(name, why) => {
                 let _ = writeln!(h, "<p class=\"note\" data-skipped=\"{}\">{}</p>", esc(&name), esc(&why));
@@ -193,7 +194,7 @@ mod tests {
         // Facets: one RTT-against-window figure per stream count.
         assert!(html.contains("data-figure=\"rtt-window-2\""));
         assert_eq!(html.matches("<figure class=\"fig\"").count(), r.figures.len());
-        assert!(r.figures.len() >= 8, "{:?}", r.figures.iter().map(|f| &f.0).collect::<Vec<_>>());
+        assert!(r.figures.len() >= 8, "{:?}", r.figures.iter().map(|f| &f.name).collect::<Vec<_>>());
         assert!(r.skipped.is_empty(), "{:?}", r.skipped);
         assert!(html.contains("document.body.dataset.figures"));
     }
@@ -201,7 +202,7 @@ mod tests {
     #[test]
     fn findings_state_computed_numbers() {
         let r = report(&seed_like());
-        let finding = |name: &str| &r.figures.iter().find(|f| f.0 == name).unwrap().2;
+        let finding = |name: &str| &r.figures.iter().find(|f| f.name == name).unwrap().finding;
         // 10 streams × 256 KiB overfill the 290 625-byte queue: +93 ms ≈ 291 kB at 25 Mbit/s.
         let cdf = finding("rtt-cdf");
         assert!(cdf.contains("streams 10, window 256 KiB, adds +93.0 ms ≈ 291 kB queued at 25.0 Mbit/s"), "{cdf}");
@@ -242,7 +243,7 @@ mod tests {
     fn skips_what_the_data_cannot_support() {
         // Throughput only, one window: a line against streams, no RTT figures.
         let r = report(&synthetic::tput_study(&[1, 2, 4, 8]));
-        let names: Vec<&str> = r.figures.iter().map(|f| f.0.as_str()).collect();
+        let names: Vec<&str> = r.figures.iter().map(|f| f.name.as_str()).collect();
         assert!(names.contains(&"throughput") && !names.contains(&"throughput-heatmap"), "{names:?}");
         assert!(names.contains(&"tcp-counters") && names.contains(&"timeseries"), "{names:?}");
         let skipped: Vec<&str> = r.skipped.iter().map(|s| s.0.as_str()).collect();
@@ -256,9 +257,13 @@ mod tests {
 
         // One load cell (seed 000's first experiment): distributions and a time series only.
         let one = report(&synthetic::load_study("one", &[10], &[262_144], 100, false));
-        let names: Vec<&str> = one.figures.iter().map(|f| f.0.as_str()).collect();
+        let names: Vec<&str> = one.figures.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["rtt-histogram", "rtt-cdf", "timeseries"]);
-        assert!(one.figures[0].2.contains("+93.0 ms ≈ 291 kB queued at 25.0 Mbit/s"), "{}", one.figures[0].2);
+        assert!(
+            one.figures[0].finding.contains("+93.0 ms ≈ 291 kB queued at 25.0 Mbit/s"),
+            "{}",
+            one.figures[0].finding
+        );
         assert!(one.html.contains("Loaded against unloaded RTT, the cell"));
 
         // No cells at all still makes a page.
@@ -275,13 +280,14 @@ mod tests {
         let d = synthetic::load_study("big", &[1, 2, 5, 10, 15], &windows, 10_000, false);
         assert_eq!(d.cells.iter().map(|c| c.cell.probes.len()).sum::<usize>(), 50 * 20_001);
         let r = report(&d);
-        for (name, _, _) in &r.figures {
+        for fig in &r.figures {
+            let name = &fig.name;
             let f = figure(&r.html, name);
             assert!(f.matches("<circle").count() <= 4 * MAX_POINTS, "{name}");
             assert!(f.len() < 1_500_000, "{name}: {} bytes", f.len());
         }
         assert!(r.html.len() < 12_000_000, "{} bytes", r.html.len());
-        let cdf = &r.figures.iter().find(|f| f.0 == "rtt-cdf").unwrap().2;
+        let cdf = &r.figures.iter().find(|f| f.name == "rtt-cdf").unwrap().finding;
         assert!(cdf.contains("adds +93.0 ms"), "{cdf}");
     }
 }

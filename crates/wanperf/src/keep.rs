@@ -33,14 +33,15 @@ pub struct RunsArgs {
 Examples:
   wanperf export 3 --format json -o run3.json          # the whole run, one JSON document
   wanperf export latest --format csv --table probes    # every probe: cell, phase, seq, RTT
-  wanperf export 3 --format csv --table intervals -o iv.csv")]
+  wanperf export 3 --format csv --table intervals -o iv.csv
+  wanperf export 3 --format parquet --table probes -o probes.parquet")]
 pub struct ExportArgs {
     /// Run id, or `latest`.
     run: String,
     /// Output format.
     #[arg(long, value_enum, default_value = "json")]
     format: Format,
-    /// For CSV: which rows.
+    /// For CSV and Parquet: which rows.
     #[arg(long, value_enum, default_value = "cells")]
     table: Table,
     /// Output file (default: standard output).
@@ -57,6 +58,8 @@ pub enum Format {
     Json,
     /// Comma-separated rows of one table.
     Csv,
+    /// One table as a Parquet file (typed columns; NULL for lost probes).
+    Parquet,
 }
 
 /// CSV tables.
@@ -170,6 +173,10 @@ pub fn utc(unix: f64) -> String {
 
 /// `wanperf export`.
 pub fn export(a: ExportArgs) -> Result<ExitCode> {
+    if matches!(a.format, Format::Parquet) && a.output.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout())
+    {
+        bail!("Parquet is binary: give -o FILE (or redirect standard output)");
+    }
     let mut store = open_store(a.db.db.as_deref())?;
     let id = run_id(store.as_mut(), &a.run)?;
     let data = store.run_data(id)?;
@@ -180,13 +187,17 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
     use wanperf_archive::export as x;
-    let r = match (a.format, a.table) {
-        (Format::Json, _) => x::export(&data, x::Format::Json, &mut out),
-        (Format::Csv, Table::Cells) => x::export(&data, x::Format::Csv(x::Table::Cells), &mut out),
-        (Format::Csv, Table::Intervals) => x::export(&data, x::Format::Csv(x::Table::Intervals), &mut out),
-        (Format::Csv, Table::Probes) => x::export(&data, x::Format::Csv(x::Table::Probes), &mut out),
+    let table = match a.table {
+        Table::Cells => x::Table::Cells,
+        Table::Intervals => x::Table::Intervals,
+        Table::Probes => x::Table::Probes,
     };
-    r?;
+    let format = match a.format {
+        Format::Json => x::Format::Json,
+        Format::Csv => x::Format::Csv(table),
+        Format::Parquet => x::Format::Parquet(table),
+    };
+    x::export(&data, format, &mut out)?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -269,7 +269,15 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
             if let Some(b) = &bar {
                 b.set_message(format!("{n} stream(s), window {}", w.map_or("auto".into(), fmt_bytes)));
             }
-            let (cell, detail, failed) = run_cell(&a, n, w, load_s, idle_s, interval, timeout, cell_secs)?;
+            let (cell, detail, failed) = match run_cell(&a, n, w, load_s, idle_s, interval, timeout, cell_secs) {
+                Ok(r) => r,
+                Err(e) => {
+                    // E.g. the server went away before this cell's first probe: the cells
+                    // measured so far still come out, marked incomplete.
+                    error = Some(format!("{e:#}"));
+                    break 'sweep;
+                }
+            };
             if a.json {
                 detail.print(cells.len())?;
                 println!("{}", serde_json::to_string(&cell)?);

@@ -73,7 +73,9 @@ fn loopback_sweep_produces_a_cell_per_streams_and_window() {
     let recs2 = records(&out2);
     let e2 = end(&recs2);
     assert_eq!(e2["complete"], false);
-    assert!(e2["error"].as_str().unwrap().contains("load phase failed"));
+    // Whichever notices first: the load connection or the probes.
+    let err = e2["error"].as_str().unwrap();
+    assert!(err.contains("load phase failed") || err.contains("server"), "{err}");
     assert!(!e2["cells"].as_array().unwrap().is_empty(), "the first cell was measured");
     assert_eq!(String::from_utf8_lossy(&out2.stderr).trim().lines().count(), 1);
 

@@ -119,6 +119,13 @@ fn a_real_host_study_is_stored_exported_and_reported() {
     assert!(out.status.success(), "{}", stderr(&out));
     let csv = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(csv.lines().count(), 1 + 2 * 20, "{csv}");
+    let pq = d.join("p.parquet").display().to_string();
+    let out = run(
+        &["export", &id, "--db", &db, "--format", "parquet", "--table", "probes", "-o", &pq],
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(&std::fs::read(&pq).unwrap()[..4], b"PAR1");
     let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
     let data: Value = serde_json::from_slice(&out.stdout).unwrap();
     let cells = data["cells"].as_array().unwrap();

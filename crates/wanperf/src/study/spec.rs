@@ -336,7 +336,10 @@ impl Study {
             study.measure.push((flag, val));
         }
         // Sweep axes.
-        for (k, v) in file.sweep.unwrap_or_default() {
+        // In file order: the first axis changes slowest.
+        let mut sweep: Vec<_> = file.sweep.unwrap_or_default().into_iter().collect();
+        sweep.sort_by_key(|(k, _)| k.span().start);
+        for (k, v) in sweep {
             let key = k.get_ref().clone();
             let line = lines.of(k.span().start);
             let values: Vec<String> = match v.get_ref() {
@@ -413,6 +416,11 @@ impl Study {
     }
 
     fn check_measure(&self, opts: &[(String, String)]) -> Result<(), String> {
+        for (k, val) in opts {
+            if k == "direction" && !DIRECTIONS.iter().any(|(d, _)| d == val) {
+                return Err(format!("`direction` must be up, down or bidir, not `{val}`"));
+            }
+        }
         let mut argv = vec![self.kind.command().to_string(), "host.invalid".to_string()];
         argv.extend(flags(opts));
         MeasureCli::try_parse_from(argv).map(|_| ()).map_err(|e| clap_line(&e))
@@ -544,10 +552,20 @@ fn normalize(key: &str, v: &str) -> serde_json::Value {
     }
 }
 
-/// (flag, value) pairs as arguments; `true` is a bare flag, `false` leaves it out.
+/// The values of the study-wide `direction` axis and the flag each means.
+const DIRECTIONS: [(&str, Option<&str>); 3] = [("up", None), ("down", Some("--reverse")), ("bidir", Some("--bidir"))];
+
+/// (flag, value) pairs as arguments; `true` is a bare flag, `false` leaves it out;
+/// `direction` becomes `--reverse` or `--bidir` (or nothing, for up).
 fn flags(opts: &[(String, String)]) -> Vec<String> {
     let mut v = Vec::new();
     for (k, val) in opts {
+        if k == "direction" {
+            if let Some((_, f)) = DIRECTIONS.iter().find(|(d, _)| d == val) {
+                v.extend(f.map(String::from));
+                continue;
+            }
+        }
         let flag = format!("--{}", k.replace('_', "-"));
         match val.as_str() {
             "true" => v.push(flag),
@@ -694,6 +712,16 @@ streams = [1, 2]
         let c = &s.cells()[1];
         let argv = s.measure_argv(c, "127.0.0.1", Some(5999));
         assert!(argv.windows(2).any(|w| w == ["--streams", "2"]));
+        // The direction axis.
+        let d = Study::parse(&text.replace("[sweep]", "[sweep]\ndirection = [\"up\", \"down\", \"bidir\"]")).unwrap();
+        assert_eq!(d.axes[0].name, "direction", "file order");
+        let argvs: Vec<Vec<String>> = d.cells().iter().map(|c| d.measure_argv(c, "h", None)).collect();
+        // direction slowest: up, up, down, down, bidir, bidir.
+        assert!(!argvs[1].iter().any(|a| a == "--reverse" || a == "--bidir"));
+        assert!(argvs[2].contains(&"--reverse".to_string()));
+        assert!(argvs[5].contains(&"--bidir".to_string()));
+        let e = error_of(&text.replace("[sweep]", "[sweep]\ndirection = [\"sideways\"]"));
+        assert!(e.message.contains("up, down or bidir"), "{e}");
         assert!(argv.windows(2).any(|w| w == ["--time", "1s"]));
         assert_eq!(s.params(c)["streams"], serde_json::json!(2));
         let e = error_of(&text.replace("[sweep]", "[sweep]\nrtt = [\"10ms\"]"));
