@@ -7,8 +7,8 @@
 #   bench/archive.sh --throwaway-postgres              # and a temporary local cluster (as root)
 #
 # Other flags go to the helper: --cells N --probes N --intervals N --repeats N.
-# Then `wanperf report` renders the stored run (loaded from the archive, rendered, written),
-# timed end to end, median of 5.
+# Then `wanperf report` renders the run stored in SQLite (loaded from the archive, rendered,
+# written), timed end to end, median of 5. (The helper removes its PostgreSQL rows afterwards.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,8 +57,3 @@ report_ms() {
     printf '%s\n' "${times[@]}" | sort -n | sed -n 3p
 }
 echo "sqlite: wanperf report (median of 5): $(report_ms "$db/bench.sqlite") ms, $(du -k "$db/report.html" | cut -f1) KiB of HTML"
-for ((i = 0; i < ${#args[@]}; i++)); do
-    if [ "${args[$i]}" = --postgres ]; then
-        echo "postgres: wanperf report (median of 5): $(report_ms "${args[$((i + 1))]}") ms"
-    fi
-done

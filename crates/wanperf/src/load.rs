@@ -126,10 +126,16 @@ pub fn rpm(foreign_ms: &[f64], self_ms: &[f64]) -> (Option<f64>, Option<f64>, Op
 #[derive(Default)]
 struct LoadIntervals {
     offset_s: f64,
+    /// The first load phase's start record (test, both hosts' captures).
+    start: Option<StartRecord>,
     records: Vec<IntervalRecord>,
 }
 impl Sink for LoadIntervals {
-    fn start(&mut self, _: &StartRecord) {}
+    fn start(&mut self, r: &StartRecord) {
+        if self.start.is_none() {
+            self.start = Some(r.clone());
+        }
+    }
     fn interval(&mut self, r: &IntervalRecord) {
         let mut r = r.clone();
         r.start_s += self.offset_s;
@@ -152,6 +158,7 @@ impl LoadIntervals {
 /// intervals (times in seconds since the cell's first probe).
 #[derive(Default)]
 pub struct CellDetail {
+    start: Option<StartRecord>,
     probes: Vec<(ProbeRecord, &'static str)>,
     intervals: Vec<IntervalRecord>,
 }
@@ -159,6 +166,11 @@ pub struct CellDetail {
 impl CellDetail {
     /// The NDJSON records `--json` prints before the cell record.
     fn print(&self, cell: usize) -> Result<()> {
+        if let Some(st) = &self.start {
+            let mut v = serde_json::to_value(st)?;
+            v["cell"] = cell.into();
+            println!("{v}");
+        }
         for (p, phase) in &self.probes {
             let mut v = serde_json::to_value(p)?;
             v["cell"] = cell.into();
@@ -419,8 +431,11 @@ fn run_cell(
             "between"
         }
     };
-    let detail =
-        CellDetail { probes: records.iter().map(|r| (r.clone(), phase(r))).collect(), intervals: load_iv.records };
+    let detail = CellDetail {
+        start: load_iv.start,
+        probes: records.iter().map(|r| (r.clone(), phase(r))).collect(),
+        intervals: load_iv.records,
+    };
     Ok((cell, detail, failure))
 }
 

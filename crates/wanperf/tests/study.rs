@@ -234,6 +234,9 @@ queue = ["50kB", "300kB"]
         let probes = c["probes"].as_array().unwrap();
         assert!(probes.iter().any(|p| p["phase"] == "loaded") && probes.iter().any(|p| p["phase"] == "unloaded"));
         assert!(c["intervals"].as_array().unwrap().iter().any(|i| i["stream"] == -1));
+        // Both hosts' captures (kernel, buffers, congestion control).
+        assert!(c["hosts"]["client"]["kernel"].is_string(), "{}", c["hosts"]);
+        assert!(c["hosts"]["server"]["kernel"].is_string());
     }
     // A bigger queue adds more delay under load: about queue/rate.
     let want = 300.0 * 1024.0 * 8.0 / 25e6 * 1000.0;

@@ -446,7 +446,9 @@ fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
     let f = |v: &Value| v.as_f64();
     for r in records {
         match r["event"].as_str() {
-            Some("start") if !r["hosts"].is_null() => rec.hosts = Some(r["hosts"].clone()),
+            Some("start") if !r["client_host"].is_null() => {
+                rec.hosts = Some(json!({"client": r["client_host"], "server": r["server_host"]}));
+            }
             Some("interval") => {
                 for s in r["streams"].as_array().into_iter().flatten() {
                     rec.intervals.push(interval_row(s, s["id"].as_i64().unwrap_or(0) as i32, r));
