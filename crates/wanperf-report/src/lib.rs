@@ -39,6 +39,7 @@ mod view;
 pub use figures::Figure;
 use figures::Item;
 pub use fmt::esc;
+pub use tables::utc;
 
 use std::fmt::Write as _;
 use wanperf_archive::RunData;

@@ -139,36 +139,19 @@ pub fn runs(a: RunsArgs) -> Result<ExitCode> {
         println!("no runs in {}", describe_db(a.db.db.as_deref()));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:>5}  {:<28} {:>11}  {:<20} status", "run", "study", "cells", "started (UTC)");
+    println!("{:>5}  {:<28} {:>11}  {:<23} status", "run", "study", "cells", "started");
     for r in runs {
         println!(
-            "{:>5}  {:<28} {:>5} of {:<3} {:<20} {}",
+            "{:>5}  {:<28} {:>5} of {:<3} {:<23} {}",
             r.id,
             r.study,
             r.cells_done,
             r.cells_planned,
-            utc(r.started_unix),
+            wanperf_report::utc(r.started_unix),
             r.status.as_str()
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `YYYY-MM-DD HH:MM:SS` in UTC.
-pub fn utc(unix: f64) -> String {
-    let s = unix.max(0.0) as i64;
-    let (days, rem) = (s.div_euclid(86_400), s.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem / 60 % 60, rem % 60)
 }
 
 /// `wanperf export`.
@@ -243,14 +226,4 @@ pub fn write_report(store: &mut dyn Store, id: i64, out: &std::path::Path) -> Re
     }
     let html = wanperf_report::render(&data);
     std::fs::write(out, html).with_context(|| format!("cannot write {}", out.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn utc_dates() {
-        assert_eq!(super::utc(0.0), "1970-01-01 00:00:00");
-        assert_eq!(super::utc(951_782_400.0), "2000-02-29 00:00:00");
-        assert_eq!(super::utc(1_795_219_200.0 + 3723.0), "2026-11-21 01:02:03");
-    }
 }
