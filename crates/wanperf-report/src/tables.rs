@@ -406,13 +406,23 @@ fn pretty(v: &Value) -> String {
 pub fn study(v: &View) -> String {
     let r = &v.data.run;
     let mut h = String::from("<section id=\"study\"><h2>Study parameters</h2>\n");
-    let constant: Vec<String> = v
+    let mut constant: Vec<String> = v
         .groups
         .first()
         .map(|g| {
             g.params.iter().filter(|(k, _)| !v.varying.contains(k)).map(|(k, val)| crate::fmt::param(k, val)).collect()
         })
         .unwrap_or_default();
+    // A study file's fixed options: (flag, value) pairs of its path and its measurement.
+    let pairs = |x: &serde_json::Value| -> Vec<String> {
+        x.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| Some(format!("{} {}", p.get(0)?.as_str()?, p.get(1)?.as_str()?)))
+            .collect()
+    };
+    constant.extend(pairs(&r.spec["target"]["path"]["link"]));
+    constant.extend(pairs(&r.spec["measure"]));
     let _ = writeln!(
         h,
         "<p>Study <b>{}</b>, {} cells planned, {} measured. Swept: {}. Fixed: {}.</p>",

@@ -285,6 +285,13 @@ impl<'a> View<'a> {
             .find_map(|g| num(g.params.get("rate")))
             .map(|r| (r, "the study's path rate"))
             .or_else(|| {
+                // The emulated path each cell ran on (a preset's rate is only there).
+                data.cells
+                    .iter()
+                    .find_map(|c| c.cell.emulator.as_ref().and_then(|e| e["config"]["up"]["rate"]["Constant"].as_f64()))
+                    .map(|r| (r, "the emulated path's bottleneck"))
+            })
+            .or_else(|| {
                 find_num(&data.run.spec, &["rate_bps", "rate", "bottleneck_bps"]).map(|r| (r, "the study's path rate"))
             })
             .or_else(|| {
