@@ -285,6 +285,10 @@ fn run_tcp(
 trait Prober {
     fn fd(&self) -> std::os::fd::RawFd;
     fn send(&mut self, seq: u64, wall_ns: u64) -> std::io::Result<()>;
+    /// Kernel transmit timestamps that have come in: (probe number, ns since the epoch).
+    fn tx_stamps(&mut self) -> Vec<(u64, u64)> {
+        Vec::new()
+    }
     /// The probe number an answer belongs to, and the server's receive and send times if
     /// the answer carries them.
     fn parse(&self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)>;
@@ -293,6 +297,9 @@ trait Prober {
 struct UdpProber {
     sock: UdpSocket,
     out: Vec<u8>,
+    /// Kernel transmit timestamps are on; the probe number of each datagram sent, in order
+    /// (the kernel numbers the stamps by send).
+    tx: Option<Vec<u64>>,
 }
 
 impl UdpProber {
@@ -306,7 +313,8 @@ impl UdpProber {
             sys::set_dscp(&socket2::SockRef::from(&sock), addr.is_ipv6(), d)?;
         }
         sys::enable_rx_timestamps(sock.as_raw_fd())?;
-        Ok(UdpProber { sock, out: vec![0u8; cfg.size.max(PROBE_HEADER_LEN)] })
+        let tx = sys::enable_tx_timestamps(sock.as_raw_fd()).ok().map(|()| Vec::new());
+        Ok(UdpProber { sock, out: vec![0u8; cfg.size.max(PROBE_HEADER_LEN)], tx })
     }
 }
 
@@ -316,7 +324,22 @@ impl Prober for UdpProber {
     }
     fn send(&mut self, seq: u64, wall_ns: u64) -> std::io::Result<()> {
         Probe { reply: false, seq, client_tx_ns: wall_ns, server_rx_ns: 0, server_tx_ns: 0 }.write(&mut self.out);
-        self.sock.send(&self.out).map(|_| ())
+        self.sock.send(&self.out)?;
+        if let Some(sent) = self.tx.as_mut() {
+            sent.push(seq);
+        }
+        Ok(())
+    }
+    fn tx_stamps(&mut self) -> Vec<(u64, u64)> {
+        let mut v = Vec::new();
+        if let Some(sent) = &self.tx {
+            while let Ok(Some((id, ns))) = sys::recv_tx_timestamp(self.sock.as_raw_fd()) {
+                if let Some(&seq) = sent.get(id as usize) {
+                    v.push((seq, ns));
+                }
+            }
+        }
+        v
     }
     fn parse(&self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)> {
         let p = Probe::read(buf)?;
@@ -431,6 +454,19 @@ fn run_datagram(
             }
             pending[next_seq as usize] = Some(Pending { mono, wall_ns: wall });
             next_seq += 1;
+        }
+        // The kernel's transmit stamps move each send time from before the system call to
+        // when the probe left for the device. A stamp that does not fit (before the call, or
+        // more than 5 ms after it) is not this probe's and is ignored.
+        for (seq, tx_ns) in prober.tx_stamps() {
+            let i = seq as usize;
+            if let (Some(Some(p)), None) = (pending.get_mut(i), answers.get(i).copied().flatten()) {
+                let d = tx_ns.wrapping_sub(p.wall_ns);
+                if tx_ns >= p.wall_ns && d < 5_000_000 {
+                    p.mono += Duration::from_nanos(d);
+                    p.wall_ns = tx_ns;
+                }
+            }
         }
         // Read every answer that is there.
         loop {

@@ -427,6 +427,64 @@ pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
     setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int).to_ne_bytes())
 }
 
+/// Asks the kernel for a software transmit timestamp of every datagram sent on `fd`, taken
+/// when the packet leaves for the device and numbered in send order (SOF_TIMESTAMPING_OPT_ID);
+/// they arrive on the socket's error queue without the packet (OPT_TSONLY).
+pub fn enable_tx_timestamps(fd: RawFd) -> io::Result<()> {
+    let flags = libc::SOF_TIMESTAMPING_TX_SOFTWARE
+        | libc::SOF_TIMESTAMPING_SOFTWARE
+        | libc::SOF_TIMESTAMPING_OPT_ID
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+    setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &(flags as libc::c_int).to_ne_bytes())
+}
+
+/// Takes the next transmit timestamp off `fd`'s error queue: (send number from 0, ns since the
+/// epoch). `Ok(None)` when the queue is empty; entries that are not timestamps are skipped.
+pub fn recv_tx_timestamp(fd: RawFd) -> io::Result<Option<(u32, u64)>> {
+    loop {
+        let mut data = [0u8; 64];
+        let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: data.len() };
+        let mut cmsg = [0u64; 32];
+        // SAFETY: a zeroed msghdr is valid; the pointers set below stay valid for the call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cmsg.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&cmsg);
+        // SAFETY: msg describes valid buffers.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(e) };
+        }
+        let (mut id, mut ns) = (None, None);
+        // SAFETY: walking the control buffer the kernel filled, with the libc macros; the
+        // payloads are read unaligned.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+                if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPING {
+                    // struct scm_timestamping { timespec ts[3]; }: [0] is the software stamp.
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    ns = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+                } else if (level == libc::IPPROTO_IP && kind == libc::IP_RECVERR)
+                    || (level == libc::IPPROTO_IPV6 && kind == libc::IPV6_RECVERR)
+                {
+                    let ee: libc::sock_extended_err = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    if ee.ee_errno == libc::ENOMSG as u32 && ee.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING {
+                        id = Some(ee.ee_data);
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        if let (Some(id), Some(ns)) = (id, ns) {
+            return Ok(Some((id, ns)));
+        }
+    }
+}
+
 /// Wall-clock nanoseconds since the Unix epoch.
 pub fn realtime_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
@@ -493,6 +551,30 @@ pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<Received> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transmit_timestamps_come_back_numbered_in_send_order() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        enable_tx_timestamps(tx.as_raw_fd()).unwrap();
+        let before = realtime_ns();
+        for _ in 0..3 {
+            tx.send(b"probe").unwrap();
+        }
+        let mut got = Vec::new();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while got.len() < 3 && std::time::Instant::now() < until {
+            match recv_tx_timestamp(tx.as_raw_fd()).unwrap() {
+                Some(s) => got.push(s),
+                None => std::thread::sleep(std::time::Duration::from_millis(1)),
+            }
+        }
+        let ids: Vec<u32> = got.iter().map(|g| g.0).collect();
+        assert_eq!(ids, vec![0, 1, 2]);
+        assert!(got.iter().all(|g| g.1 >= before && g.1 - before < 1_000_000_000), "{got:?} vs {before}");
+        assert!(recv_tx_timestamp(tx.as_raw_fd()).unwrap().is_none());
+    }
 
     #[test]
     fn proc_pairs_and_delta() {
