@@ -300,6 +300,8 @@ struct UdpProber {
     /// Kernel transmit timestamps are on; the probe number of each datagram sent, in order
     /// (the kernel numbers the stamps by send).
     tx: Option<Vec<u64>>,
+    /// Stamps still to come (the error queue is read only while some are).
+    awaiting: usize,
 }
 
 impl UdpProber {
@@ -314,7 +316,7 @@ impl UdpProber {
         }
         sys::enable_rx_timestamps(sock.as_raw_fd())?;
         let tx = sys::enable_tx_timestamps(sock.as_raw_fd()).ok().map(|()| Vec::new());
-        Ok(UdpProber { sock, out: vec![0u8; cfg.size.max(PROBE_HEADER_LEN)], tx })
+        Ok(UdpProber { sock, out: vec![0u8; cfg.size.max(PROBE_HEADER_LEN)], tx, awaiting: 0 })
     }
 }
 
@@ -327,13 +329,16 @@ impl Prober for UdpProber {
         self.sock.send(&self.out)?;
         if let Some(sent) = self.tx.as_mut() {
             sent.push(seq);
+            self.awaiting += 1;
         }
         Ok(())
     }
     fn tx_stamps(&mut self) -> Vec<(u64, u64)> {
         let mut v = Vec::new();
         if let Some(sent) = &self.tx {
-            while let Ok(Some((id, ns))) = sys::recv_tx_timestamp(self.sock.as_raw_fd()) {
+            while self.awaiting > 0 {
+                let Ok(Some((id, ns))) = sys::recv_tx_timestamp(self.sock.as_raw_fd()) else { break };
+                self.awaiting -= 1;
                 if let Some(&seq) = sent.get(id as usize) {
                     v.push((seq, ns));
                 }
