@@ -34,7 +34,10 @@ fn install_signal_handlers() {
 ///
 /// wanperf measures bulk TCP/UDP throughput over parallel streams and windows, with the TCP
 /// stack's own counters (cwnd, RTT, retransmits, send-limit times) and the host settings that
-/// shape the result. Run `wanperf serve` on one host and `wanperf tput HOST` on the other.
+/// shape the result; probes RTT, loss, jitter and one-way delay, with and without a load;
+/// emulates wide-area paths in network namespaces; and runs declared studies into an archive
+/// with HTML reports. Run `wanperf serve` on one host and `wanperf tput HOST` (or `ping`,
+/// `load`) on the other; `wanperf demo` shows a whole study on one machine.
 #[derive(Parser, Debug)]
 #[command(name = "wanperf", version, about, long_about, propagate_version = true)]
 struct Cli {
