@@ -166,8 +166,19 @@ fn resume_after_kill_9_loses_and_duplicates_nothing() {
         assert!(t0.elapsed() < Duration::from_secs(60), "no cell stored");
         std::thread::sleep(Duration::from_millis(100));
     }
+    let pid = child.id();
     child.kill().unwrap();
     child.wait().unwrap();
+    // Its measurement died with it: no `wanperf ping` whose parent was the study is left.
+    std::thread::sleep(Duration::from_millis(300));
+    let orphans = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("cmdline")).ok())
+        .filter(|c| {
+            c.contains(&db) || (c.contains("ping") && c.contains(&server.port.to_string()) && c.contains("--json"))
+        })
+        .count();
+    assert_eq!(orphans, 0, "processes of the killed study {pid} are left");
     let r = &runs_json(&db)[0];
     assert_eq!(r["status"], "running");
     let before = r["cells_done"].as_u64().unwrap();

@@ -331,6 +331,14 @@ fn run_cell(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> CellRecord
         Target::Host { host, port } => {
             let mut c = Command::new(exe);
             c.args(study.measure_argv(cell, host, Some(*port)));
+            // The measurement dies with the study (kill -9 included), as on a path.
+            // SAFETY: prctl is async-signal-safe.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
             measure(c, study.estimate_s(cell)).map(|m| (m, None))
         }
     };
