@@ -89,6 +89,9 @@ pub struct ImportArgs {
     files: Vec<PathBuf>,
     #[command(flatten)]
     db: DbArgs,
+    /// One JSON line per imported file.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Importable tools.
@@ -110,6 +113,9 @@ pub struct ReportArgs {
     output: PathBuf,
     #[command(flatten)]
     db: DbArgs,
+    /// Say what was written as one JSON line.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Resolves `latest` or a number to a run id.
@@ -199,12 +205,15 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
         let id = store.create_run(&run)?;
         store.store_cell(id, &cell)?;
         store.finish_run(id, wanperf_archive::RunStatus::Complete, run.started_unix)?;
-        println!(
-            "{}: run {id} ({} intervals, {} probes)",
-            f.display(),
-            cell.intervals.iter().filter(|i| i.stream == -1).count(),
-            cell.probes.len()
-        );
+        let intervals = cell.intervals.iter().filter(|i| i.stream == -1).count();
+        if a.json {
+            println!(
+                "{}",
+                serde_json::json!({"file": f, "run": id, "intervals": intervals, "probes": cell.probes.len()})
+            );
+        } else {
+            println!("{}: run {id} ({intervals} intervals, {} probes)", f.display(), cell.probes.len());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -213,17 +222,22 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
 pub fn report(a: ReportArgs) -> Result<ExitCode> {
     let mut store = open_store(a.db.db.as_deref())?;
     let id = run_id(store.as_mut(), &a.run)?;
-    write_report(store.as_mut(), id, &a.output)?;
-    println!("report for run {id}: {}", a.output.display());
+    let figures = write_report(store.as_mut(), id, &a.output)?;
+    if a.json {
+        println!("{}", serde_json::json!({"run": id, "output": a.output, "figures": figures}));
+    } else {
+        println!("report for run {id}: {} ({figures} figures)", a.output.display());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Renders run `id` into `out`.
-pub fn write_report(store: &mut dyn Store, id: i64, out: &std::path::Path) -> Result<()> {
+/// Renders run `id` into `out`; returns how many figures it holds.
+pub fn write_report(store: &mut dyn Store, id: i64, out: &std::path::Path) -> Result<usize> {
     let data = store.run_data(id)?;
     if data.cells.is_empty() {
         bail!("run {id} has no cells yet");
     }
-    let html = wanperf_report::render(&data);
-    std::fs::write(out, html).with_context(|| format!("cannot write {}", out.display()))
+    let report = wanperf_report::report(&data);
+    std::fs::write(out, &report.html).with_context(|| format!("cannot write {}", out.display()))?;
+    Ok(report.figures.len())
 }

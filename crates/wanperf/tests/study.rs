@@ -133,8 +133,9 @@ fn a_real_host_study_is_stored_exported_and_reported() {
     assert_eq!(cells[0]["summary"]["received"], 20);
     // The report.
     let html = d.join("r.html");
-    let out = run(&["report", &id, "--db", &db, "-o", &html.display().to_string()], Duration::from_secs(30));
+    let out = run(&["report", &id, "--db", &db, "-o", &html.display().to_string(), "--json"], Duration::from_secs(30));
     assert!(out.status.success(), "{}", stderr(&out));
+    assert!(records(&out)[0]["figures"].as_u64().unwrap() >= 2, "{:?}", records(&out));
     let text = std::fs::read_to_string(&html).unwrap();
     assert!(text.contains("<svg") && text.contains("loopback-ping"));
     // Bad run ids are one clear line.

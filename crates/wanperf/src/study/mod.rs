@@ -236,9 +236,9 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
     println!("{} cells, about {}\n", study.cells().len(), fmt_secs(est));
     let mut store = open_store(a.db.as_deref())?;
     let out = execute(store.as_mut(), DEMO_STUDY, &study, None, false)?;
-    crate::keep::write_report(store.as_mut(), out.run_id, &a.output)?;
+    let figures = crate::keep::write_report(store.as_mut(), out.run_id, &a.output)?;
     println!("\nrun {} stored in {}", out.run_id, describe_db(a.db.as_deref()));
-    println!("report: {}", a.output.display());
+    println!("report: {} ({figures} figures, open it in a browser)", a.output.display());
     if !out.complete || out.failures > 0 {
         println!("({} of {} cells measured, {} failed)", out.stored, out.planned, out.failures);
         return Ok(ExitCode::FAILURE);
