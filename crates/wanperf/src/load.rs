@@ -223,20 +223,18 @@ fn parse_window(x: &str) -> Result<Option<u64>> {
     }
 }
 
-/// Checks a comma-separated list when the command line is parsed (and a study file checked).
-fn check_list<T>(s: &str, f: fn(&str) -> Result<T>) -> std::result::Result<String, String> {
-    for x in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        f(x).map_err(|e| e.to_string())?;
-    }
-    Ok(s.to_string())
+/// Checks a comma-separated list when the command line is parsed (and a study file checked),
+/// with the same parser `run` uses.
+fn check_list<T>(s: &str, what: &str, f: fn(&str) -> Result<T>) -> std::result::Result<String, String> {
+    list(s, what, f).map(|_| s.to_string()).map_err(|e| e.to_string())
 }
 
 fn check_streams(s: &str) -> std::result::Result<String, String> {
-    check_list(s, parse_streams)
+    check_list(s, "streams", parse_streams)
 }
 
 fn check_windows(s: &str) -> std::result::Result<String, String> {
-    check_list(s, parse_window)
+    check_list(s, "window", parse_window)
 }
 
 fn check_duration(s: &str) -> std::result::Result<String, String> {
@@ -388,18 +386,12 @@ fn run_cell(
             }
         }
         let idle_start = t0.elapsed().as_secs_f64();
-        let until = Instant::now() + Duration::from_secs_f64(idle_s);
-        while Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::sleep_unless_interrupted(idle_s);
         idle_windows.push((idle_start, t0.elapsed().as_secs_f64()));
     }
     // The last idle phase's probes get their full timeout to come back (the probes sent
     // meanwhile belong to neither phase), so none is counted lost just because the cell ended.
-    let drain_until = Instant::now() + Duration::from_secs_f64(timeout);
-    while Instant::now() < drain_until && !INTERRUPTED.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::sleep_unless_interrupted(timeout);
     stop_probes.store(true, Ordering::Release);
     let (records, _) = prober.join().map_err(|_| anyhow!("probe thread failed"))??;
     let within = |w: &[(f64, f64)], r: &ProbeRecord| w.iter().any(|(s, e)| r.sent_s >= *s && r.sent_s < *e);

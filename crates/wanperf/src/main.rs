@@ -17,6 +17,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Set by SIGINT/SIGTERM; every command polls it.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// Sleeps `secs` seconds, or until Ctrl-C.
+pub fn sleep_unless_interrupted(secs: f64) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs.max(0.0));
+    while std::time::Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 extern "C" fn on_signal(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }

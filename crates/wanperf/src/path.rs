@@ -289,8 +289,7 @@ pub fn contain(cmd: &[String]) -> Result<ExitCode> {
     let mut term_at: Option<Instant> = None;
     loop {
         if let Some(st) = child.try_wait()? {
-            let code = st.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0));
-            return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+            return Ok(exit_code(&st));
         }
         if INTERRUPTED.load(Ordering::Acquire) {
             match term_at {
@@ -304,6 +303,29 @@ pub fn contain(cmd: &[String]) -> Result<ExitCode> {
                 }
                 _ => {}
             }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A child's exit status as our own exit code (128 + N for signal N, as shells do).
+fn exit_code(st: &std::process::ExitStatus) -> ExitCode {
+    let code = st.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(st).unwrap_or(0));
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// Waits for `c` to exit; on Ctrl-C or at `deadline` stops it (see [`stop_child`]) and
+/// returns `None`.
+pub(crate) fn wait_child(c: &mut Child, deadline: Option<Instant>) -> Option<std::process::ExitStatus> {
+    loop {
+        match c.try_wait() {
+            Ok(Some(st)) => return Some(st),
+            Ok(None) => {}
+            Err(_) => return None,
+        }
+        if INTERRUPTED.load(Ordering::Acquire) || deadline.is_some_and(|d| Instant::now() > d) {
+            stop_child(c);
+            return None;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -392,18 +414,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     }
     let mut left = contained(&path, Host::Left, &a.cmd)?;
     let status = match left.spawn() {
-        Ok(mut child) => loop {
-            match child.try_wait() {
-                Ok(Some(st)) => break Some(st),
-                Ok(None) => {}
-                Err(_) => break None,
-            }
-            if INTERRUPTED.load(Ordering::Acquire) {
-                stop_child(&mut child);
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        },
+        Ok(mut child) => wait_child(&mut child, None),
         Err(e) => {
             if let Some(r) = right.as_mut() {
                 stop_child(r);
@@ -418,11 +429,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     }
     let stats = path.stop();
     print_stats(&stats, a.json);
-    let code = match status {
-        Some(st) => st.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0)),
-        None => 130,
-    };
-    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+    Ok(status.map_or(ExitCode::from(130), |st| exit_code(&st)))
 }
 
 /// `wanperf path presets`.

@@ -85,29 +85,12 @@ fn loopback_sweep_produces_a_cell_per_streams_and_window() {
 }
 
 fn load_through(extra_path: &[&str], extra_load: &[&str]) -> Value {
-    let w = BIN;
-    let mut args = vec!["path", "run", "--rtt", "20ms", "--rate", "25M", "--queue", "300kB"];
-    args.extend_from_slice(extra_path);
-    let right = right_server();
-    args.extend([
-        "--right",
-        &right,
-        "--",
-        w,
-        "load",
-        "198.18.0.2",
-        "--cc",
-        "cubic",
-        "--load-time",
-        "6s",
-        "--idle-time",
-        "2s",
-        "-i",
-        "50ms",
-        "--json",
-    ]);
-    args.extend_from_slice(extra_load);
-    let out = run(&args, Duration::from_secs(90));
+    let mut link = vec!["--rtt", "20ms", "--rate", "25M", "--queue", "300kB"];
+    link.extend_from_slice(extra_path);
+    let mut cmd =
+        vec!["load", "198.18.0.2", "--cc", "cubic", "--load-time", "6s", "--idle-time", "2s", "-i", "50ms", "--json"];
+    cmd.extend_from_slice(extra_load);
+    let out = on_path(&link, &cmd, Duration::from_secs(90));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let recs = records(&out);
     recs.iter().find(|r| r["event"] == "cell").expect("a cell").clone()

@@ -234,33 +234,9 @@ fn bernoulli_loss_is_observed_within_bounds() {
     if !paths_available() {
         return;
     }
-    let w = BIN;
-    let out = run(
-        &[
-            "path",
-            "run",
-            "--rtt",
-            "10ms",
-            "--loss",
-            "5%",
-            "--seed",
-            "42",
-            "--json",
-            "--right",
-            &right_server(),
-            "--",
-            w,
-            "tput",
-            "198.18.0.2",
-            "-u",
-            "-b",
-            "8M",
-            "-l",
-            "1000",
-            "-t",
-            "3",
-            "--json",
-        ],
+    let out = on_path(
+        &["--rtt", "10ms", "--loss", "5%", "--seed", "42", "--json"],
+        &["tput", "198.18.0.2", "-u", "-b", "8M", "-l", "1000", "-t", "3", "--json"],
         Duration::from_secs(30),
     );
     // Control traffic is TCP and survives loss by retransmission; the test must complete.
@@ -407,30 +383,11 @@ fn txqueuelen_acts_on_the_senders_interface_queue() {
     // Seed 003 (DataTAG, 120 ms, 1 Gbit/s): with txqueuelen 100 the 2003 hosts did not reach
     // 100 Mbit/s; over 10 000 they neared line rate. The backlog sits in the sending host's
     // interface queue, whose overflow TCP takes as loss; the bottleneck queue stays empty.
-    let w = BIN;
     let mut results = Vec::new();
     for q in ["100", "1000", "10000", "50000"] {
-        let out = run(
-            &[
-                "path",
-                "run",
-                "--preset",
-                "datatag-2003",
-                "--txqueuelen",
-                q,
-                "--json",
-                "--right",
-                &right_server(),
-                "--",
-                w,
-                "tput",
-                "198.18.0.2",
-                "-t",
-                "5",
-                "--cc",
-                "cubic",
-                "--json",
-            ],
+        let out = on_path(
+            &["--preset", "datatag-2003", "--txqueuelen", q, "--json"],
+            &["tput", "198.18.0.2", "-t", "5", "--cc", "cubic", "--json"],
             Duration::from_secs(60),
         );
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -119,25 +119,9 @@ fn probe_rtt_through_an_emulated_path() {
     if !paths_available() {
         return;
     }
-    let w = BIN;
-    let out = run(
-        &[
-            "path",
-            "run",
-            "--rtt",
-            "30ms",
-            "--right",
-            &right_server(),
-            "--",
-            w,
-            "ping",
-            "198.18.0.2",
-            "-c",
-            "40",
-            "-i",
-            "20ms",
-            "--json",
-        ],
+    let out = on_path(
+        &["--rtt", "30ms"],
+        &["ping", "198.18.0.2", "-c", "40", "-i", "20ms", "--json"],
         Duration::from_secs(30),
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -156,32 +140,9 @@ fn probe_losses_match_the_emulators_drop_counters() {
     if !paths_available() {
         return;
     }
-    let w = BIN;
-    let out = run(
-        &[
-            "path",
-            "run",
-            "--rtt",
-            "10ms",
-            "--loss",
-            "10%",
-            "--seed",
-            "7",
-            "--json",
-            "--right",
-            &right_server(),
-            "--",
-            w,
-            "ping",
-            "198.18.0.2",
-            "-c",
-            "300",
-            "-i",
-            "5ms",
-            "-W",
-            "1",
-            "--json",
-        ],
+    let out = on_path(
+        &["--rtt", "10ms", "--loss", "10%", "--seed", "7", "--json"],
+        &["ping", "198.18.0.2", "-c", "300", "-i", "5ms", "-W", "1", "--json"],
         Duration::from_secs(30),
     );
     let recs = records(&out);

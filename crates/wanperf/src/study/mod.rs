@@ -190,7 +190,7 @@ pub fn execute(store: &mut dyn Store, text: &str, study: &Study, resume: Option<
             }
         }
         if i + 1 < todo.len() && study.pause_s > 0.0 {
-            sleep_unless_interrupted(study.pause_s);
+            crate::sleep_unless_interrupted(study.pause_s);
         }
     }
     if let Some(b) = bar {
@@ -306,13 +306,6 @@ fn dry_run(study: &Study, cells: &[CellPlan], json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn sleep_unless_interrupted(s: f64) {
-    let until = Instant::now() + Duration::from_secs_f64(s);
-    while Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Runs one cell; whatever happens, returns a record (failures are data).
 fn run_cell(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> CellRecord {
     let started = now_unix();
@@ -383,16 +376,7 @@ fn measure(mut c: Command, estimate_s: f64) -> Result<Measured> {
         s
     });
     let deadline = Instant::now() + Duration::from_secs_f64(estimate_s * 1.5 + 30.0);
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break Some(st);
-        }
-        if INTERRUPTED.load(Ordering::Acquire) || Instant::now() > deadline {
-            crate::path::stop_child(&mut child);
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = crate::path::wait_child(&mut child, Some(deadline));
     let records: Vec<Value> = reader.join().unwrap_or_default();
     let stderr = err_reader.join().unwrap_or_default();
     let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string());
@@ -497,15 +481,7 @@ fn interval_row(s: &Value, stream: i32, r: &Value) -> IntervalRow {
 
 /// The headline table: per cell, throughput and (for probes) loaded/unloaded RTT and loss.
 pub fn print_headline(study: &Study, aggs: &[wanperf_archive::CellAggregate]) {
-    let axes: Vec<String> = study.axes.iter().map(|a| a.name.replace('-', "_")).collect();
-    let axes: Vec<String> = axes
-        .into_iter()
-        .map(|a| match a.as_str() {
-            "parallel" => "streams".to_string(),
-            "time" | "load_time" => "duration".to_string(),
-            _ => a,
-        })
-        .collect();
+    let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
     let mut head: Vec<String> = axes.clone();
     head.extend(["rep", "goodput", "RTT idle", "RTT loaded", "loss"].map(String::from));
     println!("{}", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));

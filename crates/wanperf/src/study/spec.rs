@@ -523,14 +523,20 @@ impl Study {
         cell.values
             .iter()
             .map(|(k, v)| {
-                let key = match (self.kind, k.as_str()) {
-                    (Kind::Tput, "parallel") => "streams",
-                    (_, "time" | "load-time") => "duration",
-                    _ => k.as_str(),
-                };
-                (key.replace('-', "_"), normalize(key, v))
+                let key = param_key(k);
+                let value = normalize(&key, v);
+                (key, value)
             })
             .collect()
+    }
+}
+
+/// The archive's name for an axis: the study-wide name where the flag differs by
+/// measurement (`duration`), with `_` for `-`.
+pub fn param_key(axis: &str) -> String {
+    match axis {
+        "time" | "load-time" => "duration".into(),
+        _ => axis.replace('-', "_"),
     }
 }
 
@@ -540,7 +546,7 @@ fn normalize(key: &str, v: &str) -> serde_json::Value {
         "window" | "length" | "bytes" => units::parse_size(v).ok().map(|b| b as f64),
         "queue" if !v.ends_with('p') => units::parse_size(v).ok().map(|b| b as f64),
         "rate" | "rate_up" | "rate_down" | "bitrate" => units::parse_rate(v).ok().map(|b| b as f64),
-        "rtt" | "delay_up" | "delay_down" | "duration" | "idle-time" | "interval" | "jitter" => {
+        "rtt" | "delay_up" | "delay_down" | "duration" | "idle_time" | "interval" | "jitter" => {
             units::parse_duration(v).ok()
         }
         _ => v.parse::<f64>().ok(),

@@ -169,6 +169,16 @@ pub fn right_server() -> String {
     format!("{BIN} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15")
 }
 
+/// `wanperf path run LINK --right '<wanperf serve>' -- wanperf CMD`, with a time limit.
+pub fn on_path(link: &[&str], cmd: &[&str], limit: Duration) -> Output {
+    let right = right_server();
+    let mut args = vec!["path", "run"];
+    args.extend_from_slice(link);
+    args.extend(["--right", &right, "--", BIN]);
+    args.extend_from_slice(cmd);
+    run(&args, limit)
+}
+
 /// The emulator's counters from `path run --json`'s stderr.
 pub fn path_stats(stderr: &[u8]) -> Value {
     let text = String::from_utf8_lossy(stderr);
