@@ -70,6 +70,25 @@ pub enum ArchiveError {
         /// The cell's repeat.
         repeat: u32,
     },
+    /// The archive was written by an older wanperf and a read-only command cannot upgrade it.
+    #[error("the archive's schema is version {found}, older than this wanperf's ({known}); any writing command (study run, import) upgrades it")]
+    TooOld {
+        /// Version in the database.
+        found: i64,
+        /// Newest this build knows.
+        known: i64,
+    },
+    /// A read-only command found no archive (nothing has been stored there yet).
+    #[error("no archive at {0} yet (nothing has been stored there)")]
+    NoArchive(String),
+    /// Another writer held the archive's write lock for longer than [`lock_wait`].
+    #[error("the archive stayed locked by {} for {:.1} s; giving up (WANPERF_LOCK_WAIT=SECONDS waits longer)", holder.as_deref().unwrap_or("another writer"), waited.as_secs_f64())]
+    Busy {
+        /// Who holds the lock, when it can be told (`pid 1234: wanperf study run …`).
+        holder: Option<String>,
+        /// How long this process waited.
+        waited: std::time::Duration,
+    },
     /// A bad input file or value.
     #[error("{0}")]
     Input(String),
@@ -106,16 +125,53 @@ pub trait Store {
     fn cell_aggregates(&mut self, run_id: i64) -> Result<Vec<CellAggregate>>;
 }
 
-/// Opens the archive named by `spec`: a `postgres://` or `postgresql://` URL opens a
-/// [`PgStore`], anything else is a SQLite file path (created with its directories if needed).
-/// The schema is brought up to date either way.
+/// How long a writer waits for another writer's transaction (or a migration) before it fails
+/// with [`ArchiveError::Busy`], unless `$WANPERF_LOCK_WAIT` gives seconds.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// [`LOCK_WAIT`], or `$WANPERF_LOCK_WAIT` seconds (0.1 to 86400) when set.
+pub fn lock_wait() -> std::time::Duration {
+    std::env::var("WANPERF_LOCK_WAIT")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| (0.1..=86_400.0).contains(s))
+        .map_or(LOCK_WAIT, std::time::Duration::from_secs_f64)
+}
+
+/// Whether an archive is opened to write, or only to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Creates the archive when it does not exist and brings its schema up to date.
+    ReadWrite,
+    /// Never creates, migrates or takes a write lock: `runs`, `export`, `report`.
+    ReadOnly,
+}
+
+/// Opens the archive named by `spec` to write: a `postgres://` or `postgresql://` URL opens a
+/// [`PgStore`], anything else is a SQLite file path (created with its directories if needed,
+/// atomically: see [`SqliteStore::open`]). The schema is brought up to date either way.
 pub fn open(spec: &str) -> Result<Box<dyn Store>> {
+    open_with(spec, Access::ReadWrite)
+}
+
+/// Opens the archive named by `spec` only to read: never creates it, never migrates, never
+/// takes a write lock, so it cannot make a writer wait or fail. A missing (or empty) SQLite
+/// archive is [`ArchiveError::NoArchive`].
+pub fn open_read_only(spec: &str) -> Result<Box<dyn Store>> {
+    open_with(spec, Access::ReadOnly)
+}
+
+/// [`open`] or [`open_read_only`].
+pub fn open_with(spec: &str, access: Access) -> Result<Box<dyn Store>> {
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-        Ok(Box::new(PgStore::connect(spec)?))
+        Ok(Box::new(PgStore::connect_with(spec, access)?))
     } else if spec.is_empty() {
         Err(ArchiveError::Input("empty archive path".into()))
     } else {
-        Ok(Box::new(SqliteStore::open(spec)?))
+        match access {
+            Access::ReadWrite => Ok(Box::new(SqliteStore::open(spec)?)),
+            Access::ReadOnly => Ok(Box::new(SqliteStore::open_read_only(spec)?)),
+        }
     }
 }
 

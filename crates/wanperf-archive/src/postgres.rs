@@ -4,8 +4,8 @@
 use crate::schema::{self, POSTGRES};
 use crate::sqlite::{from_i64, to_i64};
 use crate::{
-    ArchiveError, CellAggregate, CellRecord, IntervalRow, NewRun, ProbeRow, Result, RunData, RunInfo, RunStatus, Store,
-    StoredCell,
+    Access, ArchiveError, CellAggregate, CellRecord, IntervalRow, NewRun, ProbeRow, Result, RunData, RunInfo,
+    RunStatus, Store, StoredCell,
 };
 use ::postgres::binary_copy::BinaryCopyInWriter;
 use ::postgres::error::SqlState;
@@ -24,6 +24,9 @@ pub struct PgStore {
 
 /// The error with the server's message when there is one.
 fn db(e: ::postgres::Error) -> ArchiveError {
+    if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
+        return ArchiveError::Busy { holder: None, waited: crate::lock_wait() };
+    }
     match e.as_db_error() {
         Some(d) => ArchiveError::Db(format!("{}: {}", d.severity(), d.message())),
         None => ArchiveError::Db(e.to_string()),
@@ -35,17 +38,70 @@ fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> Result<Value> {
 }
 
 impl PgStore {
-    /// Connects to `url` (`postgres://user@host:port/db?options=…`, without TLS) and brings the
-    /// schema up to date.
+    /// Connects to `url` (`postgres://user@host:port/db?options=…`, without TLS) to write and
+    /// brings the schema up to date.
     pub fn connect(url: &str) -> Result<PgStore> {
+        PgStore::connect_with(url, Access::ReadWrite)
+    }
+
+    /// Connects to `url` to write ([`Access::ReadWrite`]: migrations applied) or only to read
+    /// ([`Access::ReadOnly`]: every transaction is read-only, nothing is migrated). Every
+    /// lock wait — a migration's advisory lock, a row another writer holds — is bounded by
+    /// [`crate::lock_wait`] (`lock_timeout`), and the session is named `wanperf (pid N)` so
+    /// the other side of a wait can be told.
+    pub fn connect_with(url: &str, access: Access) -> Result<PgStore> {
         let client = Client::connect(url, NoTls).map_err(|e| {
             // Never repeat the URL: it may hold a password.
             let why = std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| s.to_string());
             ArchiveError::Db(format!("cannot connect to PostgreSQL: {why}"))
         })?;
         let mut store = PgStore { client };
-        store.migrate()?;
+        let wait_ms = crate::lock_wait().as_millis().max(1);
+        let cmd = std::env::args().nth(1).filter(|a| a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+        let name = format!("wanperf {}(pid {})", cmd.map(|c| c + " ").unwrap_or_default(), std::process::id());
+        let mut settings = format!("SET lock_timeout = {wait_ms}; SET application_name = '{name}';");
+        if access == Access::ReadOnly {
+            settings.push_str(" SET default_transaction_read_only = on;");
+        }
+        store.client.batch_execute(&settings).map_err(db)?;
+        match access {
+            Access::ReadWrite => {
+                let r = store.migrate();
+                store.named(r)?;
+            }
+            Access::ReadOnly => {
+                let found = store.schema_version()?;
+                if found == 0 {
+                    return Err(ArchiveError::NoArchive("this PostgreSQL database".into()));
+                }
+                if found < schema::SCHEMA_VERSION {
+                    return Err(ArchiveError::TooOld { found, known: schema::SCHEMA_VERSION });
+                }
+                schema::pending(found)?;
+            }
+        }
         Ok(store)
+    }
+
+    /// Fills in who holds the lock when `r` is [`ArchiveError::Busy`]: the other wanperf
+    /// sessions of this database that are inside a transaction.
+    fn named<T>(&mut self, r: Result<T>) -> Result<T> {
+        match r {
+            Err(ArchiveError::Busy { holder: None, waited }) => {
+                let holder = self
+                    .client
+                    .query_one(
+                        "SELECT string_agg(application_name || ' (backend ' || pid || ')', ', ')
+                         FROM pg_stat_activity WHERE datname = current_database()
+                         AND pid <> pg_backend_pid() AND xact_start IS NOT NULL",
+                        &[],
+                    )
+                    .ok()
+                    .and_then(|row| row.try_get::<_, Option<String>>(0).ok().flatten());
+                Err(ArchiveError::Busy { holder, waited })
+            }
+            r => r,
+        }
     }
 
     /// Applies the missing migrations in one transaction. The version is first read without
@@ -122,8 +178,8 @@ fn run_info(c: &mut impl GenericClient, run_id: i64) -> Result<RunInfo> {
     run_from_row(&row.ok_or(ArchiveError::NoRun(run_id))?)
 }
 
-impl Store for PgStore {
-    fn create_run(&mut self, run: &NewRun) -> Result<i64> {
+impl PgStore {
+    fn create_run_(&mut self, run: &NewRun) -> Result<i64> {
         let row = self
             .client
             .query_one(
@@ -141,8 +197,7 @@ impl Store for PgStore {
             .map_err(db)?;
         get(&row, 0)
     }
-
-    fn store_cell(&mut self, run_id: i64, cell: &CellRecord) -> Result<i64> {
+    fn store_cell_(&mut self, run_id: i64, cell: &CellRecord) -> Result<i64> {
         let mut tx = self.client.transaction().map_err(db)?;
         if tx.query_opt("SELECT 1 FROM runs WHERE id = $1", &[&run_id]).map_err(db)?.is_none() {
             return Err(ArchiveError::NoRun(run_id));
@@ -230,18 +285,34 @@ impl Store for PgStore {
         tx.commit().map_err(db)?;
         Ok(cell_id)
     }
-
-    fn done_cells(&mut self, run_id: i64) -> Result<Vec<(u32, u32)>> {
-        let rows = self.client.query(schema::DONE_CELLS, &[&run_id]).map_err(db)?;
-        rows.iter().map(|r| Ok((from_i64("cell index", get(r, 0)?)?, from_i64("cell repeat", get(r, 1)?)?))).collect()
-    }
-
-    fn finish_run(&mut self, run_id: i64, status: RunStatus, finished_unix: f64) -> Result<()> {
+    fn finish_run_(&mut self, run_id: i64, status: RunStatus, finished_unix: f64) -> Result<()> {
         let n = self.client.execute(schema::FINISH_RUN, &[&status.as_str(), &finished_unix, &run_id]).map_err(db)?;
         if n == 0 {
             return Err(ArchiveError::NoRun(run_id));
         }
         Ok(())
+    }
+}
+
+impl Store for PgStore {
+    fn create_run(&mut self, run: &NewRun) -> Result<i64> {
+        let r = self.create_run_(run);
+        self.named(r)
+    }
+
+    fn store_cell(&mut self, run_id: i64, cell: &CellRecord) -> Result<i64> {
+        let r = self.store_cell_(run_id, cell);
+        self.named(r)
+    }
+
+    fn finish_run(&mut self, run_id: i64, status: RunStatus, finished_unix: f64) -> Result<()> {
+        let r = self.finish_run_(run_id, status, finished_unix);
+        self.named(r)
+    }
+
+    fn done_cells(&mut self, run_id: i64) -> Result<Vec<(u32, u32)>> {
+        let rows = self.client.query(schema::DONE_CELLS, &[&run_id]).map_err(db)?;
+        rows.iter().map(|r| Ok((from_i64("cell index", get(r, 0)?)?, from_i64("cell repeat", get(r, 1)?)?))).collect()
     }
 
     fn runs(&mut self) -> Result<Vec<RunInfo>> {

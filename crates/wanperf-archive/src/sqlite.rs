@@ -1,58 +1,136 @@
 //! The SQLite store: one file, WAL journal, `synchronous = NORMAL` (a committed cell survives
 //! a crash of wanperf; a power cut may lose the last commits but never corrupts the file),
 //! foreign keys on.
+//!
+//! Concurrency, and why it is built this way:
+//! * A new archive is made complete under a temporary name in the same directory (WAL
+//!   switched on, every migration applied, checkpointed and closed) and then renamed into
+//!   place without replacing anything (`renameat2(RENAME_NOREPLACE)`, or a hard link where
+//!   the file system lacks it). No process ever sees a half-made archive, and no two processes
+//!   ever switch one file's journal mode at once: that switch upgrades a read lock to an
+//!   exclusive one, and SQLite answers `SQLITE_BUSY` at once, without waiting, when two
+//!   connections try it together — the "database is locked" that made `wanperf runs` fail
+//!   while a study created the archive.
+//! * Writers take the write lock first (`BEGIN IMMEDIATE`, or a single-statement write), so
+//!   the busy handler always applies; they wait up to [`crate::lock_wait`] and then fail with
+//!   [`ArchiveError::Busy`] naming the holder's pid and command when `/proc/locks` tells it.
+//! * Readers open the file read-only and never migrate: in WAL mode they neither wait for
+//!   writers nor make writers wait.
 
 use crate::schema::{self, SQLITE};
 use crate::{
-    ArchiveError, CellAggregate, CellRecord, IntervalRow, NewRun, ProbeRow, Result, RunData, RunInfo, RunStatus, Store,
-    StoredCell,
+    Access, ArchiveError, CellAggregate, CellRecord, IntervalRow, NewRun, ProbeRow, Result, RunData, RunInfo,
+    RunStatus, Store, StoredCell,
 };
-use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row, TransactionBehavior};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The archive in a SQLite file.
 pub struct SqliteStore {
     conn: Connection,
+    /// The file (None in memory), for naming a lock's holder.
+    path: Option<PathBuf>,
 }
 
 fn db(e: rusqlite::Error) -> ArchiveError {
-    ArchiveError::Db(e.to_string())
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            ArchiveError::Busy { holder: None, waited: crate::lock_wait() }
+        }
+        _ => ArchiveError::Db(e.to_string()),
+    }
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> ArchiveError {
+    move |err| ArchiveError::Io { what, err }
 }
 
 impl SqliteStore {
-    /// Opens (creating it and its parent directories if needed) the archive at `path` and
-    /// brings its schema up to date.
+    /// Opens the archive at `path` to write, creating it (and its parent directories) if
+    /// needed, and brings its schema up to date. A new archive appears under its name only
+    /// when it is complete (see the module's notes).
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
         let path = path.as_ref();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|err| ArchiveError::Io { what: format!("creating {}", dir.display()), err })?;
+            std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
         }
-        let conn = Connection::open(path).map_err(|e| ArchiveError::Db(format!("{}: {e}", path.display())))?;
-        SqliteStore::setup(conn)
+        if !path.try_exists().map_err(io(format!("looking for {}", path.display())))? {
+            create(path)?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| ArchiveError::Db(format!("{}: {e}", path.display())))?;
+        let mut store = SqliteStore::setup(conn, Some(path.to_path_buf()))?;
+        let r = store.migrate();
+        store.named(r)?;
+        Ok(store)
+    }
+
+    /// Opens the archive at `path` only to read (`runs`, `export`, `report`): never creates,
+    /// migrates or writes, so it never takes a write lock. A missing or empty file is
+    /// [`ArchiveError::NoArchive`]; an older schema is [`ArchiveError::TooOld`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        let path = path.as_ref();
+        let missing = || ArchiveError::NoArchive(path.display().to_string());
+        if !path.try_exists().map_err(io(format!("looking for {}", path.display())))? {
+            return Err(missing());
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| ArchiveError::Db(format!("{}: {e}", path.display())))?;
+        let store = SqliteStore::setup(conn, Some(path.to_path_buf()))?;
+        let found = store.stored_version()?;
+        let known = schema::SCHEMA_VERSION;
+        match found {
+            0 => Err(missing()),
+            v if v < known => Err(ArchiveError::TooOld { found, known }),
+            _ => {
+                schema::pending(found)?; // refuses a newer schema
+                Ok(store)
+            }
+        }
     }
 
     /// An archive in memory (for tests and throwaway use).
     pub fn in_memory() -> Result<SqliteStore> {
-        SqliteStore::setup(Connection::open_in_memory().map_err(db)?)
-    }
-
-    fn setup(conn: Connection) -> Result<SqliteStore> {
-        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(db)?;
-        // journal_mode answers with a row; in memory it stays "memory".
-        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(db)?;
-        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;").map_err(db)?;
-        let mut store = SqliteStore { conn };
+        let mut store = SqliteStore::setup(Connection::open_in_memory().map_err(db)?, None)?;
+        store.conn.execute_batch("PRAGMA foreign_keys = ON;").map_err(db)?;
         store.migrate()?;
         Ok(store)
     }
 
+    /// Per-connection settings; never changes the file (the journal mode is the file's own).
+    fn setup(conn: Connection, path: Option<PathBuf>) -> Result<SqliteStore> {
+        conn.busy_timeout(crate::lock_wait()).map_err(db)?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;").map_err(db)?;
+        Ok(SqliteStore { conn, path })
+    }
+
+    /// Whether this store was opened read-only.
+    pub fn access(&self) -> Access {
+        if self.conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
+            Access::ReadOnly
+        } else {
+            Access::ReadWrite
+        }
+    }
+
+    /// Fills in who holds the lock when `r` is [`ArchiveError::Busy`].
+    fn named<T>(&self, r: Result<T>) -> Result<T> {
+        match r {
+            Err(ArchiveError::Busy { holder: None, waited }) => {
+                Err(ArchiveError::Busy { holder: self.path.as_deref().and_then(lock_holders), waited })
+            }
+            r => r,
+        }
+    }
+
     /// Applies the missing migrations in one transaction. The version is first read without
     /// a lock (opening an up-to-date archive never waits for a writer); when migrations are
-    /// due, a write lock is taken and the version read again, so two processes opening a new
-    /// archive at once do not both migrate.
+    /// due (an archive of an older wanperf), the write lock is taken and the version read
+    /// again, so two processes upgrading at once do not both migrate.
     fn migrate(&mut self) -> Result<()> {
         if schema::pending(self.stored_version()?)?.is_empty() {
             return Ok(());
@@ -103,6 +181,119 @@ impl SqliteStore {
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// Makes a complete archive at `path` (see the module's notes). Losing the race to another
+/// process that creates it at the same time is fine: its archive is used.
+fn create(path: &Path) -> Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map_or_else(|| "archive".into(), |n| n.to_string_lossy().into_owned());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let tmp = dir.join(format!(".{name}.creating-{}-{nanos}", std::process::id()));
+    let _cleanup = Cleanup(tmp.clone());
+    {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&tmp, flags)
+            .map_err(|e| ArchiveError::Db(format!("{}: {e}", tmp.display())))?;
+        // Nobody else can see this file: switching the journal mode cannot meet a lock.
+        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(db)?;
+        let mut store = SqliteStore::setup(conn, None)?;
+        store.migrate()?;
+        // Everything into the main file before it is renamed (the WAL is named after it).
+        store.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(db)?;
+        store.conn.close().map_err(|(_, e)| db(e))?;
+    }
+    std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(format!("syncing {}", tmp.display())))?;
+    match rename_noreplace(&tmp, path) {
+        Ok(()) => {
+            let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(ArchiveError::Io { what: format!("creating {}", path.display()), err: e }),
+    }
+}
+
+/// Removes a temporary archive and its WAL and shared-memory files, whatever happened.
+struct Cleanup(PathBuf);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Renames `from` to `to` unless `to` exists (then `AlreadyExists`), atomically.
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other);
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: two valid NUL-terminated paths.
+    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        // File systems without RENAME_NOREPLACE: a hard link also refuses to replace.
+        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => std::fs::hard_link(from, to),
+        _ => Err(err),
+    }
+}
+
+/// Who holds a write lock on the archive at `path`, from `/proc/locks`: SQLite's WAL write
+/// lock is byte 120 of the `-shm` file; in rollback mode, the RESERVED/PENDING bytes at 1 GiB
+/// of the database file. Read without opening either file (closing a descriptor of a file
+/// drops every POSIX lock this process holds on it, SQLite's included).
+pub fn lock_holders(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    let inode = |p: &Path| std::fs::metadata(p).ok().map(|m| m.ino());
+    let targets: Vec<(u64, u64)> =
+        [(inode(Path::new(&shm)), 120), (inode(path), 0x4000_0001), (inode(path), 0x4000_0000)]
+            .into_iter()
+            .filter_map(|(i, b)| Some((i?, b)))
+            .collect();
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let me = std::process::id();
+    let mut pids: Vec<u32> = locks.lines().filter_map(|l| holder_of(l, &targets)).filter(|&p| p != me).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    if pids.is_empty() {
+        return None;
+    }
+    let described: Vec<String> = pids
+        .iter()
+        .map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace(|c: char| c.is_control(), " ");
+            let cmd: String = cmd.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(100).collect();
+            if cmd.is_empty() {
+                format!("pid {pid}")
+            } else {
+                format!("pid {pid}: {cmd}")
+            }
+        })
+        .collect();
+    Some(described.join(", "))
+}
+
+/// The pid in one `/proc/locks` line when it is a granted WRITE lock covering one of the
+/// (inode, byte) targets: `1: POSIX  ADVISORY  WRITE 1234 00:2a:5678 120 120`.
+fn holder_of(line: &str, targets: &[(u64, u64)]) -> Option<u32> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.get(1) == Some(&"->") || f.len() < 8 || f[3] != "WRITE" {
+        return None; // a waiter, or not an exclusive lock
+    }
+    let pid: u32 = f[4].parse().ok()?;
+    let ino: u64 = f[5].rsplit(':').next()?.parse().ok()?;
+    let start: u64 = f[6].parse().ok()?;
+    let end: u64 = if f[7] == "EOF" { u64::MAX } else { f[7].parse().ok()? };
+    targets.iter().any(|&(i, b)| i == ino && (start..=end).contains(&b)).then_some(pid)
 }
 
 /// JSON to stored text.
@@ -177,8 +368,8 @@ impl RunRow {
     }
 }
 
-impl Store for SqliteStore {
-    fn create_run(&mut self, run: &NewRun) -> Result<i64> {
+impl SqliteStore {
+    fn create_run_(&mut self, run: &NewRun) -> Result<i64> {
         self.conn
             .query_row(
                 schema::INSERT_RUN,
@@ -196,7 +387,7 @@ impl Store for SqliteStore {
             .map_err(db)
     }
 
-    fn store_cell(&mut self, run_id: i64, cell: &CellRecord) -> Result<i64> {
+    fn store_cell_(&mut self, run_id: i64, cell: &CellRecord) -> Result<i64> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
         let exists = tx.query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(())).optional().map_err(db)?;
         if exists.is_none() {
@@ -263,7 +454,7 @@ impl Store for SqliteStore {
         Ok(cell_id)
     }
 
-    fn done_cells(&mut self, run_id: i64) -> Result<Vec<(u32, u32)>> {
+    fn done_cells_(&mut self, run_id: i64) -> Result<Vec<(u32, u32)>> {
         let mut st = self.conn.prepare_cached(schema::DONE_CELLS).map_err(db)?;
         let rows = st.query_map([run_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))).map_err(db)?;
         let mut out = Vec::new();
@@ -274,7 +465,7 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    fn finish_run(&mut self, run_id: i64, status: RunStatus, finished_unix: f64) -> Result<()> {
+    fn finish_run_(&mut self, run_id: i64, status: RunStatus, finished_unix: f64) -> Result<()> {
         let n = self.conn.execute(schema::FINISH_RUN, params![status.as_str(), finished_unix, run_id]).map_err(db)?;
         if n == 0 {
             return Err(ArchiveError::NoRun(run_id));
@@ -282,7 +473,7 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    fn runs(&mut self) -> Result<Vec<RunInfo>> {
+    fn runs_(&mut self) -> Result<Vec<RunInfo>> {
         let mut st = self.conn.prepare(&schema::runs_query()).map_err(db)?;
         let rows = st.query_map([], run_from_row).map_err(db)?;
         let mut out = Vec::new();
@@ -292,12 +483,12 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    fn run_info(&mut self, run_id: i64) -> Result<RunInfo> {
+    fn run_info_(&mut self, run_id: i64) -> Result<RunInfo> {
         let row = self.conn.query_row(&schema::run_info_query(), [run_id], run_from_row).optional().map_err(db)?;
         row.ok_or(ArchiveError::NoRun(run_id))?.decode()
     }
 
-    fn run_data(&mut self, run_id: i64) -> Result<RunData> {
+    fn run_data_(&mut self, run_id: i64) -> Result<RunData> {
         // One read transaction: a consistent snapshot even while a study is writing.
         let tx = self.conn.transaction().map_err(db)?;
         let run = tx.query_row(&schema::run_info_query(), [run_id], run_from_row).optional().map_err(db)?;
@@ -359,7 +550,7 @@ impl Store for SqliteStore {
         Ok(RunData { run, cells })
     }
 
-    fn cell_aggregates(&mut self, run_id: i64) -> Result<Vec<CellAggregate>> {
+    fn cell_aggregates_(&mut self, run_id: i64) -> Result<Vec<CellAggregate>> {
         let tx = self.conn.transaction().map_err(db)?;
         let exists = tx.query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(())).optional().map_err(db)?;
         if exists.is_none() {
@@ -410,5 +601,57 @@ impl Store for SqliteStore {
         }
         tx.commit().map_err(db)?;
         Ok(out)
+    }
+}
+
+impl Store for SqliteStore {
+    fn create_run(&mut self, run: &NewRun) -> Result<i64> {
+        let r = self.create_run_(run);
+        self.named(r)
+    }
+    fn store_cell(&mut self, run_id: i64, cell: &CellRecord) -> Result<i64> {
+        let r = self.store_cell_(run_id, cell);
+        self.named(r)
+    }
+    fn done_cells(&mut self, run_id: i64) -> Result<Vec<(u32, u32)>> {
+        let r = self.done_cells_(run_id);
+        self.named(r)
+    }
+    fn finish_run(&mut self, run_id: i64, status: RunStatus, finished_unix: f64) -> Result<()> {
+        let r = self.finish_run_(run_id, status, finished_unix);
+        self.named(r)
+    }
+    fn runs(&mut self) -> Result<Vec<RunInfo>> {
+        let r = self.runs_();
+        self.named(r)
+    }
+    fn run_info(&mut self, run_id: i64) -> Result<RunInfo> {
+        let r = self.run_info_(run_id);
+        self.named(r)
+    }
+    fn run_data(&mut self, run_id: i64) -> Result<RunData> {
+        let r = self.run_data_(run_id);
+        self.named(r)
+    }
+    fn cell_aggregates(&mut self, run_id: i64) -> Result<Vec<CellAggregate>> {
+        let r = self.cell_aggregates_(run_id);
+        self.named(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holder_of;
+
+    #[test]
+    fn lock_lines() {
+        let t = [(5678, 120), (99, 0x4000_0001)];
+        assert_eq!(holder_of("1: POSIX  ADVISORY  WRITE 1234 00:2a:5678 120 120", &t), Some(1234));
+        assert_eq!(holder_of("2: POSIX  ADVISORY  READ 1234 00:2a:5678 120 120", &t), None);
+        assert_eq!(holder_of("3: POSIX  ADVISORY  WRITE 1234 00:2a:5678 123 127", &t), None);
+        assert_eq!(holder_of("4: -> POSIX  ADVISORY  WRITE 77 00:2a:5678 120 120", &t), None);
+        assert_eq!(holder_of("5: POSIX  ADVISORY  WRITE 42 fd:01:99 1073741824 EOF", &t), Some(42));
+        assert_eq!(holder_of("6: OFDLCK ADVISORY  WRITE -1 00:2a:5678 120 120", &t), None);
+        assert_eq!(holder_of("garbage", &t), None);
     }
 }

@@ -1,6 +1,6 @@
 //! The archive's commands: `runs`, `export`, `import`, `report`.
 
-use crate::study::{describe_db, open_store};
+use crate::study::{describe_db, open_store, open_store_read_only};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use std::io::Write;
@@ -128,8 +128,12 @@ pub fn run_id(store: &mut dyn Store, which: &str) -> Result<i64> {
 
 /// `wanperf runs`.
 pub fn runs(a: RunsArgs) -> Result<ExitCode> {
-    let mut store = open_store(a.db.db.as_deref())?;
-    let runs = store.runs()?;
+    let runs = match open_store_read_only(a.db.db.as_deref()) {
+        Ok(mut store) => store.runs()?,
+        // Nothing stored yet is an empty list, not an error (and creates nothing).
+        Err(e) if matches!(e.downcast_ref(), Some(wanperf_archive::ArchiveError::NoArchive(_))) => Vec::new(),
+        Err(e) => return Err(e),
+    };
     if a.json {
         for r in &runs {
             let mut v = serde_json::to_value(r)?;
@@ -166,7 +170,7 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
     {
         bail!("Parquet is binary: give -o FILE (or redirect standard output)");
     }
-    let mut store = open_store(a.db.db.as_deref())?;
+    let mut store = open_store_read_only(a.db.db.as_deref())?;
     let id = run_id(store.as_mut(), &a.run)?;
     let data = store.run_data(id)?;
     let mut out: Box<dyn Write> = match &a.output {
@@ -220,7 +224,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
 
 /// `wanperf report`.
 pub fn report(a: ReportArgs) -> Result<ExitCode> {
-    let mut store = open_store(a.db.db.as_deref())?;
+    let mut store = open_store_read_only(a.db.db.as_deref())?;
     let id = run_id(store.as_mut(), &a.run)?;
     let figures = write_report(store.as_mut(), id, &a.output)?;
     if a.json {
