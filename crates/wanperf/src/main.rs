@@ -1,42 +1,8 @@
 //! The `wanperf` command line: argument parsing and glue only.
 
-mod calc;
-mod keep;
-mod load;
-mod output;
-mod path;
-mod pathd;
-mod ping;
-mod study;
-mod tput;
-
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Set by SIGINT/SIGTERM; every command polls it.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// Sleeps `secs` seconds, or until Ctrl-C.
-pub fn sleep_unless_interrupted(secs: f64) {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs.max(0.0));
-    while std::time::Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
-    }
-}
+use wanperf::{calc, install_signal_handlers, keep, load, output, path, pathd, ping, study, tput};
 
 /// End-to-end network performance: measure what a path can carry and what limits it.
 ///

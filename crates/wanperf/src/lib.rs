@@ -1,0 +1,39 @@
+//! The `wanperf` command line as a library: the binary (`main.rs`) parses arguments and calls
+//! these modules; fuzz targets and tests reach the pure parsers (study files) through it.
+
+pub mod calc;
+pub mod keep;
+pub mod load;
+pub mod output;
+pub mod path;
+pub mod pathd;
+pub mod ping;
+pub mod study;
+pub mod tput;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set by SIGINT/SIGTERM; every command polls it.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Sleeps `secs` seconds, or until Ctrl-C.
+pub fn sleep_unless_interrupted(secs: f64) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs.max(0.0));
+    while std::time::Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// SIGINT and SIGTERM set [`INTERRUPTED`].
+pub fn install_signal_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
