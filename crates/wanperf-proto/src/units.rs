@@ -71,7 +71,9 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
         _ => return Err(UnitError::Malformed { value: s.to_string(), what: WHAT, examples: EX }),
     };
     let bytes = (v * mult).round();
-    if bytes > u64::MAX as f64 / 2.0 {
+    // `u64::MAX as f64 / 2.0` is 2^63 exactly, one more than `u64::MAX / 2`: that value itself
+    // is too large too (found by fuzzing: "9223372036854775807" read as 2^63).
+    if bytes >= u64::MAX as f64 / 2.0 {
         return Err(UnitError::Overflow(s.to_string()));
     }
     Ok(bytes as u64)
@@ -198,6 +200,16 @@ mod tests {
         assert!(matches!(parse_size("-5k"), Err(UnitError::Negative(_))));
         assert_eq!(parse_size(" "), Err(UnitError::Empty));
         assert!(parse_size("k").is_err());
+    }
+
+    #[test]
+    fn sizes_stay_at_most_half_of_u64() {
+        // fuzz/corpus/units/crash-size-2pow63: i64::MAX as text rounds to 2^63 as an f64.
+        for s in ["9223372036854775807", "+0009223372036854775807", "8388608T", "8388608TiB"] {
+            assert!(parse_size(s).is_err(), "{s}");
+        }
+        assert_eq!(parse_size("4611686018427387904").unwrap(), 1 << 62);
+        assert!(parse_size("9223372036854774784").unwrap() <= u64::MAX / 2);
     }
 
     #[test]

@@ -168,6 +168,10 @@ fn alias(kind: Kind, key: &str) -> Option<&'static str> {
     })
 }
 
+/// Most cells (the product of the axes, times the repeats) a study may plan: far more than
+/// any study can run (a day of one-second cells), few enough to list.
+pub const MAX_CELLS: u64 = 100_000;
+
 /// Measurement options a study may not set: wanperf sets them itself.
 const RESERVED: &[&str] = &["json", "host", "port", "help"];
 
@@ -402,6 +406,24 @@ impl Study {
             study.pause_s = units::parse_duration(p.get_ref())
                 .map_err(|e| err(lines.of(p.span().start), format!("`pause`: {e}")))?;
         }
+        // The plan must stay small enough to list: a few lines of sweep could otherwise ask
+        // for billions of cells (found by fuzzing: `cells()` ran out of memory).
+        let planned = study
+            .axes
+            .iter()
+            .try_fold(u64::from(study.repeats), |n, a| n.checked_mul(a.values.len() as u64))
+            .filter(|n| *n <= MAX_CELLS);
+        if planned.is_none() {
+            let sizes: Vec<String> = study.axes.iter().map(|a| a.values.len().to_string()).collect();
+            return Err(err(
+                0,
+                format!(
+                    "the sweep plans {} cells × {} repeats: more than the {MAX_CELLS} a study may have",
+                    if sizes.is_empty() { "1".to_string() } else { sizes.join(" × ") },
+                    study.repeats
+                ),
+            ));
+        }
         // The whole first cell, so options that conflict with each other are caught now.
         if let Some(first) = study.cells().first() {
             study.check_measure(&study.measure_args(first)).map_err(|m| err(0, format!("[measure]: {m}")))?;
@@ -617,6 +639,21 @@ order = "random"
 seed = 3
 pause = "1s"
 "#;
+
+    #[test]
+    fn a_sweep_too_large_to_plan_is_an_error() {
+        // fuzz/corpus/study_toml/crash-sweep-1e7-cells: 200 bytes asked for 10^7 cells, and
+        // `parse` listed them all (a timeout, then out of memory).
+        let text = "name = \"x\"\n[measure]\nkind = \"ping\"\n[sweep]\n\
+                    seed = [1,2,3,4,5,6,7,8,9,10]\ntxqueuelen = [1,2,3,4,5,6,7,8,9,10]\n\
+                    count = [1,2,3,4,5,6,7,8,9,10]\nsize = [64,65,66,67,68,69,70,71,72,73]\n\
+                    [run]\nrepeats = 1000\n";
+        let e = Study::parse(text).unwrap_err();
+        assert!(e.message.contains("10 × 10 × 10 × 10 cells × 1000 repeats"), "{e}");
+        // At the limit it still parses.
+        let ok = text.replace("repeats = 1000", "repeats = 10");
+        assert_eq!(Study::parse(&ok).unwrap().cells().len() as u64, MAX_CELLS);
+    }
 
     #[test]
     fn parses_and_plans_the_product_of_the_axes() {
