@@ -47,6 +47,8 @@ pub struct ClientConfig {
     pub drop_every: Option<u64>,
     /// Software version string.
     pub software: String,
+    /// Key to prove to servers with authorized keys (`--key`).
+    pub key: Option<std::sync::Arc<wanperf_proto::auth::PrivateKey>>,
 }
 
 /// Why a test could not run or did not finish.
@@ -147,11 +149,13 @@ pub fn run(cfg: &ClientConfig, sink: &mut dyn Sink, interrupt: &AtomicBool) -> R
 
     let (tx, rx) = mpsc::channel::<Event>();
     let reader = ctrl.try_clone().map_err(|e| ClientError::Connect(e.to_string()))?;
-    let reader_thread = crate::control::spawn_reader(reader, &[], tx.clone(), |e| match e {
+    let max_frame = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(wanperf_proto::frame::MAX_PAYLOAD));
+    let reader_thread = crate::control::spawn_reader(reader, &[], max_frame, tx.clone(), |e| match e {
         CtrlEvent::Msg(m) => Event::Msg(m),
         CtrlEvent::Bad(e) => Event::BadFrame(e),
         CtrlEvent::Closed => Event::Closed,
-    });
+    })
+    .map_err(|e| ClientError::Connect(format!("cannot start a thread: {e}")))?;
 
     let result = drive(cfg, &spec, &mut ctrl, server, &rx, &tx, sink, interrupt, warnings);
     let _ = ctrl.shutdown(Shutdown::Both);
@@ -178,6 +182,9 @@ fn drive(
         cfg.timeout,
         cfg.timeout + Duration::from_secs(5),
     );
+    if let Some(k) = &cfg.key {
+        session = session.with_key(k.clone());
+    }
     let mut merger = Merger::new(spec.clone());
     let mut side: Option<Side> = None;
     let mut pending: Option<Vec<(StreamPlan, Conn)>> = None;

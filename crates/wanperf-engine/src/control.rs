@@ -3,7 +3,9 @@
 
 use std::io::Read;
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use wanperf_proto::frame::{FrameDecoder, FrameError};
 use wanperf_proto::msg::Msg;
@@ -20,18 +22,27 @@ pub(crate) enum CtrlEvent {
 
 /// Reads `stream` (after the already-read `prefix`) on a new thread, sending each event to
 /// `tx` through `wrap`. Ends when the connection closes or the channel's receiver is gone.
+/// Frames larger than `max_frame` (read before each frame) end it with an error.
 pub(crate) fn spawn_reader<E: Send + 'static>(
     mut stream: TcpStream,
     prefix: &[u8],
+    max_frame: Arc<AtomicUsize>,
     tx: Sender<E>,
     wrap: fn(CtrlEvent) -> E,
-) -> JoinHandle<()> {
+) -> std::io::Result<JoinHandle<()>> {
     let mut dec = FrameDecoder::new();
     dec.push(prefix);
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
+    // A small stack (it only decodes frames): see the server's connection threads.
+    let spawned = std::thread::Builder::new().name("wanperf-ctrl".into()).stack_size(128 * 1024).spawn(move || {
+        // Small until the peer may send large frames (a crowd of strangers costs little).
+        let mut buf = vec![0u8; 4 * 1024];
         loop {
             loop {
+                let max = max_frame.load(Ordering::Acquire);
+                dec.set_max_payload(max);
+                if max > buf.len() && buf.len() < 64 * 1024 {
+                    buf.resize(64 * 1024, 0);
+                }
                 match dec.next_msg() {
                     Ok(Some(m)) => {
                         if tx.send(wrap(CtrlEvent::Msg(m))).is_err() {
@@ -56,5 +67,6 @@ pub(crate) fn spawn_reader<E: Send + 'static>(
                 Ok(n) => dec.push(&buf[..n]),
             }
         }
-    })
+    });
+    spawned
 }

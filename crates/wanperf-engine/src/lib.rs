@@ -11,6 +11,8 @@
 //!     timeouts: Default::default(),
 //!     allow: vec![],
 //!     software: "wanperf".into(),
+//!     auth: None,
+//!     gate: Default::default(),
 //! };
 //! let stop = Arc::new(AtomicBool::new(false));
 //! serve(listener, cfg, stop, Arc::new(|line: &str| eprintln!("{line}"))).unwrap();

@@ -15,10 +15,11 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use wanperf_proto::auth::AuthorizedKeys;
 use wanperf_proto::data::{self, udp_token, Cookie, DataHello, HELLO_LEN};
 use wanperf_proto::frame::{self, FrameError, CONTROL_MAGIC};
 use wanperf_proto::msg::{Msg, Role, TestSpec, Transport};
@@ -36,7 +37,37 @@ pub struct ServerConfig {
     pub allow: Vec<IpNet>,
     /// Software version string sent to clients.
     pub software: String,
+    /// When set, only clients proving one of these keys are admitted (`--authorized-keys`).
+    pub auth: Option<Arc<AuthorizedKeys>>,
+    /// Caps on connections that have not yet identified themselves.
+    pub gate: Gate,
 }
+
+/// Caps on connections that have not yet identified themselves (a control connection until
+/// its test is admitted, a data connection until its hello names a live test): a crowd of
+/// strangers, or one address, cannot use up the server's threads, descriptors or memory.
+/// Connections over a cap are closed at once. Data connections a just-admitted test from the
+/// same address is waiting for do not count against its address's cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gate {
+    /// Most unidentified connections in all (`--max-handshakes`).
+    pub max_pending: u32,
+    /// Most unidentified connections per client address, IPv6 per /64
+    /// (`--max-handshakes-per-host`).
+    pub max_pending_per_host: u32,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate { max_pending: 256, max_pending_per_host: 16 }
+    }
+}
+
+/// Stack of a connection's thread (hello, handshake, the session's control loop).
+const CONN_STACK: usize = 256 * 1024;
+
+/// Largest control frame accepted before a test is admitted (a request is about 1 kB).
+pub const PRE_ADMISSION_MAX_FRAME: usize = 64 * 1024;
 
 impl ServerConfig {
     /// Whether a client address may run tests.
@@ -69,9 +100,120 @@ enum Event {
 struct Shared {
     cfg: ServerConfig,
     registry: Registry,
+    /// Admitted tests in progress (the --max-concurrent count).
     active: AtomicU32,
     shutdown: Arc<AtomicBool>,
     log: Log,
+    gate: Mutex<GateState>,
+    quiet: Mutex<HashMap<IpAddr, (Instant, u32)>>,
+}
+
+/// Unidentified connections, per host and in all, and the data connections admitted tests
+/// still wait for, per host.
+#[derive(Default)]
+struct GateState {
+    total: u32,
+    per_host: HashMap<IpAddr, u32>,
+    expected: HashMap<IpAddr, u32>,
+    expected_total: u32,
+}
+
+/// The address a per-host cap counts: IPv4 (also when mapped into IPv6), or the IPv6 /64.
+fn host_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        v4 => v4,
+    }
+}
+
+/// One unidentified connection's place under the [`Gate`]; given back on drop.
+struct Slot {
+    sh: Arc<Shared>,
+    host: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.sh.gate.lock() {
+            g.total = g.total.saturating_sub(1);
+            if let Some(n) = g.per_host.get_mut(&self.host) {
+                *n -= 1;
+                if *n == 0 {
+                    g.per_host.remove(&self.host);
+                }
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// A place under the gate for a new connection from `ip`, or why not.
+    fn enter(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, String> {
+        let host = host_of(ip);
+        let mut g = self.gate.lock().map_err(|_| "server state poisoned".to_string())?;
+        let expected = g.expected.get(&host).copied().unwrap_or(0);
+        let here = g.per_host.get(&host).copied().unwrap_or(0);
+        let gate = self.cfg.gate;
+        if here >= gate.max_pending_per_host + expected {
+            return Err(format!("{here} of its connections are in handshake (--max-handshakes-per-host)"));
+        }
+        if g.total >= gate.max_pending + g.expected_total {
+            return Err(format!("{} connections are in handshake (--max-handshakes)", g.total));
+        }
+        g.total += 1;
+        *g.per_host.entry(host).or_insert(0) += 1;
+        Ok(Slot { sh: self.clone(), host })
+    }
+
+    /// An admitted test from `ip` will open `n` data connections (`n` may be negative to
+    /// take back what did not come).
+    fn expect(&self, ip: IpAddr, n: i64) {
+        let host = host_of(ip);
+        if let Ok(mut g) = self.gate.lock() {
+            let e = g.expected.entry(host).or_insert(0);
+            let before = *e;
+            *e = (i64::from(*e) + n).max(0) as u32;
+            let after = *e;
+            if after == 0 {
+                g.expected.remove(&host);
+            }
+            g.expected_total = (i64::from(g.expected_total) + i64::from(after) - i64::from(before)).max(0) as u32;
+        }
+    }
+
+    /// Logs `line` about `ip`, but at most once a second per address (a crowd of bad
+    /// connections must not flood the log); says how many were left out.
+    fn log_quietly(&self, ip: IpAddr, line: &str) {
+        let now = Instant::now();
+        let said = match self.quiet.lock() {
+            Ok(mut q) => {
+                if q.len() > 4096 {
+                    q.retain(|_, (t, _)| now.duration_since(*t) < Duration::from_secs(1));
+                }
+                let e = q.entry(host_of(ip)).or_insert((now - Duration::from_secs(2), 0));
+                if now.duration_since(e.0) >= Duration::from_secs(1) {
+                    let left_out = e.1;
+                    *e = (now, 0);
+                    Some(left_out)
+                } else {
+                    e.1 += 1;
+                    None
+                }
+            }
+            Err(_) => Some(0),
+        };
+        match said {
+            Some(0) => (self.log)(line),
+            Some(n) => (self.log)(&format!("{line} (and {n} more like it from {} in the last second)", host_of(ip))),
+            None => {}
+        }
+    }
 }
 
 /// Serves until `shutdown` is set, then ends every running test and returns.
@@ -98,6 +240,8 @@ pub fn serve_with(
         active: AtomicU32::new(0),
         shutdown: shutdown.clone(),
         log,
+        gate: Mutex::new(GateState::default()),
+        quiet: Mutex::new(HashMap::new()),
     });
     let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
     // Probes for `wanperf ping` arrive as UDP on the same address and port.
@@ -106,10 +250,32 @@ pub fn serve_with(
         let stop = shutdown.clone();
         workers.push(std::thread::spawn(move || crate::echo::run_echo(udp, |ip| sh.cfg.allowed(ip), stop)));
     }
+    // glibc gives each of up to 8 × cores threads its own malloc arena, which keeps freed
+    // memory after a crowd of connection threads is gone; two arenas are plenty for a
+    // server whose bulk data never goes through malloc.
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets an allocator parameter.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+    let base = workers.len();
+    let mut crowd = 0usize;
     while !shutdown.load(Ordering::Acquire) {
         let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd.
         let rc = unsafe { libc::poll(&mut pfd, 1, 100) };
+        workers.retain(|h| !h.is_finished());
+        crowd = crowd.max(workers.len() - base.min(workers.len()));
+        if crowd >= 32 && workers.len() <= base {
+            // After a crowd of connections (hostile or not) every per-connection thread's
+            // malloc arena holds freed memory; give it back to the system.
+            crowd = 0;
+            #[cfg(target_env = "gnu")]
+            // SAFETY: malloc_trim only walks the allocator's own free lists.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
         if rc <= 0 {
             continue;
         }
@@ -122,8 +288,23 @@ pub fn serve_with(
                 continue;
             }
         };
+        // Over a cap: closed before any thread or buffer is spent on it.
+        let slot = match shared.enter(peer.ip()) {
+            Ok(slot) => slot,
+            Err(why) => {
+                drop(stream);
+                shared.log_quietly(peer.ip(), &format!("closed connection from {peer} at once: {why}"));
+                continue;
+            }
+        };
         let sh = shared.clone();
-        match std::thread::Builder::new().name("wanperf-conn".into()).spawn(move || handle_conn(&sh, stream, peer)) {
+        // A small stack: most connections only ever read a hello, and glibc keeps up to
+        // 40 MiB of finished threads' stacks for reuse, so their size is what a crowd leaves.
+        match std::thread::Builder::new()
+            .name("wanperf-conn".into())
+            .stack_size(CONN_STACK)
+            .spawn(move || handle_conn(&sh, stream, peer, slot))
+        {
             Ok(h) => workers.push(h),
             Err(e) => (shared.log)(&format!("cannot start a thread for {peer}: {e}")),
         }
@@ -150,11 +331,31 @@ pub fn bind_udp_like(listener: &TcpListener) -> io::Result<UdpSocket> {
     Ok(s.into())
 }
 
-fn handle_conn(sh: &Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_read_timeout(Some(sh.cfg.timeouts.handshake));
+/// Reads exactly `buf.len()` bytes before `deadline` (a client that dribbles bytes is cut at
+/// the deadline, not after one timeout per read).
+fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut buf[got..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn handle_conn(sh: &Arc<Shared>, mut stream: TcpStream, peer: SocketAddr, slot: Slot) {
+    let deadline = Instant::now() + sh.cfg.timeouts.handshake;
     let _ = stream.set_nodelay(true);
     let mut magic = [0u8; 4];
-    if stream.read_exact(&mut magic).is_err() {
+    if read_exact_by(&mut stream, &mut magic, deadline).is_err() {
         return;
     }
     let allowed = sh.cfg.allowed(peer.ip());
@@ -164,30 +365,36 @@ fn handle_conn(sh: &Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
                 "this server does not accept tests from {} (start it with --allow CIDR to permit them)",
                 peer.ip()
             );
-            (sh.log)(&format!("refused {peer}: not in --allow"));
+            sh.log_quietly(peer.ip(), &format!("refused {peer}: not in --allow"));
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
             let _ = stream.write_all(&frame::encode(&Msg::Refused { reason }));
             return;
         }
-        run_session(sh, stream, peer, &magic);
+        run_session(sh, stream, peer, &magic, slot);
     } else if magic == data::DATA_MAGIC {
         if !allowed {
             return;
         }
         let mut rest = [0u8; HELLO_LEN];
         rest[..4].copy_from_slice(&magic);
-        if stream.read_exact(&mut rest[4..]).is_err() {
+        if read_exact_by(&mut stream, &mut rest[4..], deadline).is_err() {
             return;
         }
         let Ok(hello) = DataHello::decode(&rest) else {
+            sh.log_quietly(peer.ip(), &format!("closed data connection from {peer}: malformed hello"));
             return;
         };
         let tx = sh.registry.lock().ok().and_then(|r| r.get(&hello.cookie).cloned());
-        if let Some(tx) = tx {
-            let _ = stream.set_read_timeout(None);
-            let _ = tx.send(Event::Data(hello.stream, stream));
+        match tx {
+            Some(tx) => {
+                let _ = stream.set_read_timeout(None);
+                drop(slot); // identified: it belongs to an admitted test now
+                let _ = tx.send(Event::Data(hello.stream, stream));
+            }
+            None => sh.log_quietly(peer.ip(), &format!("closed data connection from {peer}: unknown test cookie")),
         }
     } else {
-        (sh.log)(&format!("closed connection from {peer}: not the wanperf protocol"));
+        sh.log_quietly(peer.ip(), &format!("closed connection from {peer}: not the wanperf protocol"));
     }
 }
 
@@ -228,30 +435,49 @@ fn describe(spec: &TestSpec) -> String {
     format!("{t} {dir}, {} stream(s), {len}", spec.streams)
 }
 
-fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: &[u8]) {
-    let active = sh.active.fetch_add(1, Ordering::AcqRel);
-    let _active = ActiveGuard(&sh.active);
+fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: &[u8], slot: Slot) {
+    // Given back when the test is admitted: until then it holds a place under the gate.
+    let mut slot = Some(slot);
+    // Taken when the test is admitted (--max-concurrent counts admitted tests only).
+    let mut active_guard: Option<ActiveGuard<'_>> = None;
     let mut cookie: Cookie = [0; 16];
-    if getrandom::fill(&mut cookie).is_err() {
+    let mut nonce = [0u8; wanperf_proto::auth::NONCE_LEN];
+    if getrandom::fill(&mut cookie).is_err() || getrandom::fill(&mut nonce).is_err() {
         return;
     }
     let now = Instant::now();
-    let host = sys::host_capture(Some(peer.ip()));
-    let mut session =
-        ServerSession::new(now, sh.cfg.limits.clone(), sh.cfg.timeouts, active, cookie, sh.cfg.software.clone(), host);
+    let mut session = ServerSession::new(
+        now,
+        sh.cfg.limits.clone(),
+        sh.cfg.timeouts,
+        0,
+        cookie,
+        sh.cfg.software.clone(),
+        Default::default(),
+    );
+    if let Some(keys) = &sh.cfg.auth {
+        session.require_auth(keys.clone(), nonce);
+    }
     let (tx, rx) = mpsc::channel::<Event>();
     let mut reg = RegistryGuard { registry: sh.registry.clone(), cookie: None };
+    // Data connections this admitted test still waits for (they pass the per-host cap).
+    let mut expected_left: i64 = 0;
 
-    // Reader thread: decodes frames into events until the connection closes.
+    // Reader thread: decodes frames into events until the connection closes. Frames stay
+    // small until the test is admitted.
     let Ok(reader) = ctrl.try_clone() else {
         return;
     };
     let _ = reader.set_read_timeout(None);
-    let reader_thread = crate::control::spawn_reader(reader, prefix, tx.clone(), |e| match e {
+    let max_frame = Arc::new(AtomicUsize::new(PRE_ADMISSION_MAX_FRAME));
+    let Ok(reader_thread) = crate::control::spawn_reader(reader, prefix, max_frame.clone(), tx.clone(), |e| match e {
         CtrlEvent::Msg(m) => Event::Msg(m),
         CtrlEvent::Bad(e) => Event::BadFrame(e),
         CtrlEvent::Closed => Event::Closed,
-    });
+    }) else {
+        (sh.log)(&format!("closed connection from {peer}: cannot start a thread"));
+        return;
+    };
     let _ = ctrl.set_write_timeout(Some(sh.cfg.timeouts.handshake));
 
     let mut pending: Vec<Option<Conn>> = Vec::new();
@@ -272,6 +498,20 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
         while let Some(action) = session.poll_action() {
             match action {
                 ServerAction::Prepare(spec) => {
+                    // Reserve a place among the running tests atomically, or refuse.
+                    let before = sh.active.fetch_add(1, Ordering::AcqRel);
+                    let guard = ActiveGuard(&sh.active);
+                    if let Some(busy) = sh.cfg.limits.busy(before) {
+                        drop(guard);
+                        session.handle_prepare_failed(busy);
+                        continue;
+                    }
+                    active_guard = Some(guard);
+                    max_frame.store(frame::MAX_PAYLOAD, Ordering::Release);
+                    if spec.transport == Transport::Tcp {
+                        expected_left = i64::from(spec.connections());
+                        sh.expect(peer.ip(), expected_left);
+                    }
                     let n = spec.connections() as usize;
                     pending = (0..n).map(|_| None).collect();
                     if let Some(d) = spec.dscp {
@@ -279,6 +519,7 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                         let v6 = ctrl.local_addr().is_ok_and(|a| a.is_ipv6());
                         let _ = sys::set_dscp(&socket2::SockRef::from(&ctrl), v6, d);
                     }
+                    session.set_host(sys::host_capture(Some(peer.ip())));
                     match prepare(&spec, &ctrl, &cookie, &tx) {
                         Ok((ports, cancel)) => {
                             udp_cancel = cancel;
@@ -286,7 +527,8 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                                 r.insert(cookie, tx.clone());
                                 reg.cookie = Some(cookie);
                             }
-                            (sh.log)(&format!("test from {peer}: {}", describe(&spec)));
+                            let who = session.client_key().map(|k| format!(" (key {k})")).unwrap_or_default();
+                            (sh.log)(&format!("test from {peer}{who}: {}", describe(&spec)));
                             session.handle_prepared(Instant::now(), ports);
                         }
                         Err(reason) => session.handle_prepare_failed(reason),
@@ -385,6 +627,10 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                 None => Ok(()),
             },
             Ok(Event::Data(id, s)) => {
+                if expected_left > 0 {
+                    expected_left -= 1;
+                    sh.expect(peer.ip(), -1);
+                }
                 let r = session.handle_stream(now, id);
                 if r.is_ok() {
                     if let Some(slot) = pending.get_mut(id as usize) {
@@ -409,6 +655,9 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
         if let Err(e) = res {
             outcome.get_or_insert(e.to_string());
         }
+        if slot.is_some() && (session.is_admitted() || session.is_finished()) {
+            slot = None;
+        }
         if let Some(s) = side.as_mut() {
             if let Some(iv) = s.tick(Instant::now()) {
                 if let Some(why) = rate_check.check(&iv) {
@@ -422,9 +671,12 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
     if let Some(c) = udp_cancel {
         c.store(true, Ordering::Release);
     }
+    sh.expect(peer.ip(), -expected_left);
+    drop(slot);
     drop(side);
     let _ = ctrl.shutdown(std::net::Shutdown::Both);
     let _ = reader_thread.join();
+    drop(active_guard);
     if let Some(o) = outcome {
         (sh.log)(&format!("test from {peer}: {o}"));
     }
@@ -563,6 +815,8 @@ mod tests {
             timeouts: Timeouts::default(),
             allow: vec![],
             software: "t".into(),
+            auth: None,
+            gate: Gate::default(),
         };
         assert!(cfg.allowed("127.0.0.1".parse().unwrap()));
         assert!(cfg.allowed("::1".parse().unwrap()));

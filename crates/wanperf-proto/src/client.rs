@@ -1,10 +1,12 @@
 //! The client's side of one test, as a sans-IO state machine (the mirror of
 //! [`crate::server::ServerSession`]).
 
+use crate::auth::{nonce_from_hex, AuthError, PrivateKey};
 use crate::data::{cookie_from_hex, Cookie};
 use crate::msg::{HostCapture, Msg, SideInterval, SideReport, TestSpec};
 use crate::server::SessionError;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What the I/O layer must do for the client session.
@@ -79,6 +81,8 @@ pub struct ClientSession {
     actions: VecDeque<ClientAction>,
     events: VecDeque<ClientEvent>,
     refused: Option<String>,
+    key: Option<Arc<PrivateKey>>,
+    challenged: bool,
 }
 
 impl ClientSession {
@@ -96,7 +100,15 @@ impl ClientSession {
             actions: VecDeque::new(),
             events: VecDeque::new(),
             refused: None,
+            key: None,
+            challenged: false,
         }
+    }
+
+    /// Proves possession of `key` when the server asks (servers with authorized keys).
+    pub fn with_key(mut self, key: Arc<PrivateKey>) -> Self {
+        self.key = Some(key);
+        self
     }
 
     /// Next message to send.
@@ -164,6 +176,19 @@ impl ClientSession {
                 self.actions.push_back(ClientAction::Connect { cookie, udp_ports, pace_bps });
                 self.state = State::Connecting;
                 self.deadline = Some(now + self.handshake);
+                Ok(())
+            }
+            (State::AwaitAccept, Msg::Challenge { nonce }) if !self.challenged => {
+                self.challenged = true;
+                let Some(nonce) = nonce_from_hex(&nonce) else {
+                    return Err(self.fail(SessionError::Local("server sent a malformed challenge".into()), true));
+                };
+                let Some(key) = self.key.clone() else {
+                    return Err(self.fail(SessionError::Local(AuthError::NoKey.to_string()), true));
+                };
+                let spec = serde_json::to_string(&self.spec).expect("a spec always encodes");
+                let signature = key.sign(&nonce, &spec);
+                self.out.push_back(Msg::Auth { key: key.public().to_line(), spec, signature });
                 Ok(())
             }
             (State::AwaitAccept, Msg::Refused { reason }) => {

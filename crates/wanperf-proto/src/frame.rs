@@ -29,9 +29,14 @@ pub enum FrameError {
         /// Ours.
         ours: u16,
     },
-    /// Payload larger than [`MAX_PAYLOAD`].
-    #[error("control frame of {0} bytes exceeds the {MAX_PAYLOAD}-byte limit")]
-    TooLarge(usize),
+    /// Payload larger than the decoder's limit ([`MAX_PAYLOAD`] unless set lower).
+    #[error("control frame of {len} bytes exceeds the {max}-byte limit")]
+    TooLarge {
+        /// Length the header claims.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// Payload is not a message we know.
     #[error("malformed control message: {0}")]
     Payload(String),
@@ -69,15 +74,28 @@ pub fn encode_with_version(msg: &Msg, version: u16) -> Vec<u8> {
 }
 
 /// Incremental frame decoder: push bytes as they arrive, pull whole messages out.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FrameDecoder {
     buf: Vec<u8>,
+    max: usize,
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        FrameDecoder { buf: Vec::new(), max: MAX_PAYLOAD }
+    }
 }
 
 impl FrameDecoder {
     /// A decoder with an empty buffer.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Refuses frames whose payload exceeds `max` bytes (at most [`MAX_PAYLOAD`]): a server
+    /// keeps it small until a client is admitted, so strangers cannot make it buffer much.
+    pub fn set_max_payload(&mut self, max: usize) {
+        self.max = max.min(MAX_PAYLOAD);
     }
 
     /// Appends received bytes.
@@ -105,8 +123,8 @@ impl FrameDecoder {
             return Err(FrameError::Version { theirs: version, ours: PROTOCOL_VERSION });
         }
         let len = u32::from_be_bytes([self.buf[8], self.buf[9], self.buf[10], self.buf[11]]) as usize;
-        if len > MAX_PAYLOAD {
-            return Err(FrameError::TooLarge(len));
+        if len > self.max {
+            return Err(FrameError::TooLarge { len, max: self.max });
         }
         if self.buf.len() < HEADER_LEN + len {
             return Ok(None);
@@ -183,7 +201,7 @@ mod tests {
         let mut hdr = encode(&Msg::Ready);
         hdr[8..12].copy_from_slice(&(u32::MAX).to_be_bytes());
         dec.push(&hdr);
-        assert!(matches!(dec.next_msg(), Err(FrameError::TooLarge(_))));
+        assert!(matches!(dec.next_msg(), Err(FrameError::TooLarge { .. })));
 
         let mut dec = FrameDecoder::new();
         let mut f = encode(&Msg::Ready);

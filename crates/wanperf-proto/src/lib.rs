@@ -15,6 +15,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod client;
 pub mod data;
 pub mod frame;

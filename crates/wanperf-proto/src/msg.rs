@@ -462,6 +462,20 @@ pub enum Msg {
         /// The test.
         spec: TestSpec,
     },
+    /// Server → client (servers with authorized keys): prove you hold a listed key.
+    Challenge {
+        /// Hex of this connection's fresh random nonce.
+        nonce: String,
+    },
+    /// Client → server: the proof, see [`crate::auth`].
+    Auth {
+        /// The client's public key, `wanperf-ed25519 BASE64 [comment]`.
+        key: String,
+        /// The exact JSON text of the requested spec that was signed.
+        spec: String,
+        /// Base64 Ed25519 signature over `wanperf-auth-v1\0 ‖ nonce ‖ spec`.
+        signature: String,
+    },
     /// Server → client: test admitted.
     Accepted {
         /// Hex cookie every data connection must present.
@@ -508,6 +522,8 @@ impl Msg {
     pub fn kind(&self) -> &'static str {
         match self {
             Msg::Request { .. } => "request",
+            Msg::Challenge { .. } => "challenge",
+            Msg::Auth { .. } => "auth",
             Msg::Accepted { .. } => "accepted",
             Msg::Refused { .. } => "refused",
             Msg::Ready => "ready",

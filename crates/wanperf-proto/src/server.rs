@@ -5,9 +5,11 @@
 //! ([`ServerSession::poll_action`]). [`ServerSession::poll_timeout`] says when to call
 //! [`ServerSession::handle_timeout`]. It never reads a clock or touches a socket.
 
+use crate::auth::{nonce_hex, AuthError, AuthorizedKeys, NONCE_LEN};
 use crate::data::{cookie_hex, Cookie};
 use crate::msg::{HostCapture, Msg, SideInterval, SideReport, TestSpec, Transport};
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -31,14 +33,21 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// Why a new test cannot start while `active` others run, if it cannot.
+    pub fn busy(&self, active: u32) -> Option<String> {
+        (active >= self.max_concurrent).then(|| {
+            format!(
+                "server busy: {active} test(s) running, its --max-concurrent is {}; try again later",
+                self.max_concurrent
+            )
+        })
+    }
+
     /// Whether a test fits. `active` counts the other tests in progress.
     pub fn admit(&self, spec: &TestSpec, active: u32) -> Result<(), String> {
         spec.validate().map_err(|e| e.to_string())?;
-        if active >= self.max_concurrent {
-            return Err(format!(
-                "server busy: {active} test(s) running, its --max-concurrent is {}; try again later",
-                self.max_concurrent
-            ));
+        if let Some(busy) = self.busy(active) {
+            return Err(busy);
         }
         if spec.streams > self.max_streams {
             return Err(format!("{} streams asked, the server's --max-streams is {}", spec.streams, self.max_streams));
@@ -127,6 +136,7 @@ pub enum SessionError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     AwaitRequest,
+    AwaitAuth,
     Preparing,
     AwaitStreams,
     AwaitStart,
@@ -140,6 +150,7 @@ impl State {
     fn describe(self) -> &'static str {
         match self {
             State::AwaitRequest => "waiting for the test request",
+            State::AwaitAuth => "waiting for the client's key proof",
             State::Preparing => "preparing the test",
             State::AwaitStreams => "waiting for data connections",
             State::AwaitStart => "waiting for the start",
@@ -166,6 +177,8 @@ pub struct ServerSession {
     deadline: Option<Instant>,
     out: VecDeque<Msg>,
     actions: VecDeque<ServerAction>,
+    auth: Option<(Arc<AuthorizedKeys>, [u8; NONCE_LEN])>,
+    client_key: Option<String>,
 }
 
 impl ServerSession {
@@ -193,7 +206,40 @@ impl ServerSession {
             deadline: Some(now + timeouts.handshake),
             out: VecDeque::new(),
             actions: VecDeque::new(),
+            auth: None,
+            client_key: None,
         }
+    }
+
+    /// Admits only clients that prove they hold one of `keys`, over this connection's fresh
+    /// random `nonce` (see [`crate::auth`]). Call before the first message.
+    pub fn require_auth(&mut self, keys: Arc<AuthorizedKeys>, nonce: [u8; NONCE_LEN]) {
+        self.auth = Some((keys, nonce));
+    }
+
+    /// The authenticated client's key name (its comment), once it proved it.
+    pub fn client_key(&self) -> Option<&str> {
+        self.client_key.as_deref()
+    }
+
+    /// Whether the test has been admitted (past the request, and the key proof if required):
+    /// from then on it counts against the server's limits.
+    pub fn is_admitted(&self) -> bool {
+        matches!(
+            self.state,
+            State::Preparing
+                | State::AwaitStreams
+                | State::AwaitStart
+                | State::Running
+                | State::Collecting
+                | State::Done
+        )
+    }
+
+    /// Replaces the host capture sent with `Accepted` (the I/O layer takes it only once a
+    /// test is admitted: a stranger's connection must not cost the server that work).
+    pub fn set_host(&mut self, host: HostCapture) {
+        self.host = host;
     }
 
     /// The admitted test, once there is one.
@@ -258,15 +304,32 @@ impl ServerSession {
     pub fn handle_msg(&mut self, now: Instant, msg: Msg) -> Result<(), SessionError> {
         match (self.state, msg) {
             (State::AwaitRequest, Msg::Request { spec, .. }) => {
-                match self.limits.admit(&spec, self.active) {
-                    Ok(()) => {
-                        self.attached = vec![false; spec.connections() as usize];
-                        self.actions.push_back(ServerAction::Prepare(spec.clone()));
-                        self.spec = Some(spec);
-                        self.state = State::Preparing;
-                        self.deadline = Some(now + self.timeouts.handshake);
+                if let Some((_, nonce)) = &self.auth {
+                    // Nothing is admitted, counted or prepared before the proof; the
+                    // handshake deadline set at connection stays (a silent client is cut).
+                    self.out.push_back(Msg::Challenge { nonce: nonce_hex(nonce) });
+                    self.spec = Some(spec);
+                    self.state = State::AwaitAuth;
+                } else {
+                    self.admit(now, spec);
+                }
+                Ok(())
+            }
+            (State::AwaitAuth, Msg::Auth { key, spec: signed, signature }) => {
+                let (keys, nonce) = self.auth.as_ref().expect("auth state only with keys");
+                let requested = self.spec.take().expect("spec kept for the proof");
+                let checked = keys.verify(&key, &signature, nonce, &signed).map(|k| k.name()).and_then(|name| {
+                    match serde_json::from_str::<TestSpec>(&signed) {
+                        Ok(s) if s == requested => Ok(name),
+                        _ => Err(AuthError::SpecMismatch),
                     }
-                    Err(reason) => self.refuse(reason),
+                });
+                match checked {
+                    Ok(name) => {
+                        self.client_key = Some(name);
+                        self.admit(now, requested);
+                    }
+                    Err(e) => self.refuse(format!("not authorized: {e}")),
                 }
                 Ok(())
             }
@@ -287,6 +350,19 @@ impl ServerSession {
             (_, Msg::Error { message }) => Err(self.fail(SessionError::PeerError(message), false)),
             (State::Done | State::Failed, _) => Ok(()),
             (state, msg) => Err(self.fail(SessionError::Unexpected { got: msg.kind(), state: state.describe() }, true)),
+        }
+    }
+
+    fn admit(&mut self, now: Instant, spec: TestSpec) {
+        match self.limits.admit(&spec, self.active) {
+            Ok(()) => {
+                self.attached = vec![false; spec.connections() as usize];
+                self.actions.push_back(ServerAction::Prepare(spec.clone()));
+                self.spec = Some(spec);
+                self.state = State::Preparing;
+                self.deadline = Some(now + self.timeouts.handshake);
+            }
+            Err(reason) => self.refuse(reason),
         }
     }
 

@@ -3,6 +3,7 @@
 
 pub mod calc;
 pub mod keep;
+pub mod keys;
 pub mod load;
 pub mod output;
 pub mod path;

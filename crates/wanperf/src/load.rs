@@ -36,6 +36,10 @@ pub struct LoadArgs {
     /// Server port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     port: u16,
+    /// Private key to prove to servers started with --authorized-keys (default:
+    /// ~/.config/wanperf/key when it exists).
+    #[arg(long, value_name = "FILE", env = "WANPERF_KEY")]
+    key: Option<std::path::PathBuf>,
     /// Stream counts to sweep (comma-separated).
     #[arg(long, default_value = "1", value_parser = check_streams)]
     streams: String,
@@ -252,6 +256,7 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
     }
     let streams = list(&a.streams, "streams", parse_streams)?;
     let windows = list(&a.window, "window", parse_window)?;
+    crate::keys::client_key(a.key.as_deref())?; // a bad key file fails before anything runs
     let load_s = secs("--load-time", &a.load_time)?;
     let idle_s = secs("--idle-time", &a.idle_time)?;
     let interval = secs("--interval", &a.interval)?;
@@ -329,6 +334,7 @@ fn run_cell(
     timeout: f64,
     cell_secs: f64,
 ) -> Result<(Cell, CellDetail, Option<String>)> {
+    let key = crate::keys::client_key(a.key.as_deref())?;
     let probes = (cell_secs / interval).ceil() as u64;
     let pcfg = PingConfig {
         host: a.host.clone(),
@@ -368,6 +374,7 @@ fn run_cell(
             timeout: Duration::from_secs(5),
             drop_every: None,
             software: crate::tput::software(),
+            key: key.clone(),
         };
         load_iv.offset_s = start;
         let end = client::run(&cfg, &mut load_iv, &INTERRUPTED);

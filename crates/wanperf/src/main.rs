@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use wanperf::{calc, install_signal_handlers, keep, load, output, path, pathd, ping, study, tput};
+use wanperf::{calc, install_signal_handlers, keep, keys, load, output, path, pathd, ping, study, tput};
 
 /// End-to-end network performance: measure what a path can carry and what limits it.
 ///
@@ -50,6 +50,8 @@ enum Command {
     /// Re-run seed 000 ("Effect of load on RTT and loss") on an emulated SLAC→CERN 2000 path,
     /// store it and write its report (about 2 minutes).
     Demo(study::DemoArgs),
+    /// Make an Ed25519 key pair for `serve --authorized-keys` and clients' `--key`.
+    Keygen(keys::KeygenArgs),
     /// Internal: run a command as init of a fresh PID namespace, so everything it starts dies
     /// with it (used by `path run` for the hosts' commands).
     #[command(name = "__contain", hide = true)]
@@ -131,6 +133,7 @@ fn main() -> ExitCode {
         Command::Report(a) => keep::report(a),
         Command::Calc(c) => calc::run(c),
         Command::Demo(a) => study::demo(a),
+        Command::Keygen(a) => keys::keygen(a),
         Command::Contain { cmd } => path::contain(&cmd),
     };
     match result {

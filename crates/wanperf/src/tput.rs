@@ -76,9 +76,21 @@ pub struct ServeArgs {
     /// Most tests at once.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
     max_concurrent: u32,
-    /// How long a client may take for each handshake step before its test is dropped.
+    /// How long a client may take for each handshake step before its test is dropped (from
+    /// connecting to being admitted, in all).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = secs)]
     handshake_timeout: f64,
+    /// Admit only clients proving a key listed in FILE (one `wanperf-ed25519 …` public key per
+    /// line, from `wanperf keygen`). A missing, empty or malformed file stops the server.
+    #[arg(long, value_name = "FILE")]
+    authorized_keys: Option<std::path::PathBuf>,
+    /// Most connections in handshake at once (not yet admitted or attached to a test); more
+    /// are closed at once.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_handshakes: u32,
+    /// Most connections in handshake at once from one address (IPv6: one /64).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_handshakes_per_host: u32,
     /// Print log lines as JSON objects.
     #[arg(long)]
     json: bool,
@@ -162,6 +174,10 @@ pub struct TputArgs {
     /// Connection and handshake timeout.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = secs)]
     timeout: f64,
+    /// Private key to prove to servers started with --authorized-keys (from `wanperf keygen`;
+    /// default: ~/.config/wanperf/key when it exists).
+    #[arg(long, value_name = "FILE", env = "WANPERF_KEY")]
+    key: Option<std::path::PathBuf>,
     /// Newline-delimited JSON records (schema wanperf/1, see docs/schema.md).
     #[arg(long)]
     json: bool,
@@ -190,6 +206,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     if a.max_rate == Some(0) {
         bail!("--max-rate must be more than 0 bit/s");
     }
+    let auth = a.authorized_keys.as_deref().map(crate::keys::load_authorized_keys).transpose()?;
     let l = listener(a.listen)?;
     let allow: Vec<IpNet> = a.allow.into_iter().flatten().collect();
     let cfg = ServerConfig {
@@ -205,6 +222,11 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         },
         allow: allow.clone(),
         software: software(),
+        auth: auth.clone(),
+        gate: wanperf_engine::server::Gate {
+            max_pending: a.max_handshakes,
+            max_pending_per_host: a.max_handshakes_per_host,
+        },
     };
     let json = a.json;
     let log: wanperf_engine::server::Log = Arc::new(move |line: &str| {
@@ -216,11 +238,16 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
             eprintln!("{line}");
         }
     });
-    let who = if allow.is_empty() {
+    let mut who = if allow.is_empty() {
         "loopback clients only (use --allow CIDR for others)".to_string()
     } else {
         allow.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
     };
+    match &auth {
+        Some(k) => who.push_str(&format!(" holding one of {} authorized key(s)", k.len())),
+        None if !allow.is_empty() => who.push_str(" (no --authorized-keys: any host there can run tests)"),
+        None => {}
+    }
     // Bind the probe socket before announcing the server: whoever reads the banner may ping.
     let udp = wanperf_engine::server::bind_udp_like(&l);
     if let Err(e) = &udp {
@@ -302,6 +329,7 @@ pub fn tput(a: TputArgs) -> Result<ExitCode> {
         timeout: Duration::from_secs_f64(a.timeout),
         drop_every: a.udp_drop_every,
         software: software(),
+        key: crate::keys::client_key(a.key.as_deref())?,
     };
     let mut table;
     let mut json;
