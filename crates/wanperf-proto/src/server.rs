@@ -486,6 +486,117 @@ mod tests {
         (m, a)
     }
 
+    /// Client and server sessions talking to each other in virtual time: the client's
+    /// messages go to the server until the server refuses, admits or goes quiet.
+    fn handshake(
+        server: &mut ServerSession,
+        client: &mut crate::client::ClientSession,
+        t: Instant,
+    ) -> (Vec<Msg>, Vec<ServerAction>) {
+        let (mut to_client, mut actions) = (vec![], vec![]);
+        for _ in 0..4 {
+            while let Some(m) = client.poll_transmit() {
+                let _ = server.handle_msg(t, m);
+            }
+            let (m, a) = drain(server);
+            actions.extend(a);
+            if m.is_empty() {
+                break;
+            }
+            for x in m {
+                to_client.push(x.clone());
+                let _ = client.handle_msg(t, x);
+            }
+        }
+        (to_client, actions)
+    }
+
+    fn keyed(t: Instant, nonce: u8) -> ServerSession {
+        let listed = crate::auth::PrivateKey::from_seed([7; 32], "listed").public().to_line();
+        let mut s = session(t);
+        s.require_auth(Arc::new(AuthorizedKeys::parse(&listed).unwrap()), [nonce; NONCE_LEN]);
+        s
+    }
+
+    fn client(t: Instant, seed: Option<u8>) -> crate::client::ClientSession {
+        let c = crate::client::ClientSession::new(
+            t,
+            TestSpec::tcp(2, 5.0),
+            "c".into(),
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+        );
+        match seed {
+            Some(s) => c.with_key(Arc::new(crate::auth::PrivateKey::from_seed([s; 32], "k"))),
+            None => c,
+        }
+    }
+
+    #[test]
+    fn a_listed_key_is_admitted_and_named() {
+        let t = Instant::now();
+        let mut s = keyed(t, 1);
+        let mut c = client(t, Some(7));
+        let (m, a) = handshake(&mut s, &mut c, t);
+        assert!(matches!(m[..], [Msg::Challenge { .. }]), "{m:?}");
+        assert!(matches!(a[..], [ServerAction::Prepare(_)]));
+        s.handle_prepared(t, vec![]);
+        assert!(matches!(drain(&mut s).0[..], [Msg::Accepted { .. }]));
+        assert_eq!(s.client_key(), Some("listed"));
+        assert!(s.is_admitted());
+    }
+
+    #[test]
+    fn nothing_is_prepared_before_the_proof_and_a_silent_client_times_out() {
+        let t = Instant::now();
+        let mut s = keyed(t, 1);
+        s.handle_msg(t, request(1)).unwrap();
+        let (m, a) = drain(&mut s);
+        assert!(matches!(m[..], [Msg::Challenge { .. }]) && a.is_empty());
+        assert!(!s.is_admitted());
+        // The deadline set at connection stays: the challenge does not extend it.
+        assert_eq!(s.poll_timeout(), Some(t + Timeouts::default().handshake));
+        assert!(s.handle_timeout(t + Duration::from_secs(11)).is_err());
+        assert!(s.is_failed());
+    }
+
+    #[test]
+    fn no_key_wrong_key_and_replay_are_refused() {
+        let t = Instant::now();
+        // No key: the client stops with one line, the server never admits.
+        let (mut s, mut c) = (keyed(t, 1), client(t, None));
+        let (_, a) = handshake(&mut s, &mut c, t);
+        assert!(!a.iter().any(|x| matches!(x, ServerAction::Prepare(_))));
+        assert!(c.is_finished());
+        // A key that is not listed.
+        let (mut s, mut c) = (keyed(t, 1), client(t, Some(8)));
+        let (m, a) = handshake(&mut s, &mut c, t);
+        assert!(
+            matches!(&m[1], Msg::Refused { reason } if reason.contains("not in this server's authorized keys")),
+            "{m:?}"
+        );
+        assert!(!a.iter().any(|x| matches!(x, ServerAction::Prepare(_))));
+        assert_eq!(c.refusal().map(|r| r.contains("not authorized")), Some(true));
+        // A proof recorded on one connection (nonce 1) replayed on another (nonce 2).
+        let (mut s1, mut c1) = (keyed(t, 1), client(t, Some(7)));
+        let mut recorded = vec![];
+        while let Some(m) = c1.poll_transmit() {
+            recorded.push(m.clone());
+            s1.handle_msg(t, m).unwrap();
+        }
+        let (m, _) = drain(&mut s1);
+        c1.handle_msg(t, m[0].clone()).unwrap();
+        recorded.push(c1.poll_transmit().unwrap());
+        assert!(matches!(recorded[1], Msg::Auth { .. }));
+        let mut s2 = keyed(t, 2);
+        for m in recorded {
+            s2.handle_msg(t, m).unwrap();
+        }
+        let (m, a) = drain(&mut s2);
+        assert!(matches!(&m[1], Msg::Refused { reason } if reason.contains("does not verify")), "{m:?}");
+        assert!(!a.iter().any(|x| matches!(x, ServerAction::Prepare(_))));
+    }
+
     #[test]
     fn happy_path() {
         let t0 = Instant::now();
