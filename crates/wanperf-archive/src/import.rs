@@ -13,8 +13,11 @@ use std::collections::BTreeMap;
 use wanperf_stats::summary::{ipdv, rfc3550_jitter, Summary};
 
 /// At most this many probes are imported from one ping output (a forged statistics line
-/// could otherwise ask for billions).
-pub const MAX_PING_PROBES: u64 = 10_000_000;
+/// could otherwise ask for billions). Every probe up to the transmitted count becomes a row,
+/// lost or not, so a 175-byte file may ask for this many rows: a million (11.6 days of
+/// `ping` at its default interval) keeps that to about 100 MB and well under a second; ten
+/// million took a gigabyte and timed out under the fuzzer.
+pub const MAX_PING_PROBES: u64 = 1_000_000;
 
 fn input(msg: impl Into<String>) -> ArchiveError {
     ArchiveError::Input(msg.into())
@@ -319,7 +322,7 @@ fn parse_stats(line: &str) -> Option<PingStats> {
         } else if part.ends_with("packet loss") {
             st.loss_pct = first.trim_end_matches('%').parse().ok();
         } else if let Some(t) = part.strip_prefix("time ") {
-            st.time_ms = t.trim_end_matches("ms").parse().ok();
+            st.time_ms = t.trim_end_matches("ms").parse().ok().filter(|t: &f64| t.is_finite() && *t >= 0.0);
         }
     }
     Some(st)
@@ -473,6 +476,11 @@ pub fn import_ping(text: &str) -> Result<(NewRun, CellRecord)> {
     }
     let started_unix = t0.unwrap_or(0.0);
     let duration_s = stats.as_ref().and_then(|s| s.time_ms).map_or((sent - 1) as f64 * interval, |t| t / 1e3);
+    // Timestamps each finite may still add up to infinities (or 0 × ∞): the archive stores
+    // finite numbers only (found by fuzzing: `[1e308]` and `[-1e308]` stamps gave NaN send times).
+    if !(started_unix.is_finite() && duration_s.is_finite() && probes.iter().all(|p| p.sent_s.is_finite())) {
+        return Err(input("ping output has timestamps or times out of range"));
+    }
     let run = NewRun {
         study: "import ping".to_string(),
         study_text: String::new(),
@@ -574,6 +582,34 @@ rtt min/avg/max/mdev = 0.100/0.200/0.300/0.081 ms
         // The lost probe 3 sits on the fitted interval (2.9995 s over 3 gaps).
         assert!((sent[2] - 2.0 * 2.9995 / 3.0).abs() < 1e-5, "{sent:?}");
         assert_eq!(cell.probes[2].rtt_ms, None);
+    }
+
+    #[test]
+    fn a_forged_probe_count_is_bounded() {
+        // fuzz/corpus/import_ping/timeout-10M-transmitted: ten million probes from one line.
+        let claim = |n: u64| {
+            format!(
+                "64 bytes from x: icmp_seq=1 ttl=64 time=0.03 ms\n\
+                 {n} packets transmitted, 1 received, 99% packet loss, time 1ms\n"
+            )
+        };
+        assert!(matches!(import_ping(&claim(10_000_000)), Err(ArchiveError::Input(_))));
+        assert!(matches!(import_ping(&claim(MAX_PING_PROBES + 1)), Err(ArchiveError::Input(_))));
+        assert_eq!(import_ping(&claim(1000)).unwrap().1.probes.len(), 1000);
+    }
+
+    #[test]
+    fn out_of_range_times_are_an_input_error() {
+        // fuzz/corpus/import_ping/crash-stamp-overflow: finite stamps whose difference is not.
+        let stamps = "[1e308] 64 bytes from x: icmp_seq=1 ttl=64 time=1 ms\n\
+                      [-1e308] 64 bytes from x: icmp_seq=3 ttl=64 time=1 ms\n";
+        assert!(matches!(import_ping(stamps), Err(ArchiveError::Input(_))));
+        // An infinite `time` is ignored like a missing one (send times then default to 1 s).
+        let time = "64 bytes from x: icmp_seq=1 ttl=64 time=1 ms\n\
+                    3 packets transmitted, 1 received, 66% packet loss, time 1e400ms\n";
+        let (_, cell) = import_ping(time).unwrap();
+        assert_eq!(cell.duration_s, 2.0);
+        assert_eq!(cell.probes[2].sent_s, 2.0);
     }
 
     #[test]
