@@ -197,7 +197,10 @@ fn every_fuzz_target_has_a_corpus_and_a_replay() {
     targets.sort();
     let mut known: Vec<String> = TARGETS.iter().map(|(t, _)| t.to_string()).collect();
     known.sort();
-    assert_eq!(targets, known);
+    assert_eq!(
+        targets, known,
+        "every fuzz target needs a committed corpus (fuzz/corpus/<target>/) and a replay here (TARGETS)"
+    );
 }
 
 #[test]
