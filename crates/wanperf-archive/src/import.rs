@@ -426,7 +426,9 @@ pub fn import_ping(text: &str) -> Result<(NewRun, CellRecord)> {
         },
     };
     // Unix send time of probe 1 (with -D), from the first stamped reply.
-    let t0 = stamped.first().map(|(s, t)| t - (s - 1) as f64 * interval);
+    // In floating point: an `icmp_seq=0` before any wrap (found by fuzzing) is probe 0, one
+    // interval before probe 1, not an underflow.
+    let t0 = stamped.first().map(|(s, t)| t - (*s as f64 - 1.0) * interval);
 
     let mut probes = Vec::with_capacity(transmitted as usize);
     for seq in 1..=transmitted {
@@ -610,6 +612,17 @@ rtt min/avg/max/mdev = 0.100/0.200/0.300/0.081 ms
         let (_, cell) = import_ping(time).unwrap();
         assert_eq!(cell.duration_s, 2.0);
         assert_eq!(cell.probes[2].sent_s, 2.0);
+    }
+
+    #[test]
+    fn a_first_stamped_seq_of_zero_is_no_underflow() {
+        // fuzz/corpus/import_ping/crash-seq0-stamp: `(s - 1)` on icmp_seq=0 overflowed.
+        let text = "[1700000000.5] 64 bytes from x: icmp_seq=0 ttl=64 time=1 ms\n\
+                    [1700000001.5] 64 bytes from x: icmp_seq=1 ttl=64 time=1 ms\n";
+        let (run, cell) = import_ping(text).unwrap();
+        assert!((run.started_unix - 1700000001.499).abs() < 1e-6, "{}", run.started_unix);
+        assert_eq!(cell.probes.len(), 1);
+        assert!(cell.probes[0].sent_s.abs() < 1e-6);
     }
 
     #[test]
