@@ -53,9 +53,14 @@ Examples:
   wanperf serve                                  # loopback clients only, port 5301
   wanperf serve --allow 198.18.0.0/15            # also clients from the emulator's hosts
   wanperf serve --max-rate 100M --max-duration 60s --max-concurrent 2
+  wanperf serve --allow 0.0.0.0/0 --authorized-keys ~/.config/wanperf/authorized_keys
+                                                 # anyone may connect, only key holders test
 
 Each test runs in its own threads; a client that stalls, disconnects or misbehaves only ends
-its own test. Stop the server with Ctrl-C: running tests are told and ended.")]
+its own test. Connections still in handshake are capped per address and in all, and cut at
+--handshake-timeout, so a crowd of strangers cannot starve real tests. With --authorized-keys
+a client must prove a listed Ed25519 key (`wanperf keygen`) before anything is admitted.
+Stop the server with Ctrl-C: running tests are told and ended.")]
 pub struct ServeArgs {
     /// Address and port to listen on (control and data share it).
     #[arg(long, value_name = "ADDR:PORT", default_value_t = SocketAddr::from(([0u16; 8], DEFAULT_PORT)))]
