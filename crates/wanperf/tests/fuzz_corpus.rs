@@ -28,6 +28,8 @@ const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("import_iperf3", import_iperf3_bytes),
     ("import_ping", import_ping_bytes),
     ("units", units),
+    ("auth_keys", auth_keys),
+    ("server_handshake", server_handshake),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -186,6 +188,149 @@ fn units(data: &[u8]) {
     }
 }
 
+fn auth_keys(data: &[u8]) {
+    use wanperf_proto::auth::{nonce_from_hex, nonce_hex, AuthorizedKeys, PrivateKey, PublicKey};
+    let Ok(s) = std::str::from_utf8(data) else { return };
+    let check_public = |k: &PublicKey| {
+        let line = k.to_line();
+        assert_eq!(PublicKey::parse(&line).as_ref(), Ok(k), "{line}");
+        assert_eq!(AuthorizedKeys::parse(&line).unwrap().len(), 1);
+    };
+    if let Ok(keys) = AuthorizedKeys::parse(s) {
+        let lines: Vec<&str> = s.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+        for l in &lines {
+            check_public(&PublicKey::parse(l).expect("a line of a parsed file parses alone"));
+        }
+        assert_eq!(keys.len(), lines.len());
+    }
+    if let Ok(k) = PublicKey::parse(s) {
+        check_public(&k);
+    }
+    if let Ok(p) = PrivateKey::parse(s) {
+        let again = PrivateKey::parse(&p.to_text()).expect("a printed private key parses");
+        assert_eq!(again.public(), p.public());
+        let line = p.public().to_line();
+        let keys = AuthorizedKeys::parse(&line).unwrap();
+        let sig = p.sign(&[9; 32], s);
+        assert!(keys.verify(&line, &sig, &[9; 32], s).is_ok());
+        assert!(keys.verify(&line, &sig, &[8; 32], s).is_err());
+    }
+    let listed = AuthorizedKeys::parse(&PrivateKey::from_seed([7; 32], "fuzz").public().to_line()).unwrap();
+    let mut ls = s.splitn(3, '\n');
+    let (k, sig, spec) = (ls.next().unwrap_or(""), ls.next().unwrap_or(""), ls.next().unwrap_or(""));
+    assert!(listed.verify(k, sig, &[9; 32], spec).is_err());
+    if let Some(n) = nonce_from_hex(s) {
+        assert_eq!(nonce_from_hex(&nonce_hex(&n)), Some(n));
+    }
+}
+
+/// The server's handshake against a hostile control stream (see the target for the layout):
+/// nothing is admitted without the listed key's proof, the session always ends, no panic.
+fn server_handshake(data: &[u8]) {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    use wanperf_proto::auth::{AuthorizedKeys, PrivateKey};
+    use wanperf_proto::msg::{HostCapture, Msg, SideInterval, SideReport, TestSpec};
+    use wanperf_proto::server::{Limits, ServerAction, ServerSession, Timeouts};
+    const NONCE: [u8; 32] = [9; 32];
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let genuine = mode & 1 == 1;
+    let key = PrivateKey::from_seed([7; 32], "fuzz");
+    let keys = Arc::new(AuthorizedKeys::parse(&key.public().to_line()).unwrap());
+    let spec = TestSpec::tcp(1, 1.0);
+    let spec_json = serde_json::to_string(&spec).unwrap();
+    let mut stream = Vec::new();
+    if genuine {
+        stream.extend(encode(&Msg::Request { software: "fuzz".into(), spec: spec.clone() }));
+        stream.extend(encode(&Msg::Auth {
+            key: key.public().to_line(),
+            spec: spec_json.clone(),
+            signature: key.sign(&NONCE, &spec_json),
+        }));
+    }
+    stream.extend_from_slice(rest);
+    let base = Instant::now();
+    let mut s = ServerSession::new(
+        base,
+        Limits::default(),
+        Timeouts::default(),
+        0,
+        [5; 16],
+        "fuzz".into(),
+        HostCapture::default(),
+    );
+    s.require_auth(keys, NONCE);
+    let mut dec = FrameDecoder::new();
+    dec.set_max_payload(64 * 1024);
+    dec.push(&stream);
+    let mut now = base;
+    let mut prepared = 0;
+    let mut drain = |s: &mut ServerSession, dec: &mut FrameDecoder, now: Instant| {
+        for _ in 0..64 {
+            let mut any = false;
+            while let Some(m) = s.poll_transmit() {
+                any = true;
+                if matches!(m, Msg::Accepted { .. } | Msg::Ready | Msg::Results { .. }) {
+                    assert!(genuine, "{} sent without a proof", m.kind());
+                }
+            }
+            while let Some(a) = s.poll_action() {
+                any = true;
+                match a {
+                    ServerAction::Prepare(p) => {
+                        assert!(genuine, "test admitted without a valid proof");
+                        assert_eq!(p, spec);
+                        prepared += 1;
+                        dec.set_max_payload(wanperf_proto::frame::MAX_PAYLOAD);
+                        s.handle_prepared(now, vec![]);
+                        if mode & 2 == 2 {
+                            for id in 0..p.connections() {
+                                let _ = s.handle_stream(now, id);
+                            }
+                        }
+                        if mode & 4 == 4 {
+                            let _ = s.handle_stream(now, u32::from(mode >> 3));
+                        }
+                    }
+                    ServerAction::Collect => {
+                        s.queue_interval(SideInterval::default());
+                        s.handle_local_report(SideReport::default());
+                    }
+                    _ => {}
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+        if !genuine {
+            assert!(!s.is_admitted());
+        }
+    };
+    for _ in 0..1000 {
+        if s.is_finished() {
+            break;
+        }
+        let at = stream.len() - dec.buffered();
+        let ms = stream.get(at + 6..at + 8).map_or(0, |r| u16::from_be_bytes([r[0], r[1]]));
+        let msg = match dec.next_msg() {
+            Ok(Some(m)) => m,
+            Ok(None) | Err(_) => break,
+        };
+        now += Duration::from_millis(u64::from(ms));
+        if s.poll_timeout().is_some_and(|t| now >= t) {
+            let _ = s.handle_timeout(now);
+            drain(&mut s, &mut dec, now);
+        }
+        let _ = s.handle_msg(now, msg);
+        drain(&mut s, &mut dec, now);
+    }
+    let _ = s.handle_closed();
+    drain(&mut s, &mut dec, now);
+    assert!(s.is_finished());
+    assert!(prepared <= 1);
+}
+
 // --- One test per target. ---
 
 #[test]
@@ -241,6 +386,16 @@ fn corpus_import_ping() {
 #[test]
 fn corpus_units() {
     replay("units");
+}
+
+#[test]
+fn corpus_auth_keys() {
+    replay("auth_keys");
+}
+
+#[test]
+fn corpus_server_handshake() {
+    replay("server_handshake");
 }
 
 /// Writes the seeds made by the protocol's own encoders (run with `--ignored`).
