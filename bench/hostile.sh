@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scale=${1:-10}
-for round in 1 2 3; do
+rounds=${ROUNDS:-3}
+for round in $(seq 1 "$rounds"); do
     echo "== round $round: scale $scale"
     WANPERF_HOSTILE_SCALE=$scale cargo test --release -q -p wanperf --test hostile -- --nocapture 2>&1 \
         | grep -E "^hostile crowd|test result|panicked|memory:|descriptors:|threads:"
