@@ -205,7 +205,8 @@ pub fn nonce_hex(n: &[u8; NONCE_LEN]) -> String {
 
 /// Parses a nonce from hex.
 pub fn nonce_from_hex(s: &str) -> Option<[u8; NONCE_LEN]> {
-    if s.len() != 2 * NONCE_LEN || !s.is_ascii() {
+    // Hex digits only: from_str_radix alone would also take a `+` sign in a pair.
+    if s.len() != 2 * NONCE_LEN || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let mut n = [0u8; NONCE_LEN];
@@ -284,6 +285,16 @@ mod tests {
 
     fn spec() -> String {
         serde_json::to_string(&crate::msg::TestSpec::tcp(2, 1.0)).unwrap()
+    }
+
+    #[test]
+    fn nonces_are_exactly_64_hex_digits() {
+        let n = [0xa9; NONCE_LEN];
+        assert_eq!(nonce_from_hex(&nonce_hex(&n)), Some(n));
+        assert_eq!(nonce_from_hex(&"+9".repeat(NONCE_LEN)), None); // found by the auth_keys fuzzer
+        assert_eq!(nonce_from_hex(&"A9".repeat(NONCE_LEN)), Some(n));
+        assert_eq!(nonce_from_hex(&"a9".repeat(NONCE_LEN - 1)), None);
+        assert_eq!(nonce_from_hex(&"é".repeat(NONCE_LEN)), None);
     }
 
     #[test]
