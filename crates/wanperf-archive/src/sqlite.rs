@@ -96,7 +96,6 @@ impl SqliteStore {
     /// An archive in memory (for tests and throwaway use).
     pub fn in_memory() -> Result<SqliteStore> {
         let mut store = SqliteStore::setup(Connection::open_in_memory().map_err(db)?, None)?;
-        store.conn.execute_batch("PRAGMA foreign_keys = ON;").map_err(db)?;
         store.migrate()?;
         Ok(store)
     }

@@ -115,7 +115,6 @@ struct GateState {
     total: u32,
     per_host: HashMap<IpAddr, u32>,
     expected: HashMap<IpAddr, u32>,
-    expected_total: u32,
 }
 
 /// The address a per-host cap counts: IPv4 (also when mapped into IPv6), or the IPv6 /64.
@@ -163,7 +162,7 @@ impl Shared {
         if here >= gate.max_pending_per_host + expected {
             return Err(format!("{here} of its connections are in handshake (--max-handshakes-per-host)"));
         }
-        if g.total >= gate.max_pending + g.expected_total {
+        if g.total >= gate.max_pending + g.expected.values().sum::<u32>() {
             return Err(format!("{} connections are in handshake (--max-handshakes)", g.total));
         }
         g.total += 1;
@@ -177,13 +176,10 @@ impl Shared {
         let host = host_of(ip);
         if let Ok(mut g) = self.gate.lock() {
             let e = g.expected.entry(host).or_insert(0);
-            let before = *e;
             *e = (i64::from(*e) + n).max(0) as u32;
-            let after = *e;
-            if after == 0 {
+            if *e == 0 {
                 g.expected.remove(&host);
             }
-            g.expected_total = (i64::from(g.expected_total) + i64::from(after) - i64::from(before)).max(0) as u32;
         }
     }
 

@@ -256,7 +256,8 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
     }
     let streams = list(&a.streams, "streams", parse_streams)?;
     let windows = list(&a.window, "window", parse_window)?;
-    crate::keys::client_key(a.key.as_deref())?; // a bad key file fails before anything runs
+    // Read once, before anything runs (a bad key file fails at once).
+    let key = crate::keys::client_key(a.key.as_deref())?;
     let load_s = secs("--load-time", &a.load_time)?;
     let idle_s = secs("--idle-time", &a.idle_time)?;
     let interval = secs("--interval", &a.interval)?;
@@ -284,15 +285,16 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
             if let Some(b) = &bar {
                 b.set_message(format!("{n} stream(s), window {}", w.map_or("auto".into(), fmt_bytes)));
             }
-            let (cell, detail, failed) = match run_cell(&a, n, w, load_s, idle_s, interval, timeout, cell_secs) {
-                Ok(r) => r,
-                Err(e) => {
-                    // E.g. the server went away before this cell's first probe: the cells
-                    // measured so far still come out, marked incomplete.
-                    error = Some(format!("{e:#}"));
-                    break 'sweep;
-                }
-            };
+            let (cell, detail, failed) =
+                match run_cell(&a, key.as_ref(), n, w, load_s, idle_s, interval, timeout, cell_secs) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        // E.g. the server went away before this cell's first probe: the cells
+                        // measured so far still come out, marked incomplete.
+                        error = Some(format!("{e:#}"));
+                        break 'sweep;
+                    }
+                };
             if a.json {
                 detail.print(cells.len())?;
                 println!("{}", serde_json::to_string(&cell)?);
@@ -326,6 +328,7 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
 #[allow(clippy::too_many_arguments)]
 fn run_cell(
     a: &LoadArgs,
+    key: Option<&std::sync::Arc<wanperf_proto::auth::PrivateKey>>,
     streams: u32,
     window: Option<u64>,
     load_s: f64,
@@ -334,7 +337,6 @@ fn run_cell(
     timeout: f64,
     cell_secs: f64,
 ) -> Result<(Cell, CellDetail, Option<String>)> {
-    let key = crate::keys::client_key(a.key.as_deref())?;
     let probes = (cell_secs / interval).ceil() as u64;
     let pcfg = PingConfig {
         host: a.host.clone(),
@@ -374,7 +376,7 @@ fn run_cell(
             timeout: Duration::from_secs(5),
             drop_every: None,
             software: crate::tput::software(),
-            key: key.clone(),
+            key: key.cloned(),
         };
         load_iv.offset_s = start;
         let end = client::run(&cfg, &mut load_iv, &INTERRUPTED);
