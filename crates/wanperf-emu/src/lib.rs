@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod fabric;
 pub mod link;
 pub mod netns;
 pub mod packet;

@@ -139,6 +139,25 @@ impl<P> Link<P> {
         }
     }
 
+    /// Changes the link's configuration while it runs (`net set`): packets already queued or
+    /// in flight keep their times; new arrivals meet the new rate, delay, queue, loss and
+    /// policer (whose bucket starts full).
+    pub fn set_config(&mut self, cfg: DirConfig) {
+        if cfg.policer != self.cfg.policer {
+            self.tokens = cfg.policer.map_or(0.0, |p| p.burst_bytes as f64);
+        }
+        if cfg.rate != self.cfg.rate {
+            self.trace_idx = 0;
+            self.trace_cycle = 0;
+        }
+        self.cfg = cfg;
+    }
+
+    /// The current configuration.
+    pub fn config(&self) -> &DirConfig {
+        &self.cfg
+    }
+
     /// Sets what re-marking does to a packet's bytes (the runtime rewrites its DSCP).
     pub fn set_remark_hook(&mut self, hook: fn(&mut P)) {
         self.remark_hook = Some(hook);

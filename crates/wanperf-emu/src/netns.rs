@@ -338,3 +338,25 @@ pub fn packet_socket(name: &str, vnet: bool) -> Result<OwnedFd, EnvError> {
     }
     Ok(fd)
 }
+
+/// Adds a route in the calling thread's namespace: `dst/prefix` via `gateway` out of
+/// interface `oif` (main table, static, universe scope).
+pub fn add_route(dst: IpAddr, prefix: u8, gateway: IpAddr, oif: u32) -> Result<(), EnvError> {
+    use netlink_packet_route::route::{RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType};
+    let mut m = RouteMessage::default();
+    m.header.address_family = if dst.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
+    m.header.destination_prefix_length = prefix;
+    m.header.table = RouteHeader::RT_TABLE_MAIN;
+    m.header.protocol = RouteProtocol::Static;
+    m.header.scope = RouteScope::Universe;
+    m.header.kind = RouteType::Unicast;
+    m.attributes.push(RouteAttribute::Destination(dst.into()));
+    m.attributes.push(RouteAttribute::Gateway(gateway.into()));
+    m.attributes.push(RouteAttribute::Oif(oif));
+    netlink_request("add route", RouteNetlinkMessage::NewRoute(m), NLM_F_CREATE | NLM_F_EXCL)
+}
+
+/// Writes a sysctl of the calling thread's network namespace (`net/ipv4/ip_forward`).
+pub fn sysctl(key: &'static str, value: &str) -> Result<(), EnvError> {
+    std::fs::write(format!("/proc/sys/{key}"), value).map_err(|err| EnvError::Sys { what: key, err })
+}

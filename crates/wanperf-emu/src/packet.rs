@@ -168,3 +168,16 @@ mod tests {
         assert_eq!(parse(&[0x99; 60]), Headers::default());
     }
 }
+
+/// The source address of an ICMP or ICMPv6 packet (an IP packet as on a TUN), None for
+/// anything else: what a router's ICMP shaping looks at.
+pub fn icmp_source(p: &[u8]) -> Option<std::net::IpAddr> {
+    match p.first()? >> 4 {
+        4 if p.len() >= 20 && p[9] == 1 => Some(std::net::IpAddr::from([p[12], p[13], p[14], p[15]])),
+        6 if p.len() >= 40 && p[6] == 58 => {
+            let src: [u8; 16] = p[8..24].try_into().ok()?;
+            Some(std::net::IpAddr::from(src))
+        }
+        _ => None,
+    }
+}

@@ -1,27 +1,17 @@
-//! The running emulated path: namespaces `left` and `right`, a TUN device in each, and one
-//! I/O thread that moves packets between them through a [`Link`] per direction.
-//!
-//! The I/O loop is the only part that sleeps. It reads what the TUNs have, hands each packet
-//! to its direction's link with the current time, writes out what the links say is due, and
-//! sleeps (ppoll with a nanosecond timeout, 1 µs timer slack) until the next event. How late
-//! each packet leaves against its theoretical time is recorded.
+//! The running emulated path: namespaces `left` and `right`, a TUN device in each, joined
+//! by one link of the network engine ([`crate::fabric`]): the two-host special case of
+//! `wanperf net`, with the same I/O loop.
 
-use crate::config::{DirConfig, Nanos};
-use crate::link::{ClassCounters, Link, Verdict, CLASSES};
+use crate::config::DirConfig;
+use crate::fabric::{End, Fabric, LinkSpec};
 use crate::netns::{self, EnvError, Netns};
 use crate::packet;
-use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Instant;
 
 /// The left host's IPv4 address.
 pub const LEFT_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -34,11 +24,6 @@ pub const RIGHT_V6: Ipv6Addr = Ipv6Addr::new(0xfd57, 0x414e, 0, 0, 0, 0, 0, 2);
 /// Ethernet header length (veth backend).
 const ETHERNET_HEADER: usize = 14;
 
-/// Most packets read from one TUN per turn of the I/O loop.
-const READ_BATCH: usize = 16;
-
-/// How long before an event the I/O loop stops sleeping and polls instead.
-const SPIN_NS: Nanos = 250_000;
 
 /// Name of the TUN device on both hosts.
 pub const DEVICE: &str = "wan0";
@@ -92,27 +77,7 @@ pub struct PathConfig {
 /// The niceness `path run` gives the hosts' commands unless told otherwise.
 pub const DEFAULT_HOST_NICE: i32 = 10;
 
-/// Scheduling lateness: how long after its theoretical time a packet was written out.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Lateness {
-    /// Median, µs.
-    pub p50_us: f64,
-    /// 99th percentile, µs.
-    pub p99_us: f64,
-    /// Maximum, µs.
-    pub max_us: f64,
-}
-
-/// Counters of one direction.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DirStats {
-    /// Per class.
-    pub classes: BTreeMap<String, ClassCounters>,
-    /// The emulator's own lateness.
-    pub lateness: Lateness,
-    /// Packets the TUN refused on write.
-    pub write_errors: u64,
-}
+pub use crate::fabric::{offload_wire, DirStats, Lateness};
 
 /// Counters of both directions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -128,9 +93,7 @@ pub struct Path {
     left: Netns,
     right: Netns,
     _middle: Option<Netns>,
-    stop: Arc<AtomicBool>,
-    live: Arc<Mutex<PathStats>>,
-    io: Option<JoinHandle<PathStats>>,
+    fabric: Fabric,
     host_nice: i32,
 }
 
@@ -219,25 +182,26 @@ impl Path {
             }
             Err(e) => return Err(e),
         };
-        let mut up = Link::new(cfg.up.clone(), cfg.seed);
-        let mut down = Link::new(cfg.down.clone(), cfg.seed.wrapping_add(0x9e37_79b9));
         // Policed packets leave re-marked, as a router's would (policers run without offload,
         // so the buffer starts with the IP header).
-        let hook = if l2 == 0 { packet::remark_scavenger } else { packet::remark_scavenger_eth };
-        up.set_remark_hook(hook);
-        down.set_remark_hook(hook);
-        let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        let live = Arc::new(Mutex::new(PathStats::default()));
-        let live2 = live.clone();
-        let mtu = cfg.mtu as usize;
-        let io = std::thread::Builder::new()
-            .name("wanperf-path".into())
-            .spawn(move || {
-                io_loop(Io { left_tun: tl, right_tun: tr, up, down, mtu, offload, pull, l2 }, &s2, &live2, log)
-            })
-            .map_err(|e| EnvError::Sys { what: "starting the I/O thread", err: e })?;
-        Ok(Path { left, right, _middle: middle, stop, live, io: Some(io), host_nice: cfg.host_nice })
+        let remark = if l2 == 0 { packet::remark_scavenger } else { packet::remark_scavenger_eth };
+        // The two-host case of the network engine: one link, a = left, b = right.
+        let link = LinkSpec {
+            name: "path".into(),
+            dir_names: ["up".into(), "down".into()],
+            a: End { fd: tl, icmp: None },
+            b: End { fd: tr, icmp: None },
+            ab: cfg.up.clone(),
+            ba: cfg.down.clone(),
+            mtu: cfg.mtu,
+            offload,
+            pull,
+            l2,
+            seed: cfg.seed,
+            remark,
+        };
+        let fabric = Fabric::start(vec![link], Vec::new(), log)?;
+        Ok(Path { left, right, _middle: middle, fabric, host_nice: cfg.host_nice })
     }
 
     /// A command that will run inside `host`, with `WANPERF_PEER` set to the other host.
@@ -272,7 +236,7 @@ impl Path {
 
     /// The counters so far (refreshed every 100 ms).
     pub fn stats(&self) -> PathStats {
-        self.live.lock().map(|g| g.clone()).unwrap_or_default()
+        to_path_stats(self.fabric.stats())
     }
 
     /// The descriptor that keeps `host`'s network namespace alive (for `/proc/PID/fd/N`).
@@ -284,257 +248,12 @@ impl Path {
     }
 
     /// Stops forwarding and returns the counters.
-    pub fn stop(mut self) -> PathStats {
-        self.stop.store(true, Ordering::Release);
-        self.io.take().and_then(|h| h.join().ok()).unwrap_or_default()
+    pub fn stop(self) -> PathStats {
+        let Path { fabric, .. } = self;
+        to_path_stats(fabric.stop())
     }
 }
 
-impl Drop for Path {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.io.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-struct Dir {
-    link: Link<Vec<u8>>,
-    late: Histogram<u64>,
-    write_errors: u64,
-    name: &'static str,
-}
-
-impl Dir {
-    fn stats(&self) -> DirStats {
-        let c = self.link.counters();
-        DirStats {
-            classes: CLASSES.iter().zip(c.iter()).map(|(n, c)| (n.to_string(), c.clone())).collect(),
-            lateness: Lateness {
-                p50_us: self.late.value_at_quantile(0.5) as f64 / 1000.0,
-                p99_us: self.late.value_at_quantile(0.99) as f64 / 1000.0,
-                max_us: self.late.max() as f64 / 1000.0,
-            },
-            write_errors: self.write_errors,
-        }
-    }
-}
-
-/// Wire size and segment count of a packet read from an offloading TUN (virtio-net header
-/// first): a TSO super-packet stands for ceil(payload / gso_size) packets, each with headers.
-pub fn offload_wire(buf: &[u8], l2: usize) -> (usize, u32) {
-    let ip = &buf[(netns::VNET_HDR_LEN + l2).min(buf.len())..];
-    let gso_type = buf.get(1).copied().unwrap_or(0) & 0x7f;
-    let gso_size = buf.get(4..6).map_or(0, |b| u16::from_le_bytes([b[0], b[1]])) as usize;
-    if gso_type == 0 || gso_size == 0 {
-        return (ip.len() + l2, 1);
-    }
-    let l34 = packet::header_len(ip).min(ip.len());
-    let payload = ip.len() - l34;
-    let segs = payload.div_ceil(gso_size).max(1);
-    (payload + segs * (l34 + l2), segs as u32)
-}
-
-/// How packets come off a host's device.
-#[derive(Clone, Copy)]
-struct ReadMode {
-    mtu: usize,
-    offload: bool,
-    pull: bool,
-    l2: usize,
-}
-
-impl ReadMode {
-    /// The largest packet a read can return (offload: a 64 KiB super-packet).
-    fn read_size(self) -> usize {
-        let packet = if self.offload { 65_536 + netns::VNET_HDR_LEN } else { self.mtu.max(1500) };
-        packet + 64 + self.l2
-    }
-}
-
-/// Reads one packet, if the device has one, into its link; tells whether it did.
-fn read_one(
-    fd: RawFd,
-    dir: &mut Dir,
-    clock: &dyn Fn() -> Nanos,
-    m: ReadMode,
-    pool: &mut Buffers,
-    log: &mut Option<Box<dyn Write + Send>>,
-) -> bool {
-    let ReadMode { offload, pull, l2, .. } = m;
-    // Each packet is stamped when it is read: a stamp from before a batch would let
-    // later packets of the batch through early.
-    let now = clock();
-    if pull && !dir.link.idle(now) {
-        return false;
-    }
-    let mut buf = pool.take();
-    // SAFETY: buf is valid for its length.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-    if n <= 0 {
-        pool.keep(buf);
-        return false;
-    }
-    let buf = pool.fit(buf, n as usize);
-    let (h, len, segs) = if offload {
-        let (wire, segs) = offload_wire(&buf, l2);
-        (packet::parse(&buf[(netns::VNET_HDR_LEN + l2).min(buf.len())..]), wire, segs)
-    } else {
-        (packet::parse(&buf[l2.min(buf.len())..]), buf.len(), 1)
-    };
-    let now = clock();
-    let v = dir.link.push_segments(now, buf, len, segs, h);
-    if let Some(l) = log.as_mut() {
-        let what = match v {
-            Verdict::Queued(c) => format!("arrive {len} queued {}", CLASSES[c]),
-            Verdict::Remarked => format!("arrive {len} remarked scavenger"),
-            Verdict::Dropped(r) => {
-                format!("drop {len} {}", serde_json::to_string(&r).unwrap_or_default().trim_matches('"'))
-            }
-        };
-        let _ = writeln!(l, "{now} {} {what}", dir.name);
-    }
-    true
-}
-
-/// Read buffers: a large packet travels in the buffer it was read into, which comes back
-/// here once written; a small one (an ACK) is copied out so it holds no large buffer while
-/// it waits in the delay line.
-struct Buffers {
-    size: usize,
-    spare: Vec<Vec<u8>>,
-}
-
-impl Buffers {
-    const SMALL: usize = 4096;
-    const KEEP: usize = 256;
-
-    fn take(&mut self) -> Vec<u8> {
-        self.spare.pop().unwrap_or_else(|| vec![0; self.size])
-    }
-
-    fn fit(&mut self, mut buf: Vec<u8>, n: usize) -> Vec<u8> {
-        if n <= Self::SMALL {
-            let small = buf[..n].to_vec();
-            self.keep(buf);
-            small
-        } else {
-            buf.truncate(n);
-            buf
-        }
-    }
-
-    fn keep(&mut self, mut buf: Vec<u8>) {
-        if buf.capacity() >= self.size && self.spare.len() < Self::KEEP {
-            buf.resize(self.size, 0);
-            self.spare.push(buf);
-        }
-    }
-}
-
-fn write_due(fd: RawFd, dir: &mut Dir, now: Nanos, pool: &mut Buffers, log: &mut Option<Box<dyn Write + Send>>) {
-    while let Some((pkt, at)) = dir.link.pop(now) {
-        // SAFETY: pkt is a valid buffer.
-        let n = unsafe { libc::write(fd, pkt.as_ptr().cast(), pkt.len()) };
-        if n < 0 {
-            dir.write_errors += 1;
-        }
-        let _ = dir.late.record(now.saturating_sub(at).max(1));
-        if let Some(l) = log.as_mut() {
-            let _ = writeln!(l, "{now} {} depart {} due {at}", dir.name, pkt.len());
-        }
-        pool.keep(pkt);
-    }
-}
-
-/// What the I/O thread owns.
-struct Io {
-    left_tun: OwnedFd,
-    right_tun: OwnedFd,
-    up: Link<Vec<u8>>,
-    down: Link<Vec<u8>>,
-    mtu: usize,
-    offload: bool,
-    /// Read a packet only when its link is free: the sending host's interface queue
-    /// (txqueuelen) then holds the backlog, where a real NIC's would.
-    pull: bool,
-    /// Link-layer header before the IP packet (0 on TUN, 14 on veth).
-    l2: usize,
-}
-
-fn io_loop(io: Io, stop: &AtomicBool, live: &Mutex<PathStats>, mut log: Option<Box<dyn Write + Send>>) -> PathStats {
-    crate::netns::set_timer_slack();
-    let hist = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-    let Io { left_tun: tl, right_tun: tr, up, down, mtu, offload, pull, l2 } = io;
-    let mut up = Dir { link: up, late: hist(), write_errors: 0, name: "up" };
-    let mut down = Dir { link: down, late: hist(), write_errors: 0, name: "down" };
-    let start = Instant::now();
-    let now_ns = || start.elapsed().as_nanos() as Nanos;
-    let (l, r) = (tl.as_raw_fd(), tr.as_raw_fd());
-    let mode = ReadMode { mtu, offload, pull, l2 };
-    let mut pool = Buffers { size: mode.read_size(), spare: Vec::new() };
-    let mut published = 0;
-    while !stop.load(Ordering::Acquire) {
-        let now = now_ns();
-        if now - published >= 100_000_000 {
-            if let Ok(mut g) = live.lock() {
-                *g = PathStats { up: up.stats(), down: down.stats() };
-            }
-            published = now;
-        }
-        // Due packets leave before more are read, and between every read: when the hosts send
-        // faster than one thread can carry, the backlog waits in the hosts' device queues (as
-        // behind a real busy NIC), not in packets that are already due.
-        for _ in 0..READ_BATCH {
-            let now = now_ns();
-            write_due(r, &mut up, now, &mut pool, &mut log);
-            write_due(l, &mut down, now, &mut pool, &mut log);
-            let got = read_one(l, &mut up, &now_ns, mode, &mut pool, &mut log)
-                | read_one(r, &mut down, &now_ns, mode, &mut pool, &mut log);
-            if !got {
-                break;
-            }
-        }
-        let now = now_ns();
-        write_due(r, &mut up, now, &mut pool, &mut log);
-        write_due(l, &mut down, now, &mut pool, &mut log);
-        let now = now_ns();
-        let mut next = [up.link.next_event(), down.link.next_event()].into_iter().flatten().min();
-        if pull {
-            // Come back when a busy transmitter frees up to pull the next packet.
-            for d in [&up, &down] {
-                let f = d.link.free_at();
-                if f > now {
-                    next = Some(next.map_or(f, |n| n.min(f)));
-                }
-            }
-        }
-        let wait = next.map_or(50_000_000, |t| t.saturating_sub(now)).min(50_000_000);
-        // Waking from a sleep takes tens of µs: sleep until shortly before the event, then
-        // poll without sleeping for the rest, so packets leave on time.
-        if wait <= SPIN_NS {
-            if wait > 0 {
-                std::hint::spin_loop();
-            }
-            continue;
-        }
-        let wait = wait - SPIN_NS;
-        // A pulling reader does not wait on a TUN whose link is busy.
-        let want = |d: &Dir| if pull && !d.link.idle(now) { 0 } else { libc::POLLIN };
-        let mut fds = [
-            libc::pollfd { fd: l, events: want(&up), revents: 0 },
-            libc::pollfd { fd: r, events: want(&down), revents: 0 },
-        ];
-        let ts = libc::timespec {
-            tv_sec: (wait / 1_000_000_000) as libc::time_t,
-            tv_nsec: (wait % 1_000_000_000) as libc::c_long,
-        };
-        // SAFETY: two valid pollfds and a valid timespec.
-        unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
-    }
-    if let Some(l) = log.as_mut() {
-        let _ = l.flush();
-    }
-    PathStats { up: up.stats(), down: down.stats() }
+fn to_path_stats(links: Vec<crate::fabric::LinkStats>) -> PathStats {
+    links.into_iter().next().map(|l| PathStats { up: l.ab, down: l.ba }).unwrap_or_default()
 }

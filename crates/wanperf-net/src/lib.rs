@@ -1,0 +1,13 @@
+//! Emulated networks for wanperf: hosts and routers in their own network namespaces, joined by
+//! emulated links, with the kernel doing the forwarding and the ICMP.
+//!
+//! The pure part ([`topo`], [`plan`], [`linkopts`], [`gen`]) turns a topology file into
+//! interfaces, addresses and routes and decides when cross traffic arrives; the I/O shell
+//! ([`run`]) builds the namespaces and moves packets through `wanperf-emu`'s link cells.
+
+pub mod gen;
+pub mod linkopts;
+pub mod plan;
+pub mod presets;
+pub mod run;
+pub mod topo;

@@ -1,0 +1,347 @@
+//! The running network: a network namespace per host and router, a device per interface,
+//! addresses, routes and sysctls set over rtnetlink and /proc/sys from inside each namespace,
+//! and the emulator's I/O loop ([`wanperf_emu::fabric`]) carrying every link.
+//!
+//! Routers are namespaces with the kernel's forwarding on: TTL expiry, ICMP time-exceeded and
+//! unreachable, fragmentation-needed / packet-too-big and ICMP rate limiting are the kernel's.
+//! Nothing is mounted and every namespace is anonymous, held by a descriptor of this process
+//! (and the processes inside), so however the owner ends the kernel removes everything.
+
+use crate::gen::Generator;
+use crate::plan::Plan;
+use crate::topo::{NodeKind, Topology, Traffic};
+use std::net::IpAddr;
+use std::os::fd::{OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use wanperf_emu::config::{DirConfig, LossModel};
+use wanperf_emu::fabric::{Control, End, Fabric, IcmpShape, Injection, Injector, LinkSpec, LinkStats};
+use wanperf_emu::netns::{self, EnvError, Netns};
+use wanperf_emu::packet;
+
+const ETHERNET_HEADER: usize = 14;
+
+/// How the network runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Niceness of commands run on hosts (the I/O loop keeps normal priority).
+    pub host_nice: i32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { host_nice: 10 }
+    }
+}
+
+/// A running network; dropping it stops the links and frees every namespace.
+pub struct Network {
+    topo: Topology,
+    plan: Plan,
+    nodes: Vec<Netns>,
+    _middle: Option<Netns>,
+    fabric: Fabric,
+    host_nice: i32,
+    /// Current link configurations (what `set` changes).
+    configs: Vec<(DirConfig, DirConfig)>,
+}
+
+impl Injector for Generator {
+    fn next_at(&self) -> Option<u64> {
+        Generator::next_at(self)
+    }
+    fn pop(&mut self, now: u64) -> Option<u64> {
+        Generator::pop(self, now)
+    }
+}
+
+/// Per-link decisions: offload moves 64 KiB super-packets but loss and policers need
+/// per-packet decisions; a configured txqueuelen needs the device queue to count real
+/// packets (pull mode, no offload).
+fn link_modes(t: &Topology, li: usize) -> (bool, bool) {
+    let l = &t.links[li];
+    let pull = t.nodes[l.a].txqueuelen.is_some() || t.nodes[l.b].txqueuelen.is_some();
+    let offload = !pull && [&l.ab, &l.ba].iter().all(|d| d.loss == LossModel::None && d.policer.is_none());
+    (offload, pull)
+}
+
+/// Sysctls every node gets, and a router's extras.
+fn configure_node(kind: &NodeKind) -> Result<(), EnvError> {
+    // Asymmetric routes are the point of some topologies: no reverse-path filtering, and
+    // routers do not redirect hosts around themselves.
+    for k in ["net/ipv4/conf/all/rp_filter", "net/ipv4/conf/default/rp_filter"] {
+        netns::sysctl(k, "0")?;
+    }
+    // Hosts tuned for long fat paths, as the seeds' were (autotuning up to 64 MiB).
+    netns::sysctl("net/ipv4/tcp_rmem", "4096 131072 67108864")?;
+    netns::sysctl("net/ipv4/tcp_wmem", "4096 16384 67108864")?;
+    match kind {
+        NodeKind::Host => {
+            // A new namespace starts with ping sockets closed ("1 0"); real hosts let users ping.
+            netns::sysctl("net/ipv4/ping_group_range", "0 2147483647")?;
+        }
+        NodeKind::Router(o) => {
+            netns::sysctl("net/ipv4/ip_forward", "1")?;
+            netns::sysctl("net/ipv6/conf/all/forwarding", "1")?;
+            netns::sysctl("net/ipv6/conf/default/forwarding", "1")?;
+            for k in ["net/ipv4/conf/all/send_redirects", "net/ipv4/conf/default/send_redirects"] {
+                netns::sysctl(k, "0")?;
+            }
+            if let Some(ms) = o.icmp_ratelimit_ms {
+                netns::sysctl("net/ipv4/icmp_ratelimit", &ms.to_string())?;
+                netns::sysctl("net/ipv6/icmp/ratelimit", &ms.to_string())?;
+            }
+            if let Some(n) = o.icmp_msgs_per_sec {
+                netns::sysctl("net/ipv4/icmp_msgs_per_sec", &n.to_string())?;
+            }
+            if let Some(n) = o.icmp_msgs_burst {
+                netns::sysctl("net/ipv4/icmp_msgs_burst", &n.to_string())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn configure_iface(dev: &str, i: &crate::plan::Iface) -> Result<u32, EnvError> {
+    let idx = netns::ifindex(dev)?;
+    netns::set_link(idx, Some(i.mtu), i.txqueuelen)?;
+    netns::add_address(idx, IpAddr::V4(i.v4), 24)?;
+    netns::add_address(idx, IpAddr::V6(i.v6), 64)?;
+    Ok(idx)
+}
+
+impl Network {
+    /// Builds the network and starts forwarding.
+    pub fn start(topo: &Topology, opts: &Options, log: Option<Box<dyn std::io::Write + Send>>) -> Result<Network, EnvError> {
+        let plan = Plan::new(topo).map_err(|e| EnvError::Sys { what: "planning addresses", err: std::io::Error::other(e.to_string()) })?;
+        let mut nodes = Vec::with_capacity(topo.nodes.len());
+        for n in &topo.nodes {
+            let ns = Netns::new()?;
+            let kind = n.kind.clone();
+            ns.run(move || configure_node(&kind))??;
+            nodes.push(ns);
+        }
+        // Devices: TUN where this user may open /dev/net/tun, else veth pairs into a middle
+        // namespace read through packet sockets (same as `path`).
+        let first_offload = topo.links.first().map(|_| link_modes(topo, 0).0).unwrap_or(false);
+        let probe = nodes[0].run(move || netns::create_tun("wanprobe", first_offload).map(drop))?;
+        let veth = matches!(probe, Err(EnvError::TunAccess));
+        if let Err(e) = probe {
+            if !veth {
+                return Err(e);
+            }
+        }
+        let middle = if veth { Some(Netns::new()?) } else { None };
+        let mut ends: Vec<[Option<OwnedFd>; 2]> = Vec::new();
+        for (li, _) in topo.links.iter().enumerate() {
+            let (offload, _) = link_modes(topo, li);
+            let (ia, ib) = plan.ends[li];
+            let mut pair: [Option<OwnedFd>; 2] = [None, None];
+            for (side, ii) in [ia, ib].into_iter().enumerate() {
+                let iface = plan.ifaces[ii].clone();
+                let ns = &nodes[iface.node];
+                if let Some(m) = &middle {
+                    let far = format!("l{li}{}", if side == 0 { 'a' } else { 'b' });
+                    let (dev, nsfd, mtu) = (iface.dev.clone(), ns.raw_fd(), iface.mtu);
+                    let far2 = far.clone();
+                    m.run(move || -> Result<(), EnvError> {
+                        netns::create_veth(&far2, &dev, nsfd)?;
+                        netns::set_link(netns::ifindex(&far2)?, Some(mtu), None)
+                    })??;
+                    ns.run(move || -> Result<(), EnvError> {
+                        if !offload {
+                            netns::disable_segmentation(&iface.dev)?;
+                        }
+                        configure_iface(&iface.dev, &iface).map(drop)
+                    })??;
+                    pair[side] = Some(m.run(move || netns::packet_socket(&far, offload))??);
+                } else {
+                    pair[side] = Some(ns.run(move || -> Result<OwnedFd, EnvError> {
+                        let fd = netns::create_tun(&iface.dev, offload)?;
+                        configure_iface(&iface.dev, &iface)?;
+                        Ok(fd)
+                    })??);
+                }
+            }
+            ends.push(pair);
+        }
+        // Routes, once every device exists.
+        for (ni, ns) in nodes.iter().enumerate() {
+            let routes: Vec<(IpAddr, u8, IpAddr, String)> = plan
+                .routes
+                .iter()
+                .filter(|r| r.node == ni)
+                .map(|r| (r.dst, r.prefix, r.via, plan.ifaces[r.iface].dev.clone()))
+                .collect();
+            ns.run(move || -> Result<(), EnvError> {
+                for (dst, prefix, via, dev) in routes {
+                    netns::add_route(dst, prefix, via, netns::ifindex(&dev)?)?;
+                }
+                Ok(())
+            })??;
+        }
+        let l2 = if veth { ETHERNET_HEADER } else { 0 };
+        let remark = if l2 == 0 { packet::remark_scavenger } else { packet::remark_scavenger_eth };
+        let shape = |node: usize| -> Option<IcmpShape> {
+            match &topo.nodes[node].kind {
+                NodeKind::Router(o) if o.icmp_silent || o.icmp_delay_ns > 0 || o.icmp_jitter_ns > 0 => Some(IcmpShape {
+                    addrs: plan.ifaces_of(node).flat_map(|i| [IpAddr::V4(i.v4), IpAddr::V6(i.v6)]).collect(),
+                    delay_ns: o.icmp_delay_ns,
+                    jitter_ns: o.icmp_jitter_ns,
+                    silent: o.icmp_silent,
+                }),
+                _ => None,
+            }
+        };
+        let mut specs = Vec::new();
+        for (li, (l, [a, b])) in topo.links.iter().zip(ends).enumerate() {
+            let (offload, pull) = link_modes(topo, li);
+            specs.push(LinkSpec {
+                name: l.name.clone(),
+                dir_names: [format!("{}:ab", l.name), format!("{}:ba", l.name)],
+                a: End { fd: a.expect("made above"), icmp: shape(l.a) },
+                b: End { fd: b.expect("made above"), icmp: shape(l.b) },
+                ab: l.ab.clone(),
+                ba: l.ba.clone(),
+                mtu: l.mtu,
+                offload,
+                pull,
+                l2,
+                seed: topo.seed.wrapping_add(li as u64 * 0x1000_0001),
+                remark,
+            });
+        }
+        let injections = topo
+            .traffic
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| match *t {
+                Traffic::Link { link, ab, pattern, rate_bps, packet, start_ns, stop_ns, .. } => Some(Injection {
+                    link,
+                    ab,
+                    packet,
+                    source: Box::new(Generator::new(pattern, rate_bps, packet, start_ns, stop_ns, topo.seed ^ (i as u64 + 1))),
+                }),
+                Traffic::Tcp { .. } => None,
+            })
+            .collect();
+        let fabric = Fabric::start(specs, injections, log)?;
+        let configs = topo.links.iter().map(|l| (l.ab.clone(), l.ba.clone())).collect();
+        Ok(Network { topo: topo.clone(), plan, nodes, _middle: middle, fabric, host_nice: opts.host_nice, configs })
+    }
+
+    /// The topology it runs.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// Its addresses and routes.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The descriptor that keeps `node`'s network namespace alive (for `/proc/PID/fd/N`).
+    pub fn ns_fd(&self, node: usize) -> RawFd {
+        self.nodes[node].raw_fd()
+    }
+
+    /// The environment commands on the network get: `WANPERF_ADDR_<NAME>` (each node's first
+    /// IPv4 address), `WANPERF_ADDR6_<NAME>`, `WANPERF_SELF`, and `WANPERF_PEER` (the other
+    /// host when there are two).
+    pub fn env(&self, node: usize) -> Vec<(String, String)> {
+        env_for(&self.topo, &self.plan, node)
+    }
+
+    /// Makes `cmd` run inside `node` (network namespace, niceness, dies with this process).
+    pub fn enter(&self, node: usize, cmd: &mut Command) {
+        let fd = self.nodes[node].raw_fd();
+        cmd.envs(self.env(node));
+        let nice = self.host_nice;
+        // SAFETY: setns, setpriority and prctl are async-signal-safe; fd stays open until exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                wanperf_emu::path::renice(nice)?;
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+    }
+
+    /// Every link's counters so far (refreshed every 100 ms).
+    pub fn stats(&self) -> Vec<LinkStats> {
+        self.fabric.stats()
+    }
+
+    /// A link's current configuration.
+    pub fn link_config(&self, link: usize) -> Option<&(DirConfig, DirConfig)> {
+        self.configs.get(link)
+    }
+
+    /// Changes a link while the network runs.
+    pub fn set(&mut self, link: usize, ab: DirConfig, ba: DirConfig) {
+        if let Some(c) = self.configs.get_mut(link) {
+            *c = (ab.clone(), ba.clone());
+            self.fabric.control(Control::Set { link, ab, ba });
+        }
+    }
+
+    /// Stops forwarding and returns the counters.
+    pub fn stop(self) -> Vec<LinkStats> {
+        let Network { fabric, .. } = self;
+        fabric.stop()
+    }
+}
+
+/// An environment variable's name for a node (`WANPERF_ADDR_CERN_GW` for `cern-gw`).
+pub fn env_name(prefix: &str, node: &str) -> String {
+    let n: String = node.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    format!("{prefix}{n}")
+}
+
+/// See [`Network::env`].
+pub fn env_for(t: &Topology, p: &Plan, node: usize) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    for (i, n) in t.nodes.iter().enumerate() {
+        if let Some(first) = p.ifaces_of(i).next() {
+            env.push((env_name("WANPERF_ADDR_", &n.name), first.v4.to_string()));
+            env.push((env_name("WANPERF_ADDR6_", &n.name), first.v6.to_string()));
+        }
+    }
+    if let Some(a) = p.addr_of(node) {
+        env.push(("WANPERF_SELF".into(), a.to_string()));
+    }
+    let hosts: Vec<usize> = t.hosts().collect();
+    if hosts.len() == 2 && hosts.contains(&node) {
+        let other = if hosts[0] == node { hosts[1] } else { hosts[0] };
+        if let Some(a) = p.addr_of(other) {
+            env.push(("WANPERF_PEER".into(), a.to_string()));
+        }
+    }
+    env.push(("WANPERF_NODE".into(), t.nodes[node].name.clone()));
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_names_every_node() {
+        let t = Topology::parse(
+            "[[host]]\nname = \"slac\"\n[[host]]\nname = \"cern-gw\"\n[[link]]\na = \"slac\"\nb = \"cern-gw\"\n",
+            &|_| Err("no".into()),
+        )
+        .unwrap();
+        let p = Plan::new(&t).unwrap();
+        let env = env_for(&t, &p, 0);
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("WANPERF_ADDR_CERN_GW"), Some("198.18.0.2"));
+        assert_eq!(get("WANPERF_ADDR6_SLAC"), Some("fd57:414e::1"));
+        assert_eq!(get("WANPERF_SELF"), Some("198.18.0.1"));
+        assert_eq!(get("WANPERF_PEER"), Some("198.18.0.2"));
+        assert_eq!(get("WANPERF_NODE"), Some("slac"));
+    }
+}

@@ -1,0 +1,725 @@
+//! Topology files: TOML → a validated [`Topology`]. Pure: no sockets, no clocks, no files
+//! (trace files are read through a function the caller passes). Every error names its line.
+//!
+//! ```toml
+//! name = "chain"
+//! [[host]]
+//! name = "a"
+//! [[router]]
+//! name = "r1"
+//! icmp_ratelimit = "1000ms"
+//! [[host]]
+//! name = "b"
+//! [[link]]
+//! a = "a"
+//! b = "r1"
+//! delay = "5ms"
+//! [[link]]
+//! a = "r1"
+//! b = "b"
+//! rate = "25M"
+//! ```
+
+use crate::linkopts;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::Ipv4Addr;
+use toml::{Spanned, Value};
+use wanperf_emu::config::{parse_link_rate, DirConfig, Nanos};
+
+/// A bad topology: the line (1-based; 0 when unknown) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopoError {
+    /// Line in the file.
+    pub line: usize,
+    /// What is wrong, one line.
+    pub message: String,
+}
+
+impl fmt::Display for TopoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(f, "line {}: {}", self.line, self.message)
+        } else {
+            write!(f, "{}", self.message)
+        }
+    }
+}
+
+impl std::error::Error for TopoError {}
+
+fn err(line: usize, message: impl Into<String>) -> TopoError {
+    TopoError { line, message: message.into() }
+}
+
+/// Most links a topology may have (each gets its own /24 of 198.18.0.0/15).
+pub const MAX_LINKS: usize = 512;
+/// Most nodes.
+pub const MAX_NODES: usize = 256;
+
+/// A router's ICMP behaviour (the kernel generates the messages; these shape them).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RouterOpts {
+    /// net.ipv4.icmp_ratelimit (and net.ipv6.icmp.ratelimit): least interval between ICMP
+    /// errors to one destination, ms (kernel default 1000, with a burst of 6).
+    pub icmp_ratelimit_ms: Option<u32>,
+    /// net.ipv4.icmp_msgs_per_sec: the router's global ICMP budget (kernel default 1000).
+    pub icmp_msgs_per_sec: Option<u32>,
+    /// net.ipv4.icmp_msgs_burst (kernel default 50).
+    pub icmp_msgs_burst: Option<u32>,
+    /// Extra delay of the ICMP messages the router sends (its slow path).
+    pub icmp_delay_ns: Nanos,
+    /// Uniform jitter on top of `icmp_delay_ns`.
+    pub icmp_jitter_ns: Nanos,
+    /// Never answer: the router's ICMP messages are dropped as they leave it.
+    pub icmp_silent: bool,
+}
+
+/// What a node is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeKind {
+    /// An end host: runs commands, does not forward.
+    Host,
+    /// A router: the kernel forwards IPv4 and IPv6.
+    Router(RouterOpts),
+}
+
+/// A host or router.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Unique name.
+    pub name: String,
+    /// Host or router.
+    pub kind: NodeKind,
+    /// Transmit queue length of this node's interfaces (kernel default 1000 on TUN: 500).
+    pub txqueuelen: Option<u32>,
+    /// Line of its table.
+    pub line: usize,
+}
+
+impl Node {
+    /// Whether it is a router.
+    pub fn is_router(&self) -> bool {
+        matches!(self.kind, NodeKind::Router(_))
+    }
+}
+
+/// A link between two nodes, emulated in both directions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkDef {
+    /// Unique name (default `a-b`).
+    pub name: String,
+    /// Node index of end a.
+    pub a: usize,
+    /// Node index of end b.
+    pub b: usize,
+    /// a → b.
+    pub ab: DirConfig,
+    /// b → a.
+    pub ba: DirConfig,
+    /// MTU of both ends' interfaces.
+    pub mtu: u32,
+    /// Routing metric (default 1: shortest paths count hops).
+    pub cost: u32,
+    /// The /24 its two ends share; None: the next free one in file order.
+    pub subnet: Option<Ipv4Addr>,
+    /// Line of its table.
+    pub line: usize,
+}
+
+/// A route override: traffic from the first node to the last follows these nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoutePath {
+    /// Node indices, first to last.
+    pub nodes: Vec<usize>,
+    /// Line.
+    pub line: usize,
+}
+
+/// How a link-level generator spaces its packets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pattern {
+    /// Evenly.
+    Constant,
+    /// Exponential gaps (a Poisson process).
+    Poisson,
+    /// Poisson at `rate × (on + off) / on` during `on`, silent during `off`, so the mean is `rate`.
+    OnOff {
+        /// On period.
+        on_ns: Nanos,
+        /// Off period.
+        off_ns: Nanos,
+    },
+}
+
+/// Cross traffic.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Traffic {
+    /// Synthetic packets injected into one direction of a link's queue (they load the link
+    /// and vanish at its far end).
+    Link {
+        /// Link index.
+        link: usize,
+        /// true: a → b; false: b → a.
+        ab: bool,
+        /// Spacing.
+        pattern: Pattern,
+        /// Mean rate, bit/s (wire bytes).
+        rate_bps: u64,
+        /// Packet size, bytes.
+        packet: usize,
+        /// Start, after the network is up.
+        start_ns: Nanos,
+        /// Stop (None: until the network goes down).
+        stop_ns: Option<Nanos>,
+        /// Line.
+        line: usize,
+    },
+    /// Bulk TCP between two hosts (`wanperf serve` on `to`, `wanperf tput` on `from`).
+    Tcp {
+        /// Sending host.
+        from: usize,
+        /// Receiving host.
+        to: usize,
+        /// Parallel flows.
+        flows: u32,
+        /// Start.
+        start_ns: Nanos,
+        /// Stop (None: 3600 s).
+        stop_ns: Option<Nanos>,
+        /// Line.
+        line: usize,
+    },
+}
+
+/// A validated topology.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Topology {
+    /// Its name.
+    pub name: String,
+    /// Hosts and routers, in file order (hosts first as written, then routers as written,
+    /// each kind keeping its order).
+    pub nodes: Vec<Node>,
+    /// Links in file order.
+    pub links: Vec<LinkDef>,
+    /// Route overrides.
+    pub routes: Vec<RoutePath>,
+    /// Cross traffic.
+    pub traffic: Vec<Traffic>,
+    /// Seed for loss, jitter and generators.
+    pub seed: u64,
+}
+
+impl Topology {
+    /// The node called `name`.
+    pub fn node(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// The link called `name`.
+    pub fn link(&self, name: &str) -> Option<usize> {
+        self.links.iter().position(|l| l.name == name)
+    }
+
+    /// Hosts' indices.
+    pub fn hosts(&self) -> impl Iterator<Item = usize> + '_ {
+        self.nodes.iter().enumerate().filter(|(_, n)| !n.is_router()).map(|(i, _)| i)
+    }
+}
+
+struct Lines<'a>(&'a str);
+
+impl Lines<'_> {
+    fn of(&self, offset: usize) -> usize {
+        self.0[..offset.min(self.0.len())].matches('\n').count() + 1
+    }
+}
+
+type Table = BTreeMap<Spanned<String>, Spanned<Value>>;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    name: Option<String>,
+    description: Option<String>,
+    seed: Option<u64>,
+    #[serde(default)]
+    host: Vec<Spanned<Table>>,
+    #[serde(default)]
+    router: Vec<Spanned<Table>>,
+    #[serde(default)]
+    link: Vec<Spanned<Table>>,
+    #[serde(default)]
+    route: Vec<Spanned<Table>>,
+    #[serde(default)]
+    traffic: Vec<Spanned<Table>>,
+}
+
+/// A TOML scalar as text (strings bare).
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Integer(i) => Some(i.to_string()),
+        Value::Float(f) => Some(f.to_string()),
+        Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Reads one table's keys, each at most once, complaining about leftovers.
+struct Reader {
+    line: usize,
+    what: &'static str,
+    entries: Vec<(String, usize, Value)>,
+}
+
+impl Reader {
+    fn new(lines: &Lines<'_>, t: Spanned<Table>, what: &'static str) -> Reader {
+        let line = lines.of(t.span().start);
+        let mut entries: Vec<(String, usize, Value)> = t
+            .into_inner()
+            .into_iter()
+            .map(|(k, v)| {
+                let l = lines.of(k.span().start);
+                (k.into_inner(), l, v.into_inner())
+            })
+            .collect();
+        entries.sort_by_key(|e| e.1);
+        Reader { line, what, entries }
+    }
+
+    fn take(&mut self, key: &str) -> Option<(usize, Value)> {
+        let i = self.entries.iter().position(|e| e.0 == key)?;
+        let (_, l, v) = self.entries.remove(i);
+        Some((l, v))
+    }
+
+    fn string(&mut self, key: &str) -> Result<Option<(usize, String)>, TopoError> {
+        match self.take(key) {
+            None => Ok(None),
+            Some((l, v)) => scalar(&v).map(|s| Some((l, s))).ok_or_else(|| err(l, format!("`{key}` must be a single value"))),
+        }
+    }
+
+    fn required(&mut self, key: &str) -> Result<(usize, String), TopoError> {
+        self.string(key)?.ok_or_else(|| err(self.line, format!("this {} has no `{key}`", self.what)))
+    }
+
+    fn uint(&mut self, key: &str, range: std::ops::RangeInclusive<u64>) -> Result<Option<u64>, TopoError> {
+        match self.take(key) {
+            None => Ok(None),
+            Some((_, Value::Integer(i))) if i >= 0 && range.contains(&(i as u64)) => Ok(Some(i as u64)),
+            Some((l, _)) => Err(err(l, format!("`{key}` must be an integer in {}–{}", range.start(), range.end()))),
+        }
+    }
+
+    fn duration(&mut self, key: &str) -> Result<Option<Nanos>, TopoError> {
+        match self.string(key)? {
+            None => Ok(None),
+            Some((l, s)) => {
+                let secs = wanperf_proto::units::parse_duration(&s).map_err(|e| err(l, format!("`{key}`: {e}")))?;
+                if !(0.0..=86_400.0).contains(&secs) {
+                    return Err(err(l, format!("`{key}`: {s} is not within 0 s – 24 h")));
+                }
+                Ok(Some((secs * 1e9).round() as Nanos))
+            }
+        }
+    }
+
+    fn finish(self, known: &[&str]) -> Result<(), TopoError> {
+        match self.entries.first() {
+            None => Ok(()),
+            Some((k, l, _)) => Err(err(*l, format!("unknown key `{k}` in a {} (known: {})", self.what, known.join(", ")))),
+        }
+    }
+}
+
+impl Topology {
+    /// Parses and validates a topology file. `read` loads trace files named in it.
+    pub fn parse(text: &str, read: &dyn Fn(&str) -> Result<String, String>) -> Result<Topology, TopoError> {
+        let lines = Lines(text);
+        let file: File = toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(0, |s| lines.of(s.start));
+            err(line, e.message().trim().to_string())
+        })?;
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut add_node = |n: Node, nodes: &mut Vec<Node>| -> Result<(), TopoError> {
+            valid_name(&n.name).map_err(|m| err(n.line, m))?;
+            if let Some(&other) = by_name.get(&n.name) {
+                return Err(err(n.line, format!("`{}` is already defined on line {}", n.name, nodes[other].line)));
+            }
+            by_name.insert(n.name.clone(), nodes.len());
+            nodes.push(n);
+            Ok(())
+        };
+        for t in file.host {
+            let mut r = Reader::new(&lines, t, "host");
+            let (_, name) = r.required("name")?;
+            let txq = r.uint("txqueuelen", 1..=1_000_000)?.map(|v| v as u32);
+            let line = r.line;
+            r.finish(&["name", "txqueuelen"])?;
+            add_node(Node { name, kind: NodeKind::Host, txqueuelen: txq, line }, &mut nodes)?;
+        }
+        for t in file.router {
+            let mut r = Reader::new(&lines, t, "router");
+            let (_, name) = r.required("name")?;
+            let txq = r.uint("txqueuelen", 1..=1_000_000)?.map(|v| v as u32);
+            let mut o = RouterOpts {
+                icmp_ratelimit_ms: r.duration("icmp_ratelimit")?.map(|ns| (ns / 1_000_000) as u32),
+                icmp_msgs_per_sec: r.uint("icmp_msgs_per_sec", 0..=1_000_000)?.map(|v| v as u32),
+                icmp_msgs_burst: r.uint("icmp_msgs_burst", 1..=1_000_000)?.map(|v| v as u32),
+                icmp_delay_ns: r.duration("icmp_delay")?.unwrap_or(0),
+                icmp_jitter_ns: r.duration("icmp_jitter")?.unwrap_or(0),
+                icmp_silent: false,
+            };
+            if o.icmp_delay_ns > 10_000_000_000 || o.icmp_jitter_ns > 10_000_000_000 {
+                return Err(err(r.line, "icmp_delay and icmp_jitter must be at most 10 s"));
+            }
+            if let Some((l, v)) = r.string("icmp")? {
+                o.icmp_silent = match v.as_str() {
+                    "answer" => false,
+                    "silent" => true,
+                    _ => return Err(err(l, format!("`icmp` must be answer or silent, not `{v}`"))),
+                };
+            }
+            let line = r.line;
+            r.finish(&[
+                "name",
+                "txqueuelen",
+                "icmp_ratelimit",
+                "icmp_msgs_per_sec",
+                "icmp_msgs_burst",
+                "icmp_delay",
+                "icmp_jitter",
+                "icmp",
+            ])?;
+            add_node(Node { name, kind: NodeKind::Router(o), txqueuelen: txq, line }, &mut nodes)?;
+        }
+        if nodes.len() > MAX_NODES {
+            return Err(err(0, format!("{} nodes: at most {MAX_NODES}", nodes.len())));
+        }
+        let node_ref = |nodes: &[Node], l: usize, key: &str, name: &str| -> Result<usize, TopoError> {
+            nodes.iter().position(|n| n.name == name).ok_or_else(|| {
+                err(l, format!("`{key}`: no host or router is called `{name}`"))
+            })
+        };
+        let mut links: Vec<LinkDef> = Vec::new();
+        for t in file.link {
+            let mut r = Reader::new(&lines, t, "link");
+            let (la, a) = r.required("a")?;
+            let a = node_ref(&nodes, la, "a", &a)?;
+            let (lb, b) = r.required("b")?;
+            let b = node_ref(&nodes, lb, "b", &b)?;
+            if a == b {
+                return Err(err(lb, format!("a link from `{}` to itself", nodes[a].name)));
+            }
+            let name = match r.string("name")? {
+                Some((l, n)) => {
+                    valid_name(&n).map_err(|m| err(l, m))?;
+                    n
+                }
+                None => format!("{}-{}", nodes[a].name, nodes[b].name),
+            };
+            if let Some(o) = links.iter().find(|o| o.name == name) {
+                return Err(err(r.line, format!("a link called `{name}` is already defined on line {} (give it a `name`)", o.line)));
+            }
+            let mtu = r.uint("mtu", 576..=65_535)?.unwrap_or(1500) as u32;
+            let cost = r.uint("cost", 1..=1_000_000)?.unwrap_or(1) as u32;
+            let subnet = match r.string("subnet")? {
+                None => None,
+                Some((l, s)) => Some(parse_subnet(&s).map_err(|m| err(l, m))?),
+            };
+            let (mut ab, mut ba) = (DirConfig::default(), DirConfig::default());
+            // `rtt` first, so `delay_ab` may refine it whatever the order in the file.
+            let mut opts: Vec<(String, usize, Value)> = std::mem::take(&mut r.entries);
+            opts.sort_by_key(|(k, l, _)| (k != "rtt", *l));
+            let mut rest = Vec::new();
+            for (k, l, v) in opts {
+                if !linkopts::is_dir_key(&k) {
+                    rest.push((k, l, v));
+                    continue;
+                }
+                let values: Vec<String> = match &v {
+                    Value::Array(items) => items.iter().map(scalar).collect::<Option<_>>(),
+                    v => scalar(v).map(|s| vec![s]),
+                }
+                .ok_or_else(|| err(l, format!("`{k}` must be a value or an array of values")))?;
+                linkopts::apply(&mut ab, &mut ba, &k, &values, read).map_err(|m| err(l, m))?;
+            }
+            r.entries = rest;
+            let line = r.line;
+            let mut known = vec!["a", "b", "name", "mtu", "cost", "subnet"];
+            known.extend(linkopts::DIR_KEYS);
+            r.finish(&known)?;
+            links.push(LinkDef { name, a, b, ab, ba, mtu, cost, subnet, line });
+        }
+        if links.len() > MAX_LINKS {
+            return Err(err(0, format!("{} links: at most {MAX_LINKS}", links.len())));
+        }
+        let mut routes = Vec::new();
+        for t in file.route {
+            let mut r = Reader::new(&lines, t, "route");
+            let line = r.line;
+            let (l, v) = r.take("path").ok_or_else(|| err(line, "this route has no `path` (a list of node names)"))?;
+            let names: Vec<String> = match v {
+                Value::Array(items) => items.iter().map(|i| i.as_str().map(str::to_string)).collect::<Option<_>>(),
+                _ => None,
+            }
+            .ok_or_else(|| err(l, "`path` must be a list of node names"))?;
+            if names.len() < 2 {
+                return Err(err(l, "`path` needs at least two nodes"));
+            }
+            let mut path = Vec::new();
+            for (i, n) in names.iter().enumerate() {
+                let id = node_ref(&nodes, l, "path", n)?;
+                if path.contains(&id) {
+                    return Err(err(l, format!("`path` visits `{n}` twice")));
+                }
+                if i > 0 && !links.iter().any(|k| (k.a == id && k.b == path[i - 1]) || (k.b == id && k.a == path[i - 1])) {
+                    return Err(err(l, format!("`path` goes from `{}` to `{n}`, but no link joins them", names[i - 1])));
+                }
+                if i > 0 && i < names.len() - 1 && !nodes[id].is_router() {
+                    return Err(err(l, format!("`path` passes through host `{n}`; only routers forward")));
+                }
+                path.push(id);
+            }
+            r.finish(&["path"])?;
+            routes.push(RoutePath { nodes: path, line });
+        }
+        let mut traffic = Vec::new();
+        for t in file.traffic {
+            let mut r = Reader::new(&lines, t, "traffic");
+            let line = r.line;
+            let start_ns = r.duration("start")?.unwrap_or(0);
+            let stop_ns = r.duration("stop")?;
+            if stop_ns.is_some_and(|s| s <= start_ns) {
+                return Err(err(line, "`stop` must be after `start`"));
+            }
+            if let Some((l, link)) = r.string("link")? {
+                let li = links.iter().position(|k| k.name == link).ok_or_else(|| err(l, format!("`link`: no link is called `{link}`")))?;
+                let ab = match r.string("direction")? {
+                    None => true,
+                    Some((_, d)) if d == "ab" => true,
+                    Some((_, d)) if d == "ba" => false,
+                    Some((l, d)) => return Err(err(l, format!("`direction` must be ab or ba, not `{d}`"))),
+                };
+                let (lr, rate) = r.required("rate")?;
+                let rate_bps = parse_link_rate("rate", &rate).map_err(|e| err(lr, e.to_string()))?;
+                let packet = r.uint("packet", 64..=65_535)?.unwrap_or(1500) as usize;
+                let pattern = match r.string("pattern")? {
+                    None => Pattern::Poisson,
+                    Some((_, p)) if p == "poisson" => Pattern::Poisson,
+                    Some((_, p)) if p == "constant" => Pattern::Constant,
+                    Some((l, p)) if p == "onoff" => {
+                        let on_ns = r.duration("on")?.unwrap_or(1_000_000_000);
+                        let off_ns = r.duration("off")?.unwrap_or(1_000_000_000);
+                        if on_ns == 0 {
+                            return Err(err(l, "`on` must be more than 0"));
+                        }
+                        Pattern::OnOff { on_ns, off_ns }
+                    }
+                    Some((l, p)) => return Err(err(l, format!("`pattern` must be poisson, constant or onoff, not `{p}`"))),
+                };
+                r.finish(&["link", "direction", "rate", "packet", "pattern", "on", "off", "start", "stop"])?;
+                traffic.push(Traffic::Link { link: li, ab, pattern, rate_bps, packet, start_ns, stop_ns, line });
+            } else {
+                let (lf, from) = r.string("from")?.ok_or_else(|| err(line, "traffic needs `link` (a generator) or `from` and `to` (TCP between hosts)"))?;
+                let from = node_ref(&nodes, lf, "from", &from)?;
+                let (lt, to) = r.required("to")?;
+                let to = node_ref(&nodes, lt, "to", &to)?;
+                for (id, l) in [(from, lf), (to, lt)] {
+                    if nodes[id].is_router() {
+                        return Err(err(l, format!("`{}` is a router; TCP traffic runs between hosts", nodes[id].name)));
+                    }
+                }
+                if from == to {
+                    return Err(err(lt, "`from` and `to` are the same host"));
+                }
+                let flows = r.uint("flows", 1..=128)?.unwrap_or(1) as u32;
+                r.finish(&["from", "to", "flows", "start", "stop"])?;
+                traffic.push(Traffic::Tcp { from, to, flows, start_ns, stop_ns, line });
+            }
+        }
+        let _ = file.description;
+        let topo = Topology {
+            name: file.name.unwrap_or_else(|| "net".into()),
+            nodes,
+            links,
+            routes,
+            traffic,
+            seed: file.seed.unwrap_or(1),
+        };
+        check_graph(&topo)?;
+        // Addresses (explicit subnets may collide).
+        crate::plan::Plan::new(&topo)?;
+        Ok(topo)
+    }
+}
+
+fn valid_name(n: &str) -> Result<(), String> {
+    if n.is_empty() || n.len() > 32 || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(format!("name `{n}`: use 1–32 letters, digits, - and _"));
+    }
+    Ok(())
+}
+
+fn parse_subnet(s: &str) -> Result<Ipv4Addr, String> {
+    let (a, p) = s.split_once('/').unwrap_or((s, "24"));
+    let a: Ipv4Addr = a.parse().map_err(|_| format!("`subnet`: `{s}` is not an IPv4 /24"))?;
+    let o = a.octets();
+    if p != "24" || o[3] != 0 {
+        return Err(format!("`subnet`: `{s}` is not a /24 (like 198.18.7.0/24)"));
+    }
+    if o[0] != 198 || !(18..=19).contains(&o[1]) {
+        return Err(format!("`subnet`: `{s}` is outside 198.18.0.0/15, the only range emulated hosts use"));
+    }
+    Ok(a)
+}
+
+/// Every node reachable from every other.
+fn check_graph(t: &Topology) -> Result<(), TopoError> {
+    if t.hosts().count() == 0 {
+        return Err(err(0, "the topology has no [[host]]"));
+    }
+    let n = t.nodes.len();
+    let mut seen = vec![false; n];
+    let mut stack = vec![0];
+    seen[0] = true;
+    while let Some(i) = stack.pop() {
+        for l in &t.links {
+            for (x, y) in [(l.a, l.b), (l.b, l.a)] {
+                if x == i && !seen[y] {
+                    seen[y] = true;
+                    stack.push(y);
+                }
+            }
+        }
+    }
+    if let Some(i) = seen.iter().position(|s| !s) {
+        let node = &t.nodes[i];
+        return Err(err(
+            node.line,
+            format!("the network is not connected: no links lead from `{}` to `{}`", t.nodes[0].name, node.name),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn none(_: &str) -> Result<String, String> {
+        Err("no files in tests".into())
+    }
+
+    const CHAIN: &str = r#"
+name = "chain"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+txqueuelen = 100
+[[router]]
+name = "r1"
+icmp_ratelimit = "2s"
+icmp_delay = "1ms"
+[[router]]
+name = "r2"
+icmp = "silent"
+[[link]]
+a = "a"
+b = "r1"
+delay = "5ms"
+rate_ab = "10M"
+[[link]]
+a = "r1"
+b = "r2"
+rtt = "20ms"
+delay_ba = "1ms"
+priority = ["dscp=46"]
+mtu = 1400
+[[link]]
+a = "r2"
+b = "b"
+[[traffic]]
+link = "r1-r2"
+rate = "5M"
+pattern = "onoff"
+on = "100ms"
+off = "300ms"
+start = "1s"
+stop = "2s"
+[[traffic]]
+from = "b"
+to = "a"
+flows = 2
+"#;
+
+    #[test]
+    fn a_chain_parses_with_everything_in_place() {
+        let t = Topology::parse(CHAIN, &none).unwrap();
+        assert_eq!(t.name, "chain");
+        let names: Vec<&str> = t.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "r1", "r2"]);
+        assert_eq!(t.nodes[1].txqueuelen, Some(100));
+        let NodeKind::Router(o) = &t.nodes[2].kind else { panic!() };
+        assert_eq!((o.icmp_ratelimit_ms, o.icmp_delay_ns, o.icmp_silent), (Some(2000), 1_000_000, false));
+        let NodeKind::Router(o) = &t.nodes[3].kind else { panic!() };
+        assert!(o.icmp_silent);
+        assert_eq!(t.links[0].name, "a-r1");
+        assert_eq!(t.links[0].ab.rate, wanperf_emu::config::Rate::Constant(10_000_000));
+        assert_eq!(t.links[0].ba.rate, wanperf_emu::config::Rate::Unlimited);
+        // rtt splits, then delay_ba overrides one direction, whatever the order in the file.
+        assert_eq!((t.links[1].ab.delay_ns, t.links[1].ba.delay_ns), (10_000_000, 1_000_000));
+        assert_eq!(t.links[1].mtu, 1400);
+        assert_eq!(t.links[1].ab.priority.len(), 1);
+        assert_eq!(t.traffic.len(), 2);
+        assert!(matches!(t.traffic[0], Traffic::Link { link: 1, ab: true, rate_bps: 5_000_000, start_ns: 1_000_000_000, .. }));
+        assert!(matches!(t.traffic[1], Traffic::Tcp { from: 1, to: 0, flows: 2, .. }));
+    }
+
+    fn bad(text: &str) -> TopoError {
+        Topology::parse(text, &none).unwrap_err()
+    }
+
+    #[test]
+    fn every_bad_topology_gets_one_line_with_its_line_number() {
+        let e = bad("[[host]]\nname = \"a\"\n[[link]]\na = \"a\"\nb = \"zz\"\n");
+        assert_eq!((e.line, e.message.as_str()), (5, "`b`: no host or router is called `zz`"));
+        let e = bad("[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n");
+        assert_eq!(e.line, 3);
+        assert!(e.message.contains("not connected"), "{e}");
+        let e = bad("[[host]]\nname = \"a\"\n[[host]]\nname = \"a\"\n");
+        assert_eq!(e.to_string(), "line 3: `a` is already defined on line 1");
+        let e = bad("[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"198.18.9.0/24\"\n[[link]]\na = \"a\"\nb = \"b\"\nname = \"two\"\nsubnet = \"198.18.9.0/24\"\n");
+        assert_eq!(e.line, 9);
+        assert!(e.message.starts_with("duplicate address: links `a-b` (line 5) and `two` both use 198.18.9.0/24"), "{e}");
+    }
+
+    #[test]
+    fn routes_must_follow_links_and_keys_must_be_known() {
+        let base = "[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[router]]\nname = \"r\"\n[[link]]\na = \"a\"\nb = \"r\"\n[[link]]\na = \"r\"\nb = \"b\"\n";
+        let e = bad(&format!("{base}[[route]]\npath = [\"a\", \"b\"]\n"));
+        assert_eq!(e.line, 14);
+        assert!(e.message.contains("no link joins them"), "{e}");
+        let e = bad(&format!("{base}[[route]]\npath = [\"a\", \"r\", \"a\"]\n"));
+        assert!(e.message.contains("twice"), "{e}");
+        let e = bad(&format!("{base}[[link]]\na = \"a\"\nb = \"b\"\ncolour = \"red\"\n"));
+        assert_eq!(e.line, 16);
+        assert!(e.message.contains("unknown key `colour`"), "{e}");
+        let e = bad(&format!("{base}[[link]]\na = \"a\"\nb = \"b\"\nrate = \"fast\"\n"));
+        assert_eq!(e.line, 16);
+        let e = bad(&format!("{base}[[traffic]]\nlink = \"nope\"\nrate = \"1M\"\n"));
+        assert!(e.message.contains("no link is called `nope`"), "{e}");
+        let e = bad("[[host]]\nname = \"a b\"\n");
+        assert!(e.message.contains("name `a b`"), "{e}");
+        let e = bad("[[hosts]]\nname = \"a\"\n");
+        assert_eq!(e.line, 1);
+        let e = bad("[[router]]\nname = \"r\"\n");
+        assert!(e.message.contains("no [[host]]"), "{e}");
+        let ok = Topology::parse(&format!("{base}[[route]]\npath = [\"b\", \"r\", \"a\"]\n"), &none).unwrap();
+        assert_eq!(ok.routes[0].nodes, [1, 2, 0]);
+    }
+}
