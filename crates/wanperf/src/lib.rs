@@ -5,6 +5,7 @@ pub mod calc;
 pub mod keep;
 pub mod keys;
 pub mod load;
+pub mod net;
 pub mod output;
 pub mod path;
 pub mod pathd;

@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use wanperf::{calc, install_signal_handlers, keep, keys, load, output, path, pathd, ping, study, tput};
+use wanperf::{calc, install_signal_handlers, keep, keys, load, net, output, path, pathd, ping, study, tput};
 
 /// End-to-end network performance: measure what a path can carry and what limits it.
 ///
@@ -33,6 +33,10 @@ enum Command {
     /// policer, priority classes) and run commands across it.
     #[command(subcommand)]
     Path(path::PathCmd),
+    /// Emulate a whole network (hosts, kernel routers, emulated links, routes, cross traffic)
+    /// from a topology file, and run commands on it.
+    #[command(subcommand)]
+    Net(net::NetCmd),
     /// Run declared studies (TOML files, see scenarios/) unattended into the archive.
     #[command(subcommand)]
     Study(study::StudyCmd),
@@ -100,6 +104,7 @@ fn main() -> ExitCode {
     };
     let needs_namespaces = match &cli.command {
         Command::Path(path::PathCmd::Run(_) | path::PathCmd::Up(_) | path::PathCmd::Daemon { .. }) => true,
+        Command::Net(net::NetCmd::Run(_) | net::NetCmd::Up(_) | net::NetCmd::Daemon { .. }) => true,
         Command::Demo(_) => true,
         Command::Study(study::StudyCmd::Run(a)) => a.needs_path(),
         _ => false,
@@ -126,6 +131,16 @@ fn main() -> ExitCode {
         Command::Path(path::PathCmd::Down(a)) => pathd::down(a),
         Command::Path(path::PathCmd::List { json }) => pathd::list(json),
         Command::Path(path::PathCmd::Daemon { name, config }) => pathd::daemon(&name, &config),
+        Command::Net(net::NetCmd::Run(a)) => net::run(a),
+        Command::Net(net::NetCmd::Up(a)) => net::up(a),
+        Command::Net(net::NetCmd::Exec(a)) => net::exec(a),
+        Command::Net(net::NetCmd::Stats(a)) => net::stats(a),
+        Command::Net(net::NetCmd::Set(a)) => net::set(a),
+        Command::Net(net::NetCmd::Down(a)) => net::down(a),
+        Command::Net(net::NetCmd::List { json }) => net::list(json),
+        Command::Net(net::NetCmd::Show(a)) => net::show(a),
+        Command::Net(net::NetCmd::Presets { name }) => net::presets(name),
+        Command::Net(net::NetCmd::Daemon { name, topology, nice }) => net::daemon(&name, &topology, nice),
         Command::Study(study::StudyCmd::Run(a)) => study::run(a),
         Command::Runs(a) => keep::runs(a),
         Command::Export(a) => keep::export(a),

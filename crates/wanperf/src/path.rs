@@ -309,7 +309,7 @@ pub fn contain(cmd: &[String]) -> Result<ExitCode> {
 }
 
 /// A child's exit status as our own exit code (128 + N for signal N, as shells do).
-fn exit_code(st: &std::process::ExitStatus) -> ExitCode {
+pub(crate) fn exit_code(st: &std::process::ExitStatus) -> ExitCode {
     let code = st.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(st).unwrap_or(0));
     ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -222,6 +222,20 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     let info = request(&a.name, json!({"op": "info"}))?;
     let pid = info["pid"].as_u64().ok_or_else(|| anyhow!("bad answer from the path daemon"))?;
     let fd = info[if host == Host::Left { "left_fd" } else { "right_fd" }].as_i64().unwrap_or(-1);
+    join_namespaces(pid, fd)?;
+    wanperf_emu::path::renice(info["config"]["host_nice"].as_i64().unwrap_or(0) as i32)
+        .context("cannot lower the command's priority")?;
+    let err = std::process::Command::new(&a.cmd[0])
+        .args(&a.cmd[1..])
+        .env("WANPERF_PEER", host.peer().to_string())
+        .env("WANPERF_SELF", host.addr().to_string())
+        .exec();
+    bail!("cannot run `{}`: {err}", a.cmd[0])
+}
+
+/// Joins the network namespace behind descriptor `fd` of daemon `pid` (and the daemon's user
+/// namespace first, when it runs in one of its own: unprivileged paths and networks).
+pub fn join_namespaces(pid: u64, fd: i64) -> Result<()> {
     // Join the daemon's user namespace if it runs in one of its own (unprivileged paths).
     let theirs = std::fs::metadata(format!("/proc/{pid}/ns/user"));
     let ours = std::fs::metadata("/proc/self/ns/user");
@@ -242,14 +256,7 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
         bail!("cannot join the host's network namespace: {}", std::io::Error::last_os_error());
     }
     drop(ns);
-    wanperf_emu::path::renice(info["config"]["host_nice"].as_i64().unwrap_or(0) as i32)
-        .context("cannot lower the command's priority")?;
-    let err = std::process::Command::new(&a.cmd[0])
-        .args(&a.cmd[1..])
-        .env("WANPERF_PEER", host.peer().to_string())
-        .env("WANPERF_SELF", host.addr().to_string())
-        .exec();
-    bail!("cannot run `{}`: {err}", a.cmd[0])
+    Ok(())
 }
 
 fn print_stats(v: &Value, json: bool) {

@@ -424,7 +424,7 @@ fn on_path(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> Result<(Mea
 }
 
 /// Waits for `wanperf serve` to say (on stderr) that it listens.
-fn wait_listening(server: &mut Child) -> Result<()> {
+pub(crate) fn wait_listening(server: &mut Child) -> Result<()> {
     let out = server.stderr.take().ok_or_else(|| anyhow!("no server stderr"))?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
