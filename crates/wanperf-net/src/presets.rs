@@ -66,7 +66,7 @@ a = "chicago"
 b = "geneva"
 rate_ab = "45M"
 rate_ba = "27M"
-delay = "57ms"
+delay = "57.4ms"              # SLAC-CERN RTT 166 ms (seeds 000/004)
 queue_ab = "300kB"
 queue_ba = "470kB"            # ~140 ms at 27 Mbit/s: one-way delay 80 -> 220 ms when full (seed 004)
 

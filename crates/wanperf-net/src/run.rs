@@ -78,7 +78,9 @@ fn configure_node(kind: &NodeKind) -> Result<(), EnvError> {
     match kind {
         NodeKind::Host => {
             // A new namespace starts with ping sockets closed ("1 0"); real hosts let users ping.
-            netns::sysctl("net/ipv4/ping_group_range", "0 2147483647")?;
+            // In an unprivileged user namespace only the mapped group (0) can be named.
+            netns::sysctl("net/ipv4/ping_group_range", "0 2147483647")
+                .or_else(|_| netns::sysctl("net/ipv4/ping_group_range", "0 0"))?;
         }
         NodeKind::Router(o) => {
             netns::sysctl("net/ipv4/ip_forward", "1")?;

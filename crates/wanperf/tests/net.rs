@@ -1,0 +1,521 @@
+//! Emulated networks (`wanperf net`), checked with independent tools: Debian's traceroute and
+//! mtr, iputils ping, iperf3. Routers are kernel namespaces, so what these tools see of TTL
+//! expiry, ICMP errors, path MTU and ICMP rate limits is the kernel's own behaviour.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Network tests measure timing; one at a time keeps them from disturbing each other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn have(tool: &str) -> bool {
+    let ok = Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!("{tool} is not installed; .ci/run installs it");
+        }
+        eprintln!("SKIPPED: {tool} not installed");
+    }
+    ok
+}
+
+fn topo_file(name: &str, text: &str) -> String {
+    let p = std::env::temp_dir().join(format!("wanperf-net-{}-{name}.toml", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// One-way delays of the chain's links: a–r1, r1–r2, …, r5–b.
+const CHAIN_DELAYS_MS: [f64; 6] = [1.0, 2.0, 3.0, 4.0, 5.0, 1.0];
+
+/// A 5-router chain a — r1 — … — r5 — b; `router_extra` is added to every router but r3,
+/// `r3_extra` to r3, `last_link` to the r5–b link.
+fn chain(router_extra: &str, r3_extra: &str, last_link: &str) -> String {
+    let mut t = String::from("name = \"chain\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n");
+    for r in 1..=5 {
+        t.push_str(&format!("[[router]]\nname = \"r{r}\"\n{}\n", if r == 3 { r3_extra } else { router_extra }));
+    }
+    let nodes = ["a", "r1", "r2", "r3", "r4", "r5", "b"];
+    for (i, d) in CHAIN_DELAYS_MS.iter().enumerate() {
+        t.push_str(&format!("[[link]]\na = \"{}\"\nb = \"{}\"\ndelay = \"{d}ms\"\n", nodes[i], nodes[i + 1]));
+        if i == 2 {
+            t.push_str("mtu = 1400\n");
+        }
+        if i == 5 {
+            t.push_str(last_link);
+        }
+    }
+    t
+}
+
+/// (address, RTTs in ms) per hop of `traceroute -n` output.
+fn traceroute_hops(text: &str) -> Vec<(String, Vec<f64>)> {
+    text.lines()
+        .filter(|l| l.trim_start().split_whitespace().next().is_some_and(|w| w.parse::<u32>().is_ok()))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let rtts = w.windows(2).filter(|p| p[1] == "ms").filter_map(|p| p[0].parse().ok()).collect();
+            (w.get(1).unwrap_or(&"").to_string(), rtts)
+        })
+        .collect()
+}
+
+/// (address, loss %, best ms) per hop of `mtr -n -r` output.
+fn mtr_hops(text: &str) -> Vec<(String, f64, f64)> {
+    text.lines()
+        .filter(|l| l.contains("|--"))
+        .map(|l| {
+            let w: Vec<&str> = l.split("|--").nth(1).unwrap().split_whitespace().collect();
+            (w[0].to_string(), w[1].trim_end_matches('%').parse().unwrap(), w[5].parse().unwrap())
+        })
+        .collect()
+}
+
+fn ping_rtts(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(out.status.success(), "failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn traceroute_and_mtr_list_the_routers_in_order_with_their_cumulative_delay() {
+    let _serial = serial();
+    if !paths_available() || !have("traceroute") || !have("mtr") {
+        return;
+    }
+    // No ICMP rate limit, so mtr's fast probes are all answered.
+    let f = topo_file("trace", &chain("icmp_ratelimit = \"0ms\"", "icmp_ratelimit = \"0ms\"", ""));
+    let out = run(
+        &["net", "run", &f, "--host", "a", "--", "sh", "-c", "traceroute -n -N 1 -q 3 $WANPERF_ADDR_B; echo ===; mtr -n -r -c 10 -i 0.1 $WANPERF_ADDR_B"],
+        Duration::from_secs(60),
+    );
+    let text = ok(&out);
+    let (tr, mtr) = text.split_once("===").unwrap();
+    // Hop k answers from its ingress address 198.18.(k-1).2, after 2 × the delays so far.
+    let mut expect = Vec::new();
+    let mut cum = 0.0;
+    for (k, d) in CHAIN_DELAYS_MS.iter().enumerate() {
+        cum += 2.0 * d;
+        let addr = if k < 5 { format!("198.18.{k}.2") } else { "198.18.5.2".to_string() };
+        expect.push((addr, cum));
+    }
+    let hops = traceroute_hops(tr);
+    assert_eq!(hops.len(), 6, "{tr}");
+    for ((addr, rtts), (want, cum)) in hops.iter().zip(&expect) {
+        assert_eq!(addr, want, "{tr}");
+        let best = rtts.iter().cloned().fold(f64::MAX, f64::min);
+        assert!(best >= *cum - 0.05 && best <= cum + 0.5, "traceroute hop {addr}: {best} ms, configured {cum} ms\n{tr}");
+    }
+    let hops = mtr_hops(mtr);
+    assert_eq!(hops.len(), 6, "{mtr}");
+    for ((addr, loss, best), (want, cum)) in hops.iter().zip(&expect) {
+        assert_eq!(addr, want, "{mtr}");
+        assert_eq!(*loss, 0.0, "{mtr}");
+        assert!(*best >= cum - 0.05 && *best <= cum + 0.5, "mtr hop {addr}: best {best} ms, configured {cum} ms\n{mtr}");
+    }
+}
+
+#[test]
+fn a_low_icmp_rate_limit_shows_loss_at_that_hop_only() {
+    let _serial = serial();
+    if !paths_available() || !have("mtr") {
+        return;
+    }
+    let f = topo_file(
+        "ratelimit",
+        &chain("icmp_ratelimit = \"0ms\"", "icmp_ratelimit = \"10s\"\nicmp_msgs_per_sec = 1\nicmp_msgs_burst = 1", ""),
+    );
+    let out = run(&["net", "run", &f, "--", "sh", "-c", "mtr -n -r -c 20 -i 0.1 $WANPERF_ADDR_B"], Duration::from_secs(60));
+    let text = ok(&out);
+    let hops = mtr_hops(&text);
+    assert_eq!(hops.len(), 6, "{text}");
+    assert!(hops[2].1 >= 30.0, "r3 rate-limits its ICMP, yet mtr shows {}% loss there\n{text}", hops[2].1);
+    for (i, h) in hops.iter().enumerate().filter(|(i, _)| *i != 2) {
+        assert_eq!(h.1, 0.0, "hop {} shows loss\n{text}", i + 1);
+    }
+}
+
+#[test]
+fn routers_can_answer_slowly_or_never() {
+    let _serial = serial();
+    if !paths_available() || !have("traceroute") {
+        return;
+    }
+    // r2 answers 20 ms late (its slow path: per-hop RTTs stop being monotonic); r4 never answers.
+    let mut t = chain("", "", "");
+    t = t.replacen("name = \"r2\"\n", "name = \"r2\"\nicmp_delay = \"20ms\"\n", 1);
+    t = t.replacen("name = \"r4\"\n", "name = \"r4\"\nicmp = \"silent\"\n", 1);
+    let f = topo_file("slow", &t);
+    let out = run(&["net", "run", &f, "--", "sh", "-c", "traceroute -n -N 1 -q 2 -w 1 $WANPERF_ADDR_B"], Duration::from_secs(60));
+    let text = ok(&out);
+    let hops = traceroute_hops(&text);
+    assert_eq!(hops.len(), 6, "{text}");
+    let best = |i: usize| hops[i].1.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(best(1) >= 26.0 && best(1) <= 26.5, "r2's answer: {} ms, want 6 + 20\n{text}", best(1));
+    assert!(best(1) > best(2), "the slow path makes hop 2 slower than hop 3\n{text}");
+    assert!(hops[3].1.is_empty() && hops[3].0 == "*", "r4 is silent\n{text}");
+    assert_eq!(hops[5].0, "198.18.5.2", "{text}");
+}
+
+#[test]
+fn ping_with_dont_fragment_finds_the_smallest_mtu() {
+    let _serial = serial();
+    if !paths_available() || !have("ping") {
+        return;
+    }
+    let f = topo_file("mtu", &chain("", "", ""));
+    // 1400-byte link r2–r3: 1372 bytes of ICMP payload fit (1400 − 20 − 8), 1373 do not, and
+    // r2 says so; IPv6 likewise (1400 − 40 − 8).
+    let script = "ping -c 1 -W 2 -M do -s 1372 $WANPERF_ADDR_B && ! ping -c 1 -W 2 -M do -s 1373 $WANPERF_ADDR_B; \
+                  ping -6 -c 1 -W 2 -M do -s 1352 $WANPERF_ADDR6_B && ! ping -6 -c 1 -W 2 -M do -s 1353 $WANPERF_ADDR6_B";
+    let out = run(&["net", "run", &f, "--", "sh", "-c", script], Duration::from_secs(30));
+    let text = ok(&out);
+    assert!(text.contains("From 198.18.1.2 icmp_seq=1 Frag needed and DF set (mtu = 1400)"), "{text}");
+    assert!(text.contains("Packet too big: mtu=1400"), "{text}");
+}
+
+fn iperf3_bps(json: &str) -> f64 {
+    let j: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    j["end"]["sum_received"]["bits_per_second"].as_f64().unwrap()
+}
+
+/// TCP goodput through a link of `rate` bit/s: 1448 payload bytes per 1500-byte packet.
+fn goodput(rate: f64) -> f64 {
+    rate * 1448.0 / 1500.0
+}
+
+const DIAMOND: &str = r#"
+name = "diamond"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[router]]
+name = "r1"
+[[router]]
+name = "r2"
+[[router]]
+name = "r3"
+[[link]]
+a = "a"
+b = "r1"
+rate = "100M"
+delay = "2ms"
+[[link]]
+a = "r1"
+b = "r2"
+rate = "20M"
+delay = "4ms"
+queue = "100kB"
+[[link]]
+a = "r2"
+b = "b"
+rate = "100M"
+delay = "2ms"
+[[link]]
+a = "r1"
+b = "r3"
+rate = "8M"
+delay = "6ms"
+queue = "100kB"
+[[link]]
+a = "r3"
+b = "r2"
+rate = "100M"
+delay = "6ms"
+[[route]]
+path = ["b", "r2", "r3", "r1", "a"]
+"#;
+
+#[test]
+fn iperf3_is_limited_by_the_narrowest_link_of_each_direction() {
+    let _serial = serial();
+    if !paths_available() || !have("iperf3") {
+        return;
+    }
+    let f = topo_file("diamond", DIAMOND);
+    // a → b crosses r1–r2 (20 Mbit/s); b → a is routed over r3 (8 Mbit/s on r1–r3's b → a).
+    let out = run(
+        &["net", "run", &f, "--on", "b=iperf3 -s", "--", "sh", "-c",
+          "iperf3 -c $WANPERF_ADDR_B -t 4 -O 1 -J > /tmp/wanperf-net-fwd.json && iperf3 -c $WANPERF_ADDR_B -R -t 4 -O 1 -J"],
+        Duration::from_secs(60),
+    );
+    let rev = ok(&out);
+    let fwd = std::fs::read_to_string("/tmp/wanperf-net-fwd.json").unwrap();
+    let (f_bps, r_bps) = (iperf3_bps(&fwd), iperf3_bps(&rev));
+    for (got, rate) in [(f_bps, 20e6), (r_bps, 8e6)] {
+        let want = goodput(rate);
+        assert!((got - want).abs() <= 0.05 * want, "iperf3 {got} bit/s, narrowest link {rate} bit/s (goodput {want})");
+    }
+    // The traceroute of each direction shows its own route.
+    if have("traceroute") {
+        let out = run(
+            &["net", "run", &f, "--host", "b", "--", "traceroute", "-n", "-N", "1", "-q", "1", "198.18.0.1"],
+            Duration::from_secs(30),
+        );
+        let hops: Vec<String> = traceroute_hops(&ok(&out)).into_iter().map(|h| h.0).collect();
+        // b → r2 (198.18.2.1) → r3 (its r3–r2 address, 198.18.4.1) → r1 → a. The kernel
+        // answers from the address of its route back to the sender: r1 reaches b over r1–r2,
+        // so it answers as 198.18.1.1 although the probe came in on r1–r3 (as real routers
+        // do, which is one way traceroutes of asymmetric paths mislead).
+        assert_eq!(hops, ["198.18.2.1", "198.18.4.1", "198.18.1.1", "198.18.0.1"]);
+    }
+}
+
+#[test]
+fn cross_traffic_on_a_shared_link_raises_rtt_by_queue_over_rate() {
+    let _serial = serial();
+    if !paths_available() || !have("ping") {
+        return;
+    }
+    // 10 Mbit/s shared link with a 100 kB queue, overloaded (12 Mbit/s of generated packets)
+    // from 1.5 s to 4.5 s: a ping crossing it waits for a full queue, 100 kB / 10 Mbit/s = 80 ms.
+    let t = r#"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[router]]
+name = "r"
+[[link]]
+a = "a"
+b = "r"
+delay = "1ms"
+[[link]]
+a = "r"
+b = "b"
+name = "shared"
+delay = "4ms"
+rate = "10M"
+queue = "100000B"
+[[traffic]]
+link = "shared"
+direction = "ab"
+rate = "12M"
+pattern = "poisson"
+start = "1.5s"
+stop = "4.5s"
+"#;
+    let f = topo_file("cross", t);
+    let out = run(&["net", "run", &f, "--json", "--", "ping", "-c", "50", "-i", "0.1", "-D", "198.18.1.2"], Duration::from_secs(40));
+    let text = ok(&out);
+    let rtts = ping_rtts(&text);
+    assert_eq!(rtts.len(), 50, "{text}");
+    // ping starts within ~0.1 s of the network: probes 0–9 precede the load, 25–40 meet a full queue.
+    let mut before: Vec<f64> = rtts[..10].to_vec();
+    let mut during: Vec<f64> = rtts[25..40].to_vec();
+    let (b, d) = (median(&mut before), median(&mut during));
+    assert!((b - 10.0).abs() < 0.5, "unloaded RTT {b} ms, configured 10 ms");
+    let want = 10.0 + 80.0;
+    assert!((d - want).abs() < 0.1 * want, "loaded RTT {d} ms, want base + queue/rate = {want} ms");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stats: Value = err.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(|v| v["event"] == "net_stats").unwrap();
+    let shared = &stats["links"][1]["ab"];
+    assert!(shared["injected"].as_u64().unwrap() > 2000, "{shared}");
+    assert!(shared["classes"]["best_effort"]["queue_drops"].as_u64().unwrap() > 0, "{shared}");
+}
+
+#[test]
+fn net_set_changes_a_rate_mid_run_and_iperf3_follows() {
+    let _serial = serial();
+    if !paths_available() || !have("iperf3") {
+        return;
+    }
+    let name = format!("t{}", std::process::id());
+    let f = topo_file(
+        "set",
+        "[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[router]]\nname = \"r\"\n[[link]]\na = \"a\"\nb = \"r\"\ndelay = \"2ms\"\n[[link]]\na = \"r\"\nb = \"b\"\nname = \"wan\"\ndelay = \"3ms\"\nrate = \"50M\"\nqueue = \"150kB\"\n",
+    );
+    ok(&run(&["net", "up", &f, &name], Duration::from_secs(20)));
+    let listed = ok(&run(&["net", "list", "--json"], Duration::from_secs(10)));
+    assert!(listed.contains(&format!("\"name\":\"{name}\"")), "{listed}");
+    let mut server = Command::new(BIN).args(["net", "exec", &name, "b", "--", "iperf3", "-s", "-1"]).stdout(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let client = Command::new(BIN)
+        .args(["net", "exec", &name, "a", "--", "iperf3", "-c", "198.18.1.2", "-t", "8", "-i", "1", "-J"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_millis(3000));
+    let set = ok(&run(&["net", "set", &name, "wan", "rate_ab=10M"], Duration::from_secs(10)));
+    let at = t0.elapsed().as_secs_f64();
+    assert!(set.contains("a → b 3 ms, 10.0 Mbit/s; b → a 3 ms, 50.0 Mbit/s"), "{set}");
+    let out = client.wait_with_output().unwrap();
+    let _ = server.wait();
+    let stats = ok(&run(&["net", "stats", &name, "--json", "--link", "wan"], Duration::from_secs(10)));
+    ok(&run(&["net", "down", &name], Duration::from_secs(20)));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let iv: Vec<f64> = j["intervals"].as_array().unwrap().iter().map(|i| i["sum"]["bits_per_second"].as_f64().unwrap()).collect();
+    assert_eq!(iv.len(), 8, "{iv:?}");
+    // Before the change (second 1–2) near 50 Mbit/s; from 2 s after it, near 10 Mbit/s.
+    assert!(iv[1] > goodput(50e6) * 0.85, "{iv:?}");
+    // Each second from 2 s after the change is well below the old rate, and together they
+    // average the new one (single seconds swing with TCP's sawtooth in a 120 ms queue).
+    let after = (at + 2.0).ceil() as usize;
+    for (i, bps) in iv.iter().enumerate().skip(after) {
+        assert!(*bps < 0.3 * goodput(50e6), "second {i}: {bps} bit/s after the set at {at:.1} s: {iv:?}");
+    }
+    let tail = &iv[after..];
+    let mean = tail.iter().sum::<f64>() / tail.len() as f64;
+    assert!((mean - goodput(10e6)).abs() < 0.1 * goodput(10e6), "mean {mean} bit/s after the set: {iv:?}");
+    // The per-second utilization series shows the same step.
+    let s: Value = serde_json::from_str(stats.trim()).unwrap();
+    let series: Vec<u64> = serde_json::from_value(s["links"][0]["ab"]["per_second_bytes"].clone()).unwrap();
+    let peak = *series.iter().max().unwrap() as f64 * 8.0;
+    assert!(peak > 40e6 && peak <= 50.5e6, "{series:?}");
+}
+
+#[test]
+fn kill_9_and_down_leave_nothing_behind() {
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    let f = topo_file("kill", &chain("", "", ""));
+    let mut child = Command::new(BIN)
+        .args(["net", "run", &f, "--on", "b=sleep 1000; : wanperf-net-marker-1", "--", "sh", "-c", "sleep 1000; : wanperf-net-marker-2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    let before = Command::new("pgrep").args(["-f", "wanperf-net-marker-[12]"]).output().unwrap();
+    assert!(!before.stdout.is_empty(), "the commands never ran");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        Command::new("pgrep").args(["-f", "wanperf-net-marker-[12]"]).output().unwrap().stdout.is_empty()
+    });
+    assert!(gone, "processes left after kill -9");
+    // A named network's daemon killed with -9: its nodes' processes die, `list` forgets it.
+    let name = format!("k{}", std::process::id());
+    ok(&run(&["net", "up", &f, &name], Duration::from_secs(20)));
+    let mut sleeper = Command::new(BIN).args(["net", "exec", &name, "r3", "--", "sleep", "1000"]).spawn().unwrap();
+    let info = ok(&run(&["net", "list", "--json"], Duration::from_secs(10)));
+    let v: Value = serde_json::from_str(info.trim()).unwrap();
+    let pid = v["networks"].as_array().unwrap().iter().find(|n| n["name"] == name.as_str()).unwrap()["pid"].as_i64().unwrap();
+    let netns_before = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+    // SAFETY: killing the daemon we started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    // `net exec` joined the namespace itself; it is the user's process and outlives the daemon
+    // like a shell in `ip netns exec` would, until it is stopped.
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let listed = ok(&run(&["net", "list"], Duration::from_secs(10)));
+    assert!(!listed.contains(&name), "{listed}");
+    let _ = netns_before;
+}
+
+#[test]
+fn bad_topologies_get_one_line_naming_the_line() {
+    let two = "[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n";
+    for (text, want) in [
+        (format!("{two}[[link]]\na = \"a\"\nb = \"c\"\n"), "line 7: `b`: no host or router is called `c`"),
+        (two.to_string(), "line 3: the network is not connected"),
+        (
+            format!("{two}[[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"198.18.3.0/24\"\n[[link]]\na = \"b\"\nb = \"a\"\nsubnet = \"198.18.3.0/24\"\n"),
+            "line 9: duplicate address",
+        ),
+        (
+            format!("{two}[[router]]\nname = \"r\"\n[[link]]\na = \"a\"\nb = \"r\"\n[[link]]\na = \"r\"\nb = \"b\"\n[[route]]\npath = [\"a\", \"b\"]\n"),
+            "line 14: `path` goes from `a` to `b`, but no link joins them",
+        ),
+        (format!("{two}[[link]]\na = \"a\"\nb = \"b\"\nrate = \"lots\"\n"), "line 8"),
+        ("[[host]\n".to_string(), "line 1"),
+    ] {
+        let f = topo_file("bad", &text);
+        for cmd in [vec!["net", "show", f.as_str()], vec!["net", "run", f.as_str(), "--", "true"]] {
+            let out = run(&cmd, Duration::from_secs(10));
+            assert!(!out.status.success());
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(err.lines().count(), 1, "{cmd:?}: {err}");
+            assert!(err.contains(want), "{cmd:?}: `{err}` lacks `{want}`");
+        }
+    }
+    let out = run(&["net", "run", "no-such-preset", "--", "true"], Duration::from_secs(10));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such file, and no preset"));
+}
+
+#[test]
+fn the_iepm_2000_preset_has_the_seeds_rtts() {
+    let _serial = serial();
+    if !paths_available() || !have("ping") {
+        return;
+    }
+    let out = run(
+        &["net", "run", "iepm-2000", "--host", "slac", "--", "sh", "-c",
+          "ping -c 5 -i 0.2 $WANPERF_ADDR_CERN; ping -c 5 -i 0.2 $WANPERF_ADDR_FNAL"],
+        Duration::from_secs(30),
+    );
+    let rtts = ping_rtts(&ok(&out));
+    assert_eq!(rtts.len(), 10);
+    let (mut cern, mut fnal) = (rtts[..5].to_vec(), rtts[5..].to_vec());
+    // SLAC–CERN 166 ms (seeds 000/004); SLAC–FNAL 52.2 ms. (ping prints whole ms above 100 ms.)
+    assert!((median(&mut cern) - 166.0).abs() <= 1.0, "{cern:?}");
+    assert!((median(&mut fnal) - 52.2).abs() < 0.5, "{fnal:?}");
+}
+
+#[test]
+fn unprivileged_user_gets_a_network_too() {
+    let _serial = serial();
+    if !paths_available() || !have("ping") {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: already unprivileged; the other tests cover this case");
+        return;
+    }
+    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let probe = Command::new("setpriv").args(nobody).args(["unshare", "-r", "-n", "true"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        if std::env::var_os("CI").is_some() {
+            panic!("unprivileged user namespaces are not available");
+        }
+        eprintln!("SKIPPED: unprivileged user namespaces are not available here");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("wanperf-net-nobody-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("wanperf");
+    std::fs::copy(BIN, &bin).unwrap();
+    let topo = dir.join("chain.toml");
+    std::fs::write(&topo, chain("", "", "")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for (p, m) in [(&dir, 0o755), (&bin, 0o755), (&topo, 0o644)] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    }
+    let out = Command::new("setpriv")
+        .args(nobody)
+        .arg(&bin)
+        .args(["net", "run", "chain.toml", "--", "sh", "-c", "ping -c 5 -i 0.2 $WANPERF_ADDR_B"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut rtts = ping_rtts(&ok(&out));
+    assert_eq!(rtts.len(), 5);
+    // The first probe also waits for address resolution on each Ethernet hop; the veth and
+    // packet-socket hops cost a little more than TUN ones (docs/performance.md).
+    assert!((median(&mut rtts) - 32.0).abs() < 1.0, "{rtts:?}");
+}
