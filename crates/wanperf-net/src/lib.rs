@@ -7,6 +7,7 @@
 
 pub mod gen;
 pub mod linkopts;
+pub mod path;
 pub mod plan;
 pub mod presets;
 pub mod run;

@@ -17,7 +17,8 @@ use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use wanperf_emu::path::{Host, Path, PathConfig};
+use wanperf_emu::path::{Host, PathConfig};
+use wanperf_net::path::Path;
 
 /// `path up`.
 #[derive(Args, Debug)]

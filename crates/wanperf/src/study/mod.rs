@@ -16,7 +16,8 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use wanperf_archive::{CellRecord, IntervalRow, NewRun, ProbeRow, RunStatus, Store};
-use wanperf_emu::path::{Host, Path};
+use wanperf_emu::path::Host;
+use wanperf_net::path::Path;
 
 /// `wanperf study` subcommands.
 #[derive(Subcommand, Debug)]

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Emulated networks: set-up and tear-down time, forwarding capacity per hop (against the
+two-host `path` in the same run, interleaved), fairness of 8 iperf3 pairs on a shared
+bottleneck, and the emulator's lateness at 1 Gbit/s aggregate. Prints medians and ratios.
+
+Every measurement is bounded (iperf3 -t, timeouts) and every network is taken down."""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--wanperf", default="target/release/wanperf")
+ap.add_argument("--reps", type=int, default=3)
+ap.add_argument("--secs", type=int, default=10)
+a = ap.parse_args()
+W = os.path.abspath(a.wanperf)
+tmp = tempfile.mkdtemp(prefix="wanperf-bench-net-")
+
+
+def sh(args, timeout=120, check=True):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(args)}\n{r.stderr}")
+    return r
+
+
+def write(name, text):
+    p = os.path.join(tmp, name + ".toml")
+    with open(p, "w") as f:
+        f.write(text)
+    return p
+
+
+def mesh(hosts, routers, links):
+    """`hosts` hosts spread over a ring of `routers` routers with chords, `links` links in all."""
+    t = [f'name = "mesh{hosts}x{routers}"']
+    t += [f'[[host]]\nname = "h{i}"' for i in range(hosts)]
+    t += [f'[[router]]\nname = "r{i}"' for i in range(routers)]
+    ls = [(f"h{i}", f"r{i % routers}") for i in range(hosts)]
+    ls += [(f"r{i}", f"r{(i + 1) % routers}") for i in range(routers)]
+    k = 2
+    while len(ls) < links:
+        for i in range(routers):
+            if len(ls) < links:
+                ls.append((f"r{i}", f"r{(i + k) % routers}"))
+        k += 1
+    names = set()
+    for x, y in ls:
+        n = f"{x}-{y}"
+        while n in names:
+            n += "x"
+        names.add(n)
+        t.append(f'[[link]]\na = "{x}"\nb = "{y}"\nname = "{n}"\ndelay = "1ms"\nrate = "1G"')
+    return "\n".join(t) + "\n", hosts + routers, len(ls)
+
+
+def updown(path, name):
+    t0 = time.monotonic()
+    sh([W, "net", "up", path, name])
+    up = time.monotonic() - t0
+    t0 = time.monotonic()
+    sh([W, "net", "down", name])
+    return up, time.monotonic() - t0
+
+
+print("## set-up and tear-down")
+for hosts, routers, links in [(16, 8, 31), (16, 24, 47)]:
+    text, nodes, nlinks = mesh(hosts, routers, links)
+    p = write(f"mesh{nodes}", text)
+    ups, downs = [], []
+    for i in range(a.reps + 2):
+        u, d = updown(p, f"bench-mesh-{os.getpid()}")
+        ups.append(u)
+        downs.append(d)
+    print(f"{nodes} nodes ({hosts} hosts, {routers} routers), {nlinks} links: up median {statistics.median(ups):.2f} s "
+          f"(all {', '.join(f'{x:.2f}' for x in ups)}), down median {statistics.median(downs):.3f} s")
+
+
+def chain_path(hops, rtt_ms):
+    """`hops` links in a line (hops-1 routers), rtt split evenly, no rate limit."""
+    one_way = rtt_ms / 2 / hops
+    t = ['name = "chain"', '[[host]]\nname = "a"', '[[host]]\nname = "b"']
+    nodes = ["a"] + [f"r{i}" for i in range(1, hops)] + ["b"]
+    t += [f'[[router]]\nname = "{n}"' for n in nodes[1:-1]]
+    for x, y in zip(nodes, nodes[1:]):
+        t.append(f'[[link]]\na = "{x}"\nb = "{y}"\ndelay = "{one_way}ms"')
+    return "\n".join(t) + "\n"
+
+
+def iperf_net(topo, streams, secs):
+    r = sh([W, "net", "run", topo, "--host", "a", "--on", "b=iperf3 -s -1", "--json", "--",
+            "sh", "-c", f"iperf3 -c $WANPERF_ADDR_B -P {streams} -t {secs} -O 2 -J"], timeout=secs + 60)
+    return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"]
+
+
+def iperf_path(rtt_ms, streams, secs):
+    r = sh([W, "path", "run", "--rtt", f"{rtt_ms}ms", "--right", "iperf3 -s -1", "--",
+            "iperf3", "-c", "198.18.0.2", "-P", str(streams), "-t", str(secs), "-O", "2", "-J"], timeout=secs + 60)
+    return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"]
+
+
+print("\n## forwarding capacity, 100 ms RTT, iperf3 -P 4 (interleaved)")
+results = {}
+chains = {h: write(f"chain{h}", chain_path(h, 100)) for h in (1, 2, 4)}
+for rep in range(a.reps):
+    results.setdefault("path", []).append(iperf_path(100, 4, a.secs))
+    for h, p in chains.items():
+        results.setdefault(f"net {h} link(s)", []).append(iperf_net(p, 4, a.secs))
+base = statistics.median(results["path"])
+for k, v in results.items():
+    m = statistics.median(v)
+    print(f"{k:<16} median {m / 1e9:.2f} Gbit/s ({', '.join(f'{x / 1e9:.2f}' for x in v)}), ratio to path {m / base:.2f}")
+
+print("\n## 8 iperf3 pairs through one shared bottleneck")
+for bottleneck in ("400M", "1G"):
+    t = ['name = "dumbbell"']
+    t += [f'[[host]]\nname = "l{i}"' for i in range(8)] + [f'[[host]]\nname = "s{i}"' for i in range(8)]
+    t += ['[[router]]\nname = "left"', '[[router]]\nname = "right"']
+    t += [f'[[link]]\na = "l{i}"\nb = "left"\ndelay = "1ms"' for i in range(8)]
+    t += [f'[[link]]\na = "right"\nb = "s{i}"\ndelay = "1ms"' for i in range(8)]
+    t.append(f'[[link]]\na = "left"\nb = "right"\nname = "bottleneck"\ndelay = "8ms"\nrate = "{bottleneck}"\nqueue = "2MB"')
+    p = write("dumbbell", "\n".join(t) + "\n")
+    name = f"bench-db-{os.getpid()}"
+    sh([W, "net", "up", p, name])
+    try:
+        servers = [subprocess.Popen([W, "net", "exec", name, f"s{i}", "--", "iperf3", "-s", "-1"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(8)]
+        time.sleep(1)
+        addrs = json.loads(sh([W, "net", "show", p, "--json"]).stdout)["plan"]["nodes"]
+        addr = {n["name"]: n["interfaces"][0]["ipv4"] for n in addrs}
+        clients = [subprocess.Popen([W, "net", "exec", name, f"l{i}", "--", "iperf3", "-c", addr[f"s{i}"], "-t",
+                                     str(a.secs + 5), "-O", "5", "-J"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    text=True) for i in range(8)]
+        rates = []
+        for c in clients:
+            out, _ = c.communicate(timeout=a.secs + 60)
+            rates.append(json.loads(out)["end"]["sum_received"]["bits_per_second"])
+        for s in servers:
+            s.wait(timeout=10)
+        st = json.loads(sh([W, "net", "stats", name, "--json", "--link", "bottleneck"]).stdout)["links"][0]
+    finally:
+        sh([W, "net", "down", name], check=False)
+    total = sum(rates)
+    fair = total / 8
+    worst = max(abs(r - fair) / fair for r in rates)
+    jain = total ** 2 / (8 * sum(r * r for r in rates))
+    late = st["ab"]["lateness"]
+    print(f"bottleneck {bottleneck}: total {total / 1e6:.0f} Mbit/s; pairs {', '.join(f'{r / 1e6:.0f}' for r in rates)} Mbit/s; "
+          f"largest deviation from the fair share {worst * 100:.1f} %, Jain index {jain:.3f}; "
+          f"bottleneck lateness p50/p99/max {late['p50_us']:.0f}/{late['p99_us']:.0f}/{late['max_us']:.0f} µs")
