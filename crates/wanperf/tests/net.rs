@@ -334,6 +334,68 @@ stop = "4.5s"
 }
 
 #[test]
+fn tcp_cross_traffic_between_hosts_runs_on_its_schedule() {
+    let _serial = serial();
+    if !paths_available() || !have("ping") {
+        return;
+    }
+    // c → d sends two bulk TCP flows over the shared 20 Mbit/s link from 1 s to 4 s; a ping
+    // from a to b crosses the same link and sees the queue while they run, not before or after.
+    let f = topo_file("tcpx", r#"[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[host]]
+name = "c"
+[[host]]
+name = "d"
+[[router]]
+name = "r1"
+[[router]]
+name = "r2"
+[[link]]
+a = "a"
+b = "r1"
+[[link]]
+a = "c"
+b = "r1"
+[[link]]
+a = "r1"
+b = "r2"
+name = "shared"
+rate = "20M"
+delay = "5ms"
+queue = "100kB"
+[[link]]
+a = "r2"
+b = "b"
+[[link]]
+a = "r2"
+b = "d"
+[[traffic]]
+from = "c"
+to = "d"
+flows = 2
+start = "1s"
+stop = "4s"
+"#);
+    let out = run(&["net", "run", &f, "--json", "--", "ping", "-c", "30", "-i", "0.2", "198.18.3.2"], Duration::from_secs(40));
+    let rtts = ping_rtts(&ok(&out));
+    assert_eq!(rtts.len(), 30);
+    let (mut before, mut during, mut after) = (rtts[..4].to_vec(), rtts[9..18].to_vec(), rtts[25..].to_vec());
+    let (b, d, a) = (median(&mut before), median(&mut during), median(&mut after));
+    assert!((b - 10.0).abs() < 0.5 && (a - 10.0).abs() < 0.5, "RTT before {b} ms, after {a} ms; configured 10 ms");
+    assert!(d > b + 10.0, "RTT {d} ms while the flows run, {b} ms before");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stats: Value = err.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(|v| v["event"] == "net_stats").unwrap();
+    let shared = &stats["links"][2]["ab"];
+    let bytes = shared["classes"]["best_effort"]["bytes_out"].as_u64().unwrap() as f64;
+    // Three seconds of a 20 Mbit/s link (2.5 MB/s), less slow start, plus the tput
+    // handshake's few tenths of a second: more than 4 MB, less than 3.6 s' worth.
+    assert!(bytes > 4e6 && bytes <= 9e6, "{shared}");
+}
+
+#[test]
 fn net_set_changes_a_rate_mid_run_and_iperf3_follows() {
     let _serial = serial();
     if !paths_available() || !have("iperf3") {
