@@ -14,7 +14,7 @@ for spec in "$@"; do
     mkdir -p "artifacts/$t"
     echo "$(date -Is) $t runs=$runs max_total_time=$secs" >> "$LOGDIR/campaign.log"
     ASAN_OPTIONS=detect_odr_violation=0 nice -n 19 "$BIN/$t" "corpus/$t" \
-        -runs="$runs" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+        -runs="$runs" -max_total_time="$secs" -rss_limit_mb=2048 -timeout="${TIMEOUT:-10}" \
         -print_final_stats=1 -artifact_prefix="artifacts/$t/" > "$LOGDIR/$t.log" 2>&1 \
         || echo "$(date -Is) $t exited $?" >> "$LOGDIR/campaign.log"
     echo "$(date -Is) $t done" >> "$LOGDIR/campaign.log"
