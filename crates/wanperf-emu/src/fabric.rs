@@ -195,7 +195,7 @@ impl<P> SlowPath<P> {
         self.seq += 1;
         self.held.push((now + self.delay + extra, self.seq, p));
         // Latest first, so the next due is at the end (few messages: a sorted Vec is plenty).
-        self.held.sort_by(|x, y| (y.0, y.1).cmp(&(x.0, x.1)));
+        self.held.sort_by_key(|h| std::cmp::Reverse((h.0, h.1)));
     }
 
     /// The next message due by `now`.
@@ -223,7 +223,11 @@ pub struct Fabric {
 
 impl Fabric {
     /// Starts the I/O thread for `links` (and the cross traffic in `injections`).
-    pub fn start(links: Vec<LinkSpec>, injections: Vec<Injection>, log: Option<Box<dyn Write + Send>>) -> Result<Fabric, EnvError> {
+    pub fn start(
+        links: Vec<LinkSpec>,
+        injections: Vec<Injection>,
+        log: Option<Box<dyn Write + Send>>,
+    ) -> Result<Fabric, EnvError> {
         let stop = Arc::new(AtomicBool::new(false));
         let live = Arc::new(Mutex::new(Vec::new()));
         let (ctl, rx) = channel();
@@ -370,12 +374,15 @@ impl Buffers {
     }
 }
 
+/// A held ICMP message: the packet, its wire length and segments, its headers.
+type HeldIcmp = (Vec<u8>, usize, u32, Headers);
+
 /// One link's state in the loop.
 struct Running {
     fds: [RawFd; 2],
     _owned: [OwnedFd; 2],
     dirs: [Dir; 2],
-    shapes: [Option<(IcmpShape, SlowPath<(Vec<u8>, usize, u32, Headers)>)>; 2],
+    shapes: [Option<(IcmpShape, SlowPath<HeldIcmp>)>; 2],
     offload: bool,
     pull: bool,
     l2: usize,
@@ -488,7 +495,7 @@ fn io_loop(
             };
             Running {
                 fds: [l.a.fd.as_raw_fd(), l.b.fd.as_raw_fd()],
-                shapes: [shape(l.a.icmp, l.seed ^ 0x5eed_a), shape(l.b.icmp, l.seed ^ 0x5eed_b)],
+                shapes: [shape(l.a.icmp, l.seed ^ 0x0005_eeda), shape(l.b.icmp, l.seed ^ 0x0005_eedb)],
                 _owned: [l.a.fd, l.b.fd],
                 dirs: [
                     Dir::new(l.ab, l.seed, na, l.remark),
@@ -599,7 +606,10 @@ fn io_loop(
                 fds.push(libc::pollfd { fd: r.fds[e], events, revents: 0 });
             }
         }
-        let ts = libc::timespec { tv_sec: (wait / 1_000_000_000) as libc::time_t, tv_nsec: (wait % 1_000_000_000) as libc::c_long };
+        let ts = libc::timespec {
+            tv_sec: (wait / 1_000_000_000) as libc::time_t,
+            tv_nsec: (wait % 1_000_000_000) as libc::c_long,
+        };
         // SAFETY: fds holds valid pollfds; ts is a valid timespec.
         let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
         if n > 0 {

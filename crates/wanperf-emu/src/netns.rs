@@ -342,7 +342,9 @@ pub fn packet_socket(name: &str, vnet: bool) -> Result<OwnedFd, EnvError> {
 /// Adds a route in the calling thread's namespace: `dst/prefix` via `gateway` out of
 /// interface `oif` (main table, static, universe scope).
 pub fn add_route(dst: IpAddr, prefix: u8, gateway: IpAddr, oif: u32) -> Result<(), EnvError> {
-    use netlink_packet_route::route::{RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType};
+    use netlink_packet_route::route::{
+        RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+    };
     let mut m = RouteMessage::default();
     m.header.address_family = if dst.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
     m.header.destination_prefix_length = prefix;

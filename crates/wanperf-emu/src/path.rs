@@ -15,7 +15,6 @@ pub const LEFT_V6: Ipv6Addr = Ipv6Addr::new(0xfd57, 0x414e, 0, 0, 0, 0, 0, 1);
 /// The right host's IPv6 address (ULA).
 pub const RIGHT_V6: Ipv6Addr = Ipv6Addr::new(0xfd57, 0x414e, 0, 0, 0, 0, 0, 2);
 
-
 /// Name of the TUN device on both hosts.
 pub const DEVICE: &str = "wan0";
 
@@ -87,4 +86,3 @@ pub fn renice(nice: i32) -> std::io::Result<()> {
     }
     Ok(())
 }
-

@@ -22,14 +22,22 @@ pub struct Generator {
 
 impl Generator {
     /// A generator of `packet`-byte packets at a mean of `rate_bps`, from `start` to `stop`.
-    pub fn new(pattern: Pattern, rate_bps: u64, packet: usize, start: Nanos, stop: Option<Nanos>, seed: u64) -> Generator {
+    pub fn new(
+        pattern: Pattern,
+        rate_bps: u64,
+        packet: usize,
+        start: Nanos,
+        stop: Option<Nanos>,
+        seed: u64,
+    ) -> Generator {
         let mean_gap = packet as f64 * 8.0 * 1e9 / rate_bps.max(1) as f64;
         // On-off keeps the mean: during `on` it sends (on + off) / on times faster.
         let gap = match pattern {
             Pattern::OnOff { on_ns, off_ns } => mean_gap * on_ns as f64 / (on_ns + off_ns) as f64,
             _ => mean_gap,
         };
-        let mut g = Generator { pattern, gap, start, stop, rng: SmallRng::seed_from_u64(seed), on_time: 0.0, next: None };
+        let mut g =
+            Generator { pattern, gap, start, stop, rng: SmallRng::seed_from_u64(seed), on_time: 0.0, next: None };
         g.next = g.wall(0.0);
         g
     }

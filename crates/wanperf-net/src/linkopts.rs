@@ -20,7 +20,18 @@ pub enum Which {
 
 /// Every per-direction key (without suffix), for error messages and `--help`.
 pub const DIR_KEYS: &[&str] = &[
-    "delay", "rtt", "jitter", "reorder", "rate", "trace", "queue", "aqm", "loss", "loss_model", "policer", "priority",
+    "delay",
+    "rtt",
+    "jitter",
+    "reorder",
+    "rate",
+    "trace",
+    "queue",
+    "aqm",
+    "loss",
+    "loss_model",
+    "policer",
+    "priority",
 ];
 
 /// Splits `rate_ab` into (`rate`, Ab).
@@ -86,7 +97,8 @@ pub fn apply(
         }
         "rate" => {
             let v = one()?;
-            let r = if v == "unlimited" { Rate::Unlimited } else { Rate::Constant(parse_link_rate("rate", v).map_err(e)?) };
+            let r =
+                if v == "unlimited" { Rate::Unlimited } else { Rate::Constant(parse_link_rate("rate", v).map_err(e)?) };
             dirs.iter_mut().for_each(|c| c.rate = r.clone());
         }
         "trace" => {
@@ -118,7 +130,7 @@ pub fn apply(
         "policer" => {
             let v = one()?;
             let p = if v == "none" { None } else { Some(PolicerConfig::parse(v).map_err(e)?) };
-            dirs.iter_mut().for_each(|c| c.policer = p.clone());
+            dirs.iter_mut().for_each(|c| c.policer = p);
         }
         "priority" => {
             let sels =

@@ -153,7 +153,17 @@ impl Plan {
             let mut mk = |node: usize, v4, v6, peer_v4, peer_v6| {
                 let dev = format!("wan{}", per_node[node]);
                 per_node[node] += 1;
-                ifaces.push(Iface { node, link: li, dev, v4, v6, peer_v4, peer_v6, mtu: l.mtu, txqueuelen: t.nodes[node].txqueuelen });
+                ifaces.push(Iface {
+                    node,
+                    link: li,
+                    dev,
+                    v4,
+                    v6,
+                    peer_v4,
+                    peer_v6,
+                    mtu: l.mtu,
+                    txqueuelen: t.nodes[node].txqueuelen,
+                });
                 ifaces.len() - 1
             };
             let ia = mk(l.a, a4, a6, b4, b6);
@@ -180,13 +190,26 @@ impl Plan {
                 let Some((_, first)) = hop else { continue };
                 let out = iface_of(s, first);
                 let (s4, s6) = subnet(numbers[li]);
-                routes.push(Route { node: s, dst: IpAddr::V4(s4), prefix: 24, iface: out, via: IpAddr::V4(ifaces[out].peer_v4) });
-                routes.push(Route { node: s, dst: IpAddr::V6(s6), prefix: 64, iface: out, via: IpAddr::V6(ifaces[out].peer_v6) });
+                routes.push(Route {
+                    node: s,
+                    dst: IpAddr::V4(s4),
+                    prefix: 24,
+                    iface: out,
+                    via: IpAddr::V4(ifaces[out].peer_v4),
+                });
+                routes.push(Route {
+                    node: s,
+                    dst: IpAddr::V6(s6),
+                    prefix: 64,
+                    iface: out,
+                    via: IpAddr::V6(ifaces[out].peer_v6),
+                });
             }
         }
         for r in &t.routes {
             let dst = *r.nodes.last().expect("at least two nodes");
-            let targets: Vec<(Ipv4Addr, Ipv6Addr)> = ifaces.iter().filter(|i| i.node == dst).map(|i| (i.v4, i.v6)).collect();
+            let targets: Vec<(Ipv4Addr, Ipv6Addr)> =
+                ifaces.iter().filter(|i| i.node == dst).map(|i| (i.v4, i.v6)).collect();
             for w in r.nodes.windows(2) {
                 let (here, there) = (w[0], w[1]);
                 let link = (0..t.links.len())
@@ -201,8 +224,20 @@ impl Plan {
                     // A later override for the same destination at the same node replaces an earlier one.
                     routes.retain(|x| !(x.node == here && x.dst == IpAddr::V4(v4) && x.prefix == 32));
                     routes.retain(|x| !(x.node == here && x.dst == IpAddr::V6(v6) && x.prefix == 128));
-                    routes.push(Route { node: here, dst: IpAddr::V4(v4), prefix: 32, iface: out, via: IpAddr::V4(ifaces[out].peer_v4) });
-                    routes.push(Route { node: here, dst: IpAddr::V6(v6), prefix: 128, iface: out, via: IpAddr::V6(ifaces[out].peer_v6) });
+                    routes.push(Route {
+                        node: here,
+                        dst: IpAddr::V4(v4),
+                        prefix: 32,
+                        iface: out,
+                        via: IpAddr::V4(ifaces[out].peer_v4),
+                    });
+                    routes.push(Route {
+                        node: here,
+                        dst: IpAddr::V6(v6),
+                        prefix: 128,
+                        iface: out,
+                        via: IpAddr::V6(ifaces[out].peer_v6),
+                    });
                 }
             }
         }

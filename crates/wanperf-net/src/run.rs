@@ -114,8 +114,13 @@ fn configure_iface(dev: &str, i: &crate::plan::Iface) -> Result<u32, EnvError> {
 
 impl Network {
     /// Builds the network and starts forwarding.
-    pub fn start(topo: &Topology, opts: &Options, log: Option<Box<dyn std::io::Write + Send>>) -> Result<Network, EnvError> {
-        let plan = Plan::new(topo).map_err(|e| EnvError::Sys { what: "planning addresses", err: std::io::Error::other(e.to_string()) })?;
+    pub fn start(
+        topo: &Topology,
+        opts: &Options,
+        log: Option<Box<dyn std::io::Write + Send>>,
+    ) -> Result<Network, EnvError> {
+        let plan = Plan::new(topo)
+            .map_err(|e| EnvError::Sys { what: "planning addresses", err: std::io::Error::other(e.to_string()) })?;
         let mut nodes = Vec::with_capacity(topo.nodes.len());
         for n in &topo.nodes {
             let ns = Netns::new()?;
@@ -186,12 +191,14 @@ impl Network {
         let remark = if l2 == 0 { packet::remark_scavenger } else { packet::remark_scavenger_eth };
         let shape = |node: usize| -> Option<IcmpShape> {
             match &topo.nodes[node].kind {
-                NodeKind::Router(o) if o.icmp_silent || o.icmp_delay_ns > 0 || o.icmp_jitter_ns > 0 => Some(IcmpShape {
-                    addrs: plan.ifaces_of(node).flat_map(|i| [IpAddr::V4(i.v4), IpAddr::V6(i.v6)]).collect(),
-                    delay_ns: o.icmp_delay_ns,
-                    jitter_ns: o.icmp_jitter_ns,
-                    silent: o.icmp_silent,
-                }),
+                NodeKind::Router(o) if o.icmp_silent || o.icmp_delay_ns > 0 || o.icmp_jitter_ns > 0 => {
+                    Some(IcmpShape {
+                        addrs: plan.ifaces_of(node).flat_map(|i| [IpAddr::V4(i.v4), IpAddr::V6(i.v6)]).collect(),
+                        delay_ns: o.icmp_delay_ns,
+                        jitter_ns: o.icmp_jitter_ns,
+                        silent: o.icmp_silent,
+                    })
+                }
                 _ => None,
             }
         };
@@ -222,7 +229,14 @@ impl Network {
                     link,
                     ab,
                     packet,
-                    source: Box::new(Generator::new(pattern, rate_bps, packet, start_ns, stop_ns, topo.seed ^ (i as u64 + 1))),
+                    source: Box::new(Generator::new(
+                        pattern,
+                        rate_bps,
+                        packet,
+                        start_ns,
+                        stop_ns,
+                        topo.seed ^ (i as u64 + 1),
+                    )),
                 }),
                 Traffic::Tcp { .. } => None,
             })
@@ -299,7 +313,8 @@ impl Network {
 
 /// An environment variable's name for a node (`WANPERF_ADDR_CERN_GW` for `cern-gw`).
 pub fn env_name(prefix: &str, node: &str) -> String {
-    let n: String = node.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    let n: String =
+        node.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
     format!("{prefix}{n}")
 }
 

@@ -297,7 +297,9 @@ impl Reader {
     fn string(&mut self, key: &str) -> Result<Option<(usize, String)>, TopoError> {
         match self.take(key) {
             None => Ok(None),
-            Some((l, v)) => scalar(&v).map(|s| Some((l, s))).ok_or_else(|| err(l, format!("`{key}` must be a single value"))),
+            Some((l, v)) => {
+                scalar(&v).map(|s| Some((l, s))).ok_or_else(|| err(l, format!("`{key}` must be a single value")))
+            }
         }
     }
 
@@ -329,7 +331,9 @@ impl Reader {
     fn finish(self, known: &[&str]) -> Result<(), TopoError> {
         match self.entries.first() {
             None => Ok(()),
-            Some((k, l, _)) => Err(err(*l, format!("unknown key `{k}` in a {} (known: {})", self.what, known.join(", ")))),
+            Some((k, l, _)) => {
+                Err(err(*l, format!("unknown key `{k}` in a {} (known: {})", self.what, known.join(", "))))
+            }
         }
     }
 }
@@ -400,9 +404,10 @@ impl Topology {
             return Err(err(0, format!("{} nodes: at most {MAX_NODES}", nodes.len())));
         }
         let node_ref = |nodes: &[Node], l: usize, key: &str, name: &str| -> Result<usize, TopoError> {
-            nodes.iter().position(|n| n.name == name).ok_or_else(|| {
-                err(l, format!("`{key}`: no host or router is called `{name}`"))
-            })
+            nodes
+                .iter()
+                .position(|n| n.name == name)
+                .ok_or_else(|| err(l, format!("`{key}`: no host or router is called `{name}`")))
         };
         let mut links: Vec<LinkDef> = Vec::new();
         for t in file.link {
@@ -422,7 +427,10 @@ impl Topology {
                 None => format!("{}-{}", nodes[a].name, nodes[b].name),
             };
             if let Some(o) = links.iter().find(|o| o.name == name) {
-                return Err(err(r.line, format!("a link called `{name}` is already defined on line {} (give it a `name`)", o.line)));
+                return Err(err(
+                    r.line,
+                    format!("a link called `{name}` is already defined on line {} (give it a `name`)", o.line),
+                ));
             }
             let mtu = r.uint("mtu", 576..=65_535)?.unwrap_or(1500) as u32;
             let cost = r.uint("cost", 1..=1_000_000)?.unwrap_or(1) as u32;
@@ -476,8 +484,13 @@ impl Topology {
                 if path.contains(&id) {
                     return Err(err(l, format!("`path` visits `{n}` twice")));
                 }
-                if i > 0 && !links.iter().any(|k| (k.a == id && k.b == path[i - 1]) || (k.b == id && k.a == path[i - 1])) {
-                    return Err(err(l, format!("`path` goes from `{}` to `{n}`, but no link joins them", names[i - 1])));
+                if i > 0
+                    && !links.iter().any(|k| (k.a == id && k.b == path[i - 1]) || (k.b == id && k.a == path[i - 1]))
+                {
+                    return Err(err(
+                        l,
+                        format!("`path` goes from `{}` to `{n}`, but no link joins them", names[i - 1]),
+                    ));
                 }
                 if i > 0 && i < names.len() - 1 && !nodes[id].is_router() {
                     return Err(err(l, format!("`path` passes through host `{n}`; only routers forward")));
@@ -497,7 +510,10 @@ impl Topology {
                 return Err(err(line, "`stop` must be after `start`"));
             }
             if let Some((l, link)) = r.string("link")? {
-                let li = links.iter().position(|k| k.name == link).ok_or_else(|| err(l, format!("`link`: no link is called `{link}`")))?;
+                let li = links
+                    .iter()
+                    .position(|k| k.name == link)
+                    .ok_or_else(|| err(l, format!("`link`: no link is called `{link}`")))?;
                 let ab = match r.string("direction")? {
                     None => true,
                     Some((_, d)) if d == "ab" => true,
@@ -519,18 +535,25 @@ impl Topology {
                         }
                         Pattern::OnOff { on_ns, off_ns }
                     }
-                    Some((l, p)) => return Err(err(l, format!("`pattern` must be poisson, constant or onoff, not `{p}`"))),
+                    Some((l, p)) => {
+                        return Err(err(l, format!("`pattern` must be poisson, constant or onoff, not `{p}`")))
+                    }
                 };
                 r.finish(&["link", "direction", "rate", "packet", "pattern", "on", "off", "start", "stop"])?;
                 traffic.push(Traffic::Link { link: li, ab, pattern, rate_bps, packet, start_ns, stop_ns, line });
             } else {
-                let (lf, from) = r.string("from")?.ok_or_else(|| err(line, "traffic needs `link` (a generator) or `from` and `to` (TCP between hosts)"))?;
+                let (lf, from) = r.string("from")?.ok_or_else(|| {
+                    err(line, "traffic needs `link` (a generator) or `from` and `to` (TCP between hosts)")
+                })?;
                 let from = node_ref(&nodes, lf, "from", &from)?;
                 let (lt, to) = r.required("to")?;
                 let to = node_ref(&nodes, lt, "to", &to)?;
                 for (id, l) in [(from, lf), (to, lt)] {
                     if nodes[id].is_router() {
-                        return Err(err(l, format!("`{}` is a router; TCP traffic runs between hosts", nodes[id].name)));
+                        return Err(err(
+                            l,
+                            format!("`{}` is a router; TCP traffic runs between hosts", nodes[id].name),
+                        ));
                     }
                 }
                 if from == to {
@@ -676,7 +699,10 @@ flows = 2
         assert_eq!(t.links[1].mtu, 1400);
         assert_eq!(t.links[1].ab.priority.len(), 1);
         assert_eq!(t.traffic.len(), 2);
-        assert!(matches!(t.traffic[0], Traffic::Link { link: 1, ab: true, rate_bps: 5_000_000, start_ns: 1_000_000_000, .. }));
+        assert!(matches!(
+            t.traffic[0],
+            Traffic::Link { link: 1, ab: true, rate_bps: 5_000_000, start_ns: 1_000_000_000, .. }
+        ));
         assert!(matches!(t.traffic[1], Traffic::Tcp { from: 1, to: 0, flows: 2, .. }));
     }
 
@@ -695,7 +721,10 @@ flows = 2
         assert_eq!(e.to_string(), "line 3: `a` is already defined on line 1");
         let e = bad("[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"198.18.9.0/24\"\n[[link]]\na = \"a\"\nb = \"b\"\nname = \"two\"\nsubnet = \"198.18.9.0/24\"\n");
         assert_eq!(e.line, 9);
-        assert!(e.message.starts_with("duplicate address: links `a-b` (line 5) and `two` both use 198.18.9.0/24"), "{e}");
+        assert!(
+            e.message.starts_with("duplicate address: links `a-b` (line 5) and `two` both use 198.18.9.0/24"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -139,7 +139,7 @@ fn main() -> ExitCode {
         Command::Net(net::NetCmd::Down(a)) => net::down(a),
         Command::Net(net::NetCmd::List { json }) => net::list(json),
         Command::Net(net::NetCmd::Show(a)) => net::show(a),
-        Command::Net(net::NetCmd::Presets { name }) => net::presets(name),
+        Command::Net(net::NetCmd::Presets { name, json }) => net::presets(name, json),
         Command::Net(net::NetCmd::Daemon { name, topology, nice }) => net::daemon(&name, &topology, nice),
         Command::Study(study::StudyCmd::Run(a)) => study::run(a),
         Command::Runs(a) => keep::runs(a),

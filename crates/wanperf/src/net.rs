@@ -50,6 +50,9 @@ pub enum NetCmd {
     Presets {
         /// Print this preset's topology file.
         name: Option<String>,
+        /// JSON output (name, source and the topology text).
+        #[arg(long)]
+        json: bool,
     },
     /// Internal: the daemon behind `net up`.
     #[command(name = "__daemon", hide = true)]
@@ -254,10 +257,19 @@ fn describe_dir(d: &wanperf_emu::config::DirConfig) -> String {
 
 /// The plan as text: a line per node with its addresses, a line per link.
 fn print_plan(t: &Topology, p: &Plan, out: &mut dyn Write) {
-    let _ = writeln!(out, "network `{}`: {} hosts, {} routers, {} links", t.name, t.hosts().count(), t.nodes.len() - t.hosts().count(), t.links.len());
+    let _ = writeln!(
+        out,
+        "network `{}`: {} hosts, {} routers, {} links",
+        t.name,
+        t.hosts().count(),
+        t.nodes.len() - t.hosts().count(),
+        t.links.len()
+    );
     for (i, n) in t.nodes.iter().enumerate() {
-        let addrs: Vec<String> = p.ifaces_of(i).map(|f| format!("{} {} ({})", f.dev, f.v4, t.links[f.link].name)).collect();
-        let _ = writeln!(out, "  {:<7} {:<12} {}", if n.is_router() { "router" } else { "host" }, n.name, addrs.join(", "));
+        let addrs: Vec<String> =
+            p.ifaces_of(i).map(|f| format!("{} {} ({})", f.dev, f.v4, t.links[f.link].name)).collect();
+        let _ =
+            writeln!(out, "  {:<7} {:<12} {}", if n.is_router() { "router" } else { "host" }, n.name, addrs.join(", "));
     }
     for l in &t.links {
         let _ = writeln!(
@@ -285,7 +297,11 @@ pub fn show(a: ShowArgs) -> Result<ExitCode> {
         print_plan(&t, &p, &mut out);
         for (i, n) in t.nodes.iter().enumerate() {
             for r in p.routes.iter().filter(|r| r.node == i) {
-                let _ = writeln!(out, "  route {:<12} {}/{} via {} dev {}", n.name, r.dst, r.prefix, r.via, p.ifaces[r.iface].dev);
+                let _ = writeln!(
+                    out,
+                    "  route {:<12} {}/{} via {} dev {}",
+                    n.name, r.dst, r.prefix, r.via, p.ifaces[r.iface].dev
+                );
             }
         }
     }
@@ -293,11 +309,21 @@ pub fn show(a: ShowArgs) -> Result<ExitCode> {
 }
 
 /// `net presets`.
-pub fn presets(name: Option<String>) -> Result<ExitCode> {
+pub fn presets(name: Option<String>, json_out: bool) -> Result<ExitCode> {
+    let as_json = |p: &wanperf_net::presets::NetPreset| json!({"name": p.name, "source": p.source, "topology": p.toml});
     match name {
         Some(n) => {
-            let p = wanperf_net::presets::find(&n).ok_or_else(|| anyhow!("no preset `{n}` (see `wanperf net presets`)"))?;
-            print!("{}", p.toml);
+            let p =
+                wanperf_net::presets::find(&n).ok_or_else(|| anyhow!("no preset `{n}` (see `wanperf net presets`)"))?;
+            if json_out {
+                println!("{}", json!({"event": "net_preset", "preset": as_json(&p)}));
+            } else {
+                print!("{}", p.toml);
+            }
+        }
+        None if json_out => {
+            let all: Vec<Value> = wanperf_net::presets::all().iter().map(as_json).collect();
+            println!("{}", json!({"event": "net_presets", "presets": all}));
         }
         None => {
             for p in wanperf_net::presets::all() {
@@ -324,11 +350,14 @@ impl Session {
         let exe = std::env::current_exe().context("cannot find the wanperf executable")?.display().to_string();
         let mut s = Session { net, started: Instant::now(), servers: Vec::new(), flows: Vec::new(), exe };
         // One `wanperf serve` on every host that receives TCP cross traffic, before anything runs.
-        let mut receivers: Vec<usize> = t.traffic.iter().filter_map(|x| if let Traffic::Tcp { to, .. } = x { Some(*to) } else { None }).collect();
+        let mut receivers: Vec<usize> =
+            t.traffic.iter().filter_map(|x| if let Traffic::Tcp { to, .. } = x { Some(*to) } else { None }).collect();
         receivers.sort_unstable();
         receivers.dedup();
         for to in receivers {
-            let argv: Vec<String> = [s.exe.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"].map(String::from).to_vec();
+            let argv: Vec<String> = [s.exe.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"]
+                .map(String::from)
+                .to_vec();
             let mut c = s.contained(to, &argv)?;
             c.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
             let mut child = c.spawn().context("cannot start the cross-traffic server")?;
@@ -370,8 +399,18 @@ impl Session {
             }
             let secs = (stop_ns.unwrap_or(start_ns + 3_600_000_000_000) - start_ns) as f64 / 1e9;
             let addr = self.net.plan().addr_of(to).expect("hosts have addresses").to_string();
-            let argv: Vec<String> =
-                vec![self.exe.clone(), "tput".into(), addr, "-p".into(), "5301".into(), "-P".into(), flows.to_string(), "-t".into(), format!("{secs:.3}"), "--json".into()];
+            let argv: Vec<String> = vec![
+                self.exe.clone(),
+                "tput".into(),
+                addr,
+                "-p".into(),
+                "5301".into(),
+                "-P".into(),
+                flows.to_string(),
+                "-t".into(),
+                format!("{secs:.3}"),
+                "--json".into(),
+            ];
             let mut c = Command::new(&self.exe);
             self.net.enter(from, &mut c);
             c.arg("__contain").arg("--").args(&argv).stdout(Stdio::null()).stderr(Stdio::null()).stdin(Stdio::null());
@@ -433,7 +472,9 @@ fn print_stats(t: &Topology, stats: &[LinkStats], json_out: bool, out: &mut dyn 
 
 fn log_sink(p: &Option<PathBuf>) -> Result<Option<Box<dyn Write + Send>>> {
     Ok(match p {
-        Some(p) => Some(Box::new(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?))),
+        Some(p) => Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        ))),
         None => None,
     })
 }
@@ -506,7 +547,8 @@ fn runtime_dir() -> PathBuf {
 }
 
 fn check_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+    if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
         bail!("`{name}` is not a network name (letters, digits, - and _, at most 64)");
     }
     Ok(())
@@ -518,7 +560,8 @@ fn socket_path(name: &str) -> PathBuf {
 
 fn request(name: &str, req: Value) -> Result<Value> {
     check_name(name)?;
-    let mut s = UnixStream::connect(socket_path(name)).map_err(|_| anyhow!("no network named `{name}` is up (see `wanperf net list`)"))?;
+    let mut s = UnixStream::connect(socket_path(name))
+        .map_err(|_| anyhow!("no network named `{name}` is up (see `wanperf net list`)"))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     writeln!(s, "{req}")?;
     let mut line = String::new();
@@ -567,13 +610,23 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
                 println!("{}", json!({"event": "net_up", "name": a.name, "plan": plan_json(&t, &p)}));
             } else {
                 print_plan(&t, &p, &mut std::io::stdout());
-                println!("network `{}` is up (`wanperf net exec {} NODE -- CMD`, `wanperf net down {}`)", a.name, a.name, a.name);
+                println!(
+                    "network `{}` is up (`wanperf net exec {} NODE -- CMD`, `wanperf net down {}`)",
+                    a.name, a.name, a.name
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
         other => {
             let _ = child.wait();
-            bail!("{}", other.strip_prefix("error: ").unwrap_or(if other.is_empty() { "the network daemon failed" } else { other }))
+            bail!(
+                "{}",
+                other.strip_prefix("error: ").unwrap_or(if other.is_empty() {
+                    "the network daemon failed"
+                } else {
+                    other
+                })
+            )
         }
     }
 }
@@ -666,7 +719,8 @@ fn set_link(net: &mut Network, req: &Value) -> Value {
         let Some((k, v)) = o.split_once('=') else {
             return json!({"error": format!("`{o}`: write KEY=VALUE")});
         };
-        let values: Vec<String> = if k.starts_with("priority") { v.split(';').map(str::to_string).collect() } else { vec![v.to_string()] };
+        let values: Vec<String> =
+            if k.starts_with("priority") { v.split(';').map(str::to_string).collect() } else { vec![v.to_string()] };
         if let Err(e) = wanperf_net::linkopts::apply(&mut ab, &mut ba, k, &values, &|f| read_file(f)) {
             return json!({"error": e});
         }
@@ -692,11 +746,15 @@ pub fn set(a: SetArgs) -> Result<ExitCode> {
 pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     let info = request(&a.name, json!({"op": "info"}))?;
     let nodes: Vec<String> = serde_json::from_value(info["nodes"].clone()).unwrap_or_default();
-    let node = nodes.iter().position(|n| *n == a.node).ok_or_else(|| anyhow!("no node `{}` in network `{}` (nodes: {})", a.node, a.name, nodes.join(", ")))?;
+    let node = nodes
+        .iter()
+        .position(|n| *n == a.node)
+        .ok_or_else(|| anyhow!("no node `{}` in network `{}` (nodes: {})", a.node, a.name, nodes.join(", ")))?;
     let pid = info["pid"].as_u64().ok_or_else(|| anyhow!("bad answer from the network daemon"))?;
     let fd = info["fds"][node].as_i64().unwrap_or(-1);
     crate::pathd::join_namespaces(pid, fd)?;
-    wanperf_emu::path::renice(info["nice"].as_i64().unwrap_or(0) as i32).context("cannot lower the command's priority")?;
+    wanperf_emu::path::renice(info["nice"].as_i64().unwrap_or(0) as i32)
+        .context("cannot lower the command's priority")?;
     // The same environment `net run` gives.
     let env: Vec<(String, String)> = serde_json::from_value(info["env"][node].clone()).unwrap_or_default();
     let mut c = Command::new(&a.cmd[0]);
@@ -706,7 +764,8 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
 }
 
 fn print_reply_stats(name: &str, v: &Value, link: Option<&str>, json_out: bool) -> Result<()> {
-    let mut stats: Vec<LinkStats> = serde_json::from_value(v["links"].clone()).context("bad counters from the daemon")?;
+    let mut stats: Vec<LinkStats> =
+        serde_json::from_value(v["links"].clone()).context("bad counters from the daemon")?;
     if let Some(l) = link {
         stats.retain(|s| s.name == l);
         if stats.is_empty() {
@@ -719,7 +778,8 @@ fn print_reply_stats(name: &str, v: &Value, link: Option<&str>, json_out: bool) 
         for s in &stats {
             for (dir, d) in [("a → b", &s.ab), ("b → a", &s.ba)] {
                 let served = d.total(|c| c.dequeued);
-                let mean = if served > 0 { d.total(|c| c.sum_queue_delay_ns) as f64 / served as f64 / 1e6 } else { 0.0 };
+                let mean =
+                    if served > 0 { d.total(|c| c.sum_queue_delay_ns) as f64 / served as f64 / 1e6 } else { 0.0 };
                 let last = d.per_second_bytes.last().copied().unwrap_or(0);
                 println!(
                     "{:<20} {dir}: {} pkts ({}) in, {} out; drops: queue {}, aqm {}, policer {}, random {}; queue delay mean {mean:.2} ms; last second {}",
@@ -763,7 +823,9 @@ pub fn list(json_out: bool) -> Result<ExitCode> {
     if let Ok(entries) = std::fs::read_dir(runtime_dir()) {
         for e in entries.flatten() {
             let p = e.path();
-            let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".sock")) else { continue };
+            let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".sock")) else {
+                continue;
+            };
             match request(name, json!({"op": "info"})) {
                 Ok(info) => rows.push(json!({"name": info["name"], "pid": info["pid"], "uptime_s": info["uptime_s"],
                     "nodes": info["nodes"].as_array().map_or(0, Vec::len), "links": info["plan"]["links"].as_array().map_or(0, Vec::len)})),
@@ -780,7 +842,13 @@ pub fn list(json_out: bool) -> Result<ExitCode> {
         println!("no networks are up");
     } else {
         for r in rows {
-            println!("{:<20} {} nodes, {} links, up {:.0} s", r["name"].as_str().unwrap_or("?"), r["nodes"], r["links"], r["uptime_s"].as_f64().unwrap_or(0.0));
+            println!(
+                "{:<20} {} nodes, {} links, up {:.0} s",
+                r["name"].as_str().unwrap_or("?"),
+                r["nodes"],
+                r["links"],
+                r["uptime_s"].as_f64().unwrap_or(0.0)
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -10,8 +10,8 @@ use wanperf_emu::config::{
     parse_delay, parse_link_rate, Aqm, LossModel, PolicerConfig, QueueLimit, Rate, Selector, Trace,
 };
 use wanperf_emu::path::{Host, PathConfig, PathStats};
-use wanperf_net::path::Path;
 use wanperf_emu::presets;
+use wanperf_net::path::Path;
 use wanperf_proto::units::{fmt_bytes, fmt_rate};
 
 /// `wanperf path` subcommands.

@@ -91,7 +91,12 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn ok(out: &std::process::Output) -> String {
-    assert!(out.status.success(), "failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -104,7 +109,17 @@ fn traceroute_and_mtr_list_the_routers_in_order_with_their_cumulative_delay() {
     // No ICMP rate limit, so mtr's fast probes are all answered.
     let f = topo_file("trace", &chain("icmp_ratelimit = \"0ms\"", "icmp_ratelimit = \"0ms\"", ""));
     let out = run(
-        &["net", "run", &f, "--host", "a", "--", "sh", "-c", "traceroute -n -N 1 -q 3 $WANPERF_ADDR_B; echo ===; mtr -n -r -c 10 -i 0.1 $WANPERF_ADDR_B"],
+        &[
+            "net",
+            "run",
+            &f,
+            "--host",
+            "a",
+            "--",
+            "sh",
+            "-c",
+            "traceroute -n -N 1 -q 3 $WANPERF_ADDR_B; echo ===; mtr -n -r -c 10 -i 0.1 $WANPERF_ADDR_B",
+        ],
         Duration::from_secs(60),
     );
     let text = ok(&out);
@@ -122,14 +137,20 @@ fn traceroute_and_mtr_list_the_routers_in_order_with_their_cumulative_delay() {
     for ((addr, rtts), (want, cum)) in hops.iter().zip(&expect) {
         assert_eq!(addr, want, "{tr}");
         let best = rtts.iter().cloned().fold(f64::MAX, f64::min);
-        assert!(best >= *cum - 0.05 && best <= cum + 0.5, "traceroute hop {addr}: {best} ms, configured {cum} ms\n{tr}");
+        assert!(
+            best >= *cum - 0.05 && best <= cum + 0.5,
+            "traceroute hop {addr}: {best} ms, configured {cum} ms\n{tr}"
+        );
     }
     let hops = mtr_hops(mtr);
     assert_eq!(hops.len(), 6, "{mtr}");
     for ((addr, loss, best), (want, cum)) in hops.iter().zip(&expect) {
         assert_eq!(addr, want, "{mtr}");
         assert_eq!(*loss, 0.0, "{mtr}");
-        assert!(*best >= cum - 0.05 && *best <= cum + 0.5, "mtr hop {addr}: best {best} ms, configured {cum} ms\n{mtr}");
+        assert!(
+            *best >= cum - 0.05 && *best <= cum + 0.5,
+            "mtr hop {addr}: best {best} ms, configured {cum} ms\n{mtr}"
+        );
     }
 }
 
@@ -143,7 +164,8 @@ fn a_low_icmp_rate_limit_shows_loss_at_that_hop_only() {
         "ratelimit",
         &chain("icmp_ratelimit = \"0ms\"", "icmp_ratelimit = \"10s\"\nicmp_msgs_per_sec = 1\nicmp_msgs_burst = 1", ""),
     );
-    let out = run(&["net", "run", &f, "--", "sh", "-c", "mtr -n -r -c 20 -i 0.1 $WANPERF_ADDR_B"], Duration::from_secs(60));
+    let out =
+        run(&["net", "run", &f, "--", "sh", "-c", "mtr -n -r -c 20 -i 0.1 $WANPERF_ADDR_B"], Duration::from_secs(60));
     let text = ok(&out);
     let hops = mtr_hops(&text);
     assert_eq!(hops.len(), 6, "{text}");
@@ -164,7 +186,10 @@ fn routers_can_answer_slowly_or_never() {
     t = t.replacen("name = \"r2\"\n", "name = \"r2\"\nicmp_delay = \"20ms\"\n", 1);
     t = t.replacen("name = \"r4\"\n", "name = \"r4\"\nicmp = \"silent\"\n", 1);
     let f = topo_file("slow", &t);
-    let out = run(&["net", "run", &f, "--", "sh", "-c", "traceroute -n -N 1 -q 2 -w 1 $WANPERF_ADDR_B"], Duration::from_secs(60));
+    let out = run(
+        &["net", "run", &f, "--", "sh", "-c", "traceroute -n -N 1 -q 2 -w 1 $WANPERF_ADDR_B"],
+        Duration::from_secs(60),
+    );
     let text = ok(&out);
     let hops = traceroute_hops(&text);
     assert_eq!(hops.len(), 6, "{text}");
@@ -315,7 +340,10 @@ start = "1.5s"
 stop = "4.5s"
 "#;
     let f = topo_file("cross", t);
-    let out = run(&["net", "run", &f, "--json", "--", "ping", "-c", "50", "-i", "0.1", "-D", "198.18.1.2"], Duration::from_secs(40));
+    let out = run(
+        &["net", "run", &f, "--json", "--", "ping", "-c", "50", "-i", "0.1", "-D", "198.18.1.2"],
+        Duration::from_secs(40),
+    );
     let text = ok(&out);
     let rtts = ping_rtts(&text);
     assert_eq!(rtts.len(), 50, "{text}");
@@ -327,7 +355,8 @@ stop = "4.5s"
     let want = 10.0 + 80.0;
     assert!((d - want).abs() < 0.1 * want, "loaded RTT {d} ms, want base + queue/rate = {want} ms");
     let err = String::from_utf8_lossy(&out.stderr);
-    let stats: Value = err.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(|v| v["event"] == "net_stats").unwrap();
+    let stats: Value =
+        err.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(|v| v["event"] == "net_stats").unwrap();
     let shared = &stats["links"][1]["ab"];
     assert!(shared["injected"].as_u64().unwrap() > 2000, "{shared}");
     assert!(shared["classes"]["best_effort"]["queue_drops"].as_u64().unwrap() > 0, "{shared}");
@@ -341,7 +370,9 @@ fn tcp_cross_traffic_between_hosts_runs_on_its_schedule() {
     }
     // c → d sends two bulk TCP flows over the shared 20 Mbit/s link from 1 s to 4 s; a ping
     // from a to b crosses the same link and sees the queue while they run, not before or after.
-    let f = topo_file("tcpx", r#"[[host]]
+    let f = topo_file(
+        "tcpx",
+        r#"[[host]]
 name = "a"
 [[host]]
 name = "b"
@@ -378,8 +409,12 @@ to = "d"
 flows = 2
 start = "1s"
 stop = "4s"
-"#);
-    let out = run(&["net", "run", &f, "--json", "--", "ping", "-c", "30", "-i", "0.2", "198.18.3.2"], Duration::from_secs(40));
+"#,
+    );
+    let out = run(
+        &["net", "run", &f, "--json", "--", "ping", "-c", "30", "-i", "0.2", "198.18.3.2"],
+        Duration::from_secs(40),
+    );
     let rtts = ping_rtts(&ok(&out));
     assert_eq!(rtts.len(), 30);
     let (mut before, mut during, mut after) = (rtts[..4].to_vec(), rtts[9..18].to_vec(), rtts[25..].to_vec());
@@ -387,7 +422,8 @@ stop = "4s"
     assert!((b - 10.0).abs() < 0.5 && (a - 10.0).abs() < 0.5, "RTT before {b} ms, after {a} ms; configured 10 ms");
     assert!(d > b + 10.0, "RTT {d} ms while the flows run, {b} ms before");
     let err = String::from_utf8_lossy(&out.stderr);
-    let stats: Value = err.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(|v| v["event"] == "net_stats").unwrap();
+    let stats: Value =
+        err.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(|v| v["event"] == "net_stats").unwrap();
     let shared = &stats["links"][2]["ab"];
     let bytes = shared["classes"]["best_effort"]["bytes_out"].as_u64().unwrap() as f64;
     // Three seconds of a 20 Mbit/s link (2.5 MB/s), less slow start, plus the tput
@@ -409,7 +445,11 @@ fn net_set_changes_a_rate_mid_run_and_iperf3_follows() {
     ok(&run(&["net", "up", &f, &name], Duration::from_secs(20)));
     let listed = ok(&run(&["net", "list", "--json"], Duration::from_secs(10)));
     assert!(listed.contains(&format!("\"name\":\"{name}\"")), "{listed}");
-    let mut server = Command::new(BIN).args(["net", "exec", &name, "b", "--", "iperf3", "-s", "-1"]).stdout(Stdio::null()).spawn().unwrap();
+    let mut server = Command::new(BIN)
+        .args(["net", "exec", &name, "b", "--", "iperf3", "-s", "-1"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     let client = Command::new(BIN)
         .args(["net", "exec", &name, "a", "--", "iperf3", "-c", "198.18.1.2", "-t", "8", "-i", "1", "-J"])
@@ -426,7 +466,8 @@ fn net_set_changes_a_rate_mid_run_and_iperf3_follows() {
     let stats = ok(&run(&["net", "stats", &name, "--json", "--link", "wan"], Duration::from_secs(10)));
     ok(&run(&["net", "down", &name], Duration::from_secs(20)));
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let iv: Vec<f64> = j["intervals"].as_array().unwrap().iter().map(|i| i["sum"]["bits_per_second"].as_f64().unwrap()).collect();
+    let iv: Vec<f64> =
+        j["intervals"].as_array().unwrap().iter().map(|i| i["sum"]["bits_per_second"].as_f64().unwrap()).collect();
     assert_eq!(iv.len(), 8, "{iv:?}");
     // Before the change (second 1–2) near 50 Mbit/s; from 2 s after it, near 10 Mbit/s.
     assert!(iv[1] > goodput(50e6) * 0.85, "{iv:?}");
@@ -454,7 +495,17 @@ fn kill_9_and_down_leave_nothing_behind() {
     }
     let f = topo_file("kill", &chain("", "", ""));
     let mut child = Command::new(BIN)
-        .args(["net", "run", &f, "--on", "b=sleep 1000; : wanperf-net-marker-1", "--", "sh", "-c", "sleep 1000; : wanperf-net-marker-2"])
+        .args([
+            "net",
+            "run",
+            &f,
+            "--on",
+            "b=sleep 1000; : wanperf-net-marker-1",
+            "--",
+            "sh",
+            "-c",
+            "sleep 1000; : wanperf-net-marker-2",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -475,7 +526,8 @@ fn kill_9_and_down_leave_nothing_behind() {
     let mut sleeper = Command::new(BIN).args(["net", "exec", &name, "r3", "--", "sleep", "1000"]).spawn().unwrap();
     let info = ok(&run(&["net", "list", "--json"], Duration::from_secs(10)));
     let v: Value = serde_json::from_str(info.trim()).unwrap();
-    let pid = v["networks"].as_array().unwrap().iter().find(|n| n["name"] == name.as_str()).unwrap()["pid"].as_i64().unwrap();
+    let pid =
+        v["networks"].as_array().unwrap().iter().find(|n| n["name"] == name.as_str()).unwrap()["pid"].as_i64().unwrap();
     let netns_before = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
     // SAFETY: killing the daemon we started.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
@@ -525,8 +577,17 @@ fn the_iepm_2000_preset_has_the_seeds_rtts() {
         return;
     }
     let out = run(
-        &["net", "run", "iepm-2000", "--host", "slac", "--", "sh", "-c",
-          "ping -c 5 -i 0.2 $WANPERF_ADDR_CERN; ping -c 5 -i 0.2 $WANPERF_ADDR_FNAL"],
+        &[
+            "net",
+            "run",
+            "iepm-2000",
+            "--host",
+            "slac",
+            "--",
+            "sh",
+            "-c",
+            "ping -c 5 -i 0.2 $WANPERF_ADDR_CERN; ping -c 5 -i 0.2 $WANPERF_ADDR_FNAL",
+        ],
         Duration::from_secs(30),
     );
     let rtts = ping_rtts(&ok(&out));
