@@ -116,6 +116,21 @@ for k, v in results.items():
     m = statistics.median(v)
     print(f"{k:<16} median {m / 1e9:.2f} Gbit/s ({', '.join(f'{x / 1e9:.2f}' for x in v)}), ratio to path {m / base:.2f}")
 
+print("\n## lateness per hop: 4 links (3 routers), 100 ms RTT, 1 Gbit/s bottleneck, iperf3 -P 4")
+t = chain_path(4, 100).replace('[[link]]\na = "r1"\nb = "r2"', '[[link]]\na = "r1"\nb = "r2"\nrate = "1G"\nqueue = "12MB"')
+p = write("chain4-1g", t)
+lat = []
+for rep in range(a.reps):
+    r = sh([W, "net", "run", p, "--host", "a", "--on", "b=iperf3 -s -1", "--json", "--",
+            "sh", "-c", f"iperf3 -c $WANPERF_ADDR_B -P 4 -t {a.secs} -O 2 -J"], timeout=a.secs + 60)
+    bps = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"]
+    st = [json.loads(l) for l in r.stderr.splitlines() if l.startswith("{") and "net_stats" in l][0]["links"]
+    p99 = [max(x["ab"]["lateness"]["p99_us"], x["ba"]["lateness"]["p99_us"]) for x in st]
+    lat.append(max(p99))
+    print(f"run {rep + 1}: iperf3 {bps / 1e6:.0f} Mbit/s; lateness p99 per link (worse direction) "
+          f"{', '.join(f'{x:.0f}' for x in p99)} µs")
+print(f"worst link's p99, median of {a.reps}: {statistics.median(lat):.0f} µs")
+
 print("\n## 8 iperf3 pairs through one shared bottleneck")
 for bottleneck in ("400M", "1G"):
     t = ['name = "dumbbell"']

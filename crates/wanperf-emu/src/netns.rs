@@ -342,6 +342,15 @@ pub fn packet_socket(name: &str, vnet: bool) -> Result<OwnedFd, EnvError> {
 /// Adds a route in the calling thread's namespace: `dst/prefix` via `gateway` out of
 /// interface `oif` (main table, static, universe scope).
 pub fn add_route(dst: IpAddr, prefix: u8, gateway: IpAddr, oif: u32) -> Result<(), EnvError> {
+    route_request(dst, prefix, gateway, oif, NLM_F_CREATE | NLM_F_EXCL)
+}
+
+/// Adds or replaces the route to `dst/prefix` in the calling thread's namespace.
+pub fn replace_route(dst: IpAddr, prefix: u8, gateway: IpAddr, oif: u32) -> Result<(), EnvError> {
+    route_request(dst, prefix, gateway, oif, NLM_F_CREATE | netlink_packet_core::NLM_F_REPLACE)
+}
+
+fn route_request(dst: IpAddr, prefix: u8, gateway: IpAddr, oif: u32, flags: u16) -> Result<(), EnvError> {
     use netlink_packet_route::route::{
         RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
     };
@@ -355,7 +364,7 @@ pub fn add_route(dst: IpAddr, prefix: u8, gateway: IpAddr, oif: u32) -> Result<(
     m.attributes.push(RouteAttribute::Destination(dst.into()));
     m.attributes.push(RouteAttribute::Gateway(gateway.into()));
     m.attributes.push(RouteAttribute::Oif(oif));
-    netlink_request("add route", RouteNetlinkMessage::NewRoute(m), NLM_F_CREATE | NLM_F_EXCL)
+    netlink_request("add route", RouteNetlinkMessage::NewRoute(m), flags)
 }
 
 /// Writes a sysctl of the calling thread's network namespace (`net/ipv4/ip_forward`).

@@ -304,6 +304,36 @@ impl Network {
         }
     }
 
+    /// Changes a link's routing cost while the network runs: routes are computed again and
+    /// every node's changed routes replaced (a route change mid-run). Returns how many
+    /// routes changed.
+    pub fn set_cost(&mut self, link: usize, cost: u32) -> Result<usize, EnvError> {
+        let mut topo = self.topo.clone();
+        let Some(l) = topo.links.get_mut(link) else { return Ok(0) };
+        l.cost = cost.max(1);
+        let plan = Plan::new(&topo).map_err(|e| EnvError::Sys { what: "planning routes", err: std::io::Error::other(e.to_string()) })?;
+        let changed: Vec<crate::plan::Route> = plan.routes.iter().filter(|r| !self.plan.routes.contains(r)).cloned().collect();
+        for (ni, ns) in self.nodes.iter().enumerate() {
+            let mine: Vec<(IpAddr, u8, IpAddr, String)> = changed
+                .iter()
+                .filter(|r| r.node == ni)
+                .map(|r| (r.dst, r.prefix, r.via, plan.ifaces[r.iface].dev.clone()))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            ns.run(move || -> Result<(), EnvError> {
+                for (dst, prefix, via, dev) in mine {
+                    netns::replace_route(dst, prefix, via, netns::ifindex(&dev)?)?;
+                }
+                Ok(())
+            })??;
+        }
+        self.topo = topo;
+        self.plan = plan;
+        Ok(changed.len())
+    }
+
     /// Stops forwarding and returns the counters.
     pub fn stop(self) -> Vec<LinkStats> {
         let Network { fabric, .. } = self;

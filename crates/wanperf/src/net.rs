@@ -155,7 +155,8 @@ pub struct StatsArgs {
 Options are the topology file's link keys: delay, rtt, jitter, reorder, rate (or `unlimited`),
 trace, queue, aqm, loss, loss_model, policer (or `none`), priority; add _ab or _ba for one
 direction (a → b is from the link's `a` node). Applied within 50 ms; packets already queued
-keep their times.
+keep their times. `cost=N` changes the link's routing metric: routes are recomputed and the
+changed ones replaced in every node (a route change mid-run); `loss=1` cuts the link.
 
 Example: wanperf net set lab chicago-geneva rate_ba=10M queue=100kB")]
 pub struct SetArgs {
@@ -714,30 +715,49 @@ fn set_link(net: &mut Network, req: &Value) -> Value {
         return json!({"error": format!("no link `{link_name}` (links: {})", names.join(", "))});
     };
     let (mut ab, mut ba) = net.link_config(li).cloned().expect("link exists");
+    let mut cost = None;
     for o in req["options"].as_array().into_iter().flatten() {
         let o = o.as_str().unwrap_or("");
         let Some((k, v)) = o.split_once('=') else {
             return json!({"error": format!("`{o}`: write KEY=VALUE")});
         };
+        if k == "cost" {
+            match v.parse::<u32>() {
+                Ok(c) if (1..=1_000_000).contains(&c) => cost = Some(c),
+                _ => return json!({"error": format!("`cost` must be an integer in 1–1000000, not `{v}`")}),
+            }
+            continue;
+        }
         let values: Vec<String> =
             if k.starts_with("priority") { v.split(';').map(str::to_string).collect() } else { vec![v.to_string()] };
         if let Err(e) = wanperf_net::linkopts::apply(&mut ab, &mut ba, k, &values, &|f| read_file(f)) {
             return json!({"error": e});
         }
     }
+    let link_name = link_name.to_string();
     net.set(li, ab.clone(), ba.clone());
-    json!({"link": link_name, "ab": ab, "ba": ba})
+    let mut reply = json!({"link": link_name, "ab": ab, "ba": ba});
+    if let Some(c) = cost {
+        match net.set_cost(li, c) {
+            Ok(n) => reply["routes_changed"] = json!(n),
+            Err(e) => return json!({"error": format!("re-routing: {e}")}),
+        }
+    }
+    reply
 }
 
 /// `net set`.
 pub fn set(a: SetArgs) -> Result<ExitCode> {
     let v = request(&a.name, json!({"op": "set", "link": a.link, "options": a.options}))?;
     if a.json {
-        println!("{}", json!({"event": "net_set", "link": v["link"], "ab": v["ab"], "ba": v["ba"]}));
+        println!("{}", json!({"event": "net_set", "link": v["link"], "ab": v["ab"], "ba": v["ba"], "routes_changed": v["routes_changed"]}));
     } else {
         let ab: wanperf_emu::config::DirConfig = serde_json::from_value(v["ab"].clone())?;
         let ba: wanperf_emu::config::DirConfig = serde_json::from_value(v["ba"].clone())?;
         println!("link {}: a → b {}; b → a {}", a.link, describe_dir(&ab), describe_dir(&ba));
+        if let Some(n) = v["routes_changed"].as_u64() {
+            println!("routes recomputed: {n} changed");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

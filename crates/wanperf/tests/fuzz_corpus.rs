@@ -30,6 +30,7 @@ const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("units", units),
     ("auth_keys", auth_keys),
     ("server_handshake", server_handshake),
+    ("topology_toml", topology_toml),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -137,6 +138,23 @@ fn study_toml(data: &[u8]) {
         assert!(!study.estimate_s(c).is_nan());
     }
     assert_eq!(Study::parse(text).ok(), Some(study));
+}
+
+fn topology_toml(data: &[u8]) {
+    use std::net::IpAddr;
+    use wanperf_net::plan::Plan;
+    use wanperf_net::topo::Topology;
+    let read = |_: &str| -> Result<String, String> { Ok("1\n2\n".into()) };
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(t) = Topology::parse(text, &read) else { return };
+    let p = Plan::new(&t).expect("parse checked the plan");
+    for s in 0..t.nodes.len().min(16) {
+        for i in p.ifaces.iter().take(16) {
+            assert!(p.walk(s, IpAddr::V4(i.v4)).is_some(), "node {s} cannot reach {}", i.v4);
+            assert!(p.walk(s, IpAddr::V6(i.v6)).is_some(), "node {s} cannot reach {}", i.v6);
+        }
+    }
+    assert_eq!(Topology::parse(text, &read).ok(), Some(t));
 }
 
 fn storable(run: NewRun, cell: CellRecord) {
@@ -396,6 +414,11 @@ fn corpus_auth_keys() {
 #[test]
 fn corpus_server_handshake() {
     replay("server_handshake");
+}
+
+#[test]
+fn corpus_topology_toml() {
+    replay("topology_toml");
 }
 
 /// Writes the seeds made by the protocol's own encoders (run with `--ignored`).

@@ -452,15 +452,17 @@ fn net_set_changes_a_rate_mid_run_and_iperf3_follows() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     let client = Command::new(BIN)
-        .args(["net", "exec", &name, "a", "--", "iperf3", "-c", "198.18.1.2", "-t", "8", "-i", "1", "-J"])
+        // -R: b sends, and the client's per-second figures are the receiver's (a sender's
+        // count what it wrote into its socket buffer, in 128 KiB steps).
+        .args(["net", "exec", &name, "a", "--", "iperf3", "-c", "198.18.1.2", "-R", "-t", "8", "-i", "1", "-J"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_millis(3000));
-    let set = ok(&run(&["net", "set", &name, "wan", "rate_ab=10M"], Duration::from_secs(10)));
+    let set = ok(&run(&["net", "set", &name, "wan", "rate_ba=10M"], Duration::from_secs(10)));
     let at = t0.elapsed().as_secs_f64();
-    assert!(set.contains("a → b 3 ms, 10.0 Mbit/s; b → a 3 ms, 50.0 Mbit/s"), "{set}");
+    assert!(set.contains("a → b 3 ms, 50.0 Mbit/s; b → a 3 ms, 10.0 Mbit/s"), "{set}");
     let out = client.wait_with_output().unwrap();
     let _ = server.wait();
     let stats = ok(&run(&["net", "stats", &name, "--json", "--link", "wan"], Duration::from_secs(10)));
@@ -482,9 +484,34 @@ fn net_set_changes_a_rate_mid_run_and_iperf3_follows() {
     assert!((mean - goodput(10e6)).abs() < 0.1 * goodput(10e6), "mean {mean} bit/s after the set: {iv:?}");
     // The per-second utilization series shows the same step.
     let s: Value = serde_json::from_str(stats.trim()).unwrap();
-    let series: Vec<u64> = serde_json::from_value(s["links"][0]["ab"]["per_second_bytes"].clone()).unwrap();
+    let series: Vec<u64> = serde_json::from_value(s["links"][0]["ba"]["per_second_bytes"].clone()).unwrap();
     let peak = *series.iter().max().unwrap() as f64 * 8.0;
     assert!(peak > 40e6 && peak <= 50.5e6, "{series:?}");
+}
+
+#[test]
+fn net_set_cost_reroutes_mid_run() {
+    let _serial = serial();
+    if !paths_available() || !have("traceroute") {
+        return;
+    }
+    // The diamond without its override: a → b over r1–r2 until r1–r2 costs 10, then over r3.
+    let name = format!("c{}", std::process::id());
+    let f = topo_file("reroute", DIAMOND.split("[[route]]").next().unwrap());
+    ok(&run(&["net", "up", &f, &name], Duration::from_secs(20)));
+    let trace = || -> Vec<String> {
+        let out = run(&["net", "exec", &name, "a", "--", "traceroute", "-n", "-N", "1", "-q", "1", "198.18.2.2"], Duration::from_secs(30));
+        traceroute_hops(&ok(&out)).into_iter().map(|h| h.0).collect()
+    };
+    let before = trace();
+    let set = run(&["net", "set", &name, "r1-r2", "cost=10", "--json"], Duration::from_secs(10));
+    let after = trace();
+    ok(&run(&["net", "down", &name], Duration::from_secs(20)));
+    assert_eq!(before, ["198.18.0.2", "198.18.1.2", "198.18.2.2"]);
+    let v: Value = serde_json::from_str(ok(&set).trim()).unwrap();
+    assert!(v["routes_changed"].as_u64().unwrap() > 0, "{v}");
+    // a → r1 → r3 (its r1–r3 address) → r2 (its r3–r2 address) → b.
+    assert_eq!(after, ["198.18.0.2", "198.18.3.2", "198.18.4.2", "198.18.2.2"]);
 }
 
 #[test]
