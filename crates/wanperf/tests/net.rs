@@ -90,6 +90,22 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// A named network that goes down when the test ends, passed or failed.
+struct Up(String);
+
+impl Up {
+    fn new(topology: &str, name: &str) -> Up {
+        ok(&run(&["net", "up", topology, name], Duration::from_secs(20)));
+        Up(name.to_string())
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = run(&["net", "down", &self.0], Duration::from_secs(20));
+    }
+}
+
 fn ok(out: &std::process::Output) -> String {
     assert!(
         out.status.success(),
@@ -442,7 +458,7 @@ fn net_set_changes_a_rate_mid_run_and_iperf3_follows() {
         "set",
         "[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[router]]\nname = \"r\"\n[[link]]\na = \"a\"\nb = \"r\"\ndelay = \"2ms\"\n[[link]]\na = \"r\"\nb = \"b\"\nname = \"wan\"\ndelay = \"3ms\"\nrate = \"50M\"\nqueue = \"150kB\"\n",
     );
-    ok(&run(&["net", "up", &f, &name], Duration::from_secs(20)));
+    let _up = Up::new(&f, &name);
     let listed = ok(&run(&["net", "list", "--json"], Duration::from_secs(10)));
     assert!(listed.contains(&format!("\"name\":\"{name}\"")), "{listed}");
     let mut server = Command::new(BIN)
@@ -466,7 +482,8 @@ fn net_set_changes_a_rate_mid_run_and_iperf3_follows() {
     let out = client.wait_with_output().unwrap();
     let _ = server.wait();
     let stats = ok(&run(&["net", "stats", &name, "--json", "--link", "wan"], Duration::from_secs(10)));
-    ok(&run(&["net", "down", &name], Duration::from_secs(20)));
+    let down = ok(&run(&["net", "down", &name], Duration::from_secs(20)));
+    assert!(down.contains("wan"), "{down}");
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
     let iv: Vec<f64> =
         j["intervals"].as_array().unwrap().iter().map(|i| i["sum"]["bits_per_second"].as_f64().unwrap()).collect();
@@ -498,7 +515,7 @@ fn net_set_cost_reroutes_mid_run() {
     // The diamond without its override: a → b over r1–r2 until r1–r2 costs 10, then over r3.
     let name = format!("c{}", std::process::id());
     let f = topo_file("reroute", DIAMOND.split("[[route]]").next().unwrap());
-    ok(&run(&["net", "up", &f, &name], Duration::from_secs(20)));
+    let _up = Up::new(&f, &name);
     let trace = || -> Vec<String> {
         let out = run(&["net", "exec", &name, "a", "--", "traceroute", "-n", "-N", "1", "-q", "1", "198.18.2.2"], Duration::from_secs(30));
         traceroute_hops(&ok(&out)).into_iter().map(|h| h.0).collect()
@@ -506,7 +523,6 @@ fn net_set_cost_reroutes_mid_run() {
     let before = trace();
     let set = run(&["net", "set", &name, "r1-r2", "cost=10", "--json"], Duration::from_secs(10));
     let after = trace();
-    ok(&run(&["net", "down", &name], Duration::from_secs(20)));
     assert_eq!(before, ["198.18.0.2", "198.18.1.2", "198.18.2.2"]);
     let v: Value = serde_json::from_str(ok(&set).trim()).unwrap();
     assert!(v["routes_changed"].as_u64().unwrap() > 0, "{v}");
@@ -549,7 +565,7 @@ fn kill_9_and_down_leave_nothing_behind() {
     assert!(gone, "processes left after kill -9");
     // A named network's daemon killed with -9: its nodes' processes die, `list` forgets it.
     let name = format!("k{}", std::process::id());
-    ok(&run(&["net", "up", &f, &name], Duration::from_secs(20)));
+    let _up = Up::new(&f, &name);
     let mut sleeper = Command::new(BIN).args(["net", "exec", &name, "r3", "--", "sleep", "1000"]).spawn().unwrap();
     let info = ok(&run(&["net", "list", "--json"], Duration::from_secs(10)));
     let v: Value = serde_json::from_str(info.trim()).unwrap();
@@ -597,6 +613,14 @@ fn bad_topologies_get_one_line_naming_the_line() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such file, and no preset"));
 }
 
+/// The minimum of iputils ping's summary line (`rtt min/avg/max/mdev = …`), in ms.
+fn ping_min(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("rtt min/avg/max/mdev = "))
+        .filter_map(|r| r.split('/').next()?.parse().ok())
+        .collect()
+}
+
 #[test]
 fn the_iepm_2000_preset_has_the_seeds_rtts() {
     let _serial = serial();
@@ -604,25 +628,18 @@ fn the_iepm_2000_preset_has_the_seeds_rtts() {
         return;
     }
     let out = run(
-        &[
-            "net",
-            "run",
-            "iepm-2000",
-            "--host",
-            "slac",
-            "--",
-            "sh",
-            "-c",
-            "ping -c 5 -i 0.2 $WANPERF_ADDR_CERN; ping -c 5 -i 0.2 $WANPERF_ADDR_FNAL",
-        ],
+        &["net", "run", "iepm-2000", "--host", "slac", "--", "sh", "-c",
+          "ping -c 5 -i 0.2 $WANPERF_ADDR_CERN; ping -c 5 -i 0.2 $WANPERF_ADDR_FNAL"],
         Duration::from_secs(30),
     );
-    let rtts = ping_rtts(&ok(&out));
-    assert_eq!(rtts.len(), 10);
-    let (mut cern, mut fnal) = (rtts[..5].to_vec(), rtts[5..].to_vec());
-    // SLAC–CERN 166 ms (seeds 000/004); SLAC–FNAL 52.2 ms. (ping prints whole ms above 100 ms.)
-    assert!((median(&mut cern) - 166.0).abs() <= 1.0, "{cern:?}");
-    assert!((median(&mut fnal) - 52.2).abs() < 0.5, "{fnal:?}");
+    let mins = ping_min(&ok(&out));
+    assert_eq!(mins.len(), 2);
+    // SLAC–CERN 166 ms over 5 links (seeds 000/004); SLAC–FNAL 52.2 ms over 4. Never less;
+    // more by at most 75 µs per link crossing (the emulator's and each router's kernel work,
+    // ~30–50 µs per crossing here: docs/performance.md).
+    for (got, want, links) in [(mins[0], 166.0, 5.0), (mins[1], 52.2, 4.0)] {
+        assert!(got >= want - 0.02 && got <= want + 2.0 * links * 0.075, "min RTT {got} ms, configured {want} ms");
+    }
 }
 
 #[test]
