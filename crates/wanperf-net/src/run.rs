@@ -311,8 +311,10 @@ impl Network {
         let mut topo = self.topo.clone();
         let Some(l) = topo.links.get_mut(link) else { return Ok(0) };
         l.cost = cost.max(1);
-        let plan = Plan::new(&topo).map_err(|e| EnvError::Sys { what: "planning routes", err: std::io::Error::other(e.to_string()) })?;
-        let changed: Vec<crate::plan::Route> = plan.routes.iter().filter(|r| !self.plan.routes.contains(r)).cloned().collect();
+        let plan = Plan::new(&topo)
+            .map_err(|e| EnvError::Sys { what: "planning routes", err: std::io::Error::other(e.to_string()) })?;
+        let changed: Vec<crate::plan::Route> =
+            plan.routes.iter().filter(|r| !self.plan.routes.contains(r)).cloned().collect();
         for (ni, ns) in self.nodes.iter().enumerate() {
             let mine: Vec<(IpAddr, u8, IpAddr, String)> = changed
                 .iter()

@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -561,17 +561,7 @@ fn socket_path(name: &str) -> PathBuf {
 
 fn request(name: &str, req: Value) -> Result<Value> {
     check_name(name)?;
-    let mut s = UnixStream::connect(socket_path(name))
-        .map_err(|_| anyhow!("no network named `{name}` is up (see `wanperf net list`)"))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    writeln!(s, "{req}")?;
-    let mut line = String::new();
-    BufReader::new(s).read_line(&mut line)?;
-    let v: Value = serde_json::from_str(&line).map_err(|_| anyhow!("network `{name}` sent no answer"))?;
-    if let Some(e) = v.get("error").and_then(Value::as_str) {
-        bail!("{e}");
-    }
-    Ok(v)
+    crate::pathd::ask(&socket_path(name), "network", name, req)
 }
 
 /// `net up`: checks the topology, starts the daemon, waits until the network is ready.
@@ -634,10 +624,7 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
 
 /// `net __daemon NAME TOPOLOGY NICE`: owns one network until asked to stop.
 pub fn daemon(name: &str, topology: &str, nice: i32) -> Result<ExitCode> {
-    let report = |line: &str| {
-        println!("{line}");
-        let _ = std::io::stdout().flush();
-    };
+    use crate::pathd::{report, Answer};
     // SAFETY: setsid has no preconditions; it detaches from the caller's terminal.
     unsafe { libc::setsid() };
     let t = match load(topology) {
@@ -647,63 +634,47 @@ pub fn daemon(name: &str, topology: &str, nice: i32) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let mut s = match Session::start(&t, nice, None) {
-        Ok(s) => s,
+    let session = match Session::start(&t, nice, None) {
+        Ok(s) => Some(s),
         Err(e) => {
             report(&format!("error: {e:#}"));
             return Ok(ExitCode::FAILURE);
         }
     };
-    let sock = socket_path(name);
-    let listener = match UnixListener::bind(&sock) {
-        Ok(l) => l,
-        Err(e) => {
-            report(&format!("error: cannot listen on {}: {e}", sock.display()));
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    listener.set_nonblocking(true)?;
-    report("ready");
     let started = Instant::now();
-    while !INTERRUPTED.load(Ordering::Acquire) {
-        s.tick();
-        let (mut c, _) = match listener.accept() {
-            Ok(x) => x,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
+    let cell = std::cell::RefCell::new(session);
+    let listening = crate::pathd::serve_requests(
+        &socket_path(name),
+        || {
+            if let Some(s) = cell.borrow_mut().as_mut() {
+                s.tick();
             }
-        };
-        let _ = c.set_nonblocking(false);
-        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
-        let mut line = String::new();
-        if BufReader::new(&c).read_line(&mut line).is_err() {
-            continue;
-        }
-        let req: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        let reply = match req["op"].as_str() {
-            Some("info") => {
-                let fds: Vec<i32> = (0..t.nodes.len()).map(|i| s.net.ns_fd(i)).collect();
-                json!({"name": name, "pid": std::process::id(), "fds": fds, "nice": nice,
-                       "uptime_s": started.elapsed().as_secs_f64(), "plan": plan_json(&t, s.net.plan()),
-                       "nodes": t.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>(),
-                       "env": (0..t.nodes.len()).map(|i| s.net.env(i)).collect::<Vec<_>>()})
+        },
+        |req| {
+            let mut guard = cell.borrow_mut();
+            let Some(s) = guard.as_mut() else { return Answer::Last(json!({ "error": "stopped" })) };
+            match req["op"].as_str() {
+                Some("info") => {
+                    let fds: Vec<i32> = (0..t.nodes.len()).map(|i| s.net.ns_fd(i)).collect();
+                    Answer::Reply(json!({"name": name, "pid": std::process::id(), "fds": fds, "nice": nice,
+                           "uptime_s": started.elapsed().as_secs_f64(), "plan": plan_json(&t, s.net.plan()),
+                           "nodes": t.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>(),
+                           "env": (0..t.nodes.len()).map(|i| s.net.env(i)).collect::<Vec<_>>()}))
+                }
+                Some("stats") => Answer::Reply(json!({ "links": s.net.stats() })),
+                Some("set") => Answer::Reply(set_link(&mut s.net, req)),
+                Some("down") => {
+                    let stats = guard.take().map(Session::stop).unwrap_or_default();
+                    Answer::Last(json!({ "links": stats }))
+                }
+                _ => Answer::Reply(json!({ "error": "unknown request" })),
             }
-            Some("stats") => json!({ "links": s.net.stats() }),
-            Some("set") => set_link(&mut s.net, &req),
-            Some("down") => {
-                let stats = s.stop();
-                let _ = writeln!(c, "{}", json!({ "links": stats }));
-                let _ = std::fs::remove_file(&sock);
-                return Ok(ExitCode::SUCCESS);
-            }
-            _ => json!({ "error": "unknown request" }),
-        };
-        let _ = writeln!(c, "{reply}");
+        },
+    )?;
+    if let Some(s) = cell.into_inner() {
+        drop(s.stop());
     }
-    let _ = std::fs::remove_file(&sock);
-    drop(s.stop());
-    Ok(ExitCode::SUCCESS)
+    Ok(if listening { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Applies `net set` options in the daemon; the reply is the link's new configuration.
@@ -750,7 +721,10 @@ fn set_link(net: &mut Network, req: &Value) -> Value {
 pub fn set(a: SetArgs) -> Result<ExitCode> {
     let v = request(&a.name, json!({"op": "set", "link": a.link, "options": a.options}))?;
     if a.json {
-        println!("{}", json!({"event": "net_set", "link": v["link"], "ab": v["ab"], "ba": v["ba"], "routes_changed": v["routes_changed"]}));
+        println!(
+            "{}",
+            json!({"event": "net_set", "link": v["link"], "ab": v["ab"], "ba": v["ba"], "routes_changed": v["routes_changed"]})
+        );
     } else {
         let ab: wanperf_emu::config::DirConfig = serde_json::from_value(v["ab"].clone())?;
         let ba: wanperf_emu::config::DirConfig = serde_json::from_value(v["ba"].clone())?;

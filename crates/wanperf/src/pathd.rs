@@ -69,9 +69,14 @@ pub fn runtime_dir() -> PathBuf {
 }
 
 fn check_name(name: &str) -> Result<()> {
+    check_name_of("path", name)
+}
+
+/// Names of paths and networks: letters, digits, - and _, at most 64.
+pub(crate) fn check_name_of(what: &str, name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     {
-        bail!("`{name}` is not a path name (letters, digits, - and _, at most 64)");
+        bail!("`{name}` is not a {what} name (letters, digits, - and _, at most 64)");
     }
     Ok(())
 }
@@ -82,14 +87,19 @@ fn socket_path(name: &str) -> PathBuf {
 
 fn request(name: &str, req: Value) -> Result<Value> {
     check_name(name)?;
-    let sock = socket_path(name);
-    let mut s =
-        UnixStream::connect(&sock).map_err(|_| anyhow!("no path named `{name}` is up (see `wanperf path list`)"))?;
+    ask(&socket_path(name), "path", name, req)
+}
+
+/// Sends one request to the daemon of the `what` (path or network) called `name` on `sock`.
+pub(crate) fn ask(sock: &std::path::Path, what: &str, name: &str, req: Value) -> Result<Value> {
+    let mut s = UnixStream::connect(sock).map_err(|_| {
+        anyhow!("no {what} named `{name}` is up (see `wanperf {} list`)", what.split(' ').next().unwrap_or(what))
+    })?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     writeln!(s, "{req}")?;
     let mut line = String::new();
     BufReader::new(s).read_line(&mut line)?;
-    let v: Value = serde_json::from_str(&line).map_err(|_| anyhow!("path `{name}` sent no answer"))?;
+    let v: Value = serde_json::from_str(&line).map_err(|_| anyhow!("{what} `{name}` sent no answer"))?;
     if let Some(e) = v.get("error").and_then(Value::as_str) {
         bail!("{e}");
     }
@@ -141,12 +151,71 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
     }
 }
 
+/// Tells `up` (which reads the daemon's standard output) how starting went: `ready`, or one
+/// `error: …` line.
+pub(crate) fn report(line: &str) {
+    println!("{line}");
+    let _ = std::io::stdout().flush();
+}
+
+/// A daemon's answer to one request.
+pub(crate) enum Answer {
+    /// Reply and keep serving.
+    Reply(Value),
+    /// Reply and stop.
+    Last(Value),
+}
+
+/// Binds `sock`, reports `ready` (or why not), and answers one-line JSON requests until a
+/// handler answers [`Answer::Last`] or the daemon is interrupted; `idle` runs between
+/// connections, at least every 10 ms. The socket is removed at the end. Returns whether it
+/// could listen.
+pub(crate) fn serve_requests(
+    sock: &std::path::Path,
+    mut idle: impl FnMut(),
+    mut handle: impl FnMut(&Value) -> Answer,
+) -> Result<bool> {
+    let listener = match UnixListener::bind(sock) {
+        Ok(l) => l,
+        Err(e) => {
+            report(&format!("error: cannot listen on {}: {e}", sock.display()));
+            return Ok(false);
+        }
+    };
+    listener.set_nonblocking(true)?;
+    report("ready");
+    while !INTERRUPTED.load(Ordering::Acquire) {
+        idle();
+        let (mut c, _) = match listener.accept() {
+            Ok(x) => x,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let _ = c.set_nonblocking(false);
+        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut line = String::new();
+        if BufReader::new(&c).read_line(&mut line).is_err() {
+            continue;
+        }
+        let req: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        match handle(&req) {
+            Answer::Reply(v) => {
+                let _ = writeln!(c, "{v}");
+            }
+            Answer::Last(v) => {
+                let _ = writeln!(c, "{v}");
+                break;
+            }
+        }
+    }
+    let _ = std::fs::remove_file(sock);
+    Ok(true)
+}
+
 /// `wanperf path __daemon NAME CONFIG`: owns one path until asked to stop.
 pub fn daemon(name: &str, cfg_json: &str) -> Result<ExitCode> {
-    let report = |line: &str| {
-        println!("{line}");
-        let _ = std::io::stdout().flush();
-    };
     let cfg: PathConfig = serde_json::from_str(cfg_json).context("bad path configuration")?;
     // SAFETY: setsid has no preconditions; it detaches from the caller's terminal.
     unsafe { libc::setsid() };
@@ -157,59 +226,26 @@ pub fn daemon(name: &str, cfg_json: &str) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let sock = socket_path(name);
-    let listener = match UnixListener::bind(&sock) {
-        Ok(l) => l,
-        Err(e) => {
-            report(&format!("error: cannot listen on {}: {e}", sock.display()));
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    listener.set_nonblocking(true)?;
-    report("ready");
     let started = Instant::now();
-    let mut stats = None;
-    while !INTERRUPTED.load(Ordering::Acquire) {
-        let (mut s, _) = match listener.accept() {
-            Ok(x) => x,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        };
-        let _ = s.set_nonblocking(false);
-        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-        let mut line = String::new();
-        if BufReader::new(&s).read_line(&mut line).is_err() {
-            continue;
-        }
-        let req: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        let reply = match req["op"].as_str() {
-            Some("info") => json!({
+    let listening = serve_requests(
+        &socket_path(name),
+        || {},
+        |req| match req["op"].as_str() {
+            Some("info") => Answer::Reply(json!({
                 "name": name,
                 "pid": std::process::id(),
                 "left_fd": path.ns_fd(Host::Left),
                 "right_fd": path.ns_fd(Host::Right),
                 "uptime_s": started.elapsed().as_secs_f64(),
                 "config": cfg,
-            }),
-            Some("stats") => json!({ "stats": path.stats() }),
-            Some("down") => {
-                stats = Some(());
-                json!({ "stopping": true })
-            }
-            _ => json!({ "error": "unknown request" }),
-        };
-        if stats.is_some() {
-            let st = json!({ "stats": path.stats() });
-            let _ = writeln!(s, "{st}");
-            break;
-        }
-        let _ = writeln!(s, "{reply}");
-    }
-    let _ = std::fs::remove_file(&sock);
+            })),
+            Some("stats") => Answer::Reply(json!({ "stats": path.stats() })),
+            Some("down") => Answer::Last(json!({ "stats": path.stats() })),
+            _ => Answer::Reply(json!({ "error": "unknown request" })),
+        },
+    )?;
     drop(path);
-    Ok(ExitCode::SUCCESS)
+    Ok(if listening { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// `wanperf path exec NAME left|right -- CMD`: runs CMD inside the host (replacing this

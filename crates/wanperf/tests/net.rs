@@ -517,7 +517,10 @@ fn net_set_cost_reroutes_mid_run() {
     let f = topo_file("reroute", DIAMOND.split("[[route]]").next().unwrap());
     let _up = Up::new(&f, &name);
     let trace = || -> Vec<String> {
-        let out = run(&["net", "exec", &name, "a", "--", "traceroute", "-n", "-N", "1", "-q", "1", "198.18.2.2"], Duration::from_secs(30));
+        let out = run(
+            &["net", "exec", &name, "a", "--", "traceroute", "-n", "-N", "1", "-q", "1", "198.18.2.2"],
+            Duration::from_secs(30),
+        );
         traceroute_hops(&ok(&out)).into_iter().map(|h| h.0).collect()
     };
     let before = trace();
@@ -628,8 +631,17 @@ fn the_iepm_2000_preset_has_the_seeds_rtts() {
         return;
     }
     let out = run(
-        &["net", "run", "iepm-2000", "--host", "slac", "--", "sh", "-c",
-          "ping -c 5 -i 0.2 $WANPERF_ADDR_CERN; ping -c 5 -i 0.2 $WANPERF_ADDR_FNAL"],
+        &[
+            "net",
+            "run",
+            "iepm-2000",
+            "--host",
+            "slac",
+            "--",
+            "sh",
+            "-c",
+            "ping -c 5 -i 0.2 $WANPERF_ADDR_CERN; ping -c 5 -i 0.2 $WANPERF_ADDR_FNAL",
+        ],
         Duration::from_secs(30),
     );
     let mins = ping_min(&ok(&out));
