@@ -112,6 +112,42 @@ fn configure_iface(dev: &str, i: &crate::plan::Iface) -> Result<u32, EnvError> {
     Ok(idx)
 }
 
+/// A TUN device for `iface`, made and configured inside its node.
+fn tun_end(nodes: &[Netns], iface: &crate::plan::Iface, offload: bool) -> Result<OwnedFd, EnvError> {
+    let iface = iface.clone();
+    nodes[iface.node].run(move || -> Result<OwnedFd, EnvError> {
+        let fd = netns::create_tun(&iface.dev, offload)?;
+        configure_iface(&iface.dev, &iface)?;
+        Ok(fd)
+    })?
+}
+
+/// A veth pair for `iface`: its end in the node, configured there, and the far end `far` in
+/// the middle namespace, read and written through a packet socket (returned).
+fn veth_end(
+    middle: &Netns,
+    nodes: &[Netns],
+    iface: &crate::plan::Iface,
+    far: &str,
+    offload: bool,
+) -> Result<OwnedFd, EnvError> {
+    let ns = &nodes[iface.node];
+    let (far2, dev, nsfd, mtu) = (far.to_string(), iface.dev.clone(), ns.raw_fd(), iface.mtu);
+    middle.run(move || -> Result<(), EnvError> {
+        netns::create_veth(&far2, &dev, nsfd)?;
+        netns::set_link(netns::ifindex(&far2)?, Some(mtu), None)
+    })??;
+    let iface = iface.clone();
+    ns.run(move || -> Result<(), EnvError> {
+        if !offload {
+            netns::disable_segmentation(&iface.dev)?;
+        }
+        configure_iface(&iface.dev, &iface).map(drop)
+    })??;
+    let far = far.to_string();
+    middle.run(move || netns::packet_socket(&far, offload))?
+}
+
 impl Network {
     /// Builds the network and starts forwarding.
     pub fn start(
@@ -129,46 +165,27 @@ impl Network {
             nodes.push(ns);
         }
         // Devices: TUN where this user may open /dev/net/tun, else veth pairs into a middle
-        // namespace read through packet sockets (same as `path`).
-        let first_offload = topo.links.first().map(|_| link_modes(topo, 0).0).unwrap_or(false);
-        let probe = nodes[0].run(move || netns::create_tun("wanprobe", first_offload).map(drop))?;
-        let veth = matches!(probe, Err(EnvError::TunAccess));
-        if let Err(e) = probe {
-            if !veth {
-                return Err(e);
+        // namespace read through packet sockets (same as `path`). The first device tells which.
+        let mut first = None;
+        if let Some(&(ia, _)) = plan.ends.first() {
+            match tun_end(&nodes, &plan.ifaces[ia], link_modes(topo, 0).0) {
+                Ok(fd) => first = Some(fd),
+                Err(EnvError::TunAccess) => {}
+                Err(e) => return Err(e),
             }
         }
-        let middle = if veth { Some(Netns::new()?) } else { None };
+        let middle = if first.is_none() && !plan.ends.is_empty() { Some(Netns::new()?) } else { None };
         let mut ends: Vec<[Option<OwnedFd>; 2]> = Vec::new();
-        for (li, _) in topo.links.iter().enumerate() {
+        for (li, &(ia, ib)) in plan.ends.iter().enumerate() {
             let (offload, _) = link_modes(topo, li);
-            let (ia, ib) = plan.ends[li];
             let mut pair: [Option<OwnedFd>; 2] = [None, None];
             for (side, ii) in [ia, ib].into_iter().enumerate() {
-                let iface = plan.ifaces[ii].clone();
-                let ns = &nodes[iface.node];
-                if let Some(m) = &middle {
-                    let far = format!("l{li}{}", if side == 0 { 'a' } else { 'b' });
-                    let (dev, nsfd, mtu) = (iface.dev.clone(), ns.raw_fd(), iface.mtu);
-                    let far2 = far.clone();
-                    m.run(move || -> Result<(), EnvError> {
-                        netns::create_veth(&far2, &dev, nsfd)?;
-                        netns::set_link(netns::ifindex(&far2)?, Some(mtu), None)
-                    })??;
-                    ns.run(move || -> Result<(), EnvError> {
-                        if !offload {
-                            netns::disable_segmentation(&iface.dev)?;
-                        }
-                        configure_iface(&iface.dev, &iface).map(drop)
-                    })??;
-                    pair[side] = Some(m.run(move || netns::packet_socket(&far, offload))??);
-                } else {
-                    pair[side] = Some(ns.run(move || -> Result<OwnedFd, EnvError> {
-                        let fd = netns::create_tun(&iface.dev, offload)?;
-                        configure_iface(&iface.dev, &iface)?;
-                        Ok(fd)
-                    })??);
-                }
+                let iface = &plan.ifaces[ii];
+                pair[side] = Some(match (&middle, first.take()) {
+                    (_, Some(fd)) => fd,
+                    (Some(m), None) => veth_end(m, &nodes, iface, &format!("l{li}{}", ['a', 'b'][side]), offload)?,
+                    (None, None) => tun_end(&nodes, iface, offload)?,
+                });
             }
             ends.push(pair);
         }
@@ -187,7 +204,7 @@ impl Network {
                 Ok(())
             })??;
         }
-        let l2 = if veth { ETHERNET_HEADER } else { 0 };
+        let l2 = if middle.is_some() { ETHERNET_HEADER } else { 0 };
         let remark = if l2 == 0 { packet::remark_scavenger } else { packet::remark_scavenger_eth };
         let shape = |node: usize| -> Option<IcmpShape> {
             match &topo.nodes[node].kind {

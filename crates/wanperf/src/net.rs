@@ -339,10 +339,20 @@ pub fn presets(name: Option<String>, json_out: bool) -> Result<ExitCode> {
 struct Session {
     net: Network,
     started: Instant,
-    /// (traffic index, server started?) per TCP traffic entry; servers per receiving host.
-    servers: Vec<(usize, Child)>,
+    /// The `wanperf serve` of every host that receives TCP cross traffic.
+    servers: Vec<Child>,
+    /// Per TCP traffic entry: its index in the topology, its `tput` while it runs, and
+    /// whether it has run.
     flows: Vec<(usize, Option<Child>, bool)>,
     exe: String,
+}
+
+/// A command that runs `argv` contained on `node` of `net` (see `path::contained`).
+fn contained(net: &Network, exe: &str, node: usize, argv: &[String]) -> Command {
+    let mut c = Command::new(exe);
+    net.enter(node, &mut c);
+    c.arg("__contain").arg("--").args(argv);
+    c
 }
 
 impl Session {
@@ -359,11 +369,11 @@ impl Session {
             let argv: Vec<String> = [s.exe.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"]
                 .map(String::from)
                 .to_vec();
-            let mut c = s.contained(to, &argv)?;
+            let mut c = s.contained(to, &argv);
             c.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
             let mut child = c.spawn().context("cannot start the cross-traffic server")?;
             crate::study::wait_listening(&mut child)?;
-            s.servers.push((to, child));
+            s.servers.push(child);
         }
         for (i, x) in t.traffic.iter().enumerate() {
             if matches!(x, Traffic::Tcp { .. }) {
@@ -374,20 +384,17 @@ impl Session {
         Ok(s)
     }
 
-    /// A command line that runs `argv` contained on `node` (see `path::contained`).
-    fn contained(&self, node: usize, argv: &[String]) -> Result<Command> {
-        let mut c = Command::new(&self.exe);
-        self.net.enter(node, &mut c);
-        c.arg("__contain").arg("--").args(argv);
-        Ok(c)
+    /// A command that runs `argv` contained on `node`.
+    fn contained(&self, node: usize, argv: &[String]) -> Command {
+        contained(&self.net, &self.exe, node, argv)
     }
 
     /// Starts the TCP cross traffic that is due and reaps what has ended.
     fn tick(&mut self) {
         let now = self.started.elapsed().as_nanos() as u64;
-        let t = self.net.topology().clone();
-        for (i, child, done) in &mut self.flows {
-            let Traffic::Tcp { from, to, flows, start_ns, stop_ns, .. } = t.traffic[*i] else { continue };
+        let Session { net, flows, exe, .. } = self;
+        for (i, child, done) in flows.iter_mut() {
+            let Traffic::Tcp { from, to, flows, start_ns, stop_ns, .. } = net.topology().traffic[*i] else { continue };
             if let Some(c) = child.as_mut() {
                 if matches!(c.try_wait(), Ok(Some(_))) {
                     *child = None;
@@ -399,9 +406,9 @@ impl Session {
                 continue;
             }
             let secs = (stop_ns.unwrap_or(start_ns + 3_600_000_000_000) - start_ns) as f64 / 1e9;
-            let addr = self.net.plan().addr_of(to).expect("hosts have addresses").to_string();
+            let addr = net.plan().addr_of(to).expect("hosts have addresses").to_string();
             let argv: Vec<String> = vec![
-                self.exe.clone(),
+                exe.clone(),
                 "tput".into(),
                 addr,
                 "-p".into(),
@@ -412,9 +419,8 @@ impl Session {
                 format!("{secs:.3}"),
                 "--json".into(),
             ];
-            let mut c = Command::new(&self.exe);
-            self.net.enter(from, &mut c);
-            c.arg("__contain").arg("--").args(&argv).stdout(Stdio::null()).stderr(Stdio::null()).stdin(Stdio::null());
+            let mut c = contained(net, exe, from, &argv);
+            c.stdout(Stdio::null()).stderr(Stdio::null()).stdin(Stdio::null());
             match c.spawn() {
                 Ok(ch) => *child = Some(ch),
                 Err(_) => *done = true,
@@ -428,11 +434,31 @@ impl Session {
                 stop_child(c);
             }
         }
-        for (_, c) in &mut self.servers {
-            stop_child(c);
-        }
+        self.servers.iter_mut().for_each(stop_child);
         self.net.stop()
     }
+}
+
+/// One direction's counters as text: packets and bytes, drops by cause, queue delay, the
+/// busiest second and the last one, cross traffic.
+fn dir_counters(d: &wanperf_emu::fabric::DirStats) -> String {
+    let served = d.total(|c| c.dequeued);
+    let mean = if served > 0 { d.total(|c| c.sum_queue_delay_ns) as f64 / served as f64 / 1e6 } else { 0.0 };
+    let maxq = d.classes.values().map(|c| c.max_queue_delay_ns).max().unwrap_or(0) as f64 / 1e6;
+    let second = |b: Option<&u64>| fmt_rate(b.copied().unwrap_or(0) as f64 * 8.0);
+    format!(
+        "{} pkts ({}) in, {} out; drops: queue {}, aqm {}, policer {}, random {}; queue delay mean {mean:.2} ms, max {maxq:.2} ms; peak {}, last second {}{}",
+        d.total(|c| c.packets_in),
+        fmt_bytes(d.total(|c| c.bytes_in)),
+        d.total(|c| c.packets_out),
+        d.total(|c| c.queue_drops),
+        d.total(|c| c.aqm_drops),
+        d.total(|c| c.policer_drops),
+        d.total(|c| c.random_losses),
+        second(d.per_second_bytes.iter().max()),
+        second(d.per_second_bytes.last()),
+        if d.injected > 0 { format!("; {} cross-traffic pkts", d.injected) } else { String::new() },
+    )
 }
 
 fn print_stats(t: &Topology, stats: &[LinkStats], json_out: bool, out: &mut dyn Write) {
@@ -443,30 +469,10 @@ fn print_stats(t: &Topology, stats: &[LinkStats], json_out: bool, out: &mut dyn 
     let _ = writeln!(out, "link counters:");
     for (l, s) in t.links.iter().zip(stats) {
         for (from, to, d) in [(l.a, l.b, &s.ab), (l.b, l.a, &s.ba)] {
-            let pin = d.total(|c| c.packets_in);
-            if pin == 0 {
-                continue;
+            if d.total(|c| c.packets_in) > 0 {
+                let _ =
+                    writeln!(out, "  {} {} → {}: {}", l.name, t.nodes[from].name, t.nodes[to].name, dir_counters(d));
             }
-            let served = d.total(|c| c.dequeued);
-            let mean = if served > 0 { d.total(|c| c.sum_queue_delay_ns) as f64 / served as f64 / 1e6 } else { 0.0 };
-            let maxq = d.classes.values().map(|c| c.max_queue_delay_ns).max().unwrap_or(0) as f64 / 1e6;
-            let peak = d.per_second_bytes.iter().max().copied().unwrap_or(0);
-            let _ = writeln!(
-                out,
-                "  {} {} → {}: {} pkts ({}) in, {} out; drops: queue {}, aqm {}, policer {}, random {}; queue delay mean {mean:.2} ms, max {maxq:.2} ms; peak {}{}",
-                l.name,
-                t.nodes[from].name,
-                t.nodes[to].name,
-                pin,
-                fmt_bytes(d.total(|c| c.bytes_in)),
-                d.total(|c| c.packets_out),
-                d.total(|c| c.queue_drops),
-                d.total(|c| c.aqm_drops),
-                d.total(|c| c.policer_drops),
-                d.total(|c| c.random_losses),
-                fmt_rate(peak as f64 * 8.0),
-                if d.injected > 0 { format!("; {} cross-traffic pkts", d.injected) } else { String::new() },
-            );
         }
     }
 }
@@ -509,7 +515,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     }
     let mut side = Vec::new();
     for (n, cmd) in &others {
-        let mut c = s.contained(*n, &["sh".to_string(), "-c".to_string(), cmd.clone()])?;
+        let mut c = s.contained(*n, &["sh".to_string(), "-c".to_string(), cmd.clone()]);
         if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
             c.stdout(Stdio::from(fd));
         }
@@ -518,7 +524,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     if !side.is_empty() {
         crate::sleep_unless_interrupted(wait);
     }
-    let status = match s.contained(host, &a.cmd)?.spawn() {
+    let status = match s.contained(host, &a.cmd).spawn() {
         Ok(mut child) => loop {
             s.tick();
             match child.try_wait() {
@@ -771,22 +777,7 @@ fn print_reply_stats(name: &str, v: &Value, link: Option<&str>, json_out: bool) 
     } else {
         for s in &stats {
             for (dir, d) in [("a → b", &s.ab), ("b → a", &s.ba)] {
-                let served = d.total(|c| c.dequeued);
-                let mean =
-                    if served > 0 { d.total(|c| c.sum_queue_delay_ns) as f64 / served as f64 / 1e6 } else { 0.0 };
-                let last = d.per_second_bytes.last().copied().unwrap_or(0);
-                println!(
-                    "{:<20} {dir}: {} pkts ({}) in, {} out; drops: queue {}, aqm {}, policer {}, random {}; queue delay mean {mean:.2} ms; last second {}",
-                    s.name,
-                    d.total(|c| c.packets_in),
-                    fmt_bytes(d.total(|c| c.bytes_in)),
-                    d.total(|c| c.packets_out),
-                    d.total(|c| c.queue_drops),
-                    d.total(|c| c.aqm_drops),
-                    d.total(|c| c.policer_drops),
-                    d.total(|c| c.random_losses),
-                    fmt_rate(last as f64 * 8.0),
-                );
+                println!("{:<20} {dir}: {}", s.name, dir_counters(d));
             }
         }
     }
@@ -813,23 +804,14 @@ pub fn down(a: NameArgs) -> Result<ExitCode> {
 
 /// `net list`.
 pub fn list(json_out: bool) -> Result<ExitCode> {
-    let mut rows = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(runtime_dir()) {
-        for e in entries.flatten() {
-            let p = e.path();
-            let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".sock")) else {
-                continue;
-            };
-            match request(name, json!({"op": "info"})) {
-                Ok(info) => rows.push(json!({"name": info["name"], "pid": info["pid"], "uptime_s": info["uptime_s"],
-                    "nodes": info["nodes"].as_array().map_or(0, Vec::len), "links": info["plan"]["links"].as_array().map_or(0, Vec::len)})),
-                // A socket nobody answers on is left over from a killed daemon.
-                Err(_) => {
-                    let _ = std::fs::remove_file(&p);
-                }
-            }
-        }
-    }
+    let rows: Vec<Value> = crate::pathd::live_daemons(&runtime_dir(), "network")
+        .into_iter()
+        .map(|info| {
+            json!({"name": info["name"], "pid": info["pid"], "uptime_s": info["uptime_s"],
+                   "nodes": info["nodes"].as_array().map_or(0, Vec::len),
+                   "links": info["plan"]["links"].as_array().map_or(0, Vec::len)})
+        })
+        .collect();
     if json_out {
         println!("{}", json!({"event": "networks", "networks": rows}));
     } else if rows.is_empty() {

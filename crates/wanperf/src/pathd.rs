@@ -323,24 +323,28 @@ pub fn down(a: NameArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `wanperf path list`.
-pub fn list(json: bool) -> Result<ExitCode> {
+/// The `info` answers of the daemons (paths or networks) whose sockets are in `dir`; a socket
+/// nobody answers on is left over from a killed daemon and is removed.
+pub(crate) fn live_daemons(dir: &std::path::Path, what: &str) -> Vec<Value> {
     let mut rows = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(runtime_dir()) {
-        for e in entries.flatten() {
-            let p = e.path();
-            let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".sock")) else {
-                continue;
-            };
-            match request(name, json!({"op": "info"})) {
-                Ok(info) => rows.push(info),
-                // A socket nobody answers on is left over from a killed daemon.
-                Err(_) => {
-                    let _ = std::fs::remove_file(&p);
-                }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".sock")) else {
+            continue;
+        };
+        match ask(&p, what, name, json!({"op": "info"})) {
+            Ok(info) => rows.push(info),
+            Err(_) => {
+                let _ = std::fs::remove_file(&p);
             }
         }
     }
+    rows
+}
+
+/// `wanperf path list`.
+pub fn list(json: bool) -> Result<ExitCode> {
+    let rows = live_daemons(&runtime_dir(), "path");
     if json {
         println!("{}", json!({"event": "paths", "paths": rows}));
     } else if rows.is_empty() {

@@ -188,3 +188,41 @@ pub fn path_stats(stderr: &[u8]) -> Value {
         .unwrap_or_else(|| panic!("no path stats in {text}"));
     serde_json::from_str::<Value>(line).unwrap()["stats"].clone()
 }
+
+/// Runs wanperf as the unprivileged user `nobody` (setpriv) with `args`, from a fresh
+/// directory holding a copy of the binary and `files` (name, text). `None` means the case
+/// cannot be run here: already unprivileged (the other tests cover it), or no unprivileged
+/// user namespaces (which fails under CI, where they must exist).
+pub fn run_as_nobody(files: &[(&str, &str)], args: &[&str]) -> Option<Output> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: already unprivileged; the other tests cover this case");
+        return None;
+    }
+    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let probe = Command::new("setpriv").args(nobody).args(["unshare", "-r", "-n", "true"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        if std::env::var_os("CI").is_some() {
+            panic!("unprivileged user namespaces are not available (`unshare -r -n true` as nobody failed)");
+        }
+        eprintln!("SKIPPED: unprivileged user namespaces are not available here");
+        return None;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("wanperf-nobody-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.join("wanperf");
+    std::fs::copy(BIN, &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (name, text) in files {
+        let f = dir.join(name);
+        std::fs::write(&f, text).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let out = Command::new("setpriv").args(nobody).arg(&bin).args(args).current_dir(&dir).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    Some(out)
+}
