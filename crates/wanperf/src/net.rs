@@ -554,11 +554,7 @@ fn runtime_dir() -> PathBuf {
 }
 
 fn check_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
-        bail!("`{name}` is not a network name (letters, digits, - and _, at most 64)");
-    }
-    Ok(())
+    crate::pathd::check_name_of("network", name)
 }
 
 fn socket_path(name: &str) -> PathBuf {

@@ -226,3 +226,35 @@ pub fn run_as_nobody(files: &[(&str, &str)], args: &[&str]) -> Option<Output> {
     let _ = std::fs::remove_dir_all(&dir);
     Some(out)
 }
+
+/// Per-probe RTTs in ms from iputils ping output.
+pub fn ping_rtts(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// The median (upper middle) of `v`, sorting it.
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// What one crossing of an emulated link may add to a ping's RTT on top of its configured delay
+/// and serialization: the I/O thread's TUN (or packet socket) read and write, ~15 µs, and its
+/// wake-up when it was asleep, tens of µs on an idle VM and more on a busy one (docs/net.md,
+/// "What the emulator adds").
+pub const CROSSING_MS: f64 = 0.25;
+
+/// Whether `got_ms`, a median ping RTT over `crossings` emulated link crossings whose delays and
+/// serialization add up to `want_ms`, fits: never faster than that (ping prints 0.1 ms steps
+/// above 10 ms, hence 0.05 ms), at most [`CROSSING_MS`] a crossing slower.
+pub fn rtt_fits(got_ms: f64, want_ms: f64, crossings: u32) -> bool {
+    got_ms >= want_ms - 0.05 && got_ms <= want_ms + CROSSING_MS * f64::from(crossings)
+}
+
+/// Serialization in ms of an 84-byte IPv4 ping (56 data bytes) at `bps`.
+pub fn ping_serialization_ms(bps: f64) -> f64 {
+    84.0 * 8.0 / bps * 1e3
+}
