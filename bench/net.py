@@ -17,7 +17,10 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--wanperf", default="target/release/wanperf")
 ap.add_argument("--reps", type=int, default=3)
 ap.add_argument("--secs", type=int, default=10)
+ap.add_argument("--parts", default="setup,forwarding,lateness,fairness",
+                help="comma-separated: setup, forwarding, lateness, fairness")
 a = ap.parse_args()
+parts = set(a.parts.split(","))
 W = os.path.abspath(a.wanperf)
 tmp = tempfile.mkdtemp(prefix="wanperf-bench-net-")
 
@@ -68,17 +71,18 @@ def updown(path, name):
     return up, time.monotonic() - t0
 
 
-print("## set-up and tear-down")
-for hosts, routers, links in [(16, 8, 31), (16, 24, 47)]:
-    text, nodes, nlinks = mesh(hosts, routers, links)
-    p = write(f"mesh{nodes}", text)
-    ups, downs = [], []
-    for i in range(a.reps + 2):
-        u, d = updown(p, f"bench-mesh-{os.getpid()}")
-        ups.append(u)
-        downs.append(d)
-    print(f"{nodes} nodes ({hosts} hosts, {routers} routers), {nlinks} links: up median {statistics.median(ups):.2f} s "
-          f"(all {', '.join(f'{x:.2f}' for x in ups)}), down median {statistics.median(downs):.3f} s")
+if "setup" in parts:
+    print("## set-up and tear-down")
+    for hosts, routers, links in [(16, 8, 31), (16, 24, 47)]:
+        text, nodes, nlinks = mesh(hosts, routers, links)
+        p = write(f"mesh{nodes}", text)
+        ups, downs = [], []
+        for i in range(a.reps + 2):
+            u, d = updown(p, f"bench-mesh-{os.getpid()}")
+            ups.append(u)
+            downs.append(d)
+        print(f"{nodes} nodes ({hosts} hosts, {routers} routers), {nlinks} links: up median {statistics.median(ups):.2f} s "
+              f"(all {', '.join(f'{x:.2f}' for x in ups)}), down median {statistics.median(downs):.3f} s")
 
 
 def chain_path(hops, rtt_ms):
@@ -104,41 +108,48 @@ def iperf_path(rtt_ms, streams, secs):
     return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"]
 
 
-print("\n## forwarding capacity, 100 ms RTT, iperf3 -P 4 (interleaved)")
-results = {}
-chains = {h: write(f"chain{h}", chain_path(h, 100)) for h in (1, 2, 4)}
-for rep in range(a.reps):
-    results.setdefault("path", []).append(iperf_path(100, 4, a.secs))
-    for h, p in chains.items():
-        results.setdefault(f"net {h} link(s)", []).append(iperf_net(p, 4, a.secs))
-base = statistics.median(results["path"])
-for k, v in results.items():
-    m = statistics.median(v)
-    print(f"{k:<16} median {m / 1e9:.2f} Gbit/s ({', '.join(f'{x / 1e9:.2f}' for x in v)}), ratio to path {m / base:.2f}")
+if "forwarding" in parts:
+    print("\n## forwarding capacity, 100 ms RTT, iperf3 -P 4 (interleaved)")
+    results = {}
+    chains = {h: write(f"chain{h}", chain_path(h, 100)) for h in (1, 2, 4)}
+    for rep in range(a.reps):
+        results.setdefault("path", []).append(iperf_path(100, 4, a.secs))
+        for h, p in chains.items():
+            results.setdefault(f"net {h} link(s)", []).append(iperf_net(p, 4, a.secs))
+    base = statistics.median(results["path"])
+    for k, v in results.items():
+        m = statistics.median(v)
+        print(f"{k:<16} median {m / 1e9:.2f} Gbit/s ({', '.join(f'{x / 1e9:.2f}' for x in v)}), ratio to path {m / base:.2f}")
 
-print("\n## lateness per hop: 4 links (3 routers), 100 ms RTT, 1 Gbit/s bottleneck, iperf3 -P 4")
-t = chain_path(4, 100).replace('[[link]]\na = "r1"\nb = "r2"', '[[link]]\na = "r1"\nb = "r2"\nrate = "1G"\nqueue = "12MB"')
-p = write("chain4-1g", t)
-lat = []
-for rep in range(a.reps):
-    r = sh([W, "net", "run", p, "--host", "a", "--on", "b=iperf3 -s -1", "--json", "--",
-            "sh", "-c", f"iperf3 -c $WANPERF_ADDR_B -P 4 -t {a.secs} -O 2 -J"], timeout=a.secs + 60)
-    bps = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"]
-    st = [json.loads(l) for l in r.stderr.splitlines() if l.startswith("{") and "net_stats" in l][0]["links"]
-    p99 = [max(x["ab"]["lateness"]["p99_us"], x["ba"]["lateness"]["p99_us"]) for x in st]
-    lat.append(max(p99))
-    print(f"run {rep + 1}: iperf3 {bps / 1e6:.0f} Mbit/s; lateness p99 per link (worse direction) "
-          f"{', '.join(f'{x:.0f}' for x in p99)} µs")
-print(f"worst link's p99, median of {a.reps}: {statistics.median(lat):.0f} µs")
 
-print("\n## 8 iperf3 pairs through one shared bottleneck")
-for bottleneck in ("400M", "1G"):
+if "lateness" in parts:
+    print("\n## lateness per hop: 4 links (3 routers), 100 ms RTT, 1 Gbit/s bottleneck, iperf3 -P 4")
+    t = chain_path(4, 100).replace('[[link]]\na = "r1"\nb = "r2"', '[[link]]\na = "r1"\nb = "r2"\nrate = "1G"\nqueue = "12MB"')
+    p = write("chain4-1g", t)
+    lat = []
+    for rep in range(a.reps):
+        r = sh([W, "net", "run", p, "--host", "a", "--on", "b=iperf3 -s -1", "--json", "--",
+                "sh", "-c", f"iperf3 -c $WANPERF_ADDR_B -P 4 -t {a.secs} -O 2 -J"], timeout=a.secs + 60)
+        bps = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"]
+        st = [json.loads(l) for l in r.stderr.splitlines() if l.startswith("{") and "net_stats" in l][0]["links"]
+        p99 = [max(x["ab"]["lateness"]["p99_us"], x["ba"]["lateness"]["p99_us"]) for x in st]
+        lat.append(max(p99))
+        print(f"run {rep + 1}: iperf3 {bps / 1e6:.0f} Mbit/s; lateness p99 per link (worse direction) "
+              f"{', '.join(f'{x:.0f}' for x in p99)} µs")
+    print(f"worst link's p99, median of {a.reps}: {statistics.median(lat):.0f} µs")
+
+
+
+
+def dumbbell(bottleneck, aqm):
+    """8 pairs l_i → s_i through one bottleneck; returns per-pair rates and the bottleneck's stats."""
     t = ['name = "dumbbell"']
     t += [f'[[host]]\nname = "l{i}"' for i in range(8)] + [f'[[host]]\nname = "s{i}"' for i in range(8)]
     t += ['[[router]]\nname = "left"', '[[router]]\nname = "right"']
     t += [f'[[link]]\na = "l{i}"\nb = "left"\ndelay = "1ms"' for i in range(8)]
     t += [f'[[link]]\na = "right"\nb = "s{i}"\ndelay = "1ms"' for i in range(8)]
-    t.append(f'[[link]]\na = "left"\nb = "right"\nname = "bottleneck"\ndelay = "8ms"\nrate = "{bottleneck}"\nqueue = "2MB"')
+    t.append(f'[[link]]\na = "left"\nb = "right"\nname = "bottleneck"\ndelay = "8ms"\nrate = "{bottleneck}"\n'
+             f'queue = "2MB"\naqm = "{aqm}"')
     p = write("dumbbell", "\n".join(t) + "\n")
     name = f"bench-db-{os.getpid()}"
     sh([W, "net", "up", p, name])
@@ -149,22 +160,37 @@ for bottleneck in ("400M", "1G"):
         addrs = json.loads(sh([W, "net", "show", p, "--json"]).stdout)["plan"]["nodes"]
         addr = {n["name"]: n["interfaces"][0]["ipv4"] for n in addrs}
         clients = [subprocess.Popen([W, "net", "exec", name, f"l{i}", "--", "iperf3", "-c", addr[f"s{i}"], "-t",
-                                     str(a.secs + 5), "-O", "5", "-J"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                    text=True) for i in range(8)]
+                                     str(a.secs + 5), "-O", "5", "-J"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True) for i in range(8)]
         rates = []
         for c in clients:
             out, _ = c.communicate(timeout=a.secs + 60)
             rates.append(json.loads(out)["end"]["sum_received"]["bits_per_second"])
-        for s in servers:
-            s.wait(timeout=10)
+        for sv in servers:
+            sv.wait(timeout=10)
         st = json.loads(sh([W, "net", "stats", name, "--json", "--link", "bottleneck"]).stdout)["links"][0]
     finally:
         sh([W, "net", "down", name], check=False)
-    total = sum(rates)
-    fair = total / 8
-    worst = max(abs(r - fair) / fair for r in rates)
-    jain = total ** 2 / (8 * sum(r * r for r in rates))
-    late = st["ab"]["lateness"]
-    print(f"bottleneck {bottleneck}: total {total / 1e6:.0f} Mbit/s; pairs {', '.join(f'{r / 1e6:.0f}' for r in rates)} Mbit/s; "
-          f"largest deviation from the fair share {worst * 100:.1f} %, Jain index {jain:.3f}; "
-          f"bottleneck lateness p50/p99/max {late['p50_us']:.0f}/{late['p99_us']:.0f}/{late['max_us']:.0f} µs")
+    return rates, st
+
+
+if "fairness" in parts:
+    print("\n## 8 iperf3 pairs through one shared bottleneck (2 MB queue, 20 ms RTT; interleaved)")
+    worst_of = {}
+    for rep in range(a.reps):
+        for bottleneck in ("400M", "1G"):
+            for aqm in ("droptail", "fq"):
+                rates, st = dumbbell(bottleneck, aqm)
+                total = sum(rates)
+                fair = total / 8
+                worst = max(abs(r - fair) / fair for r in rates)
+                jain = total ** 2 / (8 * sum(r * r for r in rates))
+                late = st["ab"]["lateness"]
+                worst_of.setdefault((bottleneck, aqm), []).append(worst)
+                print(f"run {rep + 1}, {bottleneck} {aqm}: total {total / 1e6:.0f} Mbit/s; pairs "
+                      f"{', '.join(f'{r / 1e6:.0f}' for r in rates)} Mbit/s; largest deviation from the fair share "
+                      f"{worst * 100:.1f} %, Jain index {jain:.3f}; bottleneck lateness p50/p99/max "
+                      f"{late['p50_us']:.0f}/{late['p99_us']:.0f}/{late['max_us']:.0f} µs")
+    for (bottleneck, aqm), v in worst_of.items():
+        print(f"{bottleneck} {aqm}: largest deviation from the fair share, median of {len(v)} runs "
+              f"{statistics.median(v) * 100:.1f} % (worst {max(v) * 100:.1f} %)")

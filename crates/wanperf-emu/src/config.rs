@@ -174,12 +174,51 @@ pub enum Aqm {
         /// Interval, ns.
         interval_ns: Nanos,
     },
+    /// Flow-fair queueing: per-flow queues served by deficit round robin, the longest flow
+    /// dropped from when full (fq_codel without CoDel).
+    Fq,
+    /// Flow-fair queueing with CoDel per flow (fq_codel, RFC 8290).
+    FqCoDel {
+        /// Target sojourn time, ns.
+        target_ns: Nanos,
+        /// Interval, ns.
+        interval_ns: Nanos,
+    },
 }
 
 impl Aqm {
     /// CoDel with the RFC's defaults (5 ms target, 100 ms interval).
     pub fn codel() -> Aqm {
         Aqm::CoDel { target_ns: 5_000_000, interval_ns: 100_000_000 }
+    }
+
+    /// `droptail`, `codel`, `fq` or `fq_codel`.
+    pub fn parse(s: &str) -> Result<Aqm, String> {
+        Ok(match s {
+            "droptail" => Aqm::DropTail,
+            "codel" => Aqm::codel(),
+            "fq" => Aqm::Fq,
+            "fq_codel" => Aqm::FqCoDel { target_ns: 5_000_000, interval_ns: 100_000_000 },
+            v => return Err(format!("`{v}` is not droptail, codel, fq or fq_codel")),
+        })
+    }
+
+    /// CoDel's target and interval, if CoDel runs.
+    pub fn codel_params(&self) -> Option<(Nanos, Nanos)> {
+        match *self {
+            Aqm::CoDel { target_ns, interval_ns } | Aqm::FqCoDel { target_ns, interval_ns } => {
+                Some((target_ns, interval_ns))
+            }
+            Aqm::DropTail | Aqm::Fq => None,
+        }
+    }
+
+    /// Flow buckets of each class queue: 1 (a FIFO) or [`crate::fq::FLOWS`].
+    pub fn buckets(&self) -> usize {
+        match self {
+            Aqm::Fq | Aqm::FqCoDel { .. } => crate::fq::FLOWS,
+            Aqm::DropTail | Aqm::CoDel { .. } => 1,
+        }
     }
 }
 

@@ -565,12 +565,14 @@ fn io_loop(
             }
         }
         let now = now_ns();
-        for inj in &mut injections {
+        for (i, inj) in injections.iter_mut().enumerate() {
             if let Some(r) = run.get_mut(inj.link) {
                 let d = &mut r.dirs[usize::from(!inj.ab)];
+                // Each generator is one flow to a flow-fair queue.
+                let h = Headers { flow: (i as u32 + 1).wrapping_mul(0x9e37_79b9), ..Headers::default() };
                 while inj.source.pop(now).is_some() {
                     d.injected += 1;
-                    d.link.push(now, Vec::new(), inj.packet, Headers::default());
+                    d.link.push(now, Vec::new(), inj.packet, h);
                 }
             }
         }

@@ -18,6 +18,7 @@
 
 pub mod config;
 pub mod fabric;
+pub mod fq;
 pub mod link;
 pub mod netns;
 pub mod packet;

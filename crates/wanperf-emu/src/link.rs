@@ -1,18 +1,19 @@
 //! One direction of the emulated link as a pure state machine in (packet, now).
 //!
 //! Arrivals pass random loss and the policer, wait in their class's queue (strict priority:
-//! priority, best effort, scavenger), are serialized at the bottleneck rate and then held for
+//! priority, best effort, scavenger; each a FIFO or flow-fair, [`crate::fq`]), are serialized at the bottleneck rate and then held for
 //! the propagation delay. Every packet carries its theoretical departure time, computed from
 //! the previous one's, so the I/O loop's sleep error never accumulates: the loop only asks
 //! [`Link::next_event`] when to come back and [`Link::pop`] what is due.
 
-use crate::config::{Aqm, DirConfig, LossModel, Nanos, PolicerAction, QueueLimit, Rate, Trace};
+use crate::config::{DirConfig, LossModel, Nanos, PolicerAction, QueueLimit, Rate, Trace};
+use crate::fq::{ClassQueue, Queued};
 use crate::packet::Headers;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 /// Traffic classes, served in this order.
 pub const CLASSES: [&str; 3] = ["priority", "best_effort", "scavenger"];
@@ -28,7 +29,7 @@ pub enum DropReason {
     RandomLoss,
     /// Out of the policer's profile.
     Policer,
-    /// Queue full.
+    /// Queue full (flow-fair: dropped from the head of the longest flow).
     QueueFull,
     /// CoDel dropped it.
     Aqm,
@@ -74,28 +75,11 @@ pub struct ClassCounters {
     pub dequeued: u64,
 }
 
-struct Queued<P> {
-    pkt: P,
-    len: usize,
-    segs: u32,
-    arrival: Nanos,
-}
-
-struct CoDelState {
-    first_above: Option<Nanos>,
-    dropping: bool,
-    drop_next: Nanos,
-    count: u32,
-}
-
 /// One direction of the link.
 pub struct Link<P> {
     cfg: DirConfig,
     rng: SmallRng,
-    queues: [VecDeque<Queued<P>>; 3],
-    qbytes: [usize; 3],
-    qpkts: [usize; 3],
-    codel: [CoDelState; 3],
+    queues: [ClassQueue<P>; 3],
     busy_until: Nanos,
     trace_idx: usize,
     trace_cycle: u64,
@@ -115,14 +99,11 @@ impl<P> Link<P> {
     /// A link direction; `seed` makes loss and jitter reproducible.
     pub fn new(cfg: DirConfig, seed: u64) -> Self {
         let tokens = cfg.policer.map_or(0.0, |p| p.burst_bytes as f64);
-        let codel = || CoDelState { first_above: None, dropping: false, drop_next: 0, count: 0 };
+        let b = cfg.aqm.buckets();
         Link {
             cfg,
             rng: SmallRng::seed_from_u64(seed),
-            queues: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
-            qbytes: [0; 3],
-            qpkts: [0; 3],
-            codel: [codel(), codel(), codel()],
+            queues: [ClassQueue::new(b), ClassQueue::new(b), ClassQueue::new(b)],
             busy_until: 0,
             trace_idx: 0,
             trace_cycle: 0,
@@ -150,6 +131,7 @@ impl<P> Link<P> {
             self.trace_idx = 0;
             self.trace_cycle = 0;
         }
+        self.queues.iter_mut().for_each(|q| q.set_buckets(cfg.aqm.buckets()));
         self.cfg = cfg;
     }
 
@@ -234,18 +216,34 @@ impl<P> Link<P> {
                 }
             }
         }
-        let full = match self.cfg.queue {
-            QueueLimit::Packets(n) => self.qpkts[class] + segs as usize > n,
-            QueueLimit::Bytes(b) => self.qbytes[class] + len > b,
+        let limit = self.cfg.queue;
+        let over = |q: &ClassQueue<P>, len: usize, segs: u32| match limit {
+            QueueLimit::Packets(n) => q.pkts + segs as usize > n,
+            QueueLimit::Bytes(b) => q.bytes + len > b,
         };
-        if full {
+        // A FIFO drops the arrival; a flow-fair queue takes it and drops from the longest flow,
+        // unless it could never fit.
+        let fair = self.cfg.aqm.buckets() > 1;
+        let never_fits = match limit {
+            QueueLimit::Packets(n) => segs as usize > n,
+            QueueLimit::Bytes(b) => len > b,
+        };
+        let queue = &mut self.queues[class];
+        if over(queue, len, segs) && (!fair || never_fits) {
             self.counters[class].queue_drops += u64::from(segs);
             return Verdict::Dropped(DropReason::QueueFull);
         }
-        self.qbytes[class] += len;
-        self.qpkts[class] += segs as usize;
-        self.queues[class].push_back(Queued { pkt, len, segs, arrival: now });
+        let f = queue.push(Queued { pkt, len, segs, arrival: now }, h.flow);
+        let mut arrival_dropped = false;
+        while over(queue, 0, 0) {
+            let Some((d, from)) = queue.drop_from_longest() else { break };
+            self.counters[class].queue_drops += u64::from(d.segs);
+            arrival_dropped |= from == f && queue.flow_bytes(f) == 0;
+        }
         self.advance(now);
+        if arrival_dropped {
+            return Verdict::Dropped(DropReason::QueueFull);
+        }
         if remarked {
             Verdict::Remarked
         } else {
@@ -288,50 +286,10 @@ impl<P> Link<P> {
         }
     }
 
-    /// CoDel's verdict on a packet leaving its queue at `now` after waiting `sojourn`.
-    fn codel_drop(&mut self, class: usize, now: Nanos, sojourn: Nanos) -> bool {
-        let Aqm::CoDel { target_ns, interval_ns } = self.cfg.aqm else {
-            return false;
-        };
-        let st = &mut self.codel[class];
-        let ok_to_drop = if sojourn < target_ns || self.qbytes[class] < 1500 {
-            st.first_above = None;
-            false
-        } else {
-            match st.first_above {
-                None => {
-                    st.first_above = Some(now + interval_ns);
-                    false
-                }
-                Some(t) => now >= t,
-            }
-        };
-        if st.dropping {
-            if !ok_to_drop {
-                st.dropping = false;
-                false
-            } else if now >= st.drop_next {
-                st.count += 1;
-                st.drop_next += (interval_ns as f64 / f64::from(st.count).sqrt()) as Nanos;
-                true
-            } else {
-                false
-            }
-        } else if ok_to_drop {
-            st.dropping = true;
-            st.count =
-                if st.count > 2 && now.saturating_sub(st.drop_next) < 16 * interval_ns { st.count - 2 } else { 1 };
-            st.drop_next = now + (interval_ns as f64 / f64::from(st.count).sqrt()) as Nanos;
-            true
-        } else {
-            false
-        }
-    }
-
     /// Serializes every packet whose transmission starts by `now`.
     fn advance(&mut self, now: Nanos) {
         loop {
-            let Some(earliest) = self.queues.iter().filter_map(|q| q.front().map(|x| x.arrival)).min() else {
+            let Some(earliest) = self.queues.iter().filter_map(ClassQueue::earliest).min() else {
                 return;
             };
             let start = self.busy_until.max(earliest);
@@ -340,19 +298,22 @@ impl<P> Link<P> {
             }
             // Strict priority among what has arrived by the time the link is free.
             let class = (0..3)
-                .find(|&c| self.queues[c].front().is_some_and(|x| x.arrival <= start))
-                .expect("a queue head has arrived by `start`");
-            let q = self.queues[class].pop_front().expect("non-empty");
-            self.qbytes[class] -= q.len;
-            self.qpkts[class] -= q.segs as usize;
+                .find(|&c| self.queues[c].earliest().is_some_and(|a| a <= start))
+                .expect("a queued packet has arrived by `start`");
+            let queue = &mut self.queues[class];
+            let (q, flow) = queue.pop(start).expect("a queued packet has arrived by `start`");
             let sojourn = start - q.arrival;
             let c = &mut self.counters[class];
             c.dequeued += 1;
             c.sum_queue_delay_ns += sojourn;
             c.max_queue_delay_ns = c.max_queue_delay_ns.max(sojourn);
-            if self.codel_drop(class, start, sojourn) {
-                self.counters[class].aqm_drops += 1;
-                continue;
+            if let Some((target, interval)) = self.cfg.aqm.codel_params() {
+                let backlog = queue.flow_bytes(flow);
+                if queue.codel(flow).drop(start, sojourn, backlog, target, interval) {
+                    queue.refund(flow, q.len);
+                    c.aqm_drops += 1;
+                    continue;
+                }
             }
             let end = self.transmit_end(q.len, start);
             self.busy_until = end;
@@ -395,7 +356,7 @@ impl<P> Link<P> {
     /// When something next happens (a delivery or a transmission start), if anything is pending.
     pub fn next_event(&self) -> Option<Nanos> {
         let deliver = self.in_flight.peek().map(|Reverse((t, _, _))| *t);
-        let tx = self.queues.iter().filter_map(|q| q.front().map(|x| x.arrival)).min().map(|a| a.max(self.busy_until));
+        let tx = self.queues.iter().filter_map(ClassQueue::earliest).min().map(|a| a.max(self.busy_until));
         match (deliver, tx) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -405,7 +366,7 @@ impl<P> Link<P> {
     /// Whether the transmitter is free and nothing waits: a pulling reader may take the next
     /// packet from the host's interface queue.
     pub fn idle(&self, now: Nanos) -> bool {
-        self.busy_until <= now && self.queues.iter().all(VecDeque::is_empty)
+        self.busy_until <= now && self.queues.iter().all(ClassQueue::is_empty)
     }
 
     /// When the transmitter finishes its current packet.
@@ -417,7 +378,7 @@ impl<P> Link<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{PolicerConfig, Selector};
+    use crate::config::{Aqm, PolicerConfig, Selector};
 
     const MS: Nanos = 1_000_000;
 
@@ -679,7 +640,7 @@ mod tests {
             t += 600_000;
             while let Some((_, _)) = l.pop(t) {}
             if t > 4_000_000_000 {
-                recent.push(l.queues[1].len());
+                recent.push(l.queues[1].pkts);
             }
         }
         assert!(l.counters()[1].aqm_drops > 0);
@@ -687,5 +648,123 @@ mod tests {
         // far below the 10 000-packet limit.
         let max_q = recent.iter().max().copied().unwrap_or(0);
         assert!(max_q < 5000, "queue {max_q} packets");
+    }
+
+    /// A greedy flow offering 4× the link rate and a light one offering half of it, 2 s at
+    /// 12 Mbit/s with a 30-packet queue: (light flow's packets sent, delivered, its worst
+    /// queue delay in ns, greedy flow's delivered).
+    fn greedy_and_light(aqm: Aqm) -> (u32, u32, Nanos, u32) {
+        let cfg =
+            DirConfig { rate: Rate::Constant(12_000_000), queue: QueueLimit::Packets(30), aqm, ..Default::default() };
+        let mut l: Link<(u32, Nanos)> = Link::new(cfg, 1);
+        let (greedy, light) = (Headers { flow: 1, ..Default::default() }, Headers { flow: 2, ..Default::default() });
+        let (mut sent, mut got, mut worst, mut bulk) = (0, 0, 0, 0);
+        let mut t = 0;
+        while t < 2_000 * MS {
+            // The greedy flow every 250 µs, the light one every 2 ms in between.
+            if t % (MS / 4) == 0 {
+                l.push(t, (1, t), 1500, greedy);
+            }
+            if t % (2 * MS) == MS / 8 {
+                l.push(t, (2, t), 1500, light);
+                sent += 1;
+            }
+            t += MS / 8;
+            while let Some(((flow, at), left)) = l.pop(t) {
+                if flow == 2 {
+                    got += 1;
+                    worst = worst.max(left - at);
+                } else {
+                    bulk += 1;
+                }
+            }
+        }
+        // What is still queued of the light flow.
+        while let Some(((flow, at), left)) = l.pop(t + 100 * MS) {
+            if flow == 2 {
+                got += 1;
+                worst = worst.max(left - at);
+            }
+        }
+        (sent, got, worst, bulk)
+    }
+
+    #[test]
+    fn flow_fair_queue_protects_a_light_flow_from_a_greedy_one() {
+        // Droptail: the greedy flow keeps the queue full, so the light one is dropped.
+        let (sent, got, _, _) = greedy_and_light(Aqm::DropTail);
+        assert!(got < sent / 10, "droptail delivered {got} of {sent}");
+        // Flow-fair: it asks for less than its fair half, so it loses nothing, and it waits at
+        // most the deficit round robin's bound, not behind the 30 ms of a full FIFO: the
+        // packet on the wire, a round of both flows (up to a quantum plus one packet each),
+        // then its own serialization — 1 + 2 × 2 + 1 ms at 1 ms a packet.
+        let (sent, got, worst, bulk) = greedy_and_light(Aqm::Fq);
+        assert_eq!(got, sent, "fq lost light packets");
+        assert!(worst <= 6 * MS, "fq worst delay {worst} ns");
+        // The greedy flow gets the rest of the link: 2 s × 1000 packets/s in all.
+        assert!((1995..=2001).contains(&(bulk + got)), "link not kept busy: {bulk} + {got}");
+    }
+
+    #[test]
+    fn flow_fair_queue_splits_a_link_evenly_among_backlogged_flows() {
+        // Eight flows offering 1, 2, … 8 times a fair share each (4.5 times the link in all):
+        // every one gets an eighth.
+        let cfg = DirConfig {
+            rate: Rate::Constant(96_000_000),
+            queue: QueueLimit::Bytes(200_000),
+            aqm: Aqm::Fq,
+            ..Default::default()
+        };
+        let mut l: Link<u32> = Link::new(cfg, 1);
+        let mut bytes = [0usize; 8];
+        let mut t: Nanos = 0;
+        let step = 125_000; // 1500 B every 125 µs is 96 Mbit/s, the whole link.
+        let mut n = 0u64;
+        while t < 1_000 * MS {
+            for f in 0..8u32 {
+                // Flow f sends (f+1)/8 of the link.
+                if n % 8 < u64::from(f) + 1 {
+                    l.push(t, f, 1500, Headers { flow: f * 7919 + 3, ..Default::default() });
+                }
+            }
+            n += 1;
+            t += step;
+            while let Some((f, _)) = l.pop(t) {
+                bytes[f as usize] += 1500;
+            }
+        }
+        let total: usize = bytes.iter().sum();
+        assert!(total as f64 > 0.99 * 12e6, "link idle: {total} B in 1 s");
+        for (f, b) in bytes.iter().enumerate() {
+            let share = *b as f64 / total as f64;
+            assert!((share - 0.125).abs() < 0.125 * 0.02, "flow {f}: {share:.3} of the link");
+        }
+    }
+
+    #[test]
+    fn fq_codel_holds_each_flows_queue_near_target() {
+        let cfg = DirConfig {
+            rate: Rate::Constant(10_000_000),
+            queue: QueueLimit::Packets(10_000),
+            aqm: Aqm::parse("fq_codel").unwrap(),
+            ..Default::default()
+        };
+        let mut l = Link::new(cfg, 1);
+        let mut t = 0;
+        for i in 0..8_333u32 {
+            l.push(t, i, 1500, Headers { flow: i % 2, ..Default::default() });
+            t += 600_000;
+            while l.pop(t).is_some() {}
+        }
+        assert!(l.counters()[1].aqm_drops > 0);
+        assert!(l.queues[1].pkts < 5000, "queue {} packets", l.queues[1].pkts);
+    }
+
+    #[test]
+    fn aqm_names() {
+        assert_eq!(Aqm::parse("fq"), Ok(Aqm::Fq));
+        assert_eq!(Aqm::parse("fq_codel").unwrap().buckets(), crate::fq::FLOWS);
+        assert_eq!(Aqm::parse("codel").unwrap().buckets(), 1);
+        assert!(Aqm::parse("red").unwrap_err().contains("droptail, codel, fq or fq_codel"));
     }
 }

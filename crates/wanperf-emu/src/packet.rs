@@ -11,6 +11,8 @@ pub struct Headers {
     pub src_port: u16,
     /// Destination port (TCP/UDP), 0 otherwise.
     pub dst_port: u16,
+    /// Hash of the addresses, protocol and ports: which flow a flow-fair queue puts it in.
+    pub flow: u32,
 }
 
 /// Parses an IPv4 or IPv6 packet as it comes off a TUN device (no link header). Malformed or
@@ -19,17 +21,17 @@ pub fn parse(p: &[u8]) -> Headers {
     let Some(&first) = p.first() else {
         return Headers::default();
     };
-    let (dscp, proto, l4) = match first >> 4 {
+    let (dscp, proto, l4, addrs) = match first >> 4 {
         4 if p.len() >= 20 => {
             let ihl = usize::from(first & 0x0f) * 4;
             let frag_off = u16::from_be_bytes([p[6], p[7]]) & 0x1fff;
             // Only the first fragment carries ports.
             let l4 = if frag_off == 0 { p.get(ihl..) } else { None };
-            (p[1] >> 2, p[9], l4)
+            (p[1] >> 2, p[9], l4, &p[12..20])
         }
         6 if p.len() >= 40 => {
             let tc = ((p[0] & 0x0f) << 4) | (p[1] >> 4);
-            (tc >> 2, p[6], p.get(40..))
+            (tc >> 2, p[6], p.get(40..), &p[8..40])
         }
         _ => return Headers::default(),
     };
@@ -37,7 +39,19 @@ pub fn parse(p: &[u8]) -> Headers {
         (6 | 17, Some(l)) if l.len() >= 4 => (u16::from_be_bytes([l[0], l[1]]), u16::from_be_bytes([l[2], l[3]])),
         _ => (0, 0),
     };
-    Headers { dscp, proto, src_port, dst_port }
+    let flow = flow_hash(addrs, proto, src_port, dst_port);
+    Headers { dscp, proto, src_port, dst_port, flow }
+}
+
+/// FNV-1a over the flow's addresses, protocol and ports (fragments after the first hash as
+/// port 0: the same flow as long as a flow's packets are all fragmented alike).
+fn flow_hash(addrs: &[u8], proto: u8, src_port: u16, dst_port: u16) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    let ports = [src_port.to_be_bytes(), dst_port.to_be_bytes()];
+    for &b in addrs.iter().chain([proto].iter()).chain(ports.iter().flatten()) {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    h
 }
 
 /// Length of the IP and TCP/UDP headers at the start of `p` (the part every segment of an
@@ -101,9 +115,41 @@ pub fn remark_scavenger_eth(p: &mut Vec<u8>) {
     }
 }
 
+/// The source address of an ICMP or ICMPv6 packet (an IP packet as on a TUN), None for
+/// anything else: what a router's ICMP shaping looks at.
+pub fn icmp_source(p: &[u8]) -> Option<std::net::IpAddr> {
+    match p.first()? >> 4 {
+        4 if p.len() >= 20 && p[9] == 1 => Some(std::net::IpAddr::from([p[12], p[13], p[14], p[15]])),
+        6 if p.len() >= 40 && p[6] == 58 => {
+            let src: [u8; 16] = p[8..24].try_into().ok()?;
+            Some(std::net::IpAddr::from(src))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flows_are_told_apart_by_addresses_and_ports_not_dscp() {
+        let mut p = vec![0u8; 40];
+        p[0] = 0x45;
+        p[9] = 6;
+        p[12..16].copy_from_slice(&[198, 18, 0, 1]);
+        p[16..20].copy_from_slice(&[198, 18, 1, 2]);
+        p[20..22].copy_from_slice(&5201u16.to_be_bytes());
+        p[22..24].copy_from_slice(&40000u16.to_be_bytes());
+        let a = parse(&p).flow;
+        set_dscp(&mut p, 46);
+        assert_eq!(parse(&p).flow, a, "re-marking keeps the flow");
+        p[23] ^= 1;
+        let b = parse(&p).flow;
+        p[19] ^= 1;
+        let c = parse(&p).flow;
+        assert!(a != b && b != c && a != c);
+    }
 
     #[test]
     fn ipv4_tcp_with_dscp() {
@@ -113,7 +159,8 @@ mod tests {
         p[9] = 6;
         p[20..22].copy_from_slice(&5301u16.to_be_bytes());
         p[22..24].copy_from_slice(&40000u16.to_be_bytes());
-        assert_eq!(parse(&p), Headers { dscp: 46, proto: 6, src_port: 5301, dst_port: 40000 });
+        let h = parse(&p);
+        assert_eq!((h.dscp, h.proto, h.src_port, h.dst_port), (46, 6, 5301, 40000));
         // A later fragment has no ports.
         p[6] = 0x00;
         p[7] = 0x10;
@@ -162,22 +209,10 @@ mod tests {
         p[6] = 17;
         p[40..42].copy_from_slice(&9u16.to_be_bytes());
         p[42..44].copy_from_slice(&10u16.to_be_bytes());
-        assert_eq!(parse(&p), Headers { dscp: 46, proto: 17, src_port: 9, dst_port: 10 });
+        let h = parse(&p);
+        assert_eq!((h.dscp, h.proto, h.src_port, h.dst_port), (46, 17, 9, 10));
         assert_eq!(parse(&[]), Headers::default());
         assert_eq!(parse(&[0x45, 0, 1]), Headers::default());
         assert_eq!(parse(&[0x99; 60]), Headers::default());
-    }
-}
-
-/// The source address of an ICMP or ICMPv6 packet (an IP packet as on a TUN), None for
-/// anything else: what a router's ICMP shaping looks at.
-pub fn icmp_source(p: &[u8]) -> Option<std::net::IpAddr> {
-    match p.first()? >> 4 {
-        4 if p.len() >= 20 && p[9] == 1 => Some(std::net::IpAddr::from([p[12], p[13], p[14], p[15]])),
-        6 if p.len() >= 40 && p[6] == 58 => {
-            let src: [u8; 16] = p[8..24].try_into().ok()?;
-            Some(std::net::IpAddr::from(src))
-        }
-        _ => None,
     }
 }

@@ -33,7 +33,7 @@ pub(crate) fn spawn_reader<E: Send + 'static>(
     let mut dec = FrameDecoder::new();
     dec.push(prefix);
     // A small stack (it only decodes frames): see the server's connection threads.
-    let spawned = std::thread::Builder::new().name("wanperf-ctrl".into()).stack_size(128 * 1024).spawn(move || {
+    std::thread::Builder::new().name("wanperf-ctrl".into()).stack_size(128 * 1024).spawn(move || {
         // Small until the peer may send large frames (a crowd of strangers costs little).
         let mut buf = vec![0u8; 4 * 1024];
         loop {
@@ -67,6 +67,5 @@ pub(crate) fn spawn_reader<E: Send + 'static>(
                 Ok(n) => dec.push(&buf[..n]),
             }
         }
-    });
-    spawned
+    })
 }

@@ -112,11 +112,7 @@ pub fn apply(
             dirs.iter_mut().for_each(|c| c.queue = q);
         }
         "aqm" => {
-            let a = match one()? {
-                "droptail" => Aqm::DropTail,
-                "codel" => Aqm::codel(),
-                v => return Err(format!("`{key}`: `{v}` is not droptail or codel")),
-            };
+            let a = Aqm::parse(one()?).map_err(|m| format!("`{key}`: {m}"))?;
             dirs.iter_mut().for_each(|c| c.aqm = a);
         }
         "loss" => {

@@ -84,7 +84,8 @@ pub struct LinkArgs {
     /// Bottleneck buffer per direction and class: bytes (300kB) or packets (2100p).
     #[arg(long, value_name = "SIZE|Np")]
     queue: Option<String>,
-    /// Queue discipline: droptail or codel.
+    /// Queue discipline: droptail, codel (RFC 8289), fq (per-flow queues, deficit round robin,
+    /// drop from the longest flow) or fq_codel (fq with CoDel per flow, RFC 8290).
     #[arg(long, value_name = "NAME")]
     aqm: Option<String>,
     /// Random loss probability in each direction (0.01 or 1%).
@@ -207,11 +208,7 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
         cfg.down.queue = q;
     }
     if let Some(aqm) = &a.aqm {
-        let aqm = match aqm.as_str() {
-            "droptail" => Aqm::DropTail,
-            "codel" => Aqm::codel(),
-            other => bail!("--aqm: `{other}` is not droptail or codel"),
-        };
+        let aqm = Aqm::parse(aqm).map_err(|m| anyhow::anyhow!("--aqm: {m}"))?;
         cfg.up.aqm = aqm;
         cfg.down.aqm = aqm;
     }

@@ -18,8 +18,11 @@ use wanperf_proto::probe::{Probe, PROBE_HEADER_LEN};
 use wanperf_proto::udp::UdpRecvStats;
 use wanperf_proto::units::{parse_duration, parse_rate, parse_size};
 
+/// What replays one input.
+type Replay = fn(&[u8]);
+
 /// Every target, with its replay.
-const TARGETS: &[(&str, fn(&[u8]))] = &[
+const TARGETS: &[(&str, Replay)] = &[
     ("control_frame", control_frame),
     ("data_hello", data_hello),
     ("udp_datagram", udp_datagram),

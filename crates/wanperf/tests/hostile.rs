@@ -256,6 +256,6 @@ fn largest_mappings(pid: u32) -> String {
             name = l.to_string();
         }
     }
-    maps.sort_by(|a, b| b.0.cmp(&a.0));
+    maps.sort_by_key(|m| std::cmp::Reverse(m.0));
     maps.iter().take(8).map(|(kb, n)| format!("{kb} kB {n}")).collect::<Vec<_>>().join("\n")
 }

@@ -58,7 +58,7 @@ fn chain(router_extra: &str, r3_extra: &str, last_link: &str) -> String {
 /// (address, RTTs in ms) per hop of `traceroute -n` output.
 fn traceroute_hops(text: &str) -> Vec<(String, Vec<f64>)> {
     text.lines()
-        .filter(|l| l.trim_start().split_whitespace().next().is_some_and(|w| w.parse::<u32>().is_ok()))
+        .filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<u32>().is_ok()))
         .map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
             let rtts = w.windows(2).filter(|p| p[1] == "ms").filter_map(|p| p[0].parse().ok()).collect();
@@ -366,6 +366,62 @@ stop = "4.5s"
     let shared = &stats["links"][1]["ab"];
     assert!(shared["injected"].as_u64().unwrap() > 2000, "{shared}");
     assert!(shared["classes"]["best_effort"]["queue_drops"].as_u64().unwrap() > 0, "{shared}");
+}
+
+#[test]
+fn a_flow_fair_link_keeps_a_ping_out_of_the_cross_traffics_queue() {
+    let _serial = serial();
+    if !paths_available() || !have("ping") {
+        return;
+    }
+    // The same overload as above (12 Mbit/s of generated traffic into 10 Mbit/s) through an
+    // fq bottleneck: the generator's flow fills its own queue and loses the excess; the ping
+    // is another flow and waits at most for a packet or two of it, not 80 ms.
+    let f = topo_file(
+        "fqcross",
+        r#"[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+a = "a"
+b = "b"
+name = "shared"
+delay = "5ms"
+rate = "10M"
+queue = "100000B"
+aqm = "fq"
+[[traffic]]
+link = "shared"
+direction = "ab"
+rate = "12M"
+pattern = "poisson"
+start = "0.5s"
+stop = "3.5s"
+"#,
+    );
+    let out = run(
+        &["net", "run", &f, "--json", "--", "ping", "-c", "30", "-i", "0.1", "198.18.0.2"],
+        Duration::from_secs(40),
+    );
+    let rtts = ping_rtts(&ok(&out));
+    assert_eq!(rtts.len(), 30);
+    let mut during = rtts[10..28].to_vec();
+    let d = median(&mut during);
+    // Base 10 ms, the probe's own serialization, and the round robin: the generator's packet on
+    // the wire and one more (1.2 ms each at 10 Mbit/s).
+    let bound = 10.0 + 2.0 * ping_serialization_ms(10e6) + 2.0 * 1.2;
+    assert!(
+        rtt_fits(d, 10.0, 2) || d < bound + 2.0 * CROSSING_MS,
+        "RTT {d} ms under load, bound {bound:.2} ms: {rtts:?}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stats: Value =
+        err.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(|v| v["event"] == "net_stats").unwrap();
+    let shared = &stats["links"][0]["ab"];
+    assert!(shared["injected"].as_u64().unwrap() > 2000, "{shared}");
+    // The generator still overflows its queue.
+    assert!(shared["classes"]["best_effort"]["queue_drops"].as_u64().unwrap() > 100, "{shared}");
 }
 
 #[test]
