@@ -12,6 +12,7 @@ pub mod pathd;
 pub mod ping;
 pub mod study;
 pub mod tput;
+pub mod trace;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use wanperf::{calc, install_signal_handlers, keep, keys, load, net, output, path, pathd, ping, study, tput};
+use wanperf::{calc, install_signal_handlers, keep, keys, load, net, output, path, pathd, ping, study, tput, trace};
 
 /// End-to-end network performance: measure what a path can carry and what limits it.
 ///
@@ -27,6 +27,9 @@ enum Command {
     Tput(tput::TputArgs),
     /// Probe round-trip time, one-way delay, loss and jitter to a `wanperf serve`.
     Ping(ping::PingArgs),
+    /// Per-hop path: routers in order with RTT, loss (the path's, or only a router's ICMP rate
+    /// limit), MTU and route changes (Paris-style probes, unprivileged).
+    Trace(trace::TraceArgs),
     /// Seed 000's experiment: RTT and loss with and without a bulk load, over streams × windows.
     Load(load::LoadArgs),
     /// Emulate a wide-area path between two network namespaces (delay, rate, queue, loss,
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => tput::serve(a),
         Command::Tput(a) => tput::tput(a),
         Command::Ping(a) => ping::run(a),
+        Command::Trace(a) => trace::run(a),
         Command::Load(a) => load::run(a),
         Command::Path(path::PathCmd::Run(a)) => path::run(a),
         Command::Path(path::PathCmd::Presets) => path::list_presets(),

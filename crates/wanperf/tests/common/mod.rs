@@ -258,3 +258,100 @@ pub fn rtt_fits(got_ms: f64, want_ms: f64, crossings: u32) -> bool {
 pub fn ping_serialization_ms(bps: f64) -> f64 {
     84.0 * 8.0 / bps * 1e3
 }
+
+pub fn have(tool: &str) -> bool {
+    let ok = Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!("{tool} is not installed; .ci/run installs it");
+        }
+        eprintln!("SKIPPED: {tool} not installed");
+    }
+    ok
+}
+
+pub fn topo_file(name: &str, text: &str) -> String {
+    let p = std::env::temp_dir().join(format!("wanperf-net-{}-{name}.toml", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// One-way delays of the chain's links: a–r1, r1–r2, …, r5–b.
+pub const CHAIN_DELAYS_MS: [f64; 6] = [1.0, 2.0, 3.0, 4.0, 5.0, 1.0];
+
+/// A 5-router chain a — r1 — … — r5 — b; `router_extra` is added to every router but r3,
+/// `r3_extra` to r3, `last_link` to the r5–b link.
+pub fn chain(router_extra: &str, r3_extra: &str, last_link: &str) -> String {
+    chain_with(
+        |r| if r == 3 { r3_extra } else { router_extra }.to_string(),
+        |i| if i == 5 { last_link.to_string() } else { String::new() },
+    )
+}
+
+/// The 5-router chain with `router(r)` added to router r (1–5) and `link(i)` to link i (0: a–r1,
+/// …, 5: r5–b). Link 2 (r2–r3) has MTU 1400.
+pub fn chain_with(router: impl Fn(usize) -> String, link: impl Fn(usize) -> String) -> String {
+    let mut t = String::from("name = \"chain\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n");
+    for r in 1..=5 {
+        t.push_str(&format!("[[router]]\nname = \"r{r}\"\n{}\n", router(r)));
+    }
+    let nodes = ["a", "r1", "r2", "r3", "r4", "r5", "b"];
+    for (i, d) in CHAIN_DELAYS_MS.iter().enumerate() {
+        t.push_str(&format!("[[link]]\na = \"{}\"\nb = \"{}\"\ndelay = \"{d}ms\"\n", nodes[i], nodes[i + 1]));
+        if i == 2 {
+            t.push_str("mtu = 1400\n");
+        }
+        t.push_str(&link(i));
+        t.push('\n');
+    }
+    t
+}
+
+/// (address, RTTs in ms) per hop of `traceroute -n` output.
+pub fn traceroute_hops(text: &str) -> Vec<(String, Vec<f64>)> {
+    text.lines()
+        .filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<u32>().is_ok()))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let rtts = w.windows(2).filter(|p| p[1] == "ms").filter_map(|p| p[0].parse().ok()).collect();
+            (w.get(1).unwrap_or(&"").to_string(), rtts)
+        })
+        .collect()
+}
+
+/// (address, loss %, best ms) per hop of `mtr -n -r` output.
+pub fn mtr_hops(text: &str) -> Vec<(String, f64, f64)> {
+    text.lines()
+        .filter(|l| l.contains("|--"))
+        .map(|l| {
+            let w: Vec<&str> = l.split("|--").nth(1).unwrap().split_whitespace().collect();
+            (w[0].to_string(), w[1].trim_end_matches('%').parse().unwrap(), w[5].parse().unwrap())
+        })
+        .collect()
+}
+
+/// A named network that goes down when the test ends, passed or failed.
+pub struct Up(pub String);
+
+impl Up {
+    pub fn new(topology: &str, name: &str) -> Up {
+        ok(&run(&["net", "up", topology, name], Duration::from_secs(20)));
+        Up(name.to_string())
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = run(&["net", "down", &self.0], Duration::from_secs(20));
+    }
+}
+
+pub fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

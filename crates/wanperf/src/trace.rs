@@ -1,0 +1,200 @@
+//! `wanperf trace`.
+
+use crate::INTERRUPTED;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use wanperf_diag::probe::{Method, PAYLOAD_MIN};
+use wanperf_diag::run::{self, Options};
+use wanperf_diag::trace::Report;
+use wanperf_proto::units::parse_duration;
+
+/// Flags of `wanperf trace`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf trace 198.18.5.2                  # 10 rounds, one a second, UDP probes
+  wanperf trace HOST -c 60 --json           # a minute of rounds, one JSON report
+  wanperf trace HOST --icmp                 # ICMP echo probes (needs ping sockets)
+  wanperf trace HOST --mtu                  # also find each link's MTU (DF set)
+
+Every probe of a trace has the same addresses, ports and checksum (Paris traceroute's
+constant flow identifier), so a per-flow load balancer sends them all one way; the probes are
+told apart by their payload, which routers quote back. Unprivileged: UDP errors are read from
+the socket's error queue (IP_RECVERR), ICMP echo uses ping sockets. Times are the kernel's
+receive timestamps. Each router is probed once a round, so with the default one round a
+second no router's ICMP rate limit (Linux: one reply a second, a burst of 6) is reached.
+
+Loss is split in two: `path` loss is what the path itself loses up to that hop (the least
+loss seen at that hop or any later one: a packet lost on a link is lost for every probe that
+crosses it); the rest of a hop's loss is only that router not answering (ICMP rate limiting
+or a busy control plane), marked `rate-limited`. `loss starts here` marks the hop where
+the path's loss steps up: the link into it (or the router) loses packets.")]
+pub struct TraceArgs {
+    /// Destination (address or name).
+    host: String,
+    /// Rounds (each probes every hop once).
+    #[arg(short = 'c', long = "count", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    rounds: u32,
+    /// Time between rounds.
+    #[arg(short, long, default_value = "1", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    interval: f64,
+    /// A probe unanswered after this long is lost.
+    #[arg(short = 'W', long, default_value = "2", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    wait: f64,
+    /// First TTL probed.
+    #[arg(short = 'f', long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=255))]
+    first_ttl: u8,
+    /// Highest TTL probed.
+    #[arg(short = 'm', long, default_value_t = 30, value_parser = clap::value_parser!(u8).range(1..=255))]
+    max_ttl: u8,
+    /// ICMP echo probes instead of UDP.
+    #[arg(long)]
+    icmp: bool,
+    /// UDP destination port (a closed port: the destination answers port unreachable).
+    #[arg(short, long, default_value_t = 33434)]
+    port: u16,
+    /// Probe size on the wire, bytes (IP header included); with --mtu, where discovery starts.
+    #[arg(short, long)]
+    size: Option<usize>,
+    /// Find the path MTU: probes with DF set, shrunk to each MTU a router reports.
+    #[arg(long)]
+    mtu: bool,
+    /// Time between the probes of one round.
+    #[arg(long, default_value = "5ms", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    gap: f64,
+    /// JSON: one record per round (`trace_round`) and the report (`trace`).
+    #[arg(long)]
+    json: bool,
+}
+
+fn resolve(host: &str) -> Result<IpAddr> {
+    if let Ok(a) = host.parse::<IpAddr>() {
+        return Ok(a);
+    }
+    let mut addrs = (host, 0).to_socket_addrs().with_context(|| format!("cannot resolve {host}"))?;
+    addrs.next().map(|a| a.ip()).with_context(|| format!("{host} has no address"))
+}
+
+fn ms(x: f64) -> String {
+    format!("{x:.2}")
+}
+
+fn print_table(host: &str, dst: IpAddr, r: &Report) {
+    println!("trace to {host} ({dst}), {} rounds", r.rounds);
+    println!(
+        "{:>3}  {:<28} {:>7} {:>7} {:>5}  {:>8} {:>8} {:>8} {:>8}  note",
+        "hop", "address", "loss", "path", "sent", "min ms", "med ms", "p90 ms", "max ms"
+    );
+    for h in &r.hops {
+        let addr = match h.addrs.as_slice() {
+            [] => "*".to_string(),
+            [(a, _)] => a.to_string(),
+            many => many.iter().map(|(a, n)| format!("{a} ({n})")).collect::<Vec<_>>().join(", "),
+        };
+        let (mn, md, p9, mx) = h.rtt_ms.as_ref().map_or(("-".into(), "-".into(), "-".into(), "-".into()), |x| {
+            (ms(x.min), ms(x.median), ms(x.p90), ms(x.max))
+        });
+        let mut note = h.note.clone().unwrap_or_default();
+        if let Some(m) = h.next_mtu {
+            note = format!("{note}{}next link MTU {m} B", if note.is_empty() { "" } else { "; " });
+        }
+        if h.destination {
+            note = format!("{note}{}destination", if note.is_empty() { "" } else { "; " });
+        }
+        println!(
+            "{:>3}  {:<28} {:>6.1}% {:>6.1}% {:>5}  {mn:>8} {md:>8} {p9:>8} {mx:>8}  {note}",
+            h.ttl, addr, h.loss_pct, h.path_loss_pct, h.sent
+        );
+    }
+    if !r.reached {
+        println!("the destination did not answer");
+    }
+    if let Some(m) = r.path_mtu {
+        println!("path MTU {m} B");
+    }
+    for c in &r.route_changes {
+        println!("route change in round {}: hop {} was {}, now {}", c.round, c.ttl, c.before, c.after);
+    }
+}
+
+/// `wanperf trace`.
+pub fn run(a: TraceArgs) -> Result<ExitCode> {
+    if a.interval < 0.01 {
+        bail!("-i must be at least 10 ms");
+    }
+    if a.wait <= 0.0 {
+        bail!("-W must be more than 0 s");
+    }
+    if a.first_ttl > a.max_ttl {
+        bail!("--first-ttl {} is above --max-ttl {}", a.first_ttl, a.max_ttl);
+    }
+    let dst = resolve(&a.host)?;
+    let overhead = if dst.is_ipv6() { 48 } else { 28 };
+    let size = a.size.unwrap_or(if a.mtu { 65_000 } else { overhead + 32 });
+    if size < overhead + PAYLOAD_MIN || size > 65_000 {
+        bail!("--size must be between {} and 65000 bytes", overhead + PAYLOAD_MIN);
+    }
+    let o = Options {
+        method: if a.icmp { Method::Icmp } else { Method::Udp },
+        port: a.port,
+        rounds: a.rounds,
+        interval: Duration::from_secs_f64(a.interval),
+        wait: Duration::from_secs_f64(a.wait),
+        first_ttl: a.first_ttl,
+        max_ttl: a.max_ttl,
+        size,
+        mtu: a.mtu,
+        gap: Duration::from_secs_f64(a.gap),
+    };
+    let bar = (!a.json && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
+        let b = indicatif::ProgressBar::new(u64::from(a.rounds));
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} round {pos}/{len} {wide_bar} {eta} left")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let json = a.json;
+    let report = run::trace(dst, &o, |round, r| {
+        if let Some(b) = &bar {
+            b.set_position(u64::from(round));
+        }
+        if json {
+            let hops: Vec<_> = r
+                .hops
+                .iter()
+                .map(|h| serde_json::json!({"ttl": h.ttl, "addrs": h.addrs, "received": h.received, "sent": h.sent}))
+                .collect();
+            println!("{}", serde_json::json!({"event": "trace_round", "round": round, "hops": hops}));
+        }
+        !INTERRUPTED.load(Ordering::Acquire)
+    })
+    .map_err(|e| match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) if a.icmp => {
+            anyhow::anyhow!("ICMP probes need ping sockets (net.ipv4.ping_group_range) or privileges: {e}")
+        }
+        _ => anyhow::anyhow!("trace to {dst}: {e}"),
+    })?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"event": "trace", "host": a.host, "address": dst, "complete": !INTERRUPTED.load(Ordering::Acquire), "report": report})
+        );
+    } else {
+        print_table(&a.host, dst, &report);
+    }
+    Ok(if INTERRUPTED.load(Ordering::Acquire) {
+        ExitCode::from(130)
+    } else if report.reached {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,218 @@
+//! `wanperf trace` on emulated networks with a known answer, against Debian's traceroute.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::time::Duration;
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `wanperf trace ARGS $WANPERF_ADDR_B --json` from host a of `topology`; the report.
+fn trace_in(topology: &str, args: &str) -> Value {
+    let f = topo_file(&format!("trace-{}", args.len()), topology);
+    let out = run(
+        &["net", "run", &f, "--host", "a", "--", "sh", "-c", &format!("{BIN} trace $WANPERF_ADDR_B {args} --json")],
+        Duration::from_secs(90),
+    );
+    let text = ok(&out);
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "trace", "{text}");
+    last["report"].clone()
+}
+
+fn hops(r: &Value) -> &Vec<Value> {
+    r["hops"].as_array().unwrap()
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap()
+}
+
+#[test]
+fn trace_lists_the_routers_in_order_with_the_configured_delays_as_traceroute_does() {
+    let _serial = serial();
+    if !paths_available() || !have("traceroute") {
+        return;
+    }
+    // UDP probes once a second: the destination's port unreachables stay within its ICMP rate
+    // limit (Linux: one a second, a burst of 6).
+    let topo = chain("icmp_ratelimit = \"0ms\"", "icmp_ratelimit = \"0ms\"", "");
+    let f = topo_file("trace-vs-traceroute", &topo);
+    let out = run(
+        &[
+            "net",
+            "run",
+            &f,
+            "--host",
+            "a",
+            "--",
+            "sh",
+            "-c",
+            &format!("{BIN} trace $WANPERF_ADDR_B -c 4 --json | tail -1; echo ===; traceroute -n -q 4 $WANPERF_ADDR_B"),
+        ],
+        Duration::from_secs(90),
+    );
+    let text = ok(&out);
+    let (ours, tr) = text.split_once("===").unwrap();
+    let r = &serde_json::from_str::<Value>(ours.trim()).unwrap()["report"];
+    let theirs = traceroute_hops(tr);
+    assert_eq!(r["reached"], true, "{ours}");
+    assert_eq!(hops(r).len(), 6, "{ours}");
+    let mut cum = 0.0;
+    for (k, (h, (addr, rtts))) in hops(r).iter().zip(&theirs).enumerate() {
+        cum += 2.0 * CHAIN_DELAYS_MS[k];
+        let want = if k < 5 { format!("198.18.{k}.2") } else { "198.18.5.2".to_string() };
+        assert_eq!(h["addrs"][0][0], want.as_str(), "hop {}: {h}", k + 1);
+        assert_eq!(addr, &want, "traceroute hop {}", k + 1);
+        assert_eq!(h["loss_pct"], 0.0, "{h}");
+        let min = num(&h["rtt_ms"]["min"]);
+        let tr_min = rtts.iter().cloned().fold(f64::MAX, f64::min);
+        // The same probes through the same emulator: the kernel's timestamps make ours no
+        // slower than traceroute's, and both within the emulator's per-crossing cost.
+        assert!(rtt_fits(min, cum, 2 * (k as u32 + 1)), "hop {}: {min} ms, configured {cum} ms", k + 1);
+        assert!(min <= tr_min + 0.2, "hop {}: ours {min} ms, traceroute {tr_min} ms", k + 1);
+    }
+    assert_eq!(hops(r)[5]["destination"], true);
+    assert!(r["route_changes"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_rate_limited_router_is_told_from_a_lossy_link() {
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    // r3 answers at most one probe in 10 s (after a burst); the others always. ICMP echo:
+    // the destination's echo replies are not rate limited.
+    let limited =
+        chain("icmp_ratelimit = \"0ms\"", "icmp_ratelimit = \"10s\"\nicmp_msgs_per_sec = 1\nicmp_msgs_burst = 1", "");
+    let r = trace_in(&limited, "--icmp -c 40 -i 0.1");
+    let h = hops(&r);
+    assert_eq!(h.len(), 6, "{r}");
+    assert!(num(&h[2]["loss_pct"]) >= 50.0, "r3 limits its replies: {}", h[2]);
+    assert_eq!(h[2]["note"], "rate-limited", "{}", h[2]);
+    for x in h {
+        assert_eq!(num(&x["path_loss_pct"]), 0.0, "no loss on the path: {x}");
+    }
+    // A link that loses 30 % of what goes toward b, into r3: hop 3 and everything after it.
+    let lossy = chain_with(
+        |_| "icmp_ratelimit = \"0ms\"".into(),
+        |i| if i == 2 { "loss_ab = 0.3".into() } else { String::new() },
+    );
+    let r = trace_in(&lossy, "--icmp -c 60 -i 0.1");
+    let h = hops(&r);
+    assert_eq!(h.len(), 6, "{r}");
+    assert_eq!(num(&h[1]["path_loss_pct"]), 0.0, "{}", h[1]);
+    for x in &h[2..] {
+        let l = num(&x["path_loss_pct"]);
+        assert!((10.0..=50.0).contains(&l), "30 % lost into r3: {x}");
+        assert_ne!(x["note"], "rate-limited", "{x}");
+    }
+    assert!(h[2]["note"].as_str().is_some_and(|n| n.starts_with("loss starts here")), "{}", h[2]);
+    assert!(h[3..].iter().all(|x| x["note"].is_null()), "{r}");
+}
+
+#[test]
+fn mtu_discovery_finds_the_1400_byte_link() {
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    let topo = chain("icmp_ratelimit = \"0ms\"", "icmp_ratelimit = \"0ms\"", "");
+    let r = trace_in(&topo, "--mtu --icmp -c 2 -i 0.3 --size 1500");
+    assert_eq!(r["path_mtu"], 1400, "{r}");
+    // r2 reports it: the link after hop 2.
+    assert_eq!(hops(&r)[1]["next_mtu"], 1400, "{r}");
+    assert_eq!(r["reached"], true);
+}
+
+#[test]
+fn a_route_change_during_a_trace_is_reported() {
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    // A diamond: a — r1 — r2 — b with r1 — r3 — r2 beside it; r1–r2 gets expensive mid-trace.
+    let topo = r#"[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[router]]
+name = "r1"
+icmp_ratelimit = "0ms"
+[[router]]
+name = "r2"
+icmp_ratelimit = "0ms"
+[[router]]
+name = "r3"
+icmp_ratelimit = "0ms"
+[[link]]
+a = "a"
+b = "r1"
+[[link]]
+a = "r1"
+b = "r2"
+name = "short"
+[[link]]
+a = "r2"
+b = "b"
+[[link]]
+a = "r1"
+b = "r3"
+[[link]]
+a = "r3"
+b = "r2"
+"#;
+    let f = topo_file("trace-diamond", topo);
+    let name = format!("t{}", std::process::id());
+    let _up = Up::new(&f, &name);
+    let tracer = std::process::Command::new(BIN)
+        .args([
+            "net",
+            "exec",
+            &name,
+            "a",
+            "--",
+            BIN,
+            "trace",
+            "198.18.2.2",
+            "--icmp",
+            "-c",
+            "16",
+            "-i",
+            "0.25",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    ok(&run(&["net", "set", &name, "short", "cost=10"], Duration::from_secs(10)));
+    let out = tracer.wait_with_output().unwrap();
+    let text = ok(&out);
+    let r = &serde_json::from_str::<Value>(text.lines().last().unwrap()).unwrap()["report"];
+    let changes = r["route_changes"].as_array().unwrap();
+    // Hop 2 was r2 (its r1–r2 address) and becomes r3 (its r1–r3 address).
+    assert!(changes.iter().any(|c| c["ttl"] == 2 && c["before"] == "198.18.1.2" && c["after"] == "198.18.3.2"), "{r}");
+    assert_eq!(r["reached"], true);
+}
+
+#[test]
+fn bad_input_gets_one_line() {
+    for args in [
+        vec!["trace", "no.such.host.invalid"],
+        vec!["trace", "198.18.0.2", "--first-ttl", "9", "--max-ttl", "3"],
+        vec!["trace", "198.18.0.2", "--size", "10"],
+        vec!["trace", "198.18.0.2", "-c", "0"],
+    ] {
+        let out = run(&args, Duration::from_secs(20));
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(err.trim().lines().count() <= 3, "{args:?}: {err}");
+    }
+}
