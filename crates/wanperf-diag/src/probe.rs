@@ -9,10 +9,13 @@
 //! the payload, which routers quote back in their ICMP errors.
 
 use crate::trace::{Answer, Reply};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
+pub use wanperf_engine::sys::realtime_ns;
+use wanperf_engine::sys::{enable_rx_timestamps, recv_timestamped, setsockopt_raw};
 
 /// How probes travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,56 +36,14 @@ const SO_EE_ORIGIN_ICMP6: u8 = 3;
 
 /// A socket sending probes toward one destination.
 pub struct Prober {
-    fd: OwnedFd,
-    dst: SocketAddr,
+    sock: Socket,
+    dst: SockAddr,
+    v6: bool,
     method: Method,
 }
 
-fn check(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn setopt(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    // SAFETY: v lives across the call and its size is passed.
-    check(unsafe {
-        libc::setsockopt(fd.as_raw_fd(), level, name, (&v as *const libc::c_int).cast(), size_of::<libc::c_int>() as _)
-    })
-    .map(|_| ())
-}
-
-fn sockaddr(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: an all-zero sockaddr_storage is valid; the writes below stay inside it.
-    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-    let len = match a {
-        SocketAddr::V4(v) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as _,
-                sin_port: v.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(v.ip().octets()) },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than sockaddr_in and suitably aligned.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
-            size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(v) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as _,
-                sin6_port: v.port().to_be(),
-                sin6_flowinfo: 0,
-                sin6_addr: libc::in6_addr { s6_addr: v.ip().octets() },
-                sin6_scope_id: v.scope_id(),
-            };
-            // SAFETY: as above.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
-            size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (ss, len as libc::socklen_t)
+fn setopt(sock: &Socket, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    setsockopt_raw(sock.as_raw_fd(), level, name, &v.to_ne_bytes())
 }
 
 /// The address in a sockaddr the kernel wrote (an ICMP error's offender).
@@ -104,6 +65,11 @@ unsafe fn read_sockaddr(p: *const libc::sockaddr) -> Option<IpAddr> {
             _ => None,
         }
     }
+}
+
+/// IP and UDP (or ICMP) header bytes in front of a probe's payload.
+pub fn overhead(v6: bool) -> usize {
+    (if v6 { 40 } else { 20 }) + 8
 }
 
 /// The probe payload for probe number `seq`, `len` bytes (at least [`PAYLOAD_MIN`]).
@@ -146,11 +112,6 @@ pub fn classify(v6: bool, origin: u8, kind: u8, code: u8, info: u32) -> Option<A
     }
 }
 
-/// Now, ns since the epoch (the clock of SO_TIMESTAMPNS).
-pub fn realtime_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// What one read found.
 pub enum Got {
     /// A reply to a probe.
@@ -162,83 +123,59 @@ pub enum Got {
 }
 
 impl Prober {
-    /// A socket for probes to `dst` (UDP to `port`, or ICMP echo), with path MTU discovery
-    /// probing (DF set, nothing cached) when `df`.
+    /// A non-blocking socket for probes to `dst` (UDP to `port`, or ICMP echo), with path MTU
+    /// discovery probing (DF set, nothing cached) when `df`.
     pub fn new(dst: IpAddr, method: Method, port: u16, df: bool) -> io::Result<Prober> {
         let v6 = dst.is_ipv6();
-        let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
         let proto = match (method, v6) {
-            (Method::Udp, _) => libc::IPPROTO_UDP,
-            (Method::Icmp, false) => libc::IPPROTO_ICMP,
-            (Method::Icmp, true) => libc::IPPROTO_ICMPV6,
+            (Method::Udp, _) => Protocol::UDP,
+            (Method::Icmp, false) => Protocol::ICMPV4,
+            (Method::Icmp, true) => Protocol::ICMPV6,
         };
-        // SAFETY: plain socket(2); the descriptor is owned at once.
-        let fd =
-            unsafe { OwnedFd::from_raw_fd(check(libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, proto))?) };
+        let sock = Socket::new(if v6 { Domain::IPV6 } else { Domain::IPV4 }, Type::DGRAM, Some(proto))?;
+        sock.set_nonblocking(true)?;
         if v6 {
-            setopt(&fd, libc::SOL_IPV6, libc::IPV6_RECVERR, 1)?;
+            setopt(&sock, libc::SOL_IPV6, libc::IPV6_RECVERR, 1)?;
             if df {
-                setopt(&fd, libc::SOL_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_PROBE)?;
+                setopt(&sock, libc::SOL_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_PROBE)?;
             }
         } else {
-            setopt(&fd, libc::SOL_IP, libc::IP_RECVERR, 1)?;
-            setopt(
-                &fd,
-                libc::SOL_IP,
-                libc::IP_MTU_DISCOVER,
-                if df { libc::IP_PMTUDISC_PROBE } else { libc::IP_PMTUDISC_DONT },
-            )?;
+            setopt(&sock, libc::SOL_IP, libc::IP_RECVERR, 1)?;
+            let pmtu = if df { libc::IP_PMTUDISC_PROBE } else { libc::IP_PMTUDISC_DONT };
+            setopt(&sock, libc::SOL_IP, libc::IP_MTU_DISCOVER, pmtu)?;
         }
-        setopt(&fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
-        let dst = SocketAddr::new(dst, if method == Method::Udp { port } else { 0 });
-        Ok(Prober { fd, dst, method })
-    }
-
-    fn v6(&self) -> bool {
-        self.dst.is_ipv6()
-    }
-
-    /// IP and transport header bytes in front of the payload.
-    pub fn overhead(&self) -> usize {
-        (if self.v6() { 40 } else { 20 }) + 8
+        enable_rx_timestamps(sock.as_raw_fd())?;
+        let dst = SockAddr::from(SocketAddr::new(dst, if method == Method::Udp { port } else { 0 }));
+        Ok(Prober { sock, dst, v6, method })
     }
 
     /// Sends probe `seq` with `ttl`, `size` bytes on the wire (IP header included); returns the
     /// send time.
     pub fn send(&self, ttl: u8, seq: u32, size: usize) -> io::Result<u64> {
-        let (level, name) =
-            if self.v6() { (libc::SOL_IPV6, libc::IPV6_UNICAST_HOPS) } else { (libc::SOL_IP, libc::IP_TTL) };
-        setopt(&self.fd, level, name, i32::from(ttl))?;
-        let body = payload(seq, size.saturating_sub(self.overhead()));
+        if self.v6 {
+            self.sock.set_unicast_hops_v6(u32::from(ttl))?;
+        } else {
+            self.sock.set_ttl(u32::from(ttl))?;
+        }
+        let body = payload(seq, size.saturating_sub(overhead(self.v6)));
         let data = match self.method {
             Method::Udp => body,
             Method::Icmp => {
                 // Echo request, identifier and checksum filled in by the kernel, sequence 0 for
                 // every probe.
-                let mut m = vec![if self.v6() { 128 } else { 8 }, 0, 0, 0, 0, 0, 0, 0];
+                let mut m = vec![if self.v6 { 128 } else { 8 }, 0, 0, 0, 0, 0, 0, 0];
                 m.extend_from_slice(&body);
                 m
             }
         };
-        let (sa, len) = sockaddr(self.dst);
         let at = realtime_ns();
-        // SAFETY: data and sa are valid for the lengths given.
-        check(unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                data.as_ptr().cast(),
-                data.len(),
-                0,
-                (&sa as *const libc::sockaddr_storage).cast(),
-                len,
-            ) as libc::c_int
-        })?;
+        self.sock.send_to(&data, &self.dst)?;
         Ok(at)
     }
 
     /// Waits up to `timeout_ms` for something to read.
     pub fn wait(&self, timeout_ms: i32) -> io::Result<bool> {
-        let mut p = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
+        let mut p = libc::pollfd { fd: self.sock.as_raw_fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
         // SAFETY: one valid pollfd.
         let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
         if n < 0 {
@@ -250,41 +187,58 @@ impl Prober {
 
     /// Reads one message, from the error queue first; `None` when there is nothing.
     pub fn read(&self) -> io::Result<Option<Got>> {
-        if let Some(g) = self.recv(true)? {
+        if let Some(g) = self.recv_error()? {
             return Ok(Some(g));
         }
-        self.recv(false)
+        // An echo reply (ICMP type 0 or 129) from the destination.
+        let mut buf = [0u8; 2048];
+        let r = match recv_timestamped(self.sock.as_raw_fd(), &mut buf) {
+            Ok(r) => r,
+            Err(e) => {
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
+                    // A queued error also fails a plain read: it is read from the queue next.
+                    _ => Ok(Some(Got::Other)),
+                };
+            }
+        };
+        let data = &buf[..r.len];
+        let echo_reply = data.first().is_some_and(|&t| t == if self.v6 { 129 } else { 0 });
+        Ok(Some(match (self.method, echo_reply, r.from, probe_number(data)) {
+            (Method::Icmp, true, Some(from), Some(seq)) => Got::Reply(Reply {
+                seq,
+                from: from.ip(),
+                at_ns: r.kernel_ns.unwrap_or_else(realtime_ns),
+                answer: Answer::Reached,
+            }),
+            _ => Got::Other,
+        }))
     }
 
-    fn recv(&self, errqueue: bool) -> io::Result<Option<Got>> {
+    /// One message from the error queue: an ICMP error quoting a probe, with the offender's
+    /// address and the kernel's receive time.
+    fn recv_error(&self) -> io::Result<Option<Got>> {
         let mut buf = [0u8; 2048];
         let mut cmsg = [0u64; 64];
-        // SAFETY: an all-zero sockaddr_storage and msghdr are valid; the pointers set below
-        // outlive the recvmsg call.
-        let mut name: libc::sockaddr_storage = unsafe { zeroed() };
         let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
         let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
-        msg.msg_namelen = size_of::<libc::sockaddr_storage>() as _;
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = cmsg.as_mut_ptr().cast();
         msg.msg_controllen = size_of_val(&cmsg) as _;
-        let flags = libc::MSG_DONTWAIT | if errqueue { libc::MSG_ERRQUEUE } else { 0 };
         // SAFETY: msg points at live buffers of the sizes given.
-        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, flags) };
+        let n = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_ERRQUEUE) };
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
-                // A queued error also fails a plain read: it is read from the queue next.
-                _ if !errqueue => Ok(Some(Got::Other)),
                 _ => Err(e),
             };
         }
         let data = &buf[..n as usize];
         let mut at = None;
-        let mut err: Option<(u8, u8, u8, u32, Option<IpAddr>, u32)> = None;
+        let mut err: Option<(libc::sock_extended_err, Option<IpAddr>)> = None;
         // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, within
         // msg_controllen; each payload is read unaligned as the type its level and type say.
         unsafe {
@@ -300,37 +254,22 @@ impl Prober {
                 {
                     let ee = std::ptr::read_unaligned(d.cast::<libc::sock_extended_err>());
                     let offender = d.add(size_of::<libc::sock_extended_err>()).cast::<libc::sockaddr>();
-                    err =
-                        Some((ee.ee_origin, ee.ee_type, ee.ee_code, ee.ee_info, read_sockaddr(offender), ee.ee_errno));
+                    err = Some((ee, read_sockaddr(offender)));
                 }
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
-        let at_ns = at.unwrap_or_else(realtime_ns);
-        if let Some((origin, kind, code, info, from, errno)) = err {
-            if origin == SO_EE_ORIGIN_LOCAL && errno == libc::EMSGSIZE as u32 {
-                return Ok(Some(Got::LocalMtu(info)));
+        let Some((ee, from)) = err else { return Ok(Some(Got::Other)) };
+        if ee.ee_origin == SO_EE_ORIGIN_LOCAL && ee.ee_errno == libc::EMSGSIZE as u32 {
+            return Ok(Some(Got::LocalMtu(ee.ee_info)));
+        }
+        let answer = classify(self.v6, ee.ee_origin, ee.ee_type, ee.ee_code, ee.ee_info);
+        Ok(Some(match (answer, from, probe_number(data)) {
+            (Some(answer), Some(from), Some(seq)) => {
+                Got::Reply(Reply { seq, from, at_ns: at.unwrap_or_else(realtime_ns), answer })
             }
-            let (Some(answer), Some(from), Some(seq)) =
-                (classify(self.v6(), origin, kind, code, info), from, probe_number(data))
-            else {
-                return Ok(Some(Got::Other));
-            };
-            return Ok(Some(Got::Reply(Reply { seq, from, at_ns, answer })));
-        }
-        if errqueue {
-            return Ok(Some(Got::Other));
-        }
-        // An echo reply (ICMP type 0 or 129) from the destination.
-        let echo_reply = data.first().is_some_and(|&t| t == if self.v6() { 129 } else { 0 });
-        // SAFETY: the kernel wrote a sockaddr of the socket's family into `name`.
-        let from = unsafe { read_sockaddr((&name as *const libc::sockaddr_storage).cast()) };
-        match (self.method, echo_reply, from, probe_number(data)) {
-            (Method::Icmp, true, Some(from), Some(seq)) => {
-                Ok(Some(Got::Reply(Reply { seq, from, at_ns, answer: Answer::Reached })))
-            }
-            _ => Ok(Some(Got::Other)),
-        }
+            _ => Got::Other,
+        }))
     }
 }
 

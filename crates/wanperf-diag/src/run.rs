@@ -54,42 +54,39 @@ fn pump(p: &Prober, t: &mut Trace, until: Instant) -> io::Result<()> {
     }
 }
 
-/// Traces the path to `dst`; `on_round` sees the report after each round and may stop the
-/// trace by returning false.
-pub fn trace(dst: IpAddr, o: &Options, mut on_round: impl FnMut(u32, &Report) -> bool) -> io::Result<Report> {
+/// Traces the path to `dst`; `on_round` sees the trace after each round and may stop it by
+/// returning false.
+pub fn trace(dst: IpAddr, o: &Options, mut on_round: impl FnMut(u32, &Trace) -> bool) -> io::Result<Report> {
     let p = Prober::new(dst, o.method, o.port, o.mtu)?;
     let mut t = Trace::new(Plan { first_ttl: o.first_ttl, max_ttl: o.max_ttl, wait_ns: o.wait.as_nanos() as u64 });
     let start = Instant::now();
     let mut last_send = start;
     for round in 1..=o.rounds {
         pump(&p, &mut t, start + o.interval * (round - 1))?;
-        let ttls: Vec<u8> = t.ttls().collect();
-        for ttl in ttls {
-            // Once the destination is known, probes beyond it are not sent.
-            if !t.ttls().contains(&ttl) {
-                break;
-            }
+        for ttl in t.ttls() {
             // Until the destination is known, at most WINDOW TTLs beyond the farthest answer:
             // a burst far past the destination would spend its ICMP rate limit's tokens.
             while t.ttls().contains(&ttl) && ttl > t.frontier().saturating_add(WINDOW) && t.expire(realtime_ns()) > 0 {
                 pump(&p, &mut t, Instant::now() + Duration::from_millis(5))?;
             }
+            // Once the destination is known, probes beyond it are not sent.
             if !t.ttls().contains(&ttl) {
                 break;
             }
             let size = t.size().unwrap_or(o.size);
-            let seq = t.sent(round, ttl, realtime_ns(), size);
-            match p.send(ttl, seq, size) {
-                Ok(at) => t.sent_at(seq, at),
-                Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => {
-                    t.unsend(seq);
+            match p.send(ttl, t.next_seq(), size) {
+                Ok(at) => {
+                    t.sent(round, ttl, at, size);
                 }
+                // Larger than the first link's MTU: the error queue says which, the next probe
+                // is smaller.
+                Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => {}
                 Err(e) => return Err(e),
             }
             last_send = Instant::now();
             pump(&p, &mut t, last_send + o.gap)?;
         }
-        if !on_round(round, &t.report()) {
+        if !on_round(round, &t) {
             break;
         }
     }

@@ -11,7 +11,7 @@
 //! plane), not loss on the path; the path's loss grows where `path_k` steps up.
 
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 
 /// What came back for a probe.
@@ -51,14 +51,37 @@ pub struct Plan {
     pub wait_ns: u64,
 }
 
+/// A probe still waiting for its answer.
 #[derive(Debug, Clone)]
-struct Sent {
+struct Pending {
     round: u32,
     ttl: u8,
     at_ns: u64,
     size: usize,
-    answer: Option<(IpAddr, u64, Answer)>,
-    expired: bool,
+}
+
+/// What the answered and lost probes of one TTL add up to.
+#[derive(Debug, Clone, Default)]
+struct Tally {
+    /// Probes whose fate is known.
+    sent: u32,
+    /// RTTs of the answered ones, ms.
+    rtts: Vec<f64>,
+    /// Who answered, how often.
+    addrs: BTreeMap<IpAddr, u32>,
+}
+
+/// A hop's counts so far (what a round's progress shows).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HopCount {
+    /// TTL.
+    pub ttl: u8,
+    /// Addresses that answered and how often, most frequent first.
+    pub addrs: Vec<(IpAddr, u32)>,
+    /// Probes whose fate is known.
+    pub sent: u32,
+    /// Probes answered.
+    pub received: u32,
 }
 
 /// A route change seen between rounds: at `ttl`, `before` answered in earlier rounds and
@@ -130,12 +153,20 @@ pub struct Report {
     pub rounds: u32,
 }
 
-/// The state of a trace.
+/// The state of a trace. Each probe is kept only until it is answered or lost; then it is
+/// added to its TTL's tally, so a long trace costs the same per probe as a short one.
 #[derive(Debug, Clone)]
 pub struct Trace {
     plan: Plan,
-    sent: HashMap<u32, Sent>,
+    pending: HashMap<u32, Pending>,
+    /// Pending probes in send order (send times only grow), for expiry.
+    order: VecDeque<u32>,
+    tallies: BTreeMap<u8, Tally>,
+    /// The first address that answered each (TTL, round), for route changes.
+    answered: BTreeMap<(u8, u32), IpAddr>,
     next_seq: u32,
+    rounds: u32,
+    frontier: u8,
     dest_ttl: Option<u8>,
     size: Option<usize>,
     /// MTUs routers reported for their next link, by router address.
@@ -163,8 +194,13 @@ impl Trace {
     pub fn new(plan: Plan) -> Trace {
         Trace {
             plan,
-            sent: HashMap::new(),
+            pending: HashMap::new(),
+            order: VecDeque::new(),
+            tallies: BTreeMap::new(),
+            answered: BTreeMap::new(),
             next_seq: 1,
+            rounds: 0,
+            frontier: 0,
             dest_ttl: None,
             size: None,
             mtus: BTreeMap::new(),
@@ -185,27 +221,22 @@ impl Trace {
 
     /// The highest TTL anybody has answered at so far (0: none).
     pub fn frontier(&self) -> u8 {
-        self.sent.values().filter(|p| p.answer.is_some()).map(|p| p.ttl).max().unwrap_or(0)
+        self.frontier
+    }
+
+    /// The sequence number the next probe recorded with [`Trace::sent`] gets.
+    pub fn next_seq(&self) -> u32 {
+        self.next_seq
     }
 
     /// Records a probe sent; returns its sequence number.
     pub fn sent(&mut self, round: u32, ttl: u8, at_ns: u64, size: usize) -> u32 {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1).max(1);
-        self.sent.insert(seq, Sent { round, ttl, at_ns, size, answer: None, expired: false });
+        self.pending.insert(seq, Pending { round, ttl, at_ns, size });
+        self.order.push_back(seq);
+        self.rounds = self.rounds.max(round);
         seq
-    }
-
-    /// Corrects a probe's send time to when it really left.
-    pub fn sent_at(&mut self, seq: u32, at_ns: u64) {
-        if let Some(p) = self.sent.get_mut(&seq) {
-            p.at_ns = at_ns;
-        }
-    }
-
-    /// Forgets a probe that could not be sent.
-    pub fn unsend(&mut self, seq: u32) {
-        self.sent.remove(&seq);
     }
 
     /// The first link's MTU is `mtu`: later probes are no larger.
@@ -219,96 +250,108 @@ impl Trace {
     /// A reply arrived. Replies to unknown, already answered or expired probes are ignored
     /// (a late answer counts as lost, as with every traceroute).
     pub fn reply(&mut self, r: Reply) {
-        let Some(p) = self.sent.get_mut(&r.seq) else { return };
-        if p.answer.is_some() || p.expired || r.at_ns < p.at_ns {
+        if self.pending.get(&r.seq).is_none_or(|p| r.at_ns < p.at_ns) {
             return;
         }
-        p.answer = Some((r.from, r.at_ns, r.answer));
-        match r.answer {
-            Answer::Reached if self.dest_ttl.is_none_or(|d| p.ttl < d) => self.dest_ttl = Some(p.ttl),
-            Answer::FragNeeded(mtu) if mtu >= 68 && (mtu as usize) < p.size => {
-                // The router before the narrow link answered (from a hop before the probe's
-                // TTL); later probes use the smaller size.
+        let p = self.pending.remove(&r.seq).expect("pending");
+        if let Answer::FragNeeded(mtu) = r.answer {
+            // The router before the narrow link answered (from a hop before the probe's TTL);
+            // later probes use the smaller size. The probe met the MTU, not loss: not counted.
+            if mtu >= 68 && (mtu as usize) < p.size {
                 let e = self.mtus.entry(r.from).or_insert(mtu);
                 *e = (*e).min(mtu);
                 self.size = Some(self.size.map_or(mtu as usize, |s| s.min(mtu as usize)));
             }
+            return;
+        }
+        let t = self.tallies.entry(p.ttl).or_default();
+        t.sent += 1;
+        t.rtts.push((r.at_ns - p.at_ns) as f64 / 1e6);
+        *t.addrs.entry(r.from).or_default() += 1;
+        self.frontier = self.frontier.max(p.ttl);
+        match r.answer {
+            Answer::Reached if self.dest_ttl.is_none_or(|d| p.ttl < d) => self.dest_ttl = Some(p.ttl),
             _ => {}
+        }
+        if matches!(r.answer, Answer::TimeExceeded | Answer::Reached) {
+            self.answered.entry((p.ttl, p.round)).or_insert(r.from);
         }
     }
 
     /// Marks probes older than the wait as lost; returns how many are still outstanding.
     pub fn expire(&mut self, now_ns: u64) -> usize {
-        let mut open = 0;
-        for p in self.sent.values_mut() {
-            if p.answer.is_none() && !p.expired {
-                if now_ns >= p.at_ns + self.plan.wait_ns {
-                    p.expired = true;
-                } else {
-                    open += 1;
+        while let Some(&seq) = self.order.front() {
+            match self.pending.get(&seq) {
+                None => {}
+                Some(p) if now_ns >= p.at_ns + self.plan.wait_ns => {
+                    self.tallies.entry(p.ttl).or_default().sent += 1;
+                    self.pending.remove(&seq);
                 }
+                Some(_) => break,
             }
+            self.order.pop_front();
         }
-        open
+        self.pending.len()
+    }
+
+    /// The TTLs a report lists: to the destination's, or without it to the last TTL anybody
+    /// answered at.
+    fn span(&self) -> std::ops::RangeInclusive<u8> {
+        let end = self
+            .dest_ttl
+            .unwrap_or_else(|| self.tallies.iter().rev().find(|(_, t)| !t.rtts.is_empty()).map_or(0, |(ttl, _)| *ttl));
+        self.plan.first_ttl..=end
+    }
+
+    fn addrs(t: &Tally) -> Vec<(IpAddr, u32)> {
+        let mut addrs: Vec<(IpAddr, u32)> = t.addrs.iter().map(|(a, n)| (*a, *n)).collect();
+        addrs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        addrs
+    }
+
+    /// Each listed hop's counts so far: cheap enough for every round.
+    pub fn counts(&self) -> Vec<HopCount> {
+        let none = Tally::default();
+        self.span()
+            .map(|ttl| {
+                let t = self.tallies.get(&ttl).unwrap_or(&none);
+                HopCount { ttl, addrs: Self::addrs(t), sent: t.sent, received: t.rtts.len() as u32 }
+            })
+            .collect()
     }
 
     /// The report so far. Probes still waiting are left out; probes beyond the destination's
     /// TTL and probes that met a too-small MTU (answered with fragmentation needed) are not
     /// counted as loss.
     pub fn report(&self) -> Report {
-        let last = self.dest_ttl.unwrap_or(self.plan.max_ttl);
-        let rounds = self.sent.values().map(|p| p.round).max().unwrap_or(0);
-        let mut per_ttl: BTreeMap<u8, Vec<&Sent>> = BTreeMap::new();
-        for p in self.sent.values() {
-            if p.ttl <= last && (p.answer.is_some() || p.expired) {
-                if matches!(p.answer, Some((_, _, Answer::FragNeeded(_)))) {
-                    continue;
-                }
-                per_ttl.entry(p.ttl).or_default().push(p);
-            }
-        }
-        // Without the destination, stop after the last TTL anybody answered at.
-        let last_answered = per_ttl.iter().rev().find(|(_, v)| v.iter().any(|p| p.answer.is_some())).map(|(t, _)| *t);
-        let end = if self.dest_ttl.is_some() { last } else { last_answered.unwrap_or(0) };
+        let none = Tally::default();
         let mut hops: Vec<Hop> = Vec::new();
-        for ttl in self.plan.first_ttl..=end {
-            let v = per_ttl.get(&ttl).map(Vec::as_slice).unwrap_or(&[]);
-            let sent = v.len() as u32;
-            let mut rtts: Vec<f64> = Vec::new();
-            let mut addrs: BTreeMap<IpAddr, u32> = BTreeMap::new();
-            for p in v {
-                if let Some((from, at, _)) = p.answer {
-                    rtts.push((at - p.at_ns) as f64 / 1e6);
-                    *addrs.entry(from).or_default() += 1;
-                }
-            }
+        for ttl in self.span() {
+            let t = self.tallies.get(&ttl).unwrap_or(&none);
+            let mut rtts = t.rtts.clone();
             rtts.sort_by(f64::total_cmp);
             let received = rtts.len() as u32;
-            let mut addrs: Vec<(IpAddr, u32)> = addrs.into_iter().collect();
-            addrs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let addrs = Self::addrs(t);
             let rtt_ms = (!rtts.is_empty()).then(|| Rtt {
                 min: rtts[0],
                 median: quantile(&rtts, 0.5),
                 p90: quantile(&rtts, 0.9),
                 max: rtts[rtts.len() - 1],
             });
-            let loss = if sent == 0 { 0.0 } else { f64::from(sent - received) / f64::from(sent) };
+            let loss = if t.sent == 0 { 0.0 } else { f64::from(t.sent - received) / f64::from(t.sent) };
             hops.push(Hop {
                 ttl,
+                next_mtu: addrs.iter().filter_map(|(a, _)| self.mtus.get(a).copied()).min(),
                 addrs,
-                sent,
+                sent: t.sent,
                 received,
                 loss_pct: loss * 100.0,
                 path_loss_pct: 0.0,
                 icmp_only_loss_pct: 0.0,
                 rtt_ms,
-                next_mtu: None,
                 note: None,
                 destination: self.dest_ttl == Some(ttl),
             });
-        }
-        for h in hops.iter_mut() {
-            h.next_mtu = h.addrs.iter().filter_map(|(a, _)| self.mtus.get(a).copied()).min();
         }
         // Path loss: the least loss at this hop or any later one that answers at all.
         let mut floor = f64::INFINITY;
@@ -337,15 +380,9 @@ impl Trace {
             before = h.path_loss_pct;
         }
         // Route changes: per TTL, the answering address of each round in order.
-        let mut by_round: BTreeMap<(u8, u32), IpAddr> = BTreeMap::new();
-        for p in self.sent.values() {
-            if let Some((from, _, Answer::TimeExceeded | Answer::Reached)) = p.answer {
-                by_round.entry((p.ttl, p.round)).or_insert(from);
-            }
-        }
         let mut route_changes = Vec::new();
         let mut prev: Option<(u8, IpAddr)> = None;
-        for (&(ttl, round), &addr) in &by_round {
+        for (&(ttl, round), &addr) in &self.answered {
             if let Some((pt, pa)) = prev {
                 if pt == ttl && pa != addr {
                     route_changes.push(RouteChange { round, ttl, before: pa, after: addr });
@@ -358,7 +395,7 @@ impl Trace {
             reached: self.dest_ttl.is_some(),
             path_mtu: self.mtus.values().copied().chain(self.local_mtu).min(),
             route_changes,
-            rounds,
+            rounds: self.rounds,
         }
     }
 }

@@ -148,7 +148,7 @@ impl<P> ClassQueue<P> {
 
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
-        self.pkts == 0 && self.bytes == 0
+        self.pkts == 0
     }
 
     fn take(&mut self, f: usize) -> Queued<P> {

@@ -289,17 +289,19 @@ impl<P> Link<P> {
     /// Serializes every packet whose transmission starts by `now`.
     fn advance(&mut self, now: Nanos) {
         loop {
-            let Some(earliest) = self.queues.iter().filter_map(ClassQueue::earliest).min() else {
+            // Each class's earliest arrival, once per packet (a flow-fair queue looks at every
+            // active flow for it).
+            let heads = self.queues.each_ref().map(ClassQueue::earliest);
+            let Some(earliest) = heads.iter().flatten().min() else {
                 return;
             };
-            let start = self.busy_until.max(earliest);
+            let start = self.busy_until.max(*earliest);
             if start > now {
                 return;
             }
             // Strict priority among what has arrived by the time the link is free.
-            let class = (0..3)
-                .find(|&c| self.queues[c].earliest().is_some_and(|a| a <= start))
-                .expect("a queued packet has arrived by `start`");
+            let class =
+                (0..3).find(|&c| heads[c].is_some_and(|a| a <= start)).expect("a queued packet has arrived by `start`");
             let queue = &mut self.queues[class];
             let (q, flow) = queue.pop(start).expect("a queued packet has arrived by `start`");
             let sojourn = start - q.arrival;

@@ -9,8 +9,7 @@ use crate::INTERRUPTED;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
+use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -577,51 +576,24 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
     } else {
         a.topology.clone()
     };
-    let dir = runtime_dir();
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let sock = socket_path(&a.name);
-    if UnixStream::connect(&sock).is_ok() {
-        bail!("a network named `{}` is already up", a.name);
+    let nice = a.host_nice.to_string();
+    crate::pathd::start_daemon(
+        "network",
+        &socket_path(&a.name),
+        &a.name,
+        &["net", "__daemon", &a.name, &topo_arg, &nice],
+    )?;
+    let p = Plan::new(&t).map_err(|e| anyhow!("{e}"))?;
+    if a.json {
+        println!("{}", json!({"event": "net_up", "name": a.name, "plan": plan_json(&t, &p)}));
+    } else {
+        print_plan(&t, &p, &mut std::io::stdout());
+        println!(
+            "network `{}` is up (`wanperf net exec {} NODE -- CMD`, `wanperf net down {}`)",
+            a.name, a.name, a.name
+        );
     }
-    let _ = std::fs::remove_file(&sock);
-    let exe = std::env::current_exe().context("cannot find the wanperf executable")?;
-    let mut child = Command::new(exe)
-        .args(["net", "__daemon", &a.name, &topo_arg, &a.host_nice.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .context("cannot start the network daemon")?;
-    let out = child.stdout.take().expect("piped");
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line)?;
-    match line.trim() {
-        "ready" => {
-            let p = Plan::new(&t).map_err(|e| anyhow!("{e}"))?;
-            if a.json {
-                println!("{}", json!({"event": "net_up", "name": a.name, "plan": plan_json(&t, &p)}));
-            } else {
-                print_plan(&t, &p, &mut std::io::stdout());
-                println!(
-                    "network `{}` is up (`wanperf net exec {} NODE -- CMD`, `wanperf net down {}`)",
-                    a.name, a.name, a.name
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        other => {
-            let _ = child.wait();
-            bail!(
-                "{}",
-                other.strip_prefix("error: ").unwrap_or(if other.is_empty() {
-                    "the network daemon failed"
-                } else {
-                    other
-                })
-            )
-        }
-    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `net __daemon NAME TOPOLOGY NICE`: owns one network until asked to stop.

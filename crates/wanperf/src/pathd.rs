@@ -106,49 +106,53 @@ pub(crate) fn ask(sock: &std::path::Path, what: &str, name: &str, req: Value) ->
     Ok(v)
 }
 
-/// `wanperf path up NAME`: starts the daemon and waits until the path is ready.
-pub fn up(a: UpArgs) -> Result<ExitCode> {
-    check_name(&a.name)?;
-    let cfg = config_from(&a.link)?;
-    let dir = runtime_dir();
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let sock = socket_path(&a.name);
-    if UnixStream::connect(&sock).is_ok() {
-        bail!("a path named `{}` is already up", a.name);
+/// Starts `wanperf ARGS` as the daemon of the `what` (path or network) `name`, listening on
+/// `sock`, and waits for its first line: `ready`, or the one-line error it failed with.
+pub fn start_daemon(what: &str, sock: &std::path::Path, name: &str, args: &[&str]) -> Result<()> {
+    if let Some(dir) = sock.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let _ = std::fs::remove_file(&sock);
+    if UnixStream::connect(sock).is_ok() {
+        bail!("a {what} named `{name}` is already up");
+    }
+    let _ = std::fs::remove_file(sock);
     let exe = std::env::current_exe().context("cannot find the wanperf executable")?;
     let mut child = std::process::Command::new(exe)
-        .args(["path", "__daemon", &a.name, &serde_json::to_string(&cfg)?])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()
-        .context("cannot start the path daemon")?;
+        .with_context(|| format!("cannot start the {what} daemon"))?;
     let out = child.stdout.take().expect("piped");
     let mut line = String::new();
     BufReader::new(out).read_line(&mut line)?;
     match line.trim() {
-        "ready" => {
-            println!(
-                "path `{}` is up: left 198.18.0.1, right 198.18.0.2 (`wanperf path exec {} left -- CMD`)",
-                a.name, a.name
-            );
-            Ok(ExitCode::SUCCESS)
+        "ready" => Ok(()),
+        "" => {
+            let _ = child.wait();
+            bail!("the {what} daemon failed")
         }
         other => {
             let _ = child.wait();
-            bail!(
-                "{}",
-                other.strip_prefix("error: ").unwrap_or(if other.is_empty() {
-                    "the path daemon failed"
-                } else {
-                    other
-                })
-            )
+            bail!("{}", other.strip_prefix("error: ").unwrap_or(other))
         }
     }
+}
+
+/// `wanperf path up NAME`: starts the daemon and waits until the path is ready.
+pub fn up(a: UpArgs) -> Result<ExitCode> {
+    check_name(&a.name)?;
+    let cfg = config_from(&a.link)?;
+    start_daemon(
+        "path",
+        &socket_path(&a.name),
+        &a.name,
+        &["path", "__daemon", &a.name, &serde_json::to_string(&cfg)?],
+    )?;
+    println!("path `{}` is up: left 198.18.0.1, right 198.18.0.2 (`wanperf path exec {} left -- CMD`)", a.name, a.name);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Tells `up` (which reads the daemon's standard output) how starting went: `ready`, or one

@@ -7,7 +7,7 @@ use std::net::{IpAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use wanperf_diag::probe::{Method, PAYLOAD_MIN};
+use wanperf_diag::probe::{self, Method, PAYLOAD_MIN};
 use wanperf_diag::run::{self, Options};
 use wanperf_diag::trace::Report;
 use wanperf_proto::units::parse_duration;
@@ -72,9 +72,6 @@ pub struct TraceArgs {
 }
 
 fn resolve(host: &str) -> Result<IpAddr> {
-    if let Ok(a) = host.parse::<IpAddr>() {
-        return Ok(a);
-    }
     let mut addrs = (host, 0).to_socket_addrs().with_context(|| format!("cannot resolve {host}"))?;
     addrs.next().map(|a| a.ip()).with_context(|| format!("{host} has no address"))
 }
@@ -133,7 +130,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
         bail!("--first-ttl {} is above --max-ttl {}", a.first_ttl, a.max_ttl);
     }
     let dst = resolve(&a.host)?;
-    let overhead = if dst.is_ipv6() { 48 } else { 28 };
+    let overhead = probe::overhead(dst.is_ipv6());
     let size = a.size.unwrap_or(if a.mtu { 65_000 } else { overhead + 32 });
     if size < overhead + PAYLOAD_MIN || size > 65_000 {
         bail!("--size must be between {} and 65000 bytes", overhead + PAYLOAD_MIN);
@@ -159,17 +156,12 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
         b
     });
     let json = a.json;
-    let report = run::trace(dst, &o, |round, r| {
+    let report = run::trace(dst, &o, |round, t| {
         if let Some(b) = &bar {
             b.set_position(u64::from(round));
         }
         if json {
-            let hops: Vec<_> = r
-                .hops
-                .iter()
-                .map(|h| serde_json::json!({"ttl": h.ttl, "addrs": h.addrs, "received": h.received, "sent": h.sent}))
-                .collect();
-            println!("{}", serde_json::json!({"event": "trace_round", "round": round, "hops": hops}));
+            println!("{}", serde_json::json!({"event": "trace_round", "round": round, "hops": t.counts()}));
         }
         !INTERRUPTED.load(Ordering::Acquire)
     })

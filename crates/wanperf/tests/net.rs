@@ -8,13 +8,6 @@ use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Network tests measure timing; one at a time keeps them from disturbing each other.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 #[test]
 fn traceroute_and_mtr_list_the_routers_in_order_with_their_cumulative_delay() {
     let _serial = serial();
@@ -142,49 +135,6 @@ fn iperf3_bps(json: &str) -> f64 {
 fn goodput(rate: f64) -> f64 {
     rate * 1448.0 / 1500.0
 }
-
-const DIAMOND: &str = r#"
-name = "diamond"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[router]]
-name = "r1"
-[[router]]
-name = "r2"
-[[router]]
-name = "r3"
-[[link]]
-a = "a"
-b = "r1"
-rate = "100M"
-delay = "2ms"
-[[link]]
-a = "r1"
-b = "r2"
-rate = "20M"
-delay = "4ms"
-queue = "100kB"
-[[link]]
-a = "r2"
-b = "b"
-rate = "100M"
-delay = "2ms"
-[[link]]
-a = "r1"
-b = "r3"
-rate = "8M"
-delay = "6ms"
-queue = "100kB"
-[[link]]
-a = "r3"
-b = "r2"
-rate = "100M"
-delay = "6ms"
-[[route]]
-path = ["b", "r2", "r3", "r1", "a"]
-"#;
 
 #[test]
 fn iperf3_is_limited_by_the_narrowest_link_of_each_direction() {

@@ -7,13 +7,6 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Path tests measure timing; running them one at a time keeps them from disturbing each other
-/// on a 2-core machine.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn have(tool: &str) -> bool {
     let ok = Command::new(tool).arg("-V").output().is_ok() || Command::new(tool).arg("--version").output().is_ok();
     if !ok {

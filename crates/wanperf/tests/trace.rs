@@ -5,12 +5,6 @@ use common::*;
 use serde_json::Value;
 use std::time::Duration;
 
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Runs `wanperf trace ARGS $WANPERF_ADDR_B --json` from host a of `topology`; the report.
 fn trace_in(topology: &str, args: &str) -> Value {
     let f = topo_file(&format!("trace-{}", args.len()), topology);
@@ -137,38 +131,9 @@ fn a_route_change_during_a_trace_is_reported() {
     if !paths_available() {
         return;
     }
-    // A diamond: a — r1 — r2 — b with r1 — r3 — r2 beside it; r1–r2 gets expensive mid-trace.
-    let topo = r#"[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[router]]
-name = "r1"
-icmp_ratelimit = "0ms"
-[[router]]
-name = "r2"
-icmp_ratelimit = "0ms"
-[[router]]
-name = "r3"
-icmp_ratelimit = "0ms"
-[[link]]
-a = "a"
-b = "r1"
-[[link]]
-a = "r1"
-b = "r2"
-name = "short"
-[[link]]
-a = "r2"
-b = "b"
-[[link]]
-a = "r1"
-b = "r3"
-[[link]]
-a = "r3"
-b = "r2"
-"#;
-    let f = topo_file("trace-diamond", topo);
+    // The diamond without its route override: a → b over r1–r2 until r1–r2 gets expensive
+    // mid-trace, then over r3.
+    let f = topo_file("trace-diamond", DIAMOND.split("[[route]]").next().unwrap());
     let name = format!("t{}", std::process::id());
     let _up = Up::new(&f, &name);
     let tracer = std::process::Command::new(BIN)
@@ -192,7 +157,7 @@ b = "r2"
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    ok(&run(&["net", "set", &name, "short", "cost=10"], Duration::from_secs(10)));
+    ok(&run(&["net", "set", &name, "r1-r2", "cost=10"], Duration::from_secs(10)));
     let out = tracer.wait_with_output().unwrap();
     let text = ok(&out);
     let r = &serde_json::from_str::<Value>(text.lines().last().unwrap()).unwrap()["report"];

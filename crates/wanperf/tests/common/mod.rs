@@ -355,3 +355,58 @@ pub fn ok(out: &std::process::Output) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Network tests measure timing; one at a time (within a test binary) keeps them from
+/// disturbing each other.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// a — r1 — r2 — b with r1 — r3 — r2 beside it (narrower, longer); the routers answer ICMP
+/// without a rate limit, and a `[[route]]` override sends b → a over r3 (an asymmetric route).
+pub const DIAMOND: &str = r#"
+name = "diamond"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[router]]
+name = "r1"
+icmp_ratelimit = "0ms"
+[[router]]
+name = "r2"
+icmp_ratelimit = "0ms"
+[[router]]
+name = "r3"
+icmp_ratelimit = "0ms"
+[[link]]
+a = "a"
+b = "r1"
+rate = "100M"
+delay = "2ms"
+[[link]]
+a = "r1"
+b = "r2"
+rate = "20M"
+delay = "4ms"
+queue = "100kB"
+[[link]]
+a = "r2"
+b = "b"
+rate = "100M"
+delay = "2ms"
+[[link]]
+a = "r1"
+b = "r3"
+rate = "8M"
+delay = "6ms"
+queue = "100kB"
+[[link]]
+a = "r3"
+b = "r2"
+rate = "100M"
+delay = "6ms"
+[[route]]
+path = ["b", "r2", "r3", "r1", "a"]
+"#;
