@@ -58,7 +58,6 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
 }
 
 /// setsockopt with the bytes of `value` as the option value.
-/// setsockopt(2) with the option's bytes as given (an int: `&(v as c_int).to_ne_bytes()`).
 pub fn setsockopt_raw(fd: RawFd, level: libc::c_int, opt: libc::c_int, value: &[u8]) -> io::Result<()> {
     // SAFETY: pointer and length describe `value`, which outlives the call.
     let rc = unsafe { libc::setsockopt(fd, level, opt, value.as_ptr().cast(), value.len() as libc::socklen_t) };
