@@ -66,10 +66,11 @@ fn trace_lists_the_routers_in_order_with_the_configured_delays_as_traceroute_doe
         let min = num(&h["rtt_ms"]["min"]);
         let tr_min = rtts.iter().cloned().fold(f64::MAX, f64::min);
         // The same path measured by both: ours within the emulator's per-crossing cost of the
-        // configuration and within 0.5 ms of traceroute's best (each is a best of four probes
-        // that meet the emulator's wake-ups independently).
+        // configuration, and no more than 0.5 ms above traceroute's best (each is a best of
+        // four probes that meet the emulator's wake-ups independently; traceroute, timing in
+        // user space, is the one that reads high).
         assert!(rtt_fits(min, cum, 2 * (k as u32 + 1)), "hop {}: {min} ms, configured {cum} ms", k + 1);
-        assert!((min - tr_min).abs() <= 0.5, "hop {}: ours {min} ms, traceroute {tr_min} ms", k + 1);
+        assert!(min <= tr_min + 0.5, "hop {}: ours {min} ms, traceroute {tr_min} ms", k + 1);
     }
     assert_eq!(hops(r)[5]["destination"], true);
     assert!(r["route_changes"].as_array().unwrap().is_empty());
