@@ -16,18 +16,10 @@ fn traceroute_and_mtr_list_the_routers_in_order_with_their_cumulative_delay() {
     }
     // No ICMP rate limit, so mtr's fast probes are all answered.
     let f = topo_file("trace", &chain("icmp_ratelimit = \"0ms\"", "icmp_ratelimit = \"0ms\"", ""));
-    let out = run(
-        &[
-            "net",
-            "run",
-            &f,
-            "--host",
-            "a",
-            "--",
-            "sh",
-            "-c",
-            "traceroute -n -N 1 -q 3 $WANPERF_ADDR_B; echo ===; mtr -n -r -c 10 -i 0.1 $WANPERF_ADDR_B",
-        ],
+    let out = net_sh(
+        &f,
+        "a",
+        "traceroute -n -N 1 -q 3 $WANPERF_ADDR_B; echo ===; mtr -n -r -c 10 -i 0.1 $WANPERF_ADDR_B",
         Duration::from_secs(60),
     );
     let text = ok(&out);
@@ -540,18 +532,10 @@ fn the_iepm_2000_preset_has_the_seeds_rtts() {
     if !paths_available() || !have("ping") {
         return;
     }
-    let out = run(
-        &[
-            "net",
-            "run",
-            "iepm-2000",
-            "--host",
-            "slac",
-            "--",
-            "sh",
-            "-c",
-            "ping -c 5 -i 0.2 $WANPERF_ADDR_CERN; ping -c 5 -i 0.2 $WANPERF_ADDR_FNAL",
-        ],
+    let out = net_sh(
+        "iepm-2000",
+        "slac",
+        "ping -c 5 -i 0.2 $WANPERF_ADDR_CERN; ping -c 5 -i 0.2 $WANPERF_ADDR_FNAL",
         Duration::from_secs(30),
     );
     let mins = ping_min(&ok(&out));

@@ -8,10 +8,7 @@ use std::time::Duration;
 /// Runs `wanperf trace ARGS $WANPERF_ADDR_B --json` from host a of `topology`; the report.
 fn trace_in(topology: &str, args: &str) -> Value {
     let f = topo_file(&format!("trace-{}", args.len()), topology);
-    let out = run(
-        &["net", "run", &f, "--host", "a", "--", "sh", "-c", &format!("{BIN} trace $WANPERF_ADDR_B {args} --json")],
-        Duration::from_secs(90),
-    );
+    let out = net_sh(&f, "a", &format!("{BIN} trace $WANPERF_ADDR_B {args} --json"), Duration::from_secs(90));
     let text = ok(&out);
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!(last["event"], "trace", "{text}");
@@ -36,18 +33,10 @@ fn trace_lists_the_routers_in_order_with_the_configured_delays_as_traceroute_doe
     // limit (Linux: one a second, a burst of 6).
     let topo = chain("icmp_ratelimit = \"0ms\"", "icmp_ratelimit = \"0ms\"", "");
     let f = topo_file("trace-vs-traceroute", &topo);
-    let out = run(
-        &[
-            "net",
-            "run",
-            &f,
-            "--host",
-            "a",
-            "--",
-            "sh",
-            "-c",
-            &format!("{BIN} trace $WANPERF_ADDR_B -c 4 --json | tail -1; echo ===; traceroute -n -q 4 $WANPERF_ADDR_B"),
-        ],
+    let out = net_sh(
+        &f,
+        "a",
+        &format!("{BIN} trace $WANPERF_ADDR_B -c 4 --json | tail -1; echo ===; traceroute -n -q 4 $WANPERF_ADDR_B"),
         Duration::from_secs(90),
     );
     let text = ok(&out);

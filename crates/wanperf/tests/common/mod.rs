@@ -330,6 +330,12 @@ pub fn mtr_hops(text: &str) -> Vec<(String, f64, f64)> {
         .collect()
 }
 
+/// `wanperf net run TOPOLOGY --host HOST -- sh -c SCRIPT`, killed after `limit`; the script sees
+/// every host's address as $WANPERF_ADDR_<NAME>.
+pub fn net_sh(topology: &str, host: &str, script: &str, limit: Duration) -> Output {
+    run(&["net", "run", topology, "--host", host, "--", "sh", "-c", script], limit)
+}
+
 /// A named network that goes down when the test ends, passed or failed.
 pub struct Up(pub String);
 
