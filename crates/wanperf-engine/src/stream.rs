@@ -294,6 +294,7 @@ impl Side {
                     Probe::Tcp(p) => sys::dscp(p),
                     Probe::Udp(p) => sys::dscp(&socket2::SockRef::from(p)),
                 },
+                retransmits: None,
             })
             .collect();
         let report =

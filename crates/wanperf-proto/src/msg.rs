@@ -438,6 +438,10 @@ pub struct StreamFinal {
     /// DSCP the socket marked its packets with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dscp: Option<u8>,
+    /// Retransmitted segments when the sender's TCP_INFO is not at hand (an iperf3 peer
+    /// reports only the count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
 }
 
 /// Everything one end measured, sent at the end of the test.

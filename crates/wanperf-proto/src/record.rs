@@ -492,7 +492,10 @@ pub fn summarize(spec: &TestSpec, merger: &Merger, client: &SideReport, server: 
         let (b_sent, b_recv, b_retr) = base.get(id as usize).copied().unwrap_or_default();
         let sent = snd.map_or(0, |s| s.bytes).saturating_sub(b_sent);
         let received = rcv.map_or(0, |r| r.bytes).saturating_sub(b_recv);
-        let retrans = snd.and_then(|s| s.tcp.as_ref()).map_or(0, |t| u64::from(t.total_retrans)).saturating_sub(b_retr);
+        let retrans = snd
+            .and_then(|s| s.tcp.as_ref().map(|t| u64::from(t.total_retrans)).or(s.retransmits))
+            .unwrap_or(0)
+            .saturating_sub(b_retr);
         let dur = rcv.or(snd).map_or(0.0, |r| r.duration_s) - omit_t;
         let dur = dur.max(0.0);
         let udp = rcv.and_then(|r| r.udp.clone()).map(|mut u| {
