@@ -83,6 +83,9 @@ pub enum ClientError {
     /// Interrupted before the test started.
     #[error("interrupted")]
     Interrupted,
+    /// The test cannot be asked of this kind of server (e.g. fractional seconds of iperf3).
+    #[error("{0}")]
+    Usage(String),
 }
 
 enum Event {
@@ -92,7 +95,7 @@ enum Event {
     WorkerDone,
 }
 
-fn connect_error(addr: SocketAddr, e: &io::Error, timeout: Duration) -> String {
+pub(crate) fn connect_error(addr: SocketAddr, e: &io::Error, timeout: Duration) -> String {
     match e.kind() {
         io::ErrorKind::ConnectionRefused => format!(
             "connection refused by {addr}: no wanperf server listens there (start one with `wanperf serve`, or give the port with -p)"
@@ -104,7 +107,7 @@ fn connect_error(addr: SocketAddr, e: &io::Error, timeout: Duration) -> String {
     }
 }
 
-fn connect_tcp(addr: SocketAddr, opts: &SockOpts, timeout: Duration) -> Result<Socket, ClientError> {
+pub(crate) fn connect_tcp(addr: SocketAddr, opts: &SockOpts, timeout: Duration) -> Result<Socket, ClientError> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
         .map_err(|e| ClientError::Connect(format!("cannot create a socket: {e}")))?;
     opts.apply(&s, addr.is_ipv6(), "this host")?;
@@ -252,6 +255,7 @@ fn drive(
                                 server_host: sh,
                                 connections: infos,
                                 warnings: warnings.clone(),
+                                one_ended: false,
                             });
                             started = true;
                             pending = Some(conns);
@@ -369,7 +373,7 @@ fn drive(
     let complete = session.is_done() && failure.is_none();
     let summary =
         summarize(spec, &merger, local_report.as_ref().unwrap_or(&SideReport::default()), server_report.as_ref());
-    let end = EndRecord { event: "end".into(), complete, error: failure.clone(), summary };
+    let end = EndRecord { event: "end".into(), complete, error: failure.clone(), summary, server_version: None };
     sink.end(&end);
     if complete {
         Ok(end)
@@ -421,6 +425,7 @@ fn open_streams(
             rate_bps: spec.per_stream_rate(),
             token: udp_token(cookie),
             drop_every: if role == Role::Sender { cfg.drop_every } else { None },
+            udp_format: Default::default(),
         };
         let hello = DataHello { cookie: *cookie, stream: id }.encode();
         match spec.transport {

@@ -22,6 +22,7 @@
 pub mod client;
 mod control;
 pub mod echo;
+pub mod iperf3_client;
 pub mod opts;
 pub mod ping;
 pub mod server;

@@ -793,6 +793,7 @@ fn start_side(
                 rate_bps: spec.per_stream_rate(),
                 token: udp_token(cookie),
                 drop_every: None,
+                udp_format: Default::default(),
             },
             conn,
         ));

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use wanperf_proto::data::{UdpHeader, UDP_FIN_SEQ, UDP_HEADER_LEN};
 use wanperf_proto::msg::{CpuUsage, Role, SideInterval, SideReport, StreamFinal, StreamSample, UdpCounters};
 use wanperf_proto::udp::UdpRecvStats;
+use wanperf_iperf3::wire::UdpHeader as Iperf3Header;
 
 /// A connected data socket.
 #[derive(Debug)]
@@ -64,6 +65,21 @@ pub struct StreamPlan {
     pub token: u32,
     /// Test hook: a UDP sender numbers but does not send every Nth datagram.
     pub drop_every: Option<u64>,
+    /// The UDP datagrams' header.
+    pub udp_format: UdpFormat,
+}
+
+/// Whose header UDP datagrams carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UdpFormat {
+    /// wanperf's 24-byte header (token, stream, sequence, send time) and an end marker.
+    #[default]
+    Wanperf,
+    /// iperf3's (seconds, microseconds, packet count from 1; no end marker).
+    Iperf3 {
+        /// 64-bit packet counts.
+        counters64: bool,
+    },
 }
 
 /// Counters a worker publishes.
@@ -191,6 +207,17 @@ impl Side {
     /// When the next interval sample is due (none once every stream is done).
     pub fn next_tick(&self) -> Option<Instant> {
         (!self.finished && !self.all_done()).then(|| self.start + self.interval * (self.index + 1))
+    }
+
+    /// Bytes moved so far by this end's senders and by its receivers.
+    pub fn moved(&self) -> (u64, u64) {
+        self.streams.iter().fold((0, 0), |(snd, rcv), s| {
+            let b = s.counters.bytes.load(Ordering::Acquire);
+            match s.plan.role {
+                Role::Sender => (snd + b, rcv),
+                Role::Receiver => (snd, rcv + b),
+            }
+        })
     }
 
     /// Whether every stream has ended.
@@ -513,6 +540,7 @@ fn udp_send(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start
         // Every datagram has a scheduled time counted from the start (not from the previous
         // send), so sleep error never adds up; all that are due go out in one batch.
         let now_ns = ns_since(start);
+        let wall_ns = if p.udp_format == UdpFormat::Wanperf { 0 } else { sys::realtime_ns() };
         let mut n = 0;
         let mut quota_done = false;
         while n < UDP_BATCH && (seq as f64 * gap_ns) as u64 <= now_ns {
@@ -522,7 +550,14 @@ fn udp_send(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start
             }
             let dropped = p.drop_every.is_some_and(|k| k > 0 && seq % k == k - 1);
             if !dropped {
-                UdpHeader { token: p.token, stream: p.id, seq, send_ns: now_ns }.write(&mut bufs[n]);
+                match p.udp_format {
+                    UdpFormat::Wanperf => {
+                        UdpHeader { token: p.token, stream: p.id, seq, send_ns: now_ns }.write(&mut bufs[n])
+                    }
+                    UdpFormat::Iperf3 { counters64 } => {
+                        Iperf3Header::at(wall_ns, seq + 1).write(&mut bufs[n], counters64)
+                    }
+                }
                 n += 1;
             }
             seq += 1;
@@ -552,6 +587,10 @@ fn udp_send(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start
             std::thread::sleep(Duration::from_nanos(wait.min(50_000_000)));
         }
     };
+    if p.udp_format != UdpFormat::Wanperf {
+        // iperf3 has no end marker: the control connection ends the test.
+        return result;
+    }
     // End-of-flow marker, repeated in case one is lost; it carries the count sent.
     let mut fin = [0u8; UDP_HEADER_LEN];
     UdpHeader { token: p.token, stream: p.id, seq: UDP_FIN_SEQ, send_ns: seq }.write(&mut fin);
@@ -580,12 +619,17 @@ fn udp_recv(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start
             Err(e) => return Err(e),
         };
         let arrival = ns_since(start);
-        let Ok(h) = UdpHeader::read(&buf[..n]) else {
-            continue;
+        let h = match p.udp_format {
+            UdpFormat::Wanperf => match UdpHeader::read(&buf[..n]) {
+                Ok(h) if h.token == p.token && h.stream == p.id => h,
+                _ => continue,
+            },
+            UdpFormat::Iperf3 { counters64 } => match Iperf3Header::read(&buf[..n], counters64) {
+                // The 4-byte connect datagrams are shorter than a header.
+                Some(h) => UdpHeader { token: 0, stream: p.id, seq: h.pcount.saturating_sub(1), send_ns: h.send_ns() },
+                None => continue,
+            },
         };
-        if h.token != p.token || h.stream != p.id {
-            continue;
-        }
         let mut g = c.udp.lock().map_err(|_| io::Error::other("poisoned"))?;
         let st = g.get_or_insert_with(UdpRecvStats::new);
         if h.seq == UDP_FIN_SEQ {

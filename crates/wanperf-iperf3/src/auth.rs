@@ -14,6 +14,9 @@ use rsa::{Oaep, Pkcs1v15Encrypt, RsaPublicKey};
 use sha2::Digest as _;
 use thiserror::Error;
 
+pub use rsa::rand_core::OsRng;
+pub use rsa::RsaPublicKey as PublicKey;
+
 /// RSA padding of the token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Padding {

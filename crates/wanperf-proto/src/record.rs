@@ -86,6 +86,10 @@ pub struct StartRecord {
     pub connections: Vec<ConnectionInfo>,
     /// Warnings (e.g. a window the kernel capped).
     pub warnings: Vec<String>,
+    /// The far end reports no intervals (an iperf3 server): streams it receives show the
+    /// sender's rate in interval records, and its received bytes come with the end record.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub one_ended: bool,
 }
 
 /// One stream in one interval.
@@ -169,6 +173,16 @@ pub struct Merger {
     prev_end: f64,
     prev: Vec<Cum>,
     baseline: Option<(f64, Vec<Cum>)>,
+    only: Option<Only>,
+}
+
+/// The one end whose samples a one-ended merger gets (an iperf3 peer reports no intervals).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Only {
+    /// Only the client's own samples (wanperf client, iperf3 server).
+    Local,
+    /// Only the server's samples (wanperf server, iperf3 client; pushed with `push_remote`).
+    Remote,
 }
 
 impl Merger {
@@ -186,7 +200,15 @@ impl Merger {
             prev_end: 0.0,
             prev: vec![Cum::default(); n],
             baseline,
+            only: None,
         }
+    }
+
+    /// A merger that gets samples from one end only. Streams whose receiver is the silent
+    /// end report the sender's rate in their intervals (their `received_bytes` stay 0): that is
+    /// all one end can know until the peer's final results arrive.
+    pub fn one_ended(spec: TestSpec, only: Only) -> Self {
+        Merger { only: Some(only), ..Merger::new(spec) }
     }
 
     /// Adds the client's own samples.
@@ -211,15 +233,16 @@ impl Merger {
 
     fn done(&self) -> bool {
         let past = |last: Option<u32>| last.is_some_and(|l| l < self.next);
-        past(self.local_last) && past(self.remote_last)
+        (self.only == Some(Only::Remote) || past(self.local_last))
+            && (self.only == Some(Only::Local) || past(self.remote_last))
     }
 
     /// The next record whose samples from both ends are in, if any.
     pub fn poll(&mut self) -> Option<IntervalRecord> {
         let k = self.next;
         if self.done()
-            || !Self::side_ready(&self.local, self.local_last, k)
-            || !Self::side_ready(&self.remote, self.remote_last, k)
+            || (self.only != Some(Only::Remote) && !Self::side_ready(&self.local, self.local_last, k))
+            || (self.only != Some(Only::Local) && !Self::side_ready(&self.remote, self.remote_last, k))
         {
             return None;
         }
@@ -272,6 +295,8 @@ impl Merger {
                 }
             }
             let received = cur.recv - p.recv;
+            let silent_receiver = matches!((self.only, way), (Some(Only::Local), Way::Up) | (Some(Only::Remote), Way::Down));
+            let rate_bytes = if silent_receiver { cur.sent - p.sent } else { received };
             let udp = rcv.as_ref().and_then(|r| r.udp.as_ref()).map(|u| UdpCounters {
                 packets: u.packets.saturating_sub(p.udp.packets),
                 lost: u.lost.saturating_sub(p.udp.lost),
@@ -284,7 +309,7 @@ impl Merger {
                 direction: way,
                 sent_bytes: cur.sent - p.sent,
                 received_bytes: received,
-                throughput_bps: received as f64 * 8.0 / dt,
+                throughput_bps: rate_bytes as f64 * 8.0 / dt,
                 retransmits: cur.retrans - p.retrans,
                 tcp: snd.and_then(|s| s.tcp),
                 rcv_space: rcv.as_ref().and_then(|r| r.tcp.as_ref()).map(|t| t.rcv_space),
@@ -306,11 +331,11 @@ impl Merger {
             self.baseline = Some((start_s, base));
         }
         self.prev_end = end_s;
-        let sum = sum_of(streams.iter(), dt);
+        let sum = sum_of(streams.iter());
         let sums = (self.spec.direction == Direction::Bidir).then(|| {
             [Way::Up, Way::Down]
                 .into_iter()
-                .map(|w| (w, sum_of(streams.iter().filter(|s| s.direction == w), dt)))
+                .map(|w| (w, sum_of(streams.iter().filter(|s| s.direction == w))))
                 .collect()
         });
         IntervalRecord { event: "interval".into(), index: k, start_s, end_s, omitted, streams, sum, sums }
@@ -326,14 +351,14 @@ impl Merger {
     }
 }
 
-fn sum_of<'a>(it: impl Iterator<Item = &'a StreamInterval>, dt: f64) -> Sum {
+fn sum_of<'a>(it: impl Iterator<Item = &'a StreamInterval>) -> Sum {
     let mut s = Sum::default();
     for x in it {
         s.sent_bytes += x.sent_bytes;
         s.received_bytes += x.received_bytes;
         s.retransmits += x.retransmits;
+        s.throughput_bps += x.throughput_bps;
     }
-    s.throughput_bps = s.received_bytes as f64 * 8.0 / dt;
     s
 }
 
@@ -470,6 +495,10 @@ pub struct EndRecord {
     pub error: Option<String>,
     /// The result.
     pub summary: Summary,
+    /// The server's software, when it is learned only at the end (an iperf3 server names its
+    /// version in its JSON output; the start record then says just "iperf3").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_version: Option<String>,
 }
 
 fn find_final(r: &SideReport, id: u32) -> Option<&StreamFinal> {
@@ -673,6 +702,24 @@ mod tests {
         let u = s.udp.unwrap();
         assert_eq!((u.packets_sent, u.lost), (10, 3));
         assert!((u.loss_pct - 30.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_one_ended_merger_reports_the_senders_rate_for_a_silent_receiver() {
+        let mut spec = TestSpec::tcp(1, 2.0);
+        spec.direction = Direction::Bidir;
+        let mut m = Merger::one_ended(spec, Only::Local);
+        m.push_local(sample(0, 1.0, false, &[(0, 1000), (1, 500)]));
+        let r = m.poll().expect("no remote samples are awaited");
+        // Stream 0 goes up: its receiver is silent, so the rate is what was sent.
+        assert_eq!((r.streams[0].sent_bytes, r.streams[0].received_bytes), (1000, 0));
+        assert!((r.streams[0].throughput_bps - 8000.0).abs() < 1e-9);
+        // Stream 1 comes down: we received it.
+        assert_eq!(r.streams[1].received_bytes, 500);
+        assert!((r.sum.throughput_bps - 12_000.0).abs() < 1e-9);
+        m.push_local(sample(1, 2.0, true, &[(0, 2000), (1, 1000)]));
+        assert!(m.poll().is_some());
+        assert!(m.poll().is_none(), "done after the local end's last sample");
     }
 
     #[test]

@@ -90,12 +90,13 @@ pub struct TableSink<W: Write> {
     udp: bool,
     bidir: bool,
     streams: usize,
+    one_ended: bool,
 }
 
 impl TableSink<io::Stdout> {
     /// To standard output.
     pub fn stdout() -> Self {
-        TableSink { out: io::stdout(), udp: false, bidir: false, streams: 1 }
+        TableSink { out: io::stdout(), udp: false, bidir: false, streams: 1, one_ended: false }
     }
 }
 
@@ -136,14 +137,27 @@ impl<W: Write> Sink for TableSink<W> {
         let t = &r.test;
         let mut s = String::new();
         let sh = &r.server_host;
-        s += &format!(
-            "{} → {} ({}, Linux {}, {} CPU)\n",
-            r.version,
-            r.server,
-            if r.server_version.is_empty() { "server" } else { &r.server_version },
-            sh.kernel,
-            sh.cpus
-        );
+        self.one_ended = r.one_ended;
+        if sh.kernel.is_empty() {
+            s += &format!(
+                "{} → {} ({} server)\n",
+                r.version,
+                r.server,
+                if r.server_version.is_empty() { "unknown" } else { &r.server_version }
+            );
+        } else {
+            s += &format!(
+                "{} → {} ({}, Linux {}, {} CPU)\n",
+                r.version,
+                r.server,
+                if r.server_version.is_empty() { "server" } else { &r.server_version },
+                sh.kernel,
+                sh.cpus
+            );
+        }
+        if r.one_ended {
+            s += "(the far end reports no intervals: streams it receives show what was sent; its counts come at the end)\n";
+        }
         let dir = match t.direction {
             Direction::Up => "client → server",
             Direction::Down => "server → client (reverse)",
@@ -197,6 +211,14 @@ impl<W: Write> Sink for TableSink<W> {
         let span = format!("{:>6.2}-{:<6.2} s", r.start_s, r.end_s);
         let omit = if r.omitted { "  (omitted)" } else { "" };
         let mut s = String::new();
+        // One-ended (iperf3 far end): what the silent receiver got is not known yet.
+        let moved = |st: &wanperf_proto::record::StreamInterval| {
+            if self.one_ended && st.direction == Way::Up {
+                st.sent_bytes
+            } else {
+                st.received_bytes
+            }
+        };
         for st in &r.streams {
             if self.udp {
                 let (jit, lost, total) =
@@ -204,7 +226,7 @@ impl<W: Write> Sink for TableSink<W> {
                 s += &format!(
                     "{} {span} {:>10} {:>13} {:>7.3} ms {:>16}{omit}\n",
                     self.id(st.id, st.direction),
-                    fmt_bytes(st.received_bytes),
+                    fmt_bytes(moved(st)),
                     fmt_rate(st.throughput_bps),
                     jit,
                     format!("{lost}/{total}"),
@@ -217,7 +239,7 @@ impl<W: Write> Sink for TableSink<W> {
                 s += &format!(
                     "{} {span} {:>10} {:>13} {:>6} {:>10} {:>9}{omit}\n",
                     self.id(st.id, st.direction),
-                    fmt_bytes(st.received_bytes),
+                    fmt_bytes(moved(st)),
                     fmt_rate(st.throughput_bps),
                     st.retransmits,
                     cwnd,
@@ -229,7 +251,7 @@ impl<W: Write> Sink for TableSink<W> {
             let label = if self.bidir { "[SUM     ]" } else { "[SUM]" };
             s += &format!(
                 "{label} {span} {:>10} {:>13} {:>6}{omit}\n",
-                fmt_bytes(r.sum.received_bytes),
+                fmt_bytes(r.streams.iter().map(moved).sum()),
                 fmt_rate(r.sum.throughput_bps),
                 if self.udp { String::new() } else { r.sum.retransmits.to_string() }
             );
@@ -330,6 +352,9 @@ impl<W: Write> Sink for TableSink<W> {
             if !picked.is_empty() {
                 s += &format!("TCP counters ({who} host): {}\n", picked.join(", "));
             }
+        }
+        if let Some(v) = &r.server_version {
+            s += &format!("far end: {v}\n");
         }
         if !r.complete {
             s += &format!("INCOMPLETE: {}\n", r.error.as_deref().unwrap_or("the test ended early"));

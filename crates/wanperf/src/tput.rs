@@ -118,9 +118,26 @@ The summary's goodput is what the receiver read, divided by the time to its last
 pub struct TputArgs {
     /// Server running `wanperf serve` (name or address).
     host: String,
-    /// Server port.
-    #[arg(short, long, default_value_t = DEFAULT_PORT)]
-    port: u16,
+    /// Server port (default 5301, or 5201 with --iperf3).
+    #[arg(short, long)]
+    port: Option<u16>,
+    /// The server is an iperf3 server (`iperf3 -s`, any version from 3.9): speak its protocol.
+    /// wanperf measures its own end as usual (TCP_INFO per interval, host capture); what only
+    /// the far end knows (bytes received, UDP loss and jitter, its CPU) comes from iperf3's
+    /// results at the end. -t and --omit must be whole seconds.
+    #[arg(long)]
+    iperf3: bool,
+    /// iperf3 authentication: user name (the password comes from $IPERF3_PASSWORD, as for
+    /// iperf3 itself; also give --rsa-public-key-path).
+    #[arg(long, value_name = "USER", requires_all = ["iperf3", "rsa_public_key_path"])]
+    username: Option<String>,
+    /// iperf3 authentication: the server's RSA public key (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["iperf3", "username"])]
+    rsa_public_key_path: Option<std::path::PathBuf>,
+    /// iperf3 authentication: RSA padding. Default: OAEP (iperf3 3.17 and later), then
+    /// PKCS#1 v1.5 (older servers) if the server refuses.
+    #[arg(long, value_name = "PADDING", value_parser = ["oaep", "pkcs1"], requires = "username")]
+    rsa_padding: Option<String>,
     /// Parallel streams (1..=128).
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_STREAMS as i64))]
     streams: u32,
@@ -325,16 +342,21 @@ pub fn tput(a: TputArgs) -> Result<ExitCode> {
     if a.timeout <= 0.0 {
         bail!("--timeout must be more than 0 s");
     }
+    let default_port = if a.iperf3 { wanperf_iperf3::wire::DEFAULT_PORT } else { DEFAULT_PORT };
+    let creds = iperf3_credentials(&a)?;
+    if a.iperf3 && a.key.is_some() {
+        bail!("--key proves a wanperf key to a wanperf server; iperf3 servers take --username and --rsa-public-key-path");
+    }
     let cfg = ClientConfig {
         host: a.host.clone(),
-        port: a.port,
+        port: a.port.unwrap_or(default_port),
         spec,
         bind: a.bind,
         bind_dev: a.bind_dev.clone(),
         timeout: Duration::from_secs_f64(a.timeout),
         drop_every: a.udp_drop_every,
         software: software(),
-        key: crate::keys::client_key(a.key.as_deref())?,
+        key: if a.iperf3 { None } else { crate::keys::client_key(a.key.as_deref())? },
     };
     let mut table;
     let mut json;
@@ -345,7 +367,12 @@ pub fn tput(a: TputArgs) -> Result<ExitCode> {
         table = TableSink::stdout();
         &mut table
     };
-    match client::run(&cfg, sink, &INTERRUPTED) {
+    let result = if a.iperf3 {
+        wanperf_engine::iperf3_client::run(&cfg, creds.as_ref(), sink, &INTERRUPTED)
+    } else {
+        client::run(&cfg, sink, &INTERRUPTED)
+    };
+    match result {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(ClientError::Incomplete(why)) => {
             eprintln!("error: test incomplete: {why} (the summary above holds what was measured)");
@@ -354,4 +381,22 @@ pub fn tput(a: TputArgs) -> Result<ExitCode> {
         Err(ClientError::Interrupted) => Ok(ExitCode::from(130)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// iperf3 credentials from --username, $IPERF3_PASSWORD and --rsa-public-key-path.
+fn iperf3_credentials(a: &TputArgs) -> Result<Option<wanperf_engine::iperf3_client::Iperf3Auth>> {
+    use wanperf_iperf3::auth::{self, Padding};
+    let (Some(user), Some(path)) = (&a.username, &a.rsa_public_key_path) else {
+        return Ok(None);
+    };
+    let password = std::env::var("IPERF3_PASSWORD")
+        .map_err(|_| anyhow::anyhow!("--username needs the password in $IPERF3_PASSWORD (as iperf3 reads it)"))?;
+    let pem = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let key = auth::public_key(&pem).with_context(|| format!("{}", path.display()))?;
+    let padding = match a.rsa_padding.as_deref() {
+        Some("pkcs1") => Some(Padding::Pkcs1),
+        Some(_) => Some(Padding::Oaep),
+        None => None,
+    };
+    Ok(Some(wanperf_engine::iperf3_client::Iperf3Auth { user: user.clone(), password, key, padding }))
 }
