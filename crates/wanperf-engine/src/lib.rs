@@ -23,6 +23,7 @@ pub mod client;
 mod control;
 pub mod echo;
 pub mod iperf3_client;
+pub mod iperf3_server;
 pub mod opts;
 pub mod ping;
 pub mod server;

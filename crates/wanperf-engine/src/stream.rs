@@ -65,7 +65,10 @@ pub struct StreamPlan {
     pub token: u32,
     /// Test hook: a UDP sender numbers but does not send every Nth datagram.
     pub drop_every: Option<u64>,
-    /// The UDP datagrams' header.
+    /// The UDP datagrams' header, and whether the peer ends TCP streams by closing them.
+    /// iperf3 peers do not (the control connection ends the test), so their receivers keep
+    /// SO_RCVLOWAT at 1 byte: a raised low-water mark would hold the last bytes back until
+    /// the read timeout and make the test look up to 100 ms longer.
     pub udp_format: UdpFormat,
 }
 
@@ -500,6 +503,7 @@ fn tcp_recv(p: &StreamPlan, mut s: Socket, c: &Counters, stop: &AtomicBool, star
     let len = p.block.max(1 << 20);
     let mut buf = if p.zerocopy { Vec::new() } else { vec![0u8; len] };
     let mut low = LowWater::new(s.as_raw_fd());
+    let adapt = p.udp_format == UdpFormat::Wanperf;
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
@@ -509,7 +513,9 @@ fn tcp_recv(p: &StreamPlan, mut s: Socket, c: &Counters, stop: &AtomicBool, star
             Ok(0) => return Ok(()),
             Ok(n) => {
                 let now = c.moved(n, start);
-                low.account(n, now);
+                if adapt {
+                    low.account(n, now);
+                }
             }
             Err(e) if is_timeout(&e) => continue,
             Err(e) => return Err(e),

@@ -96,6 +96,11 @@ pub struct ServeArgs {
     /// Most connections in handshake at once from one address (IPv6: one /64).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     max_handshakes_per_host: u32,
+    /// Also accept iperf3 clients (`iperf3 -c HOST -p PORT`, 3.9 and later) on this TCP and
+    /// UDP port (0: any free port, printed at start). One iperf3 test runs at a time, as with
+    /// iperf3's own server; --allow and the --max-* limits apply to them.
+    #[arg(long, value_name = "PORT")]
+    iperf3_port: Option<u16>,
     /// Print log lines as JSON objects.
     #[arg(long)]
     json: bool,
@@ -228,6 +233,9 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     if a.max_rate == Some(0) {
         bail!("--max-rate must be more than 0 bit/s");
     }
+    if a.iperf3_port.is_some() && a.authorized_keys.is_some() {
+        bail!("--iperf3-port cannot be combined with --authorized-keys: iperf3 clients cannot prove a wanperf key");
+    }
     let auth = a.authorized_keys.as_deref().map(crate::keys::load_authorized_keys).transpose()?;
     let l = listener(a.listen)?;
     let allow: Vec<IpNet> = a.allow.into_iter().flatten().collect();
@@ -275,12 +283,23 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     if let Err(e) = &udp {
         log(&format!("no UDP echo for ping probes: {e}"));
     }
+    let stop = Arc::new(AtomicBool::new(false));
+    // The iperf3 port is announced before the banner, so whoever reads the banner may use it.
+    let iperf3 = match a.iperf3_port {
+        Some(port) => {
+            let l3 = listener(SocketAddr::new(a.listen.ip(), port))?;
+            let at = l3.local_addr().map_or_else(|_| port.to_string(), |x| x.to_string());
+            let h = wanperf_engine::iperf3_server::spawn(l3, cfg.clone(), stop.clone(), log.clone())?;
+            log(&format!("iperf3 clients on {at} (TCP and UDP)"));
+            Some(h)
+        }
+        None => None,
+    };
     log(&format!(
         "{} listening on {} for {who}",
         software(),
         l.local_addr().map_or_else(|_| a.listen.to_string(), |x| x.to_string())
     ));
-    let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     let watcher = std::thread::spawn(move || {
         while !s2.load(Ordering::Acquire) {
@@ -293,6 +312,9 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     wanperf_engine::server::serve_with(l, udp.ok(), cfg, stop.clone(), log.clone())?;
     stop.store(true, Ordering::Release);
     let _ = watcher.join();
+    if let Some(h) = iperf3 {
+        let _ = h.join();
+    }
     log("server stopped");
     Ok(ExitCode::SUCCESS)
 }
