@@ -81,7 +81,7 @@ impl Ctrl {
     fn read_exact(&mut self, buf: &mut [u8], what: &str) -> Result<(), ClientError> {
         self.s.set_read_timeout(Some(self.timeout)).map_err(|e| ClientError::Connect(e.to_string()))?;
         self.s.read_exact(buf).map_err(|e| match e.kind() {
-            io::ErrorKind::UnexpectedEof => {
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
                 ClientError::Connect(format!("{} closed the control connection while wanperf waited for {what}", self.peer))
             }
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Connect(format!(
@@ -113,7 +113,15 @@ impl Ctrl {
             ))),
             Some(State::ServerError) => {
                 let mut codes = [0u8; 8];
-                self.read_exact(&mut codes, "the server's error code")?;
+                if self.read_exact(&mut codes, "the server's error code").is_err() {
+                    // iperf3 3.12 closes without the codes when a client sends no credentials
+                    // to a server that requires them.
+                    return Err(Attempt::AuthFailed(format!(
+                        "the iperf3 server at {} refused the test without saying why; it may require \
+                         authentication (--username, $IPERF3_PASSWORD, --rsa-public-key-path)",
+                        self.peer
+                    )));
+                }
                 let (code, errno) = wire::server_error_codes(codes);
                 let text = errors::server_error_text(code, errno);
                 if code == errors::AUTH_TEST {
@@ -213,7 +221,17 @@ fn attempt(
     getrandom::fill(&mut random).map_err(|e| ClientError::Connect(format!("no randomness for the cookie: {e}")))?;
     let cookie = wire::make_cookie(&random);
     ctrl.write(&cookie)?;
-    ctrl.expect(State::ParamExchange, "the server's first answer")?;
+    // An iperf3 server answers the cookie with one state byte; anything that closes instead
+    // (a wanperf server resets the connection) is not one.
+    ctrl.expect(State::ParamExchange, "the server's first answer").map_err(|e| match e {
+        Attempt::Other(ClientError::Connect(m)) if m.contains("closed the control connection") => {
+            Attempt::Other(ClientError::Connect(format!(
+                "{server} does not speak iperf3's protocol (it closed the connection at the first step); is it a \
+                 wanperf server (drop --iperf3) or another service?"
+            )))
+        }
+        e => e,
+    })?;
     ctrl.write(&wire::json_frame(&params))?;
     ctrl.expect(State::CreateStreams, "the request to open the streams")?;
     let (conns, infos) = open_streams(cfg, &spec, server, &cookie, params.counters64())?;

@@ -15,6 +15,8 @@ pub struct Server {
     pub child: Child,
     pub port: u16,
     pub log: Arc<Mutex<Vec<String>>>,
+    /// The port for iperf3 clients, when started with --iperf3-port.
+    pub iperf3_port: Option<u16>,
 }
 
 impl Server {
@@ -32,14 +34,21 @@ impl Server {
             .expect("spawn server");
         let stderr = child.stderr.take().unwrap();
         let mut lines = BufReader::new(stderr).lines();
-        let first = lines.next().expect("server printed nothing").unwrap();
+        let port_of = |line: &str, after: &str| {
+            line.split_once(after)
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .and_then(|a| a.rsplit_once(':'))
+                .and_then(|(_, p)| p.parse::<u16>().ok())
+        };
+        // With --iperf3-port, "iperf3 clients on ADDR:PORT (...)" comes before the banner.
+        let mut first = lines.next().expect("server printed nothing").unwrap();
+        let mut iperf3_port = None;
+        if first.starts_with("iperf3 clients on ") {
+            iperf3_port = port_of(&first, "iperf3 clients on ");
+            first = lines.next().expect("server printed no banner").unwrap();
+        }
         // "wanperf X listening on ADDR:PORT for ..."
-        let port = first
-            .split_once(" listening on ")
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .and_then(|a| a.rsplit_once(':'))
-            .and_then(|(_, p)| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in `{first}`"));
+        let port = port_of(&first, " listening on ").unwrap_or_else(|| panic!("no port in `{first}`"));
         let log = Arc::new(Mutex::new(vec![first]));
         let l2 = log.clone();
         std::thread::spawn(move || {
@@ -47,7 +56,7 @@ impl Server {
                 l2.lock().unwrap().push(line);
             }
         });
-        Server { child, port, log }
+        Server { child, port, log, iperf3_port }
     }
 
     pub fn port_s(&self) -> String {

@@ -1,0 +1,327 @@
+//! Interop with iperf3 (Debian's 3.12 as the independent reference): `wanperf tput --iperf3`
+//! against `iperf3 -s`, and `iperf3 -c` against `wanperf serve --iperf3-port`, on an emulated
+//! 100 Mbit/s link so that both tools have one right answer; and the bad-input cases.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// a — b over one emulated link: 100 Mbit/s, 2 ms each way; a → b loses `loss` at random.
+fn link(loss: &str) -> String {
+    topo_file(
+        &format!("iperf3-{}", loss.replace('%', "pct")),
+        &format!(
+            r#"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+a = "a"
+b = "b"
+delay = "2ms"
+rate = "100M"
+queue = "250kB"
+loss_ab = "{loss}"
+seed = 7
+"#
+        ),
+    )
+}
+
+/// Waits (bounded) until something accepts TCP connections on b's `port`.
+fn wait_port(port: u16) -> String {
+    format!(
+        "for i in $(seq 200); do (exec 3<>/dev/tcp/$WANPERF_ADDR_B/{port}) 2>/dev/null && break; sleep 0.05; done; "
+    )
+}
+
+/// The matrix both directions of interop run: (name, flags common to both clients).
+const MATRIX: &[(&str, &str)] = &[
+    ("tcp1", "-t 3"),
+    ("tcp4", "-t 3 -P 4"),
+    ("reverse", "-t 3 -R"),
+    ("bidir", "-t 3 --bidir"),
+    ("bytes", "-n 20M"),
+    ("udp", "-u -b 40M -l 1400 -t 3"),
+];
+
+fn iperf3_end(text: &str) -> Value {
+    let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("iperf3 -J output: {e}\n{text}"));
+    assert!(v.get("error").is_none(), "iperf3 reported an error: {}", v["error"]);
+    v["end"].clone()
+}
+
+/// Receiver goodput of an iperf3 client's JSON, per direction: (up, down) bit/s.
+fn iperf3_goodput(end: &Value, udp: bool) -> (f64, f64) {
+    if udp {
+        return (f(&end["sum"]["bits_per_second"]) * (1.0 - f(&end["sum"]["lost_percent"]) / 100.0), 0.0);
+    }
+    let down = end.get("sum_received_bidir_reverse").map_or(0.0, |s| f(&s["bits_per_second"]));
+    (f(&end["sum_received"]["bits_per_second"]), down)
+}
+
+fn wanperf_goodput(end: &Value) -> (f64, f64) {
+    let s = &end["summary"];
+    match s.get("directions") {
+        Some(d) => (f(&d["up"]["throughput_bps"]), f(&d["down"]["throughput_bps"])),
+        None => (f(&s["throughput_bps"]), 0.0),
+    }
+}
+
+fn within(a: f64, b: f64, pct: f64) -> bool {
+    (a - b).abs() <= pct / 100.0 * a.max(b)
+}
+
+#[test]
+fn wanperf_against_an_iperf3_server_agrees_with_iperf3s_own_client() {
+    let _serial = serial();
+    if !paths_available() || !have("iperf3") {
+        return;
+    }
+    let dir = tempdir("iperf3-client");
+    for lossy in [false, true] {
+        let f = link(if lossy { "2%" } else { "0%" });
+        let mut script = wait_port(5201);
+        for (name, flags) in MATRIX.iter().filter(|(n, _)| (*n == "udp") == lossy) {
+            // Interleaved: wanperf, then iperf3's own client, on the same path and server.
+            script += &format!(
+                "{BIN} tput $WANPERF_ADDR_B --iperf3 {flags} --json > {dir}/w-{name}.json || exit 1; \
+                 iperf3 -c $WANPERF_ADDR_B {flags} -J > {dir}/i-{name}.json || exit 1; "
+            );
+        }
+        ok(&run(&["net", "run", &f, "--on", "b=iperf3 -s", "--", "bash", "-c", &script], Duration::from_secs(120)));
+    }
+    for (name, _) in MATRIX {
+        let w = std::fs::read_to_string(format!("{dir}/w-{name}.json")).unwrap();
+        let i = std::fs::read_to_string(format!("{dir}/i-{name}.json")).unwrap();
+        let recs: Vec<Value> = w.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let start = &recs[0];
+        assert_eq!(start["server_version"], "iperf3", "{name}: the far end is marked as iperf3");
+        assert_eq!(start["one_ended"], true);
+        let we = end(&recs);
+        assert_eq!(we["complete"], true, "{name}: {we}");
+        let ie = iperf3_end(&i);
+        let udp = *name == "udp";
+        let (wu, wd) = wanperf_goodput(we);
+        let (iu, id) = iperf3_goodput(&ie, udp);
+        assert!(within(wu, iu, 5.0), "{name}: wanperf {wu:.0} bit/s, iperf3 {iu:.0} bit/s");
+        assert!(within(wd, id, 5.0), "{name}: reverse half: wanperf {wd:.0} bit/s, iperf3 {id:.0} bit/s");
+        assert!(wu + wd > 50e6, "{name}: {wu} + {wd} bit/s on a 100 Mbit/s link");
+        if udp {
+            // Loss is random (2 %): both within 4 σ of it, so of each other's neighbourhood.
+            let wl = f(&we["summary"]["udp"]["loss_pct"]);
+            let il = f(&ie["sum"]["lost_percent"]);
+            let sent = u(&we["summary"]["udp"]["packets_sent"]) as f64;
+            let sd = 100.0 * (0.02 * 0.98 / sent).sqrt();
+            for (who, l) in [("wanperf", wl), ("iperf3", il)] {
+                assert!((l - 2.0).abs() < 4.0 * sd, "{who} saw {l:.3} % loss, 2 % ± {sd:.3} configured");
+            }
+            assert!(f(&we["summary"]["udp"]["jitter_ms"]) >= 0.0);
+        }
+        if *name == "bytes" {
+            assert_eq!(u(&we["summary"]["received_bytes"]), 20 << 20, "the server received exactly -n");
+        }
+        if *name == "reverse" {
+            // Our own end's TCP state is there as usual: the receiver's view of a download.
+            assert!(recs.iter().any(|r| r["event"] == "interval"));
+        }
+    }
+}
+
+#[test]
+fn iperf3_clients_against_wanperf_serve_agree_with_an_iperf3_server() {
+    let _serial = serial();
+    if !paths_available() || !have("iperf3") {
+        return;
+    }
+    let dir = tempdir("iperf3-server");
+    for lossy in [false, true] {
+        let f = link(if lossy { "2%" } else { "0%" });
+        let mut script = wait_port(5201) + &wait_port(5202);
+        for (name, flags) in MATRIX.iter().filter(|(n, _)| (*n == "udp") == lossy) {
+            script += &format!(
+                "iperf3 -c $WANPERF_ADDR_B -p 5201 {flags} -J > {dir}/w-{name}.json || exit 1; \
+                 iperf3 -c $WANPERF_ADDR_B -p 5202 {flags} -J > {dir}/i-{name}.json || exit 1; "
+            );
+        }
+        let right = format!("b=iperf3 -s -p 5202 & exec {BIN} serve --allow 198.18.0.0/15 --iperf3-port 5201");
+        ok(&run(&["net", "run", &f, "--on", &right, "--", "bash", "-c", &script], Duration::from_secs(120)));
+    }
+    for (name, _) in MATRIX {
+        let ours = iperf3_end(&std::fs::read_to_string(format!("{dir}/w-{name}.json")).unwrap());
+        let theirs = iperf3_end(&std::fs::read_to_string(format!("{dir}/i-{name}.json")).unwrap());
+        let udp = *name == "udp";
+        let (wu, wd) = iperf3_goodput(&ours, udp);
+        let (iu, id) = iperf3_goodput(&theirs, udp);
+        assert!(within(wu, iu, 5.0), "{name}: against wanperf {wu:.0} bit/s, against iperf3 {iu:.0} bit/s");
+        assert!(within(wd, id, 5.0), "{name}: reverse half {wd:.0} vs {id:.0} bit/s");
+        if udp {
+            let l = f(&ours["sum"]["lost_percent"]);
+            let packets = f(&ours["sum"]["packets"]);
+            let sd = 100.0 * (0.02 * 0.98 / packets).sqrt();
+            assert!((l - 2.0).abs() < 4.0 * sd, "iperf3 read {l:.3} % loss from wanperf's server, 2 % configured");
+            assert!(f(&ours["sum"]["jitter_ms"]) > 0.0, "wanperf's server measured jitter");
+        } else {
+            // The server's results are the client's receiver line: consistent with what it sent.
+            let sent = f(&ours["sum_sent"]["bytes"]);
+            let recv = f(&ours["sum_received"]["bytes"]);
+            assert!(recv <= sent * 1.0001 && recv >= sent * 0.95, "{name}: sent {sent}, received {recv}");
+        }
+        if *name == "bytes" {
+            assert_eq!(f(&ours["sum_received"]["bytes"]) as u64, 20 << 20);
+        }
+    }
+}
+
+#[test]
+fn busy_foreign_and_authenticating_iperf3_servers_get_one_clear_line() {
+    let _serial = serial();
+    if !have("iperf3") {
+        return;
+    }
+    let dir = tempdir("iperf3-bad");
+    // A wanperf server is not an iperf3 server.
+    let w = Server::start(&["--iperf3-port", "0"]);
+    let out = run(&["tput", "127.0.0.1", "-p", &w.port_s(), "--iperf3", "-t", "1"], Duration::from_secs(20));
+    one_line_error(&out, "does not speak iperf3's protocol");
+    // Whole seconds only: iperf3 takes integers.
+    let out = run(&["tput", "127.0.0.1", "--iperf3", "-t", "1.5"], Duration::from_secs(20));
+    one_line_error(&out, "whole seconds");
+    // Our iperf3 port is busy while an iperf3 test runs on it; iperf3 says so.
+    let i3 = w.iperf3_port.expect("the server printed its iperf3 port").to_string();
+    let mut long = Kill(
+        Command::new("iperf3")
+            .args(["-c", "127.0.0.1", "-p", &i3, "-t", "6", "-b", "10M", "--forceflush"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_line(long.0.stdout.take().unwrap(), "sec");
+    let busy = Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &i3, "-t", "1"]).output().unwrap();
+    assert!(!busy.status.success());
+    assert!(String::from_utf8_lossy(&busy.stderr).contains("busy"), "{}", String::from_utf8_lossy(&busy.stderr));
+    drop(long);
+
+    // A busy iperf3 server.
+    let port = free_port();
+    let srv = Kill(Command::new("iperf3").args(["-s", "-p", &port]).stdout(Stdio::null()).spawn().unwrap());
+    wait_tcp(&port);
+    let mut long = Kill(
+        Command::new("iperf3")
+            .args(["-c", "127.0.0.1", "-p", &port, "-t", "6", "-b", "10M", "--forceflush"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_line(long.0.stdout.take().unwrap(), "sec");
+    let out = run(&["tput", "127.0.0.1", "--iperf3", "-p", &port, "-t", "1"], Duration::from_secs(20));
+    one_line_error(&out, "busy");
+    drop(long);
+    drop(srv);
+
+    // An iperf3 server that requires authentication (3.12: PKCS#1 v1.5 padding; wanperf
+    // tries OAEP first and falls back).
+    let key = format!("{dir}/private.pem");
+    let public = format!("{dir}/public.pem");
+    let users = format!("{dir}/users.csv");
+    assert!(Command::new("openssl")
+        .args(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", &key])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success());
+    assert!(Command::new("openssl").args(["pkey", "-in", &key, "-pubout", "-out", &public]).status().unwrap().success());
+    std::fs::write(&users, format!("{}\n", wanperf_iperf3_line("mary", "s3cret"))).unwrap();
+    let port = free_port();
+    let _srv = Kill(
+        Command::new("iperf3")
+            .args(["-s", "-p", &port, "--rsa-private-key-path", &key, "--authorized-users-path", &users])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_tcp(&port);
+    let out = run(&["tput", "127.0.0.1", "--iperf3", "-p", &port, "-t", "1"], Duration::from_secs(20));
+    one_line_error(&out, "authentication");
+    let with = |password: &str| {
+        let mut c = Command::new(BIN);
+        c.args(["tput", "127.0.0.1", "--iperf3", "-p", &port, "-t", "1", "--json"])
+            .args(["--username", "mary", "--rsa-public-key-path", &public])
+            .env("IPERF3_PASSWORD", password);
+        c.output().unwrap()
+    };
+    let good = with("s3cret");
+    assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stderr));
+    let recs = records(&good);
+    assert!(f(&end(&recs)["summary"]["throughput_bps"]) > 0.0);
+    let bad = with("wrong");
+    one_line_error(&bad, "tried OAEP and PKCS#1 v1.5 padding");
+}
+
+/// A child process killed when the test ends, passed or failed.
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn one_line_error(out: &std::process::Output, want: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected a failure, got success: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line, got: {err}");
+    assert!(lines[0].contains(want), "`{want}` not in `{}`", lines[0]);
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+fn wait_for_line(out: std::process::ChildStdout, want: &str) {
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(out).lines();
+    for l in lines.by_ref().map_while(Result::ok) {
+        if l.contains(want) {
+            // Keep draining in the background so the child never blocks on a full pipe.
+            std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+            return;
+        }
+    }
+    panic!("the child ended without printing `{want}`");
+}
+
+fn free_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port().to_string()
+}
+
+fn wait_tcp(port: &str) {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("nothing listens on {port}");
+}
+
+fn wanperf_iperf3_line(user: &str, password: &str) -> String {
+    // iperf3's credentials file: user,sha256("{user}password"), computed with sha256sum.
+    let out = Command::new("sh")
+        .args(["-c", &format!("printf '%s' '{{{user}}}{password}' | sha256sum")])
+        .output()
+        .unwrap();
+    let hex = String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string();
+    format!("{user},{hex}")
+}
+
+fn tempdir(name: &str) -> String {
+    let d = std::env::temp_dir().join(format!("wanperf-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d.to_string_lossy().into_owned()
+}
