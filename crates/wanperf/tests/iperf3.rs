@@ -9,12 +9,15 @@ use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// a — b over one emulated link: 100 Mbit/s, 2 ms each way; a → b loses `loss` at random.
-fn link(loss: &str) -> String {
+/// a — b over one emulated link: 100 Mbit/s, 2 ms each way, a flow-fair queue (with a
+/// FIFO, a bidirectional test's ACKs wait behind the other direction's data and its upload
+/// varies by ±8 % from run to run, iperf3's own as much as ours). UDP at 120 Mbit/s loses
+/// about a sixth at the bottleneck: loss forced by the emulator, before which the UDP
+/// handshakes (which iperf3's client does not repeat) have passed.
+fn link() -> String {
     topo_file(
-        &format!("iperf3-{}", loss.replace('%', "pct")),
-        &format!(
-            r#"
+        "iperf3-link",
+        r#"
 [[host]]
 name = "a"
 [[host]]
@@ -25,10 +28,8 @@ b = "b"
 delay = "2ms"
 rate = "100M"
 queue = "250kB"
-loss_ab = "{loss}"
-seed = 7
-"#
-        ),
+aqm = "fq"
+"#,
     )
 }
 
@@ -46,7 +47,7 @@ const MATRIX: &[(&str, &str)] = &[
     ("reverse", "-t 3 -R"),
     ("bidir", "-t 3 --bidir"),
     ("bytes", "-n 20M"),
-    ("udp", "-u -b 40M -l 1400 -t 3"),
+    ("udp", "-u -b 120M -l 1400 -t 3"),
 ];
 
 fn iperf3_end(text: &str) -> Value {
@@ -83,10 +84,10 @@ fn wanperf_against_an_iperf3_server_agrees_with_iperf3s_own_client() {
         return;
     }
     let dir = tempdir("iperf3-client");
-    for lossy in [false, true] {
-        let f = link(if lossy { "2%" } else { "0%" });
+    {
+        let f = link();
         let mut script = wait_port(5201);
-        for (name, flags) in MATRIX.iter().filter(|(n, _)| (*n == "udp") == lossy) {
+        for (name, flags) in MATRIX {
             // Interleaved: wanperf, then iperf3's own client, on the same path and server.
             script += &format!(
                 "{BIN} tput $WANPERF_ADDR_B --iperf3 {flags} --json > {dir}/w-{name}.json || exit 1; \
@@ -112,18 +113,18 @@ fn wanperf_against_an_iperf3_server_agrees_with_iperf3s_own_client() {
         assert!(within(wd, id, 5.0), "{name}: reverse half: wanperf {wd:.0} bit/s, iperf3 {id:.0} bit/s");
         assert!(wu + wd > 50e6, "{name}: {wu} + {wd} bit/s on a 100 Mbit/s link");
         if udp {
-            // Loss is random (2 %): both within 4 σ of it, so of each other's neighbourhood.
+            // The bottleneck drops what exceeds 100 Mbit/s: both see the same share lost.
             let wl = f(&we["summary"]["udp"]["loss_pct"]);
             let il = f(&ie["sum"]["lost_percent"]);
-            let sent = u(&we["summary"]["udp"]["packets_sent"]) as f64;
-            let sd = 100.0 * (0.02 * 0.98 / sent).sqrt();
-            for (who, l) in [("wanperf", wl), ("iperf3", il)] {
-                assert!((l - 2.0).abs() < 4.0 * sd, "{who} saw {l:.3} % loss, 2 % ± {sd:.3} configured");
-            }
-            assert!(f(&we["summary"]["udp"]["jitter_ms"]) >= 0.0);
+            assert!(wl > 5.0 && (wl - il).abs() < 2.0, "loss: wanperf {wl:.2} %, iperf3 {il:.2} %");
+            assert!(f(&we["summary"]["udp"]["jitter_ms"]) > 0.0);
         }
         if *name == "bytes" {
-            assert_eq!(u(&we["summary"]["received_bytes"]), 20 << 20, "the server received exactly -n");
+            // iperf3's protocol ends a -n test when the sender has written the bytes; what is
+            // still in flight then is not counted by the server (with iperf3's client too).
+            let got = u(&we["summary"]["received_bytes"]);
+            assert!(got <= 20 << 20 && got >= (20 << 20) * 9 / 10, "the server received {got} of -n 20 MiB");
+            assert_eq!(u(&we["summary"]["sent_bytes"]), 20 << 20, "wanperf sent exactly -n");
         }
         if *name == "reverse" {
             // Our own end's TCP state is there as usual: the receiver's view of a download.
@@ -139,10 +140,10 @@ fn iperf3_clients_against_wanperf_serve_agree_with_an_iperf3_server() {
         return;
     }
     let dir = tempdir("iperf3-server");
-    for lossy in [false, true] {
-        let f = link(if lossy { "2%" } else { "0%" });
+    {
+        let f = link();
         let mut script = wait_port(5201) + &wait_port(5202);
-        for (name, flags) in MATRIX.iter().filter(|(n, _)| (*n == "udp") == lossy) {
+        for (name, flags) in MATRIX {
             script += &format!(
                 "iperf3 -c $WANPERF_ADDR_B -p 5201 {flags} -J > {dir}/w-{name}.json || exit 1; \
                  iperf3 -c $WANPERF_ADDR_B -p 5202 {flags} -J > {dir}/i-{name}.json || exit 1; "
@@ -160,10 +161,8 @@ fn iperf3_clients_against_wanperf_serve_agree_with_an_iperf3_server() {
         assert!(within(wu, iu, 5.0), "{name}: against wanperf {wu:.0} bit/s, against iperf3 {iu:.0} bit/s");
         assert!(within(wd, id, 5.0), "{name}: reverse half {wd:.0} vs {id:.0} bit/s");
         if udp {
-            let l = f(&ours["sum"]["lost_percent"]);
-            let packets = f(&ours["sum"]["packets"]);
-            let sd = 100.0 * (0.02 * 0.98 / packets).sqrt();
-            assert!((l - 2.0).abs() < 4.0 * sd, "iperf3 read {l:.3} % loss from wanperf's server, 2 % configured");
+            let (l, lt) = (f(&ours["sum"]["lost_percent"]), f(&theirs["sum"]["lost_percent"]));
+            assert!(l > 5.0 && (l - lt).abs() < 2.0, "iperf3 read {l:.2} % loss from wanperf's server, {lt:.2} % from iperf3's");
             assert!(f(&ours["sum"]["jitter_ms"]) > 0.0, "wanperf's server measured jitter");
         } else {
             // The server's results are the client's receiver line: consistent with what it sent.
@@ -172,7 +171,9 @@ fn iperf3_clients_against_wanperf_serve_agree_with_an_iperf3_server() {
             assert!(recv <= sent * 1.0001 && recv >= sent * 0.95, "{name}: sent {sent}, received {recv}");
         }
         if *name == "bytes" {
-            assert_eq!(f(&ours["sum_received"]["bytes"]) as u64, 20 << 20);
+            assert_eq!(f(&ours["sum_sent"]["bytes"]) as u64, 20 << 20);
+            let got = f(&ours["sum_received"]["bytes"]) as u64;
+            assert!(got <= 20 << 20 && got >= (20 << 20) * 9 / 10, "wanperf's server received {got} of -n 20 MiB");
         }
     }
 }
