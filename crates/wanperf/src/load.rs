@@ -33,9 +33,14 @@ connections' own 95 % trimmed-mean RTT).")]
 pub struct LoadArgs {
     /// Server running `wanperf serve`.
     host: String,
-    /// Server port.
-    #[arg(short, long, default_value_t = DEFAULT_PORT)]
-    port: u16,
+    /// Server port (default 5301, or 5201 with --iperf3).
+    #[arg(short, long)]
+    port: Option<u16>,
+    /// The far end is an iperf3 server (`iperf3 -s`): the load runs over iperf3's protocol
+    /// and the probes go by ICMP echo (as seed 000's pings did), since iperf3 has no UDP echo.
+    /// Phase lengths must be whole seconds.
+    #[arg(long)]
+    iperf3: bool,
     /// Private key to prove to servers started with --authorized-keys (default:
     /// ~/.config/wanperf/key when it exists).
     #[arg(long, value_name = "FILE", env = "WANPERF_KEY")]
@@ -257,8 +262,11 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
     let streams = list(&a.streams, "streams", parse_streams)?;
     let windows = list(&a.window, "window", parse_window)?;
     // Read once, before anything runs (a bad key file fails at once).
-    let key = crate::keys::client_key(a.key.as_deref())?;
+    let key = if a.iperf3 { None } else { crate::keys::client_key(a.key.as_deref())? };
     let load_s = secs("--load-time", &a.load_time)?;
+    if a.iperf3 && (load_s.fract() != 0.0 || load_s < 1.0) {
+        bail!("--load-time must be whole seconds with --iperf3 (iperf3 servers take integers), got {load_s} s");
+    }
     let idle_s = secs("--idle-time", &a.idle_time)?;
     let interval = secs("--interval", &a.interval)?;
     if interval < 0.001 {
@@ -340,13 +348,13 @@ fn run_cell(
     let probes = (cell_secs / interval).ceil() as u64;
     let pcfg = PingConfig {
         host: a.host.clone(),
-        port: a.port,
+        port: a.port.unwrap_or(DEFAULT_PORT),
         count: probes,
         interval: Duration::from_secs_f64(interval),
         size: a.size as usize,
         timeout: Duration::from_secs_f64(timeout),
         dscp: a.dscp,
-        mode: PingMode::Udp,
+        mode: if a.iperf3 { PingMode::Icmp } else { PingMode::Udp },
     };
     let stop_probes = Arc::new(AtomicBool::new(false));
     let sp = stop_probes.clone();
@@ -369,7 +377,7 @@ fn run_cell(
         spec.direction = if a.reverse { Direction::Down } else { Direction::Up };
         let cfg = ClientConfig {
             host: a.host.clone(),
-            port: a.port,
+            port: a.port.unwrap_or(if a.iperf3 { wanperf_iperf3::wire::DEFAULT_PORT } else { DEFAULT_PORT }),
             spec,
             bind: None,
             bind_dev: None,
@@ -379,7 +387,11 @@ fn run_cell(
             key: key.cloned(),
         };
         load_iv.offset_s = start;
-        let end = client::run(&cfg, &mut load_iv, &INTERRUPTED);
+        let end = if a.iperf3 {
+            wanperf_engine::iperf3_client::run(&cfg, None, &mut load_iv, &INTERRUPTED)
+        } else {
+            client::run(&cfg, &mut load_iv, &INTERRUPTED)
+        };
         let stop = t0.elapsed().as_secs_f64();
         loaded_windows.push((start, stop));
         match end {

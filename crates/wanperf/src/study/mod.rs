@@ -407,12 +407,23 @@ fn on_path(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> Result<(Mea
     let cfg = study.link_config(cell)?;
     let path = Path::start(&cfg, None)?;
     let exe_s = exe.display().to_string();
-    let serve: Vec<String> =
-        [exe_s.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"].map(String::from).to_vec();
+    // `iperf3 = true` in [measure]: the far end is Debian's iperf3 server, not wanperf's.
+    let iperf3 = study.measure.iter().any(|(k, v)| k == "iperf3" && v == "true");
+    let serve: Vec<String> = if iperf3 {
+        ["iperf3", "-s", "-p", "5201", "--forceflush"].map(String::from).to_vec()
+    } else {
+        [exe_s.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"].map(String::from).to_vec()
+    };
     let mut right = crate::path::contained(&path, Host::Right, &serve)?;
-    right.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
+    if iperf3 {
+        right.stdout(Stdio::piped()).stderr(Stdio::null()).stdin(Stdio::null());
+    } else {
+        right.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
+    }
     let mut server = right.spawn().context("cannot start the server on the right host")?;
-    let result = wait_listening(&mut server).and_then(|()| {
+    // iperf3 announces itself on stdout ("Server listening on 5201"), wanperf on stderr.
+    let ready = if iperf3 { wait_line(server.stdout.take()) } else { wait_listening(&mut server) };
+    let result = ready.and_then(|()| {
         let mut argv = vec![exe_s.clone()];
         argv.extend(study.measure_argv(cell, &Host::Right.addr().to_string(), None));
         let left = crate::path::contained(&path, Host::Left, &argv)?;
@@ -426,11 +437,16 @@ fn on_path(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> Result<(Mea
 
 /// Waits for `wanperf serve` to say (on stderr) that it listens.
 pub(crate) fn wait_listening(server: &mut Child) -> Result<()> {
-    let out = server.stderr.take().ok_or_else(|| anyhow!("no server stderr"))?;
+    wait_line(server.stderr.take())
+}
+
+/// Waits until a server's output says it listens.
+fn wait_line(out: Option<impl std::io::Read + Send + 'static>) -> Result<()> {
+    let out = out.ok_or_else(|| anyhow!("no server output"))?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut lines = BufReader::new(out).lines();
-        let ok = lines.by_ref().map_while(|l| l.ok()).any(|l| l.contains("listening on"));
+        let ok = lines.by_ref().map_while(|l| l.ok()).any(|l| l.contains("istening on"));
         let _ = tx.send(ok);
         // Keep draining so the server never blocks on a full pipe.
         for _ in lines {}
