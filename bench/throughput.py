@@ -91,6 +91,7 @@ def main():
         ("wanperf -P 2", "wanperf", W + ["-P", "2"], parse_wanperf),
         ("wanperf -P 1 -Z", "wanperf", W + ["-P", "1", "-Z"], parse_wanperf),
         ("wanperf -P 2 -Z", "wanperf", W + ["-P", "2", "-Z"], parse_wanperf),
+        ("wanperf --iperf3", "iperf3", [wp, "tput", "127.0.0.1", "--iperf3", "-p", str(ports["iperf3"]), "-t", str(round(a.secs)), "--json"], parse_wanperf),
         ("iperf3 -P 1", "iperf3", I3 + ["-P", "1"], parse_iperf3),
         ("iperf3 -P 1 -Z", "iperf3", I3 + ["-P", "1", "-Z"], parse_iperf3),
         ("iperf2 -P 2", "iperf2", I2 + ["-P", "2"], parse_iperf2),
@@ -107,7 +108,7 @@ def main():
                 time.sleep(0.3)  # let the server finish its accounting
                 scpu = proc_cpu(spid) - s0
                 bps, nbytes = parse(out)
-                results[name].append((bps, nbytes, ccpu + scpu))
+                results[name].append((bps, nbytes, ccpu + scpu, ccpu))
                 print(f"round {rep + 1}/{a.reps}  {name:<16} {bps / 1e9:7.2f} Gbit/s  "
                       f"{(ccpu + scpu) / (nbytes / 1e9):.3f} CPU s/GB", file=sys.stderr, flush=True)
     finally:
@@ -121,10 +122,11 @@ def main():
 
     med = {}
     for name, rs in results.items():
-        med[name] = (statistics.median(r[0] for r in rs), statistics.median(r[2] / (r[1] / 1e9) for r in rs))
-    print(f"\n{'configuration':<18}{'median goodput':>16}{'CPU s/GB':>10}")
-    for name, (bps, cpg) in med.items():
-        print(f"{name:<18}{bps / 1e9:>11.2f} Gbit/s{cpg:>10.3f}")
+        med[name] = (statistics.median(r[0] for r in rs), statistics.median(r[2] / (r[1] / 1e9) for r in rs),
+                     statistics.median(r[3] / (r[1] / 1e9) for r in rs))
+    print(f"\n{'configuration':<18}{'median goodput':>16}{'CPU s/GB':>10}{'client':>8}")
+    for name, (bps, cpg, ccg) in med.items():
+        print(f"{name:<18}{bps / 1e9:>11.2f} Gbit/s{cpg:>10.3f}{ccg:>8.3f}")
     if a.only:
         return
     ratios = [
@@ -134,14 +136,17 @@ def main():
         ("wanperf -P 1 -Z / iperf3 -Z (goodput)", med["wanperf -P 1 -Z"][0] / med["iperf3 -P 1 -Z"][0], ""),
         ("wanperf -P 1 / iperf3 -P 1 (CPU s/GB)", med["wanperf -P 1"][1] / med["iperf3 -P 1"][1], "≤ 0.70"),
         ("wanperf -P 1 -Z / iperf3 -Z (CPU s/GB)", med["wanperf -P 1 -Z"][1] / med["iperf3 -P 1 -Z"][1], "≤ 0.70"),
+        # Same iperf3 server, two clients: wanperf speaking iperf3's protocol, and iperf3's own.
+        ("wanperf --iperf3 / iperf3 (goodput)", med["wanperf --iperf3"][0] / med["iperf3 -P 1"][0], "0.97 to 1.03 or more"),
+        ("wanperf --iperf3 / iperf3 (client CPU s/GB)", med["wanperf --iperf3"][2] / med["iperf3 -P 1"][2], "≤ 1.00"),
     ]
     print()
     for label, r, target in ratios:
         print(f"{label:<44}{r:6.2f}   {('target ' + target) if target else ''}")
     if a.markdown:
-        print("\n| configuration | median goodput | CPU s per GB |\n|---|---:|---:|")
-        for name, (bps, cpg) in med.items():
-            print(f"| {name} | {bps / 1e9:.2f} Gbit/s | {cpg:.3f} |")
+        print("\n| configuration | median goodput | CPU s per GB (both ends) | client CPU s per GB |\n|---|---:|---:|---:|")
+        for name, (bps, cpg, ccg) in med.items():
+            print(f"| {name} | {bps / 1e9:.2f} Gbit/s | {cpg:.3f} | {ccg:.3f} |")
         print("\n| ratio | value | target |\n|---|---:|---|")
         for label, r, target in ratios:
             print(f"| {label} | {r:.2f} | {target} |")

@@ -269,13 +269,16 @@ fn attempt(
     outcome.map_err(Attempt::Other)
 }
 
+/// The data connections with their plans, and what the start record says of them.
+type Opened = (Vec<(StreamPlan, Conn)>, Vec<ConnectionInfo>);
+
 fn open_streams(
     cfg: &ClientConfig,
     spec: &TestSpec,
     server: SocketAddr,
     cookie: &[u8; COOKIE_LEN],
     counters64: bool,
-) -> Result<(Vec<(StreamPlan, Conn)>, Vec<ConnectionInfo>), ClientError> {
+) -> Result<Opened, ClientError> {
     let mut conns = Vec::new();
     let mut infos = Vec::new();
     for id in 0..spec.connections() {

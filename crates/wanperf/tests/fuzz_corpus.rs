@@ -34,6 +34,7 @@ const TARGETS: &[(&str, Replay)] = &[
     ("auth_keys", auth_keys),
     ("server_handshake", server_handshake),
     ("topology_toml", topology_toml),
+    ("iperf3_control", wanperf_iperf3::exercise),
 ];
 
 fn fuzz_dir() -> PathBuf {
