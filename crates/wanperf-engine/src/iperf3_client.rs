@@ -81,9 +81,10 @@ impl Ctrl {
     fn read_exact(&mut self, buf: &mut [u8], what: &str) -> Result<(), ClientError> {
         self.s.set_read_timeout(Some(self.timeout)).map_err(|e| ClientError::Connect(e.to_string()))?;
         self.s.read_exact(buf).map_err(|e| match e.kind() {
-            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
-                ClientError::Connect(format!("{} closed the control connection while wanperf waited for {what}", self.peer))
-            }
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => ClientError::Connect(format!(
+                "{} closed the control connection while wanperf waited for {what}",
+                self.peer
+            )),
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Connect(format!(
                 "no {what} from {} within {} s: is it an iperf3 server (try without --iperf3 for a wanperf server)?",
                 self.peer,
@@ -94,9 +95,7 @@ impl Ctrl {
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
-        self.s
-            .write_all(bytes)
-            .map_err(|e| ClientError::Connect(format!("control connection to {}: {e}", self.peer)))
+        self.s.write_all(bytes).map_err(|e| ClientError::Connect(format!("control connection to {}: {e}", self.peer)))
     }
 
     /// Reads a state byte; busy and error answers become errors.
@@ -344,8 +343,7 @@ fn udp_connect(cfg: &ClientConfig, spec: &TestSpec, server: SocketAddr, id: u32)
         .map_err(|e| ClientError::Connect(format!("cannot bind a UDP socket: {e}")))?;
     let r = socket2::SockRef::from(&s);
     if let Some(dev) = &cfg.bind_dev {
-        r.bind_device(Some(dev.as_bytes()))
-            .map_err(|err| crate::opts::OptError::BindDev { dev: dev.clone(), err })?;
+        r.bind_device(Some(dev.as_bytes())).map_err(|err| crate::opts::OptError::BindDev { dev: dev.clone(), err })?;
     }
     crate::opts::size_udp_buffers(&r, spec.window);
     if let Some(d) = spec.dscp {
@@ -449,7 +447,11 @@ fn measure(
                 });
                 break;
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
             Err(e) => {
                 failure = Some(format!("control connection to {}: {e}", ctrl.peer));
                 break;
@@ -487,7 +489,8 @@ fn measure(
     };
     let summary = summarize(spec, &merger, &report, server_report.as_ref());
     let server_version = server_results.as_ref().map(|r| {
-        let v = r.server_version().unwrap_or_else(|| "iperf3 (version not reported: the server runs without -J)".into());
+        let v =
+            r.server_version().unwrap_or_else(|| "iperf3 (version not reported: the server runs without -J)".into());
         match r.server_system() {
             Some(sys) => format!("{v}, {sys}"),
             None => v,

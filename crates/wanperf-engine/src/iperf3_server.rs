@@ -61,7 +61,9 @@ fn accept_loop(listener: &TcpListener, sh: &Arc<Shared>) {
             continue;
         }
         let sh2 = sh.clone();
-        if let Ok(h) = std::thread::Builder::new().name("wanperf-iperf3-conn".into()).spawn(move || connection(s, peer, &sh2)) {
+        if let Ok(h) =
+            std::thread::Builder::new().name("wanperf-iperf3-conn".into()).spawn(move || connection(s, peer, &sh2))
+        {
             workers.push(h);
         }
     }
@@ -152,7 +154,10 @@ fn run_test(s: &mut TcpStream, peer: SocketAddr, sh: &Shared, data: &mpsc::Recei
     s.write_all(&[State::TestStart.byte(), State::TestRunning.byte()]).map_err(|e| e.to_string())?;
     let start = Instant::now();
     // Senders run until the client's TEST_END; the limits end a test that overstays.
-    let limit = start + Duration::from_secs_f64(spec.duration_s.unwrap_or(sh.cfg.limits.max_duration_s).min(sh.cfg.limits.max_duration_s))
+    let limit = start
+        + Duration::from_secs_f64(
+            spec.duration_s.unwrap_or(sh.cfg.limits.max_duration_s).min(sh.cfg.limits.max_duration_s),
+        )
         + sh.cfg.timeouts.grace;
     let mut conns = conns;
     for (p, _) in &mut conns {
@@ -185,7 +190,11 @@ fn run_test(s: &mut TcpStream, peer: SocketAddr, sh: &Shared, data: &mpsc::Recei
                 Some(State::ClientTerminate) => break Err("the client terminated the test".to_string()),
                 other => break Err(format!("unexpected control byte {other:?} during the test")),
             },
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
             Err(e) => break Err(format!("control connection: {e}")),
         }
     };
@@ -253,7 +262,9 @@ fn open_streams(
         Transport::Tcp => {
             ctrl.write_all(&[State::CreateStreams.byte()]).map_err(|e| e.to_string())?;
             for id in 0..spec.connections() {
-                let s = data.recv_timeout(hs).map_err(|_| format!("data connection {id} did not come within {} s", hs.as_secs_f64()))?;
+                let s = data
+                    .recv_timeout(hs)
+                    .map_err(|_| format!("data connection {id} did not come within {} s", hs.as_secs_f64()))?;
                 let p = plan(id);
                 let sock = Socket::from(s);
                 let pace = if p.role == Role::Sender {
@@ -264,7 +275,13 @@ fn open_streams(
                 } else {
                     None
                 };
-                let opts = SockOpts { window: spec.window, cc: spec.cc.clone(), dscp: spec.dscp, pace_bps: pace, ..Default::default() };
+                let opts = SockOpts {
+                    window: spec.window,
+                    cc: spec.cc.clone(),
+                    dscp: spec.dscp,
+                    pace_bps: pace,
+                    ..Default::default()
+                };
                 opts.apply(&sock, peer.is_ipv6(), "the server").map_err(|e| e.to_string())?;
                 let _ = sock.set_read_timeout(None);
                 let _ = sock.set_write_timeout(None);

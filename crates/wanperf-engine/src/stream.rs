@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use wanperf_iperf3::wire::UdpHeader as Iperf3Header;
 use wanperf_proto::data::{UdpHeader, UDP_FIN_SEQ, UDP_HEADER_LEN};
 use wanperf_proto::msg::{CpuUsage, Role, SideInterval, SideReport, StreamFinal, StreamSample, UdpCounters};
 use wanperf_proto::udp::UdpRecvStats;
-use wanperf_iperf3::wire::UdpHeader as Iperf3Header;
 
 /// A connected data socket.
 #[derive(Debug)]

@@ -30,7 +30,9 @@ pub enum Padding {
 #[derive(Debug, Error)]
 pub enum AuthError {
     /// The key file is not an RSA public key in PEM.
-    #[error("not an RSA public key in PEM (expected -----BEGIN PUBLIC KEY----- or -----BEGIN RSA PUBLIC KEY-----): {0}")]
+    #[error(
+        "not an RSA public key in PEM (expected -----BEGIN PUBLIC KEY----- or -----BEGIN RSA PUBLIC KEY-----): {0}"
+    )]
     Key(String),
     /// The user name or password cannot be written into the token.
     #[error("{0}")]

@@ -149,7 +149,10 @@ impl Params {
             )));
         }
         if spec.streams > crate::wire::MAX_STREAMS {
-            return Err(ParamsError::Range(format!("iperf3 servers take at most {} streams", crate::wire::MAX_STREAMS)));
+            return Err(ParamsError::Range(format!(
+                "iperf3 servers take at most {} streams",
+                crate::wire::MAX_STREAMS
+            )));
         }
         let udp = spec.transport == Transport::Udp;
         Ok(Params {

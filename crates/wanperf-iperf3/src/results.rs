@@ -147,11 +147,8 @@ impl Results {
                 let tcp_sender = sender && spec.transport == Transport::Tcp;
                 any_tcp_sender |= tcp_sender;
                 let udp = s.udp.clone().unwrap_or_default();
-                let (packets, errors) = if sender {
-                    (udp.packets as i64, 0)
-                } else {
-                    ((udp.packets + udp.lost) as i64, udp.lost as i64)
-                };
+                let (packets, errors) =
+                    if sender { (udp.packets as i64, 0) } else { ((udp.packets + udp.lost) as i64, udp.lost as i64) };
                 StreamResult {
                     id: stream_id(s.id),
                     bytes: s.bytes.saturating_sub(if sender { b.sent } else { b.received }),
@@ -175,11 +172,7 @@ impl Results {
             cpu_util_total: pct(report.cpu.user_s + report.cpu.system_s),
             cpu_util_user: pct(report.cpu.user_s),
             cpu_util_system: pct(report.cpu.system_s),
-            sender_has_retransmits: if !any_sender {
-                -1
-            } else {
-                i64::from(any_tcp_sender)
-            },
+            sender_has_retransmits: if !any_sender { -1 } else { i64::from(any_tcp_sender) },
             congestion_used: report.streams.iter().find_map(|s| s.cc.clone()),
             streams,
             server_output_json: None,

@@ -155,10 +155,7 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, WireError> {
 
 /// The two error numbers after a `ServerError` state byte: iperf3's code and the errno.
 pub fn server_error_codes(b: [u8; 8]) -> (i32, i32) {
-    (
-        i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
-        i32::from_be_bytes([b[4], b[5], b[6], b[7]]),
-    )
+    (i32::from_be_bytes([b[0], b[1], b[2], b[3]]), i32::from_be_bytes([b[4], b[5], b[6], b[7]]))
 }
 
 /// The bytes a server sends for `ServerError` with iperf3 code `code`.
@@ -215,11 +212,7 @@ impl UdpHeader {
             return None;
         }
         let u32_at = |i: usize| u32::from_be_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
-        let pcount = if counters64 {
-            u64::from_be_bytes(buf[8..16].try_into().ok()?)
-        } else {
-            u64::from(u32_at(8))
-        };
+        let pcount = if counters64 { u64::from_be_bytes(buf[8..16].try_into().ok()?) } else { u64::from(u32_at(8)) };
         Some(UdpHeader { sec: u32_at(0), usec: u32_at(4), pcount })
     }
 

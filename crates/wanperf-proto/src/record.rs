@@ -295,7 +295,8 @@ impl Merger {
                 }
             }
             let received = cur.recv - p.recv;
-            let silent_receiver = matches!((self.only, way), (Some(Only::Local), Way::Up) | (Some(Only::Remote), Way::Down));
+            let silent_receiver =
+                matches!((self.only, way), (Some(Only::Local), Way::Up) | (Some(Only::Remote), Way::Down));
             let rate_bytes = if silent_receiver { cur.sent - p.sent } else { received };
             let udp = rcv.as_ref().and_then(|r| r.udp.as_ref()).map(|u| UdpCounters {
                 packets: u.packets.saturating_sub(p.udp.packets),
@@ -333,10 +334,7 @@ impl Merger {
         self.prev_end = end_s;
         let sum = sum_of(streams.iter());
         let sums = (self.spec.direction == Direction::Bidir).then(|| {
-            [Way::Up, Way::Down]
-                .into_iter()
-                .map(|w| (w, sum_of(streams.iter().filter(|s| s.direction == w))))
-                .collect()
+            [Way::Up, Way::Down].into_iter().map(|w| (w, sum_of(streams.iter().filter(|s| s.direction == w)))).collect()
         });
         IntervalRecord { event: "interval".into(), index: k, start_s, end_s, omitted, streams, sum, sums }
     }

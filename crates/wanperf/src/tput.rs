@@ -367,7 +367,9 @@ pub fn tput(a: TputArgs) -> Result<ExitCode> {
     let default_port = if a.iperf3 { wanperf_iperf3::wire::DEFAULT_PORT } else { DEFAULT_PORT };
     let creds = iperf3_credentials(&a)?;
     if a.iperf3 && a.key.is_some() {
-        bail!("--key proves a wanperf key to a wanperf server; iperf3 servers take --username and --rsa-public-key-path");
+        bail!(
+            "--key proves a wanperf key to a wanperf server; iperf3 servers take --username and --rsa-public-key-path"
+        );
     }
     let cfg = ClientConfig {
         host: a.host.clone(),

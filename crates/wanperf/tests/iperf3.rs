@@ -162,7 +162,10 @@ fn iperf3_clients_against_wanperf_serve_agree_with_an_iperf3_server() {
         assert!(within(wd, id, 5.0), "{name}: reverse half {wd:.0} vs {id:.0} bit/s");
         if udp {
             let (l, lt) = (f(&ours["sum"]["lost_percent"]), f(&theirs["sum"]["lost_percent"]));
-            assert!(l > 5.0 && (l - lt).abs() < 2.0, "iperf3 read {l:.2} % loss from wanperf's server, {lt:.2} % from iperf3's");
+            assert!(
+                l > 5.0 && (l - lt).abs() < 2.0,
+                "iperf3 read {l:.2} % loss from wanperf's server, {lt:.2} % from iperf3's"
+            );
             assert!(f(&ours["sum"]["jitter_ms"]) > 0.0, "wanperf's server measured jitter");
         } else {
             // The server's results are the client's receiver line: consistent with what it sent.
@@ -235,7 +238,11 @@ fn busy_foreign_and_authenticating_iperf3_servers_get_one_clear_line() {
         .status()
         .unwrap()
         .success());
-    assert!(Command::new("openssl").args(["pkey", "-in", &key, "-pubout", "-out", &public]).status().unwrap().success());
+    assert!(Command::new("openssl")
+        .args(["pkey", "-in", &key, "-pubout", "-out", &public])
+        .status()
+        .unwrap()
+        .success());
     std::fs::write(&users, format!("{}\n", wanperf_iperf3_line("mary", "s3cret"))).unwrap();
     let port = free_port();
     let _srv = Kill(
@@ -312,10 +319,8 @@ fn wait_tcp(port: &str) {
 
 fn wanperf_iperf3_line(user: &str, password: &str) -> String {
     // iperf3's credentials file: user,sha256("{user}password"), computed with sha256sum.
-    let out = Command::new("sh")
-        .args(["-c", &format!("printf '%s' '{{{user}}}{password}' | sha256sum")])
-        .output()
-        .unwrap();
+    let out =
+        Command::new("sh").args(["-c", &format!("printf '%s' '{{{user}}}{password}' | sha256sum")]).output().unwrap();
     let hex = String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string();
     format!("{user},{hex}")
 }
