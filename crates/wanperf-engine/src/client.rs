@@ -2,7 +2,7 @@
 
 use crate::control::CtrlEvent;
 use crate::opts::{capped_note, preflight, OptError, SockOpts};
-use crate::stream::{Conn, Side, StreamPlan};
+use crate::stream::{Conn, Peer, Side, StreamPlan};
 use crate::sys;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Write};
@@ -95,11 +95,13 @@ enum Event {
     WorkerDone,
 }
 
-pub(crate) fn connect_error(addr: SocketAddr, e: &io::Error, timeout: Duration) -> String {
+/// Who should have answered a refused connection, for its error message.
+pub(crate) const NO_WANPERF: &str =
+    "no wanperf server listens there (start one with `wanperf serve`, or give the port with -p)";
+
+fn connect_error(addr: SocketAddr, e: &io::Error, timeout: Duration, nobody: &str) -> String {
     match e.kind() {
-        io::ErrorKind::ConnectionRefused => format!(
-            "connection refused by {addr}: no wanperf server listens there (start one with `wanperf serve`, or give the port with -p)"
-        ),
+        io::ErrorKind::ConnectionRefused => format!("connection refused by {addr}: {nobody}"),
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
             format!("no answer from {addr} within {} s", timeout.as_secs_f64())
         }
@@ -107,13 +109,56 @@ pub(crate) fn connect_error(addr: SocketAddr, e: &io::Error, timeout: Duration) 
     }
 }
 
-pub(crate) fn connect_tcp(addr: SocketAddr, opts: &SockOpts, timeout: Duration) -> Result<Socket, ClientError> {
+/// A TCP connection to `addr` with `opts`; `nobody` says who should have listened.
+pub(crate) fn connect_tcp(
+    addr: SocketAddr,
+    opts: &SockOpts,
+    timeout: Duration,
+    nobody: &str,
+) -> Result<Socket, ClientError> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
         .map_err(|e| ClientError::Connect(format!("cannot create a socket: {e}")))?;
     opts.apply(&s, addr.is_ipv6(), "this host")?;
     s.connect_timeout(&SockAddr::from(addr), timeout)
-        .map_err(|e| ClientError::Connect(connect_error(addr, &e, timeout)))?;
+        .map_err(|e| ClientError::Connect(connect_error(addr, &e, timeout, nobody)))?;
     Ok(s)
+}
+
+/// This host's side of a test, checked before connecting: a TCP window the kernel would cap
+/// is an error, or (with --accept-capped-window) a warning, returned.
+pub(crate) fn preflight_warnings(spec: &TestSpec) -> Result<Vec<String>, ClientError> {
+    let granted = if spec.transport == Transport::Tcp {
+        preflight(spec.window, spec.cc.as_deref(), spec.accept_capped_window, "this host")?
+    } else {
+        None
+    };
+    Ok(match (spec.window, granted) {
+        (Some(w), Some(g)) => capped_note(w, g).into_iter().collect(),
+        _ => Vec::new(),
+    })
+}
+
+/// The control connection: the first of the server's addresses that accepts, with TCP_NODELAY
+/// and the write timeout set.
+pub(crate) fn connect_control(cfg: &ClientConfig, nobody: &str) -> Result<(TcpStream, SocketAddr), ClientError> {
+    let addrs: Vec<SocketAddr> = (cfg.host.as_str(), cfg.port)
+        .to_socket_addrs()
+        .map_err(|err| ClientError::Resolve { host: cfg.host.clone(), err })?
+        .collect();
+    let opts = SockOpts { dscp: cfg.spec.dscp, bind: cfg.bind, bind_dev: cfg.bind_dev.clone(), ..Default::default() };
+    let mut last_err = ClientError::Connect(format!("`{}` has no addresses", cfg.host));
+    for a in &addrs {
+        match connect_tcp(*a, &opts, cfg.timeout, nobody) {
+            Ok(s) => {
+                let s = TcpStream::from(s);
+                let _ = s.set_nodelay(true);
+                let _ = s.set_write_timeout(Some(cfg.timeout));
+                return Ok((s, *a));
+            }
+            Err(e) => last_err = e,
+        }
+    }
+    Err(last_err)
 }
 
 /// Runs one test against a `wanperf serve`. Records go to `sink`; on success returns the end
@@ -121,34 +166,8 @@ pub(crate) fn connect_tcp(addr: SocketAddr, opts: &SockOpts, timeout: Duration) 
 pub fn run(cfg: &ClientConfig, sink: &mut dyn Sink, interrupt: &AtomicBool) -> Result<EndRecord, ClientError> {
     let spec = cfg.spec.clone();
     spec.validate()?;
-    let granted = if spec.transport == Transport::Tcp {
-        preflight(spec.window, spec.cc.as_deref(), spec.accept_capped_window, "this host")?
-    } else {
-        None
-    };
-    let mut warnings = Vec::new();
-    if let (Some(w), Some(g)) = (spec.window, granted) {
-        warnings.extend(capped_note(w, g));
-    }
-    let addrs: Vec<SocketAddr> = (cfg.host.as_str(), cfg.port)
-        .to_socket_addrs()
-        .map_err(|err| ClientError::Resolve { host: cfg.host.clone(), err })?
-        .collect();
-    let ctrl_opts = SockOpts { dscp: spec.dscp, bind: cfg.bind, bind_dev: cfg.bind_dev.clone(), ..Default::default() };
-    let mut last_err = ClientError::Connect(format!("`{}` has no addresses", cfg.host));
-    let mut ctrl = None;
-    for a in &addrs {
-        match connect_tcp(*a, &ctrl_opts, cfg.timeout) {
-            Ok(s) => {
-                ctrl = Some((TcpStream::from(s), *a));
-                break;
-            }
-            Err(e) => last_err = e,
-        }
-    }
-    let (mut ctrl, server) = ctrl.ok_or(last_err)?;
-    let _ = ctrl.set_nodelay(true);
-    let _ = ctrl.set_write_timeout(Some(cfg.timeout));
+    let warnings = preflight_warnings(&spec)?;
+    let (mut ctrl, server) = connect_control(cfg, NO_WANPERF)?;
 
     let (tx, rx) = mpsc::channel::<Event>();
     let reader = ctrl.try_clone().map_err(|e| ClientError::Connect(e.to_string()))?;
@@ -414,31 +433,12 @@ fn open_streams(
     let mut hellos = Vec::new();
     for id in 0..spec.connections() {
         let role = spec.client_role(id);
-        let plan = StreamPlan {
-            id,
-            role,
-            deadline: None,
-            expected_end: None,
-            quota: spec.per_stream_bytes(id),
-            block: spec.block_size as usize,
-            zerocopy: spec.zerocopy,
-            rate_bps: spec.per_stream_rate(),
-            token: udp_token(cookie),
-            drop_every: if role == Role::Sender { cfg.drop_every } else { None },
-            udp_format: Default::default(),
-        };
+        let mut plan = StreamPlan::new(spec, id, role, udp_token(cookie), Peer::Wanperf);
+        plan.drop_every = if role == Role::Sender { cfg.drop_every } else { None };
         let hello = DataHello { cookie: *cookie, stream: id }.encode();
         match spec.transport {
             Transport::Tcp => {
-                let per_stream_cap = pace_bps.map(|p| (p / u64::from(spec.streams.max(1))).max(1));
-                let pace = if role == Role::Sender {
-                    match (spec.per_stream_rate(), per_stream_cap) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    }
-                } else {
-                    None
-                };
+                let pace = if role == Role::Sender { spec.sender_pace(pace_bps) } else { None };
                 let opts = SockOpts {
                     window: spec.window,
                     cc: spec.cc.clone(),
@@ -447,7 +447,7 @@ fn open_streams(
                     bind_dev: cfg.bind_dev.clone(),
                     pace_bps: pace,
                 };
-                let mut s = connect_tcp(server, &opts, cfg.timeout)?;
+                let mut s = connect_tcp(server, &opts, cfg.timeout, NO_WANPERF)?;
                 s.write_all(&hello).map_err(|e| ClientError::Connect(format!("data connection {id}: {e}")))?;
                 infos.push(ConnectionInfo {
                     id,

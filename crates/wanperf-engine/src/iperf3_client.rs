@@ -3,13 +3,15 @@
 //! their meaning come from [`wanperf_iperf3`]. What only the far end knows (bytes it
 //! received, UDP loss and jitter, its CPU and retransmits) comes from its results at the end.
 
-use crate::client::{connect_tcp, ClientConfig, ClientError, Sink};
-use crate::opts::{capped_note, preflight, SockOpts};
-use crate::stream::{Conn, Side, StreamPlan, UdpFormat};
+use crate::client::{connect_control, connect_tcp, preflight_warnings, ClientConfig, ClientError, Sink};
+
+const NO_IPERF3: &str = "no iperf3 server listens there (give its port with -p)";
+use crate::opts::{capped_note, SockOpts};
+use crate::stream::{Conn, Peer, Side, StreamPlan};
 use crate::sys;
 use socket2::Socket;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -79,12 +81,21 @@ struct Ctrl {
 
 impl Ctrl {
     fn read_exact(&mut self, buf: &mut [u8], what: &str) -> Result<(), ClientError> {
+        self.read_exact_or(buf, what, |peer| {
+            format!("{peer} closed the control connection while wanperf waited for {what}")
+        })
+    }
+
+    /// Reads `buf` whole; `closed` words a connection closed or reset on the way.
+    fn read_exact_or(
+        &mut self,
+        buf: &mut [u8],
+        what: &str,
+        closed: impl Fn(SocketAddr) -> String,
+    ) -> Result<(), ClientError> {
         self.s.set_read_timeout(Some(self.timeout)).map_err(|e| ClientError::Connect(e.to_string()))?;
         self.s.read_exact(buf).map_err(|e| match e.kind() {
-            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => ClientError::Connect(format!(
-                "{} closed the control connection while wanperf waited for {what}",
-                self.peer
-            )),
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => ClientError::Connect(closed(self.peer)),
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Connect(format!(
                 "no {what} from {} within {} s: is it an iperf3 server (try without --iperf3 for a wanperf server)?",
                 self.peer,
@@ -142,12 +153,13 @@ impl Ctrl {
     fn expect(&mut self, want: State, what: &str) -> Result<(), Attempt> {
         let got = self.state(what)?;
         if got != want {
-            return Err(Attempt::Other(ClientError::Connect(format!(
-                "{} sent {got:?} where iperf3's protocol has {want:?}",
-                self.peer
-            ))));
+            return Err(self.unexpected(got, want).into());
         }
         Ok(())
+    }
+
+    fn unexpected(&self, got: State, want: State) -> ClientError {
+        ClientError::Connect(format!("{} sent {got:?} where iperf3's protocol has {want:?}", self.peer))
     }
 
     fn json<T: serde::de::DeserializeOwned>(&mut self, max: usize, what: &str) -> Result<T, ClientError> {
@@ -180,40 +192,8 @@ fn attempt(
             .map_err(|e| ClientError::Usage(e.to_string()))?;
         params.authtoken = Some(tok);
     }
-    let granted = if spec.transport == Transport::Tcp {
-        preflight(spec.window, spec.cc.as_deref(), spec.accept_capped_window, "this host").map_err(ClientError::from)?
-    } else {
-        None
-    };
-    let mut warnings = Vec::new();
-    if let (Some(w), Some(g)) = (spec.window, granted) {
-        warnings.extend(capped_note(w, g));
-    }
-    let addrs: Vec<SocketAddr> = (cfg.host.as_str(), cfg.port)
-        .to_socket_addrs()
-        .map_err(|err| ClientError::Resolve { host: cfg.host.clone(), err })?
-        .collect();
-    let ctrl_opts = SockOpts { dscp: spec.dscp, bind: cfg.bind, bind_dev: cfg.bind_dev.clone(), ..Default::default() };
-    let mut last_err = ClientError::Connect(format!("`{}` has no addresses", cfg.host));
-    let mut ctrl = None;
-    for a in &addrs {
-        match connect_tcp(*a, &ctrl_opts, cfg.timeout) {
-            Ok(s) => {
-                ctrl = Some((TcpStream::from(s), *a));
-                break;
-            }
-            Err(ClientError::Connect(m)) => {
-                last_err = ClientError::Connect(m.replace(
-                    "no wanperf server listens there (start one with `wanperf serve`, or give the port with -p)",
-                    "no iperf3 server listens there (give its port with -p)",
-                ))
-            }
-            Err(e) => last_err = e,
-        }
-    }
-    let (s, server) = ctrl.ok_or(last_err)?;
-    let _ = s.set_nodelay(true);
-    let _ = s.set_write_timeout(Some(cfg.timeout));
+    let mut warnings = preflight_warnings(&spec)?;
+    let (s, server) = connect_control(cfg, NO_IPERF3)?;
     let mut ctrl = Ctrl { s, peer: server, timeout: cfg.timeout };
 
     let mut random = [0u8; 36];
@@ -222,15 +202,17 @@ fn attempt(
     ctrl.write(&cookie)?;
     // An iperf3 server answers the cookie with one state byte; anything that closes instead
     // (a wanperf server resets the connection) is not one.
-    ctrl.expect(State::ParamExchange, "the server's first answer").map_err(|e| match e {
-        Attempt::Other(ClientError::Connect(m)) if m.contains("closed the control connection") => {
-            Attempt::Other(ClientError::Connect(format!(
-                "{server} does not speak iperf3's protocol (it closed the connection at the first step); is it a \
-                 wanperf server (drop --iperf3) or another service?"
-            )))
-        }
-        e => e,
+    let mut first = [0u8; 1];
+    ctrl.read_exact_or(&mut first, "the server's first answer", |peer| {
+        format!(
+            "{peer} does not speak iperf3's protocol (it closed the connection at the first step); is it a \
+             wanperf server (drop --iperf3) or another service?"
+        )
     })?;
+    let got = ctrl.decode(first[0])?;
+    if got != State::ParamExchange {
+        return Err(ctrl.unexpected(got, State::ParamExchange).into());
+    }
     ctrl.write(&wire::json_frame(&params))?;
     ctrl.expect(State::CreateStreams, "the request to open the streams")?;
     let (conns, infos) = open_streams(cfg, &spec, server, &cookie, params.counters64())?;
@@ -282,19 +264,8 @@ fn open_streams(
     let mut infos = Vec::new();
     for id in 0..spec.connections() {
         let role = spec.client_role(id);
-        let plan = StreamPlan {
-            id,
-            role,
-            deadline: None,
-            expected_end: None,
-            quota: if role == Role::Sender { spec.per_stream_bytes(id) } else { None },
-            block: spec.block_size as usize,
-            zerocopy: spec.zerocopy,
-            rate_bps: spec.per_stream_rate(),
-            token: 0,
-            drop_every: if role == Role::Sender { cfg.drop_every } else { None },
-            udp_format: UdpFormat::Iperf3 { counters64 },
-        };
+        let mut plan = StreamPlan::new(spec, id, role, 0, Peer::Iperf3 { counters64 });
+        plan.drop_every = if role == Role::Sender { cfg.drop_every } else { None };
         match spec.transport {
             Transport::Tcp => {
                 let opts = SockOpts {
@@ -305,7 +276,7 @@ fn open_streams(
                     bind_dev: cfg.bind_dev.clone(),
                     pace_bps: if role == Role::Sender { spec.per_stream_rate() } else { None },
                 };
-                let mut s: Socket = connect_tcp(server, &opts, cfg.timeout)?;
+                let mut s: Socket = connect_tcp(server, &opts, cfg.timeout, NO_IPERF3)?;
                 s.write_all(cookie).map_err(|e| ClientError::Connect(format!("data connection {id}: {e}")))?;
                 infos.push(ConnectionInfo {
                     id,
@@ -401,7 +372,6 @@ fn measure(
     let receives = spec.direction != Direction::Up;
     // Ending on bytes received needs a close watch; otherwise the interval clock and 100 ms.
     let poll_cap = if by_bytes.is_some() && receives { Duration::from_millis(1) } else { Duration::from_millis(100) };
-    let _ = ctrl.s.set_nonblocking(false);
     loop {
         if let Some(iv) = side.tick(Instant::now()) {
             merger.push_local(iv);

@@ -5,7 +5,7 @@
 
 use crate::opts::SockOpts;
 use crate::server::{Log, ServerConfig};
-use crate::stream::{Conn, Side, StreamPlan, UdpFormat};
+use crate::stream::{Conn, Peer, Side, StreamPlan};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -237,25 +237,12 @@ fn open_streams(
     data: &mpsc::Receiver<TcpStream>,
 ) -> Result<Vec<(StreamPlan, Conn)>, String> {
     let hs = sh.cfg.timeouts.handshake;
-    let per_stream_cap = sh.cfg.limits.max_rate_bps.map(|r| (r / u64::from(spec.streams.max(1))).max(1));
     let plan = |id: u32| {
         let role = match spec.client_role(id) {
             Role::Sender => Role::Receiver,
             Role::Receiver => Role::Sender,
         };
-        StreamPlan {
-            id,
-            role,
-            deadline: None,
-            expected_end: None,
-            quota: if role == Role::Sender { spec.per_stream_bytes(id) } else { None },
-            block: spec.block_size as usize,
-            zerocopy: spec.zerocopy,
-            rate_bps: spec.per_stream_rate(),
-            token: 0,
-            drop_every: None,
-            udp_format: UdpFormat::Iperf3 { counters64: params.counters64() },
-        }
+        StreamPlan::new(spec, id, role, 0, Peer::Iperf3 { counters64: params.counters64() })
     };
     let mut out = Vec::new();
     match spec.transport {
@@ -267,14 +254,7 @@ fn open_streams(
                     .map_err(|_| format!("data connection {id} did not come within {} s", hs.as_secs_f64()))?;
                 let p = plan(id);
                 let sock = Socket::from(s);
-                let pace = if p.role == Role::Sender {
-                    match (spec.per_stream_rate(), per_stream_cap) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    }
-                } else {
-                    None
-                };
+                let pace = if p.role == Role::Sender { spec.sender_pace(sh.cfg.limits.max_rate_bps) } else { None };
                 let opts = SockOpts {
                     window: spec.window,
                     cc: spec.cc.clone(),

@@ -7,7 +7,7 @@
 
 use crate::control::CtrlEvent;
 use crate::opts::{preflight, SockOpts};
-use crate::stream::{Conn, Side, StreamPlan};
+use crate::stream::{Conn, Peer, Side, StreamPlan};
 use crate::sys;
 use ipnet::IpNet;
 use socket2::Socket;
@@ -767,14 +767,7 @@ fn start_side(
                 window: spec.window,
                 cc: spec.cc.clone(),
                 dscp: spec.dscp,
-                pace_bps: if role == Role::Sender {
-                    match (spec.per_stream_rate(), max_rate.map(|m| m / u64::from(spec.streams.max(1)))) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    }
-                } else {
-                    None
-                },
+                pace_bps: if role == Role::Sender { spec.sender_pace(max_rate) } else { None },
                 ..Default::default()
             };
             let v6 = s.local_addr().ok().and_then(|a| a.as_socket()).is_some_and(|a| a.is_ipv6());
@@ -782,19 +775,7 @@ fn start_side(
             let _ = s.set_nodelay(false);
         }
         plans.push((
-            StreamPlan {
-                id,
-                role,
-                deadline,
-                expected_end,
-                quota: spec.per_stream_bytes(id),
-                block: spec.block_size as usize,
-                zerocopy: spec.zerocopy,
-                rate_bps: spec.per_stream_rate(),
-                token: udp_token(cookie),
-                drop_every: None,
-                udp_format: Default::default(),
-            },
+            StreamPlan { deadline, expected_end, ..StreamPlan::new(spec, id, role, udp_token(cookie), Peer::Wanperf) },
             conn,
         ));
     }

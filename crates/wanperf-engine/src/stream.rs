@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use wanperf_iperf3::wire::UdpHeader as Iperf3Header;
 use wanperf_proto::data::{UdpHeader, UDP_FIN_SEQ, UDP_HEADER_LEN};
-use wanperf_proto::msg::{CpuUsage, Role, SideInterval, SideReport, StreamFinal, StreamSample, UdpCounters};
+use wanperf_proto::msg::{CpuUsage, Role, SideInterval, SideReport, StreamFinal, StreamSample, TestSpec, UdpCounters};
 use wanperf_proto::udp::UdpRecvStats;
 
 /// A connected data socket.
@@ -65,20 +65,41 @@ pub struct StreamPlan {
     pub token: u32,
     /// Test hook: a UDP sender numbers but does not send every Nth datagram.
     pub drop_every: Option<u64>,
-    /// The UDP datagrams' header, and whether the peer ends TCP streams by closing them.
-    /// iperf3 peers do not (the control connection ends the test), so their receivers keep
-    /// SO_RCVLOWAT at 1 byte: a raised low-water mark would hold the last bytes back until
-    /// the read timeout and make the test look up to 100 ms longer.
-    pub udp_format: UdpFormat,
+    /// Whose conventions the far end follows.
+    pub peer: Peer,
 }
 
-/// Whose header UDP datagrams carry.
+impl StreamPlan {
+    /// The plan for stream `id` of `spec` at the end playing `role`, without deadlines or
+    /// test hooks (callers set those).
+    pub fn new(spec: &TestSpec, id: u32, role: Role, token: u32, peer: Peer) -> StreamPlan {
+        StreamPlan {
+            id,
+            role,
+            deadline: None,
+            expected_end: None,
+            quota: spec.per_stream_bytes(id),
+            block: spec.block_size as usize,
+            zerocopy: spec.zerocopy,
+            rate_bps: spec.per_stream_rate(),
+            token,
+            drop_every: None,
+            peer,
+        }
+    }
+}
+
+/// Whose conventions a stream's far end follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum UdpFormat {
-    /// wanperf's 24-byte header (token, stream, sequence, send time) and an end marker.
+pub enum Peer {
+    /// wanperf: UDP datagrams carry the 24-byte header and end with a marker; TCP senders
+    /// close their streams at the end.
     #[default]
     Wanperf,
-    /// iperf3's (seconds, microseconds, packet count from 1; no end marker).
+    /// iperf3: UDP datagrams carry (seconds, microseconds, packet count from 1) and have no end
+    /// marker; TCP streams stay open until the control connection ends the test, so receivers
+    /// keep SO_RCVLOWAT at 1 byte (a raised low-water mark would hold the last bytes back until
+    /// the read timeout and make the test look up to 100 ms longer).
     Iperf3 {
         /// 64-bit packet counts.
         counters64: bool,
@@ -503,7 +524,7 @@ fn tcp_recv(p: &StreamPlan, mut s: Socket, c: &Counters, stop: &AtomicBool, star
     let len = p.block.max(1 << 20);
     let mut buf = if p.zerocopy { Vec::new() } else { vec![0u8; len] };
     let mut low = LowWater::new(s.as_raw_fd());
-    let adapt = p.udp_format == UdpFormat::Wanperf;
+    let adapt = p.peer == Peer::Wanperf;
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
@@ -546,7 +567,7 @@ fn udp_send(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start
         // Every datagram has a scheduled time counted from the start (not from the previous
         // send), so sleep error never adds up; all that are due go out in one batch.
         let now_ns = ns_since(start);
-        let wall_ns = if p.udp_format == UdpFormat::Wanperf { 0 } else { sys::realtime_ns() };
+        let wall_ns = if p.peer == Peer::Wanperf { 0 } else { sys::realtime_ns() };
         let mut n = 0;
         let mut quota_done = false;
         while n < UDP_BATCH && (seq as f64 * gap_ns) as u64 <= now_ns {
@@ -556,13 +577,11 @@ fn udp_send(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start
             }
             let dropped = p.drop_every.is_some_and(|k| k > 0 && seq % k == k - 1);
             if !dropped {
-                match p.udp_format {
-                    UdpFormat::Wanperf => {
+                match p.peer {
+                    Peer::Wanperf => {
                         UdpHeader { token: p.token, stream: p.id, seq, send_ns: now_ns }.write(&mut bufs[n])
                     }
-                    UdpFormat::Iperf3 { counters64 } => {
-                        Iperf3Header::at(wall_ns, seq + 1).write(&mut bufs[n], counters64)
-                    }
+                    Peer::Iperf3 { counters64 } => Iperf3Header::at(wall_ns, seq + 1).write(&mut bufs[n], counters64),
                 }
                 n += 1;
             }
@@ -593,7 +612,7 @@ fn udp_send(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start
             std::thread::sleep(Duration::from_nanos(wait.min(50_000_000)));
         }
     };
-    if p.udp_format != UdpFormat::Wanperf {
+    if p.peer != Peer::Wanperf {
         // iperf3 has no end marker: the control connection ends the test.
         return result;
     }
@@ -625,12 +644,12 @@ fn udp_recv(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start
             Err(e) => return Err(e),
         };
         let arrival = ns_since(start);
-        let h = match p.udp_format {
-            UdpFormat::Wanperf => match UdpHeader::read(&buf[..n]) {
+        let h = match p.peer {
+            Peer::Wanperf => match UdpHeader::read(&buf[..n]) {
                 Ok(h) if h.token == p.token && h.stream == p.id => h,
                 _ => continue,
             },
-            UdpFormat::Iperf3 { counters64 } => match Iperf3Header::read(&buf[..n], counters64) {
+            Peer::Iperf3 { counters64 } => match Iperf3Header::read(&buf[..n], counters64) {
                 // The 4-byte connect datagrams are shorter than a header.
                 Some(h) => UdpHeader { token: 0, stream: p.id, seq: h.pcount.saturating_sub(1), send_ns: h.send_ns() },
                 None => continue,

@@ -68,9 +68,7 @@ pub fn exercise(data: &[u8]) {
                     s.rate_bps = Some(1_000_000);
                     s
                 }] {
-                    if let Ok(rep) = r.to_report(&spec, results::End::Server) {
-                        assert!(rep.cpu.wall_s.is_finite() || rep.cpu.wall_s.is_nan());
-                    }
+                    let _ = r.to_report(&spec, results::End::Server);
                 }
                 let _ = r.server_version();
             }

@@ -210,13 +210,7 @@ impl Params {
         };
         let spec = TestSpec {
             transport,
-            direction: if self.bidirectional {
-                Direction::Bidir
-            } else if self.reverse {
-                Direction::Down
-            } else {
-                Direction::Up
-            },
+            direction: Direction::from_flags(self.reverse, self.bidirectional),
             streams,
             duration_s: bytes.is_none().then_some((self.time + self.omit) as f64),
             bytes,

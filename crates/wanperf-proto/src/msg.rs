@@ -41,6 +41,19 @@ pub enum Direction {
     Bidir,
 }
 
+impl Direction {
+    /// The direction `-R` and `--bidir` ask for (`--bidir` wins).
+    pub fn from_flags(reverse: bool, bidir: bool) -> Direction {
+        if bidir {
+            Direction::Bidir
+        } else if reverse {
+            Direction::Down
+        } else {
+            Direction::Up
+        }
+    }
+}
+
 /// Which end of a stream a process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -131,6 +144,16 @@ impl TestSpec {
             Direction::Down => Role::Receiver,
             Direction::Bidir if id < self.streams => Role::Sender,
             Direction::Bidir => Role::Receiver,
+        }
+    }
+
+    /// The pacing rate of one TCP stream that sends: the test's own rate per stream, at most
+    /// an equal share of `cap_bps` (a server's --max-rate) per stream.
+    pub fn sender_pace(&self, cap_bps: Option<u64>) -> Option<u64> {
+        let share = cap_bps.map(|c| (c / u64::from(self.streams.max(1))).max(1));
+        match (self.per_stream_rate(), share) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 

@@ -334,13 +334,7 @@ pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
     };
     let spec = TestSpec {
         transport,
-        direction: if a.bidir {
-            Direction::Bidir
-        } else if a.reverse {
-            Direction::Down
-        } else {
-            Direction::Up
-        },
+        direction: Direction::from_flags(a.reverse, a.bidir),
         streams: a.streams,
         duration_s: if a.bytes.is_some() { None } else { Some(a.time.unwrap_or(10.0)) },
         bytes: a.bytes,
