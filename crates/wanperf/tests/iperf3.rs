@@ -331,3 +331,29 @@ fn tempdir(name: &str) -> String {
     std::fs::create_dir_all(&d).unwrap();
     d.to_string_lossy().into_owned()
 }
+
+#[test]
+fn load_against_an_iperf3_server_probes_by_icmp() {
+    let _serial = serial();
+    if !have("iperf3") {
+        return;
+    }
+    let port = free_port();
+    let _srv = Kill(Command::new("iperf3").args(["-s", "-p", &port]).stdout(Stdio::null()).spawn().unwrap());
+    wait_tcp(&port);
+    let out = run(
+        &["load", "127.0.0.1", "--iperf3", "-p", &port, "--load-time", "1s", "--idle-time", "1s", "--json"],
+        Duration::from_secs(30),
+    );
+    let recs = records(&out);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(recs[0]["server_version"], "iperf3");
+    let cell = recs.iter().find(|r| r["event"] == "cell").expect("a cell record");
+    assert!(f(&cell["throughput_bps"]) > 0.0, "the load ran over iperf3's protocol: {cell}");
+    // iperf3 has no echo: the probes are ICMP, and they came back.
+    let answered = recs.iter().filter(|r| r["event"] == "probe" && r["status"] == "ok").count();
+    assert!(answered >= 10, "{answered} probes answered");
+    // Fractional phases cannot be asked of iperf3.
+    let out = run(&["load", "127.0.0.1", "--iperf3", "-p", &port, "--load-time", "1.5s"], Duration::from_secs(10));
+    one_line_error(&out, "whole seconds");
+}
