@@ -1,0 +1,113 @@
+//! Block arithmetic and BLAKE3 over blocks.
+//!
+//! Blocks are a power of two of BLAKE3's 1 KiB chunks, so each block of a multi-block file is
+//! a complete subtree of the file's BLAKE3 tree: its chaining value can be computed on its
+//! own (any thread, any order, `hazmat::HasherExt::set_input_offset`), verified on its own,
+//! and the file's hash is the tree of those values ([`file_hash`]) — the same 32 bytes as
+//! `b3sum FILE`. A file of one block is hashed whole, its block hash is the file's hash.
+
+use blake3::hazmat::{self, HasherExt, Mode};
+
+/// Number of blocks of a file (0 for an empty file).
+pub fn count(size: u64, block_size: u32) -> u64 {
+    size.div_ceil(u64::from(block_size))
+}
+
+/// Length of block `i`.
+pub fn len(size: u64, block_size: u32, i: u64) -> u32 {
+    let bs = u64::from(block_size);
+    size.saturating_sub(i * bs).min(bs) as u32
+}
+
+/// The hash a block carries: for a file of one block its BLAKE3 root hash, otherwise the
+/// chaining value of the subtree at `block × block_size`.
+pub fn block_hash(data: &[u8], block: u64, block_size: u32, file_size: u64) -> [u8; 32] {
+    if file_size <= u64::from(block_size) {
+        return *blake3::hash(data).as_bytes();
+    }
+    let mut h = blake3::Hasher::new();
+    h.set_input_offset(block * u64::from(block_size));
+    h.update(data);
+    h.finalize_non_root()
+}
+
+/// The file's BLAKE3 hash from its blocks' hashes (in block order).
+pub fn file_hash(hashes: &[[u8; 32]], size: u64, block_size: u32) -> [u8; 32] {
+    if size == 0 {
+        return *blake3::hash(b"").as_bytes();
+    }
+    assert_eq!(hashes.len() as u64, count(size, block_size), "one hash per block");
+    if hashes.len() == 1 {
+        return hashes[0];
+    }
+    let bs = u64::from(block_size);
+    let (l, r) = split(hashes, size, bs);
+    *hazmat::merge_subtrees_root(&l, &r, Mode::Hash).as_bytes()
+}
+
+/// Chaining values of the two halves of the subtree `hashes` covering `size` bytes.
+fn split(hashes: &[[u8; 32]], size: u64, bs: u64) -> ([u8; 32], [u8; 32]) {
+    let left_bytes = hazmat::left_subtree_len(size);
+    let k = (left_bytes / bs) as usize;
+    (node(&hashes[..k], left_bytes, bs), node(&hashes[k..], size - left_bytes, bs))
+}
+
+fn node(hashes: &[[u8; 32]], size: u64, bs: u64) -> [u8; 32] {
+    if hashes.len() == 1 {
+        return hashes[0];
+    }
+    let (l, r) = split(hashes, size, bs);
+    hazmat::merge_subtrees_non_root(&l, &r, Mode::Hash)
+}
+
+/// Hex of a hash.
+pub fn hex(h: &[u8; 32]) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn block_hashes_join_into_the_files_blake3() {
+        let bs = 16 * 1024u32;
+        for n in [0usize, 1, 1023, 1024, 16383, 16384, 16385, 32768, 49152 + 7, 5 * 16384, 7 * 16384 + 1, 200_000] {
+            let d = data(n);
+            let blocks = count(n as u64, bs);
+            let hashes: Vec<[u8; 32]> = (0..blocks)
+                .map(|i| {
+                    let a = (i * u64::from(bs)) as usize;
+                    let b = a + len(n as u64, bs, i) as usize;
+                    block_hash(&d[a..b], i, bs, n as u64)
+                })
+                .collect();
+            assert_eq!(file_hash(&hashes, n as u64, bs), *blake3::hash(&d).as_bytes(), "size {n}");
+        }
+    }
+
+    #[test]
+    fn arithmetic() {
+        assert_eq!(count(0, 1024), 0);
+        assert_eq!(count(1, 1024), 1);
+        assert_eq!(count(2048, 1024), 2);
+        assert_eq!(count(2049, 1024), 3);
+        assert_eq!(len(2049, 1024, 2), 1);
+        assert_eq!(len(2049, 1024, 1), 1024);
+        assert_eq!(hex(&[0xab; 32]).len(), 64);
+    }
+
+    #[test]
+    fn a_flipped_byte_changes_the_block_hash() {
+        let mut d = data(16384);
+        let a = block_hash(&d, 1, 16384, 100_000);
+        d[100] ^= 1;
+        assert_ne!(a, block_hash(&d, 1, 16384, 100_000));
+        // The same bytes at another offset hash differently (a block cannot be misplaced).
+        assert_ne!(block_hash(&d, 1, 16384, 100_000), block_hash(&d, 2, 16384, 100_000));
+    }
+}

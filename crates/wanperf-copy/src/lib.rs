@@ -1,0 +1,34 @@
+//! `wanperf copy`, sans I/O.
+//!
+//! A copy moves a manifest of files from a sender to a receiver over a `wanperf serve`
+//! connection: the sender announces the files ([`spec::Entry`]), the receiver answers which
+//! blocks it still needs ([`spec::Want`], from the journals of partial files it kept), and the
+//! sender's data connections carry [`frame`]d blocks, each with the BLAKE3 chaining value of
+//! its raw bytes. The receiver verifies every block before it writes it, asks again for a
+//! block that fails ([`spec::CopyMsg::Resend`]), and joins the blocks' chaining values into the
+//! file's BLAKE3 hash ([`blocks::file_hash`]) — the same value `b3sum` prints.
+//!
+//! Everything here is a pure function of bytes and numbers; the threads, files and sockets
+//! live in `wanperf-engine` (`copy.rs`):
+//! - [`spec`]: what a copy asks for, its control messages and its report;
+//! - [`paths`]: relative paths a server may touch (no `..`, no absolute paths);
+//! - [`frame`]: the 64-byte block header on data connections;
+//! - [`blocks`]: block arithmetic and the BLAKE3 tree over blocks;
+//! - [`journal`]: the record of verified blocks kept beside a partial file (resume);
+//! - [`auto`]: `--compress auto`, which turns itself off when it does not pay;
+//! - [`verdict`]: which stage limits a copy, and what limits a `tput` test.
+//!
+//! ```
+//! use wanperf_copy::paths::RelPath;
+//! assert!(RelPath::parse("data/run1/file.root").is_ok());
+//! assert!(RelPath::parse("../etc/passwd").is_err());
+//! ```
+#![warn(missing_docs)]
+
+pub mod auto;
+pub mod blocks;
+pub mod frame;
+pub mod journal;
+pub mod paths;
+pub mod spec;
+pub mod verdict;

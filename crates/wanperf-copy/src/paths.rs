@@ -1,0 +1,179 @@
+//! Relative paths a server may touch under its `--root`.
+//!
+//! Every path that crosses the wire is relative, `/`-separated, and made only of normal
+//! components: no leading `/`, no `..`, no `.` (other than a whole path of `.` meaning the
+//! root itself), no empty components, no NUL, no backslash-free tricks needed — the check
+//! is on components, not on strings. Symbolic links are a matter for the I/O shell, which
+//! opens every component without following links.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use thiserror::Error;
+
+/// Why a path is refused.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum PathError {
+    /// Starts with `/`.
+    #[error("`{0}` is absolute; paths are relative to the server's --root")]
+    Absolute(String),
+    /// Has a `..` component.
+    #[error("`{0}` climbs out with `..`; paths must stay inside the server's --root")]
+    Parent(String),
+    /// Has an empty or `.` component, or is empty.
+    #[error("`{0}` is not a plain relative path (empty or `.` components)")]
+    Odd(String),
+    /// Has a NUL byte.
+    #[error("a path contains a NUL byte")]
+    Nul,
+    /// Too long.
+    #[error("a path is longer than {MAX_PATH} bytes")]
+    Long,
+}
+
+/// Longest path accepted (Linux's PATH_MAX).
+pub const MAX_PATH: usize = 4096;
+
+/// A checked relative path; [`RelPath::root`] (`.`) is the root itself.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RelPath(String);
+
+impl RelPath {
+    /// The root itself.
+    pub fn root() -> Self {
+        RelPath(".".into())
+    }
+
+    /// Checks `s`. A trailing `/` is allowed and dropped; `.` and the empty string name the
+    /// root.
+    pub fn parse(s: &str) -> Result<Self, PathError> {
+        if s.len() > MAX_PATH {
+            return Err(PathError::Long);
+        }
+        if s.contains('\0') {
+            return Err(PathError::Nul);
+        }
+        if s.starts_with('/') {
+            return Err(PathError::Absolute(s.into()));
+        }
+        let t = s.trim_end_matches('/');
+        if t.is_empty() || t == "." {
+            return Ok(Self::root());
+        }
+        for c in t.split('/') {
+            match c {
+                ".." => return Err(PathError::Parent(s.into())),
+                "" | "." => return Err(PathError::Odd(s.into())),
+                _ => {}
+            }
+        }
+        Ok(RelPath(t.into()))
+    }
+
+    /// Whether this is the root.
+    pub fn is_root(&self) -> bool {
+        self.0 == "."
+    }
+
+    /// `self/name` (name must be one normal component).
+    pub fn join(&self, name: &str) -> Result<Self, PathError> {
+        let one = RelPath::parse(name)?;
+        if one.is_root() || one.0.contains('/') {
+            return Err(PathError::Odd(name.into()));
+        }
+        Ok(if self.is_root() { one } else { RelPath(format!("{}/{}", self.0, one.0)) })
+    }
+
+    /// `self/other` for a checked relative `other`.
+    pub fn join_rel(&self, other: &RelPath) -> Self {
+        match (self.is_root(), other.is_root()) {
+            (true, _) => other.clone(),
+            (_, true) => self.clone(),
+            _ => RelPath(format!("{}/{}", self.0, other.0)),
+        }
+    }
+
+    /// The components (none for the root).
+    pub fn components(&self) -> impl Iterator<Item = &str> {
+        self.0.split('/').filter(|c| *c != ".")
+    }
+
+    /// The last component (`.` for the root).
+    pub fn file_name(&self) -> &str {
+        self.0.rsplit('/').next().unwrap_or(".")
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for RelPath {
+    type Error = PathError;
+    fn try_from(s: String) -> Result<Self, PathError> {
+        RelPath::parse(&s)
+    }
+}
+
+impl From<RelPath> for String {
+    fn from(p: RelPath) -> String {
+        p.0
+    }
+}
+
+/// Name of the partial file kept for `name` while it is being received.
+pub fn partial_name(name: &str) -> String {
+    format!(".{name}.wanperf-part")
+}
+
+/// Name of the journal kept beside the partial file of `name`.
+pub fn journal_name(name: &str) -> String {
+    format!(".{name}.wanperf-journal")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_paths_pass_and_escapes_do_not() {
+        for ok in ["a", "a/b/c", "dir/", "ünïcødé/файл", "a..b", "..a", ".hidden/x"] {
+            assert!(RelPath::parse(ok).is_ok(), "{ok}");
+        }
+        assert!(RelPath::parse("").unwrap().is_root());
+        assert!(RelPath::parse("./").unwrap().is_root());
+        assert_eq!(RelPath::parse("/etc/passwd"), Err(PathError::Absolute("/etc/passwd".into())));
+        assert_eq!(RelPath::parse("a/../../b"), Err(PathError::Parent("a/../../b".into())));
+        assert_eq!(RelPath::parse(".."), Err(PathError::Parent("..".into())));
+        assert_eq!(RelPath::parse("a//b"), Err(PathError::Odd("a//b".into())));
+        assert_eq!(RelPath::parse("a/./b"), Err(PathError::Odd("a/./b".into())));
+        assert_eq!(RelPath::parse("a\0b"), Err(PathError::Nul));
+        assert_eq!(RelPath::parse(&"x".repeat(5000)), Err(PathError::Long));
+    }
+
+    #[test]
+    fn join_takes_one_component() {
+        let r = RelPath::root();
+        assert_eq!(r.join("a").unwrap().as_str(), "a");
+        assert_eq!(r.join("a").unwrap().join("b").unwrap().as_str(), "a/b");
+        assert!(r.join("a/b").is_err());
+        assert!(r.join("..").is_err());
+        assert!(r.join(".").is_err());
+        assert_eq!(RelPath::parse("x/y").unwrap().file_name(), "y");
+        assert_eq!(RelPath::parse("x/y").unwrap().components().collect::<Vec<_>>(), vec!["x", "y"]);
+        assert_eq!(r.components().count(), 0);
+    }
+
+    #[test]
+    fn serde_checks_on_the_way_in() {
+        assert!(serde_json::from_str::<RelPath>("\"../x\"").is_err());
+        assert_eq!(serde_json::from_str::<RelPath>("\"a/b\"").unwrap().as_str(), "a/b");
+    }
+}

@@ -1,0 +1,653 @@
+//! What limited a transfer: the copy pipeline's stages, the network's side from TCP_INFO,
+//! the hosts' CPUs — pure functions of what both ends measured.
+//!
+//! A pipeline with bounded queues runs at the pace of its slowest stage: stages downstream of
+//! it wait for input (starved), stages upstream wait for room (blocked), and it alone is busy
+//! nearly all the time. So the limiter is found from the downstream end (disk write, then
+//! decompression, verification, the network, hashing, compression, disk read): the first
+//! stage busy at least [`BUSY`] of the time. Backpressure only ever runs upstream, which is
+//! why the order matters: a slow disk at the receiver also keeps the sender's socket writes
+//! waiting. Time in a socket write is the network's, unless the kernel spent it copying on a
+//! saturated CPU (loopback), or the receiver's window or the sender's buffer held it back,
+//! which TCP_INFO tells (Web100's SndLim* times).
+
+use crate::spec::{Stage, StageStat};
+use serde::{Deserialize, Serialize};
+
+/// Share of the time a stage must be busy to be named the limit.
+pub const BUSY: f64 = 0.75;
+/// Share of a host's cores in use that counts as a saturated CPU.
+pub const CPU_SATURATED: f64 = 0.85;
+/// Share of a sender's busy time spent limited by the receive window or send buffer that
+/// names them.
+pub const SNDLIM: f64 = 0.4;
+
+/// The class of limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// A pipeline stage of a copy.
+    Stage(Stage),
+    /// The network path itself (congestion window, loss, capacity).
+    Network,
+    /// The receiver's advertised window (its receive buffer).
+    ReceiveWindow,
+    /// The sender's send buffer.
+    SendBuffer,
+    /// The sender's CPU.
+    SenderCpu,
+    /// The receiver's CPU.
+    ReceiverCpu,
+    /// Both ends' CPUs (one host).
+    HostCpu,
+    /// The application: the sender did not keep data in flight (pacing, -b, idle streams).
+    Application,
+}
+
+/// Another part's room.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Headroom {
+    /// What (e.g. `disk read`).
+    pub what: String,
+    /// What it could do, bytes/s.
+    pub capacity_bytes_s: f64,
+    /// Capacity over the achieved rate.
+    pub times: f64,
+}
+
+/// The verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The limit.
+    pub limit: Limit,
+    /// Which end it is at (`sender`, `receiver`, or empty for the path).
+    pub at: String,
+    /// The rate the limit allowed, bytes/s.
+    pub rate_bytes_s: f64,
+    /// One line for people.
+    pub text: String,
+    /// The measurements behind it.
+    pub evidence: Vec<String>,
+    /// The others' room.
+    pub headroom: Vec<Headroom>,
+}
+
+/// One end's CPU over the transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Cpu {
+    /// CPU seconds (user + system).
+    pub cpu_s: f64,
+    /// Wall seconds.
+    pub wall_s: f64,
+    /// Cores of the host.
+    pub cores: u32,
+}
+
+impl Cpu {
+    /// Cores in use on average.
+    pub fn cores_used(&self) -> f64 {
+        if self.wall_s > 0.0 {
+            self.cpu_s / self.wall_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The sender's TCP view, summed over its streams (final TCP_INFO).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct TcpSide {
+    /// Streams.
+    pub streams: u32,
+    /// Sum of tcpi_busy_time, µs.
+    pub busy_us: u64,
+    /// Sum of tcpi_rwnd_limited, µs.
+    pub rwnd_limited_us: u64,
+    /// Sum of tcpi_sndbuf_limited, µs.
+    pub sndbuf_limited_us: u64,
+    /// Retransmitted segments.
+    pub retransmits: u64,
+    /// Smallest minimum RTT, µs.
+    pub min_rtt_us: Option<u32>,
+    /// Receive buffer granted at the receiver (per stream), bytes.
+    pub rcvbuf: Option<u64>,
+    /// Send buffer granted at the sender (per stream), bytes.
+    pub sndbuf: Option<u64>,
+}
+
+fn mb(bytes_s: f64) -> String {
+    if bytes_s >= 1e9 {
+        format!("{:.2} GB/s", bytes_s / 1e9)
+    } else if bytes_s >= 1e6 {
+        format!("{:.1} MB/s", bytes_s / 1e6)
+    } else {
+        format!("{:.1} kB/s", bytes_s / 1e3)
+    }
+}
+
+fn kib(b: u64) -> String {
+    if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / 1048576.0)
+    } else {
+        format!("{} KiB", b / 1024)
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0} %", 100.0 * x)
+}
+
+/// A stage with the end it ran at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AtStage<'a> {
+    /// `sender` or `receiver`.
+    pub at: &'static str,
+    /// Its numbers.
+    pub stat: &'a StageStat,
+}
+
+impl AtStage<'_> {
+    fn util(&self, wall_s: f64) -> f64 {
+        let t = f64::from(self.stat.threads.max(1));
+        if wall_s > 0.0 {
+            (self.stat.busy_s / (t * wall_s)).min(1.0)
+        } else {
+            0.0
+        }
+    }
+    fn capacity(&self) -> f64 {
+        let t = f64::from(self.stat.threads.max(1));
+        if self.stat.busy_s > 0.0 {
+            self.stat.bytes as f64 * t / self.stat.busy_s
+        } else {
+            f64::INFINITY
+        }
+    }
+    /// Share of its busy time that was CPU.
+    fn cpu_share(&self) -> Option<f64> {
+        let c = self.stat.cpu_s?;
+        (self.stat.busy_s > 0.0).then(|| c / self.stat.busy_s)
+    }
+}
+
+fn downstream_rank(s: Stage) -> u8 {
+    match s {
+        Stage::Write => 0,
+        Stage::Decompress => 1,
+        Stage::Verify => 2,
+        Stage::Send => 3,
+        Stage::Hash => 4,
+        Stage::Compress => 5,
+        Stage::Read => 6,
+        Stage::Receive => 7,
+    }
+}
+
+/// Everything a copy's verdict is made from.
+#[derive(Debug, Clone)]
+pub struct CopyInputs<'a> {
+    /// Both ends' stages.
+    pub stages: Vec<AtStage<'a>>,
+    /// Seconds the copy ran (first block to last write).
+    pub wall_s: f64,
+    /// File bytes moved.
+    pub bytes: u64,
+    /// Sender CPU.
+    pub sender_cpu: Cpu,
+    /// Receiver CPU.
+    pub receiver_cpu: Cpu,
+    /// Both ends on one host (their CPUs are one pool).
+    pub same_host: bool,
+    /// The sender's TCP view.
+    pub tcp: TcpSide,
+    /// Compression in use, for the text (`zstd -3`).
+    pub compression: String,
+}
+
+/// Which stage (or the network, or the CPU) limited a copy.
+pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
+    if inp.wall_s <= 0.0 || inp.bytes == 0 {
+        return None;
+    }
+    let rate = inp.bytes as f64 / inp.wall_s;
+    let mut cands: Vec<&AtStage<'_>> = inp.stages.iter().filter(|s| s.stat.stage != Stage::Receive).collect();
+    cands.sort_by_key(|s| downstream_rank(s.stat.stage));
+    let utils: Vec<f64> = cands.iter().map(|s| s.util(inp.wall_s)).collect();
+    let pick = utils.iter().position(|&u| u >= BUSY).or_else(|| {
+        utils.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i)
+    })?;
+    let lim = cands[pick];
+    let mut evidence: Vec<String> = cands
+        .iter()
+        .zip(&utils)
+        .map(|(s, u)| {
+            let cpu = s.cpu_share().map(|c| format!(", {} of it on CPU", pct(c.min(1.0)))).unwrap_or_default();
+            format!(
+                "{} ({}, {} thread{}): busy {}{}, could do {}",
+                s.stat.stage.name(),
+                s.at,
+                s.stat.threads,
+                if s.stat.threads == 1 { "" } else { "s" },
+                pct(*u),
+                cpu,
+                mb(s.capacity())
+            )
+        })
+        .collect();
+    let host_cpu = host_cpu(inp);
+    if let Some((_, line)) = &host_cpu {
+        evidence.push(line.clone());
+    }
+    let headroom = |except: Stage| -> Vec<Headroom> {
+        cands
+            .iter()
+            .filter(|s| s.stat.stage != except)
+            .filter(|s| s.capacity().is_finite())
+            .map(|s| Headroom {
+                what: format!("{} ({})", s.stat.stage.name(), s.at),
+                capacity_bytes_s: s.capacity(),
+                times: s.capacity() / rate,
+            })
+            .collect()
+    };
+    let room_text = |h: &[Headroom]| -> String {
+        let parts: Vec<String> = h
+            .iter()
+            .filter(|h| matches!(h.what.split(' ').next(), Some("disk" | "the" | "compression")))
+            .map(|h| format!("{} could do {}", h.what.split(" (").next().unwrap_or(""), mb(h.capacity_bytes_s)))
+            .collect();
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", parts.join(", "))
+        }
+    };
+    let stage = lim.stat.stage;
+    let cpu_bound_stage = lim.cpu_share().is_some_and(|c| c >= 0.6);
+    // The network's time is the kernel's copying on a saturated CPU, or a disk stage that
+    // is only memcpy from or to the page cache on a saturated CPU: the CPU is the limit.
+    if let Some((limit, line)) = &host_cpu {
+        if matches!(stage, Stage::Send | Stage::Read | Stage::Write) && (cpu_bound_stage || stage == Stage::Send) {
+            let hr = headroom(Stage::Send);
+            let at = match limit {
+                Limit::SenderCpu => "sender",
+                Limit::ReceiverCpu => "receiver",
+                _ => "",
+            };
+            return Some(Verdict {
+                limit: *limit,
+                at: at.into(),
+                rate_bytes_s: rate,
+                text: format!("limited by the CPU ({line}): {}", mb(rate)),
+                evidence,
+                headroom: hr,
+            });
+        }
+    }
+    if stage == Stage::Send {
+        let t = &inp.tcp;
+        let busy = t.busy_us.max(1) as f64;
+        let (limit, why) = if t.rwnd_limited_us as f64 / busy >= SNDLIM {
+            (
+                Limit::ReceiveWindow,
+                format!(
+                    "the receiver's window: receive-window-limited {} of the time{}",
+                    pct(t.rwnd_limited_us as f64 / busy),
+                    t.rcvbuf.map(|b| format!(", {} buffer per stream", kib(b))).unwrap_or_default()
+                ),
+            )
+        } else if t.sndbuf_limited_us as f64 / busy >= SNDLIM {
+            (
+                Limit::SendBuffer,
+                format!(
+                    "the sender's buffer: send-buffer-limited {} of the time{}",
+                    pct(t.sndbuf_limited_us as f64 / busy),
+                    t.sndbuf.map(|b| format!(", {} per stream", kib(b))).unwrap_or_default()
+                ),
+            )
+        } else {
+            (
+                Limit::Network,
+                format!(
+                    "the network path: the sender's streams were congestion-window-limited{}{}",
+                    if t.retransmits > 0 { format!(", {} retransmits", t.retransmits) } else { String::new() },
+                    t.min_rtt_us.map(|r| format!(", RTT {:.1} ms", f64::from(r) / 1000.0)).unwrap_or_default()
+                ),
+            )
+        };
+        evidence.push(format!(
+            "TCP: busy {} s, receive-window-limited {} s, send-buffer-limited {} s over {} stream(s)",
+            t.busy_us as f64 / 1e6,
+            t.rwnd_limited_us as f64 / 1e6,
+            t.sndbuf_limited_us as f64 / 1e6,
+            t.streams
+        ));
+        let hr = headroom(Stage::Send);
+        let window = match (limit, t.min_rtt_us) {
+            (Limit::ReceiveWindow | Limit::SendBuffer, Some(r)) if r > 0 => format!(
+                " (a window of W moves at most W/RTT: the path's RTT is {:.1} ms)",
+                f64::from(r) / 1000.0
+            ),
+            _ => String::new(),
+        };
+        return Some(Verdict {
+            limit,
+            at: match limit {
+                Limit::ReceiveWindow => "receiver".into(),
+                Limit::SendBuffer => "sender".into(),
+                _ => String::new(),
+            },
+            rate_bytes_s: rate,
+            text: format!("limited by {why}: {}{window}{}", mb(rate), room_text(&hr)),
+            evidence,
+            headroom: hr,
+        });
+    }
+    let detail = match stage {
+        Stage::Compress | Stage::Decompress => format!(" ({})", inp.compression),
+        _ => String::new(),
+    };
+    let hr = headroom(stage);
+    let text = format!(
+        "limited by {} on the {}{detail}, {} thread{} busy {}: {}{}",
+        stage.name(),
+        lim.at,
+        lim.stat.threads,
+        if lim.stat.threads == 1 { "" } else { "s" },
+        pct(lim.util(inp.wall_s)),
+        mb(rate),
+        room_text(&hr)
+    );
+    Some(Verdict { limit: Limit::Stage(stage), at: lim.at.into(), rate_bytes_s: rate, text, evidence, headroom: hr })
+}
+
+/// Whether a host's CPU was saturated, and how it is described.
+fn host_cpu(inp: &CopyInputs<'_>) -> Option<(Limit, String)> {
+    let (s, r) = (inp.sender_cpu, inp.receiver_cpu);
+    if inp.same_host {
+        let cores = s.cores.max(r.cores).max(1);
+        let used = s.cores_used() + r.cores_used();
+        return (used >= CPU_SATURATED * f64::from(cores)).then(|| {
+            (Limit::HostCpu, format!("both ends on one host used {used:.2} of its {cores} cores"))
+        });
+    }
+    let sat = |c: Cpu| c.cores > 0 && c.cores_used() >= CPU_SATURATED * f64::from(c.cores);
+    if sat(s) {
+        return Some((Limit::SenderCpu, format!("the sender used {:.2} of its {} cores", s.cores_used(), s.cores)));
+    }
+    if sat(r) {
+        return Some((Limit::ReceiverCpu, format!("the receiver used {:.2} of its {} cores", r.cores_used(), r.cores)));
+    }
+    None
+}
+
+/// Everything a `tput` verdict is made from.
+#[derive(Debug, Clone, Default)]
+pub struct TputInputs {
+    /// Goodput achieved, bytes/s.
+    pub rate_bytes_s: f64,
+    /// Test seconds.
+    pub wall_s: f64,
+    /// The sender's TCP view.
+    pub tcp: TcpSide,
+    /// Sender CPU (cores_used counts the sending threads or process).
+    pub sender_cpu: Cpu,
+    /// Receiver CPU.
+    pub receiver_cpu: Cpu,
+    /// Both ends on one host.
+    pub same_host: bool,
+    /// The test's own pacing target, bytes/s (`-b`).
+    pub paced_bytes_s: Option<f64>,
+}
+
+/// What limited a TCP throughput test.
+pub fn tput(inp: &TputInputs) -> Option<Verdict> {
+    let t = &inp.tcp;
+    if inp.wall_s <= 0.0 || t.streams == 0 {
+        return None;
+    }
+    let rate = inp.rate_bytes_s;
+    let streams = f64::from(t.streams);
+    let busy_share = t.busy_us as f64 / 1e6 / (inp.wall_s * streams);
+    let busy = t.busy_us.max(1) as f64;
+    let rwnd = t.rwnd_limited_us as f64 / busy;
+    let sndb = t.sndbuf_limited_us as f64 / busy;
+    let mut evidence = vec![format!(
+        "TCP over {} stream(s): data in flight {} of the time; receive-window-limited {}, send-buffer-limited {} of that{}",
+        t.streams,
+        pct(busy_share.min(1.0)),
+        pct(rwnd),
+        pct(sndb),
+        t.min_rtt_us.map(|r| format!("; min RTT {:.2} ms", f64::from(r) / 1000.0)).unwrap_or_default()
+    )];
+    let cpu_line = |name: &str, c: Cpu| {
+        format!("{name} CPU: {:.2} cores in use{}", c.cores_used(), if c.cores > 0 { format!(" of {}", c.cores) } else { String::new() })
+    };
+    evidence.push(cpu_line("sender", inp.sender_cpu));
+    evidence.push(cpu_line("receiver", inp.receiver_cpu));
+    let v = |limit: Limit, at: &str, text: String, evidence: Vec<String>| {
+        Some(Verdict { limit, at: at.into(), rate_bytes_s: rate, text, evidence, headroom: vec![] })
+    };
+    if let Some(p) = inp.paced_bytes_s {
+        if rate >= 0.9 * p {
+            return v(
+                Limit::Application,
+                "sender",
+                format!("limited by the application: paced to {} and reached {}", mb(p), mb(rate)),
+                evidence,
+            );
+        }
+    }
+    // A stream is one thread: it saturates at one core, or at the host's cores.
+    let saturated = |c: Cpu| {
+        let cap = if c.cores > 0 { streams.min(f64::from(c.cores)) } else { streams };
+        c.cores_used() >= 0.9 * cap
+    };
+    if inp.same_host {
+        let cores = inp.sender_cpu.cores.max(inp.receiver_cpu.cores).max(1);
+        let used = inp.sender_cpu.cores_used() + inp.receiver_cpu.cores_used();
+        if used >= CPU_SATURATED * f64::from(cores) {
+            return v(
+                Limit::HostCpu,
+                "",
+                format!("limited by the CPU: both ends on one host used {used:.2} of its {cores} cores: {}", mb(rate)),
+                evidence,
+            );
+        }
+    }
+    if saturated(inp.sender_cpu) {
+        return v(
+            Limit::SenderCpu,
+            "sender",
+            format!("limited by the sender's CPU ({:.2} cores for {} stream(s)): {}", inp.sender_cpu.cores_used(), t.streams, mb(rate)),
+            evidence,
+        );
+    }
+    if saturated(inp.receiver_cpu) {
+        return v(
+            Limit::ReceiverCpu,
+            "receiver",
+            format!("limited by the receiver's CPU ({:.2} cores for {} stream(s)): {}", inp.receiver_cpu.cores_used(), t.streams, mb(rate)),
+            evidence,
+        );
+    }
+    if rwnd >= SNDLIM {
+        let bdp = t.min_rtt_us.map(|r| rate * f64::from(r) / 1e6 / streams);
+        return v(
+            Limit::ReceiveWindow,
+            "receiver",
+            format!(
+                "limited by the receiver's window: receive-window-limited {} of the time{}{}: {}",
+                pct(rwnd),
+                t.rcvbuf.map(|b| format!(", {} receive buffer per stream", kib(b))).unwrap_or_default(),
+                bdp.map(|b| format!(" (window/RTT = {} per stream; a larger -w moves more)", mb(b / (f64::from(t.min_rtt_us.unwrap_or(1)) / 1e6)))).unwrap_or_default(),
+                mb(rate)
+            ),
+            evidence,
+        );
+    }
+    if sndb >= SNDLIM {
+        return v(
+            Limit::SendBuffer,
+            "sender",
+            format!(
+                "limited by the sender's buffer: send-buffer-limited {} of the time{}: {}",
+                pct(sndb),
+                t.sndbuf.map(|b| format!(", {} per stream", kib(b))).unwrap_or_default(),
+                mb(rate)
+            ),
+            evidence,
+        );
+    }
+    if busy_share < 0.5 {
+        return v(
+            Limit::Application,
+            "sender",
+            format!(
+                "limited by the application: the streams had data in flight only {} of the time: {}",
+                pct(busy_share),
+                mb(rate)
+            ),
+            evidence,
+        );
+    }
+    v(
+        Limit::Network,
+        "",
+        format!(
+            "limited by the network path: congestion-window-limited{}: {}",
+            if t.retransmits > 0 { format!(", {} retransmits", t.retransmits) } else { ", no retransmits".into() },
+            mb(rate)
+        ),
+        evidence,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(stage: Stage, threads: u32, busy: f64, bytes: u64, cpu: Option<f64>) -> StageStat {
+        StageStat { stage, threads, busy_s: busy, starved_s: 0.0, blocked_s: 0.0, bytes, cpu_s: cpu }
+    }
+
+    fn inputs<'a>(stats: &'a [(&'static str, StageStat)]) -> CopyInputs<'a> {
+        CopyInputs {
+            stages: stats.iter().map(|(at, s)| AtStage { at, stat: s }).collect(),
+            wall_s: 10.0,
+            bytes: 1_000_000_000,
+            sender_cpu: Cpu { cpu_s: 5.0, wall_s: 10.0, cores: 8 },
+            receiver_cpu: Cpu { cpu_s: 5.0, wall_s: 10.0, cores: 8 },
+            same_host: false,
+            tcp: TcpSide { streams: 1, busy_us: 10_000_000, ..Default::default() },
+            compression: "zstd -19".into(),
+        }
+    }
+
+    const G: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_slow_source_disk_is_named_although_everything_downstream_waits() {
+        let s = [
+            ("sender", st(Stage::Read, 1, 9.8, G, Some(0.5))),
+            ("sender", st(Stage::Hash, 2, 1.0, G, Some(1.0))),
+            ("sender", st(Stage::Send, 2, 1.5, G, Some(0.5))),
+            ("receiver", st(Stage::Verify, 2, 1.0, G, Some(1.0))),
+            ("receiver", st(Stage::Write, 1, 1.0, G, Some(0.9))),
+        ];
+        let v = copy(&inputs(&s)).unwrap();
+        assert_eq!(v.limit, Limit::Stage(Stage::Read));
+        assert_eq!(v.at, "sender");
+        assert!((v.rate_bytes_s - 1e8).abs() < 1.0);
+        assert!(v.text.starts_with("limited by disk read on the sender"), "{}", v.text);
+        assert!(v.text.contains("the network could do"), "{}", v.text);
+    }
+
+    #[test]
+    fn backpressure_from_a_slow_sink_does_not_blame_the_network() {
+        let s = [
+            ("sender", st(Stage::Read, 1, 1.0, G, Some(0.9))),
+            ("sender", st(Stage::Send, 2, 19.0, G, Some(0.5))),
+            ("receiver", st(Stage::Write, 1, 9.7, G, Some(0.3))),
+        ];
+        let v = copy(&inputs(&s)).unwrap();
+        assert_eq!(v.limit, Limit::Stage(Stage::Write));
+        assert_eq!(v.at, "receiver");
+    }
+
+    #[test]
+    fn network_classes_come_from_tcp_info() {
+        let s = [("sender", st(Stage::Read, 1, 1.0, G, Some(0.9))), ("sender", st(Stage::Send, 1, 9.9, G, Some(0.3)))];
+        let mut i = inputs(&s);
+        assert_eq!(copy(&i).unwrap().limit, Limit::Network);
+        i.tcp.rwnd_limited_us = 8_000_000;
+        i.tcp.min_rtt_us = Some(100_000);
+        let v = copy(&i).unwrap();
+        assert_eq!(v.limit, Limit::ReceiveWindow);
+        assert!(v.text.contains("RTT is 100.0 ms"), "{}", v.text);
+        i.tcp.rwnd_limited_us = 0;
+        i.tcp.sndbuf_limited_us = 9_000_000;
+        assert_eq!(copy(&i).unwrap().limit, Limit::SendBuffer);
+    }
+
+    #[test]
+    fn a_saturated_shared_cpu_is_named_on_loopback_never_the_network_or_disk() {
+        let s = [
+            ("sender", st(Stage::Read, 1, 3.0, G, Some(2.9))),
+            ("sender", st(Stage::Send, 1, 9.0, G, Some(8.0))),
+            ("receiver", st(Stage::Write, 1, 3.0, G, Some(2.9))),
+        ];
+        let mut i = inputs(&s);
+        i.same_host = true;
+        i.sender_cpu = Cpu { cpu_s: 9.5, wall_s: 10.0, cores: 2 };
+        i.receiver_cpu = Cpu { cpu_s: 8.5, wall_s: 10.0, cores: 2 };
+        let v = copy(&i).unwrap();
+        assert_eq!(v.limit, Limit::HostCpu, "{}", v.text);
+        // A CPU-heavy stage on the same saturated host is still named as the stage.
+        let c = [
+            ("sender", st(Stage::Compress, 1, 9.9, G, Some(9.8))),
+            ("sender", st(Stage::Send, 1, 1.0, G, Some(0.5))),
+        ];
+        let mut j = inputs(&c);
+        j.same_host = true;
+        j.sender_cpu = Cpu { cpu_s: 12.0, wall_s: 10.0, cores: 2 };
+        j.receiver_cpu = Cpu { cpu_s: 6.0, wall_s: 10.0, cores: 2 };
+        let v = copy(&j).unwrap();
+        assert_eq!(v.limit, Limit::Stage(Stage::Compress));
+        assert!(v.text.contains("zstd -19"), "{}", v.text);
+    }
+
+    #[test]
+    fn tput_classes() {
+        let base = TputInputs {
+            rate_bytes_s: 1e7,
+            wall_s: 10.0,
+            tcp: TcpSide { streams: 1, busy_us: 9_900_000, min_rtt_us: Some(100_000), rcvbuf: Some(65536), ..Default::default() },
+            sender_cpu: Cpu { cpu_s: 1.0, wall_s: 10.0, cores: 4 },
+            receiver_cpu: Cpu { cpu_s: 1.0, wall_s: 10.0, cores: 4 },
+            same_host: false,
+            paced_bytes_s: None,
+        };
+        assert_eq!(tput(&base).unwrap().limit, Limit::Network);
+        let mut w = base.clone();
+        w.tcp.rwnd_limited_us = 9_000_000;
+        let v = tput(&w).unwrap();
+        assert_eq!(v.limit, Limit::ReceiveWindow);
+        assert!(v.text.contains("64 KiB receive buffer"), "{}", v.text);
+        let mut c = base.clone();
+        c.sender_cpu.cpu_s = 9.5;
+        assert_eq!(tput(&c).unwrap().limit, Limit::SenderCpu);
+        let mut r = base.clone();
+        r.receiver_cpu.cpu_s = 9.5;
+        assert_eq!(tput(&r).unwrap().limit, Limit::ReceiverCpu);
+        let mut a = base.clone();
+        a.tcp.busy_us = 2_000_000;
+        assert_eq!(tput(&a).unwrap().limit, Limit::Application);
+        let mut p = base.clone();
+        p.paced_bytes_s = Some(1e7);
+        assert_eq!(tput(&p).unwrap().limit, Limit::Application);
+        let mut s = base;
+        s.tcp.sndbuf_limited_us = 5_000_000;
+        assert_eq!(tput(&s).unwrap().limit, Limit::SendBuffer);
+    }
+}
