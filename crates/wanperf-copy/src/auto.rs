@@ -97,7 +97,11 @@ impl Auto {
                 let trial = (bytes - bytes0) as f64 / (now_s - t0);
                 if trial > rate * 1.1 {
                     self.on = !self.on;
-                    self.why = if self.on { "compressing" } else { "off: the CPU cannot compress as fast as the network sends" };
+                    self.why = if self.on {
+                        "compressing"
+                    } else {
+                        "off: the CPU cannot compress as fast as the network sends"
+                    };
                 }
                 self.phase = Phase::Steady { t0: now_s, bytes0: bytes };
             }

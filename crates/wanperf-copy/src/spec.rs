@@ -255,7 +255,7 @@ pub struct StageStat {
     pub starved_s: f64,
     /// Seconds its threads waited for room downstream (summed).
     pub blocked_s: f64,
-    /// Bytes it handled (raw bytes, except Send/Receive: bytes on the wire).
+    /// File bytes it handled (Receive: bytes on the wire).
     pub bytes: u64,
     /// CPU seconds its threads used, where measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -293,4 +293,30 @@ pub struct CopyReport {
     /// Whether O_DIRECT writes were used.
     #[serde(default)]
     pub direct: bool,
+    /// Share of this end's host CPU (all cores, all processes) busy during the copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu_busy: Option<f64>,
+}
+
+/// The `file` record of `wanperf copy --json`: one per file completed or left alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// Always `file`.
+    pub event: String,
+    /// Path under the destination.
+    pub path: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// BLAKE3 of the whole file as the receiver wrote it (what `b3sum` prints); empty when
+    /// the file was left alone.
+    pub blake3: String,
+    /// Left alone: the receiver had it with the same size and modification time.
+    pub skipped: bool,
+}
+
+impl FileRecord {
+    /// The record for `e`.
+    pub fn new(e: &Entry, blake3: String, skipped: bool) -> Self {
+        FileRecord { event: "file".into(), path: e.path.to_string(), bytes: e.size, blake3, skipped }
+    }
 }

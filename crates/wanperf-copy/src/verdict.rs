@@ -81,6 +81,9 @@ pub struct Cpu {
     pub wall_s: f64,
     /// Cores of the host.
     pub cores: u32,
+    /// Share of the host's cores busy (all processes), where measured.
+    #[serde(default)]
+    pub host_busy: Option<f64>,
 }
 
 impl Cpu {
@@ -202,6 +205,8 @@ pub struct CopyInputs<'a> {
     pub tcp: TcpSide,
     /// Compression in use, for the text (`zstd -3`).
     pub compression: String,
+    /// The two ends talk over loopback: the "network" is the kernel copying on the CPUs.
+    pub loopback: bool,
 }
 
 /// Which stage (or the network, or the CPU) limited a copy.
@@ -213,13 +218,15 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
     let mut cands: Vec<&AtStage<'_>> = inp.stages.iter().filter(|s| s.stat.stage != Stage::Receive).collect();
     cands.sort_by_key(|s| downstream_rank(s.stat.stage));
     let utils: Vec<f64> = cands.iter().map(|s| s.util(inp.wall_s)).collect();
-    let pick = utils.iter().position(|&u| u >= BUSY).or_else(|| {
-        utils.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i)
-    })?;
+    let pick = utils
+        .iter()
+        .position(|&u| u >= BUSY)
+        .or_else(|| utils.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i))?;
     let lim = cands[pick];
     let mut evidence: Vec<String> = cands
         .iter()
         .zip(&utils)
+        .filter(|(s, _)| s.stat.bytes > 0 && s.stat.busy_s > 0.0)
         .map(|(s, u)| {
             let cpu = s.cpu_share().map(|c| format!(", {} of it on CPU", pct(c.min(1.0)))).unwrap_or_default();
             format!(
@@ -263,26 +270,91 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
         }
     };
     let stage = lim.stat.stage;
-    let cpu_bound_stage = lim.cpu_share().is_some_and(|c| c >= 0.6);
-    // The network's time is the kernel's copying on a saturated CPU, or a disk stage that
-    // is only memcpy from or to the page cache on a saturated CPU: the CPU is the limit.
+    // On a saturated CPU a stage's busy time is partly waiting for a core. If one CPU-heavy
+    // stage used most of the CPU, it is the limit; otherwise the CPU as a whole is.
     if let Some((limit, line)) = &host_cpu {
-        if matches!(stage, Stage::Send | Stage::Read | Stage::Write) && (cpu_bound_stage || stage == Stage::Send) {
-            let hr = headroom(Stage::Send);
-            let at = match limit {
-                Limit::SenderCpu => "sender",
-                Limit::ReceiverCpu => "receiver",
-                _ => "",
-            };
-            return Some(Verdict {
-                limit: *limit,
-                at: at.into(),
-                rate_bytes_s: rate,
-                text: format!("limited by the CPU ({line}): {}", mb(rate)),
-                evidence,
-                headroom: hr,
-            });
+        let total: f64 = cands.iter().filter_map(|s| s.stat.cpu_s).sum();
+        let top = cands
+            .iter()
+            .filter(|s| s.stat.cpu_s.is_some())
+            .max_by(|a, b| a.stat.cpu_s.unwrap_or(0.0).total_cmp(&b.stat.cpu_s.unwrap_or(0.0)));
+        let heavy = top.filter(|t| {
+            total > 0.0
+                && t.stat.cpu_s.unwrap_or(0.0) >= 0.5 * total
+                && matches!(t.stat.stage, Stage::Compress | Stage::Decompress | Stage::Hash | Stage::Verify)
+        });
+        match heavy {
+            Some(t) => {
+                let st = t.stat.stage;
+                let detail = match st {
+                    Stage::Compress | Stage::Decompress => format!(" ({})", inp.compression),
+                    _ => String::new(),
+                };
+                let hr = headroom(st);
+                return Some(Verdict {
+                    limit: Limit::Stage(st),
+                    at: t.at.into(),
+                    rate_bytes_s: rate,
+                    text: format!(
+                        "limited by {} on the {}{detail}: {} of the CPU time ({line}): {}{}",
+                        st.name(),
+                        t.at,
+                        pct(t.stat.cpu_s.unwrap_or(0.0) / total),
+                        mb(rate),
+                        room_text(&hr)
+                    ),
+                    evidence,
+                    headroom: hr,
+                });
+            }
+            None => {
+                let at = match limit {
+                    Limit::SenderCpu => "sender",
+                    Limit::ReceiverCpu => "receiver",
+                    _ => "",
+                };
+                return Some(Verdict {
+                    limit: *limit,
+                    at: at.into(),
+                    rate_bytes_s: rate,
+                    text: format!("limited by the CPU ({line}): {}", mb(rate)),
+                    evidence,
+                    headroom: headroom(Stage::Receive),
+                });
+            }
         }
+    }
+    // Loopback carries data as fast as the kernel copies it: the CPUs, not a network. A disk
+    // stage that spent most of its busy time on the CPU was copying to or from the page
+    // cache, not waiting for a device.
+    let page_cache = matches!(stage, Stage::Read | Stage::Write) && lim.cpu_share().is_some_and(|c| c >= 0.5);
+    if (stage == Stage::Send && inp.loopback) || page_cache {
+        let (limit, at) = if inp.same_host || inp.loopback {
+            (Limit::HostCpu, "")
+        } else if lim.at == "sender" {
+            (Limit::SenderCpu, "sender")
+        } else {
+            (Limit::ReceiverCpu, "receiver")
+        };
+        let why = if page_cache {
+            format!(
+                "{} on the {} ran from the page cache ({} of its busy time on the CPU)",
+                stage.name(),
+                lim.at,
+                pct(lim.cpu_share().unwrap_or(0.0).min(1.0))
+            )
+        } else {
+            "over loopback the network is the kernel copying on the CPUs".to_string()
+        };
+        let hr = headroom(stage);
+        return Some(Verdict {
+            limit,
+            at: at.into(),
+            rate_bytes_s: rate,
+            text: format!("limited by the CPU: {why}: {}{}", mb(rate), room_text(&hr)),
+            evidence,
+            headroom: hr,
+        });
     }
     if stage == Stage::Send {
         let t = &inp.tcp;
@@ -324,10 +396,9 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
         ));
         let hr = headroom(Stage::Send);
         let window = match (limit, t.min_rtt_us) {
-            (Limit::ReceiveWindow | Limit::SendBuffer, Some(r)) if r > 0 => format!(
-                " (a window of W moves at most W/RTT: the path's RTT is {:.1} ms)",
-                f64::from(r) / 1000.0
-            ),
+            (Limit::ReceiveWindow | Limit::SendBuffer, Some(r)) if r > 0 => {
+                format!(" (a window of W moves at most W/RTT: the path's RTT is {:.1} ms)", f64::from(r) / 1000.0)
+            }
             _ => String::new(),
         };
         return Some(Verdict {
@@ -366,12 +437,18 @@ fn host_cpu(inp: &CopyInputs<'_>) -> Option<(Limit, String)> {
     let (s, r) = (inp.sender_cpu, inp.receiver_cpu);
     if inp.same_host {
         let cores = s.cores.max(r.cores).max(1);
-        let used = s.cores_used() + r.cores_used();
-        return (used >= CPU_SATURATED * f64::from(cores)).then(|| {
-            (Limit::HostCpu, format!("both ends on one host used {used:.2} of its {cores} cores"))
-        });
+        let used = match (s.host_busy, r.host_busy) {
+            (Some(a), Some(b)) => a.max(b) * f64::from(cores),
+            (Some(a), None) | (None, Some(a)) => a * f64::from(cores),
+            (None, None) => s.cores_used() + r.cores_used(),
+        };
+        return (used >= CPU_SATURATED * f64::from(cores))
+            .then(|| (Limit::HostCpu, format!("both ends on one host kept {used:.2} of its {cores} cores busy")));
     }
-    let sat = |c: Cpu| c.cores > 0 && c.cores_used() >= CPU_SATURATED * f64::from(c.cores);
+    let sat = |c: Cpu| {
+        c.cores > 0
+            && c.host_busy.map_or(c.cores_used(), |b| b * f64::from(c.cores)) >= CPU_SATURATED * f64::from(c.cores)
+    };
     if sat(s) {
         return Some((Limit::SenderCpu, format!("the sender used {:.2} of its {} cores", s.cores_used(), s.cores)));
     }
@@ -398,6 +475,8 @@ pub struct TputInputs {
     pub same_host: bool,
     /// The test's own pacing target, bytes/s (`-b`).
     pub paced_bytes_s: Option<f64>,
+    /// The two ends talk over loopback.
+    pub loopback: bool,
 }
 
 /// What limited a TCP throughput test.
@@ -421,7 +500,11 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
         t.min_rtt_us.map(|r| format!("; min RTT {:.2} ms", f64::from(r) / 1000.0)).unwrap_or_default()
     )];
     let cpu_line = |name: &str, c: Cpu| {
-        format!("{name} CPU: {:.2} cores in use{}", c.cores_used(), if c.cores > 0 { format!(" of {}", c.cores) } else { String::new() })
+        format!(
+            "{name} CPU: {:.2} cores in use{}",
+            c.cores_used(),
+            if c.cores > 0 { format!(" of {}", c.cores) } else { String::new() }
+        )
     };
     evidence.push(cpu_line("sender", inp.sender_cpu));
     evidence.push(cpu_line("receiver", inp.receiver_cpu));
@@ -459,7 +542,12 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
         return v(
             Limit::SenderCpu,
             "sender",
-            format!("limited by the sender's CPU ({:.2} cores for {} stream(s)): {}", inp.sender_cpu.cores_used(), t.streams, mb(rate)),
+            format!(
+                "limited by the sender's CPU ({:.2} cores for {} stream(s)): {}",
+                inp.sender_cpu.cores_used(),
+                t.streams,
+                mb(rate)
+            ),
             evidence,
         );
     }
@@ -467,7 +555,12 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
         return v(
             Limit::ReceiverCpu,
             "receiver",
-            format!("limited by the receiver's CPU ({:.2} cores for {} stream(s)): {}", inp.receiver_cpu.cores_used(), t.streams, mb(rate)),
+            format!(
+                "limited by the receiver's CPU ({:.2} cores for {} stream(s)): {}",
+                inp.receiver_cpu.cores_used(),
+                t.streams,
+                mb(rate)
+            ),
             evidence,
         );
     }
@@ -480,7 +573,11 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
                 "limited by the receiver's window: receive-window-limited {} of the time{}{}: {}",
                 pct(rwnd),
                 t.rcvbuf.map(|b| format!(", {} receive buffer per stream", kib(b))).unwrap_or_default(),
-                bdp.map(|b| format!(" (window/RTT = {} per stream; a larger -w moves more)", mb(b / (f64::from(t.min_rtt_us.unwrap_or(1)) / 1e6)))).unwrap_or_default(),
+                bdp.map(|b| format!(
+                    " (window/RTT = {} per stream; a larger -w moves more)",
+                    mb(b / (f64::from(t.min_rtt_us.unwrap_or(1)) / 1e6))
+                ))
+                .unwrap_or_default(),
                 mb(rate)
             ),
             evidence,
@@ -511,6 +608,14 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
             evidence,
         );
     }
+    if inp.loopback {
+        return v(
+            Limit::HostCpu,
+            "",
+            format!("limited by the CPU: over loopback the network is the kernel copying on the CPUs: {}", mb(rate)),
+            evidence,
+        );
+    }
     v(
         Limit::Network,
         "",
@@ -536,11 +641,12 @@ mod tests {
             stages: stats.iter().map(|(at, s)| AtStage { at, stat: s }).collect(),
             wall_s: 10.0,
             bytes: 1_000_000_000,
-            sender_cpu: Cpu { cpu_s: 5.0, wall_s: 10.0, cores: 8 },
-            receiver_cpu: Cpu { cpu_s: 5.0, wall_s: 10.0, cores: 8 },
+            sender_cpu: Cpu { cpu_s: 5.0, wall_s: 10.0, cores: 8, host_busy: None },
+            receiver_cpu: Cpu { cpu_s: 5.0, wall_s: 10.0, cores: 8, host_busy: None },
             same_host: false,
             tcp: TcpSide { streams: 1, busy_us: 10_000_000, ..Default::default() },
             compression: "zstd -19".into(),
+            loopback: false,
         }
     }
 
@@ -599,19 +705,17 @@ mod tests {
         ];
         let mut i = inputs(&s);
         i.same_host = true;
-        i.sender_cpu = Cpu { cpu_s: 9.5, wall_s: 10.0, cores: 2 };
-        i.receiver_cpu = Cpu { cpu_s: 8.5, wall_s: 10.0, cores: 2 };
+        i.sender_cpu = Cpu { cpu_s: 9.5, wall_s: 10.0, cores: 2, host_busy: None };
+        i.receiver_cpu = Cpu { cpu_s: 8.5, wall_s: 10.0, cores: 2, host_busy: None };
         let v = copy(&i).unwrap();
         assert_eq!(v.limit, Limit::HostCpu, "{}", v.text);
         // A CPU-heavy stage on the same saturated host is still named as the stage.
-        let c = [
-            ("sender", st(Stage::Compress, 1, 9.9, G, Some(9.8))),
-            ("sender", st(Stage::Send, 1, 1.0, G, Some(0.5))),
-        ];
+        let c =
+            [("sender", st(Stage::Compress, 1, 9.9, G, Some(9.8))), ("sender", st(Stage::Send, 1, 1.0, G, Some(0.5)))];
         let mut j = inputs(&c);
         j.same_host = true;
-        j.sender_cpu = Cpu { cpu_s: 12.0, wall_s: 10.0, cores: 2 };
-        j.receiver_cpu = Cpu { cpu_s: 6.0, wall_s: 10.0, cores: 2 };
+        j.sender_cpu = Cpu { cpu_s: 12.0, wall_s: 10.0, cores: 2, host_busy: None };
+        j.receiver_cpu = Cpu { cpu_s: 6.0, wall_s: 10.0, cores: 2, host_busy: None };
         let v = copy(&j).unwrap();
         assert_eq!(v.limit, Limit::Stage(Stage::Compress));
         assert!(v.text.contains("zstd -19"), "{}", v.text);
@@ -622,11 +726,18 @@ mod tests {
         let base = TputInputs {
             rate_bytes_s: 1e7,
             wall_s: 10.0,
-            tcp: TcpSide { streams: 1, busy_us: 9_900_000, min_rtt_us: Some(100_000), rcvbuf: Some(65536), ..Default::default() },
-            sender_cpu: Cpu { cpu_s: 1.0, wall_s: 10.0, cores: 4 },
-            receiver_cpu: Cpu { cpu_s: 1.0, wall_s: 10.0, cores: 4 },
+            tcp: TcpSide {
+                streams: 1,
+                busy_us: 9_900_000,
+                min_rtt_us: Some(100_000),
+                rcvbuf: Some(65536),
+                ..Default::default()
+            },
+            sender_cpu: Cpu { cpu_s: 1.0, wall_s: 10.0, cores: 4, host_busy: None },
+            receiver_cpu: Cpu { cpu_s: 1.0, wall_s: 10.0, cores: 4, host_busy: None },
             same_host: false,
             paced_bytes_s: None,
+            loopback: false,
         };
         assert_eq!(tput(&base).unwrap().limit, Limit::Network);
         let mut w = base.clone();

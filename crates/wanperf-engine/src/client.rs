@@ -26,6 +26,8 @@ pub trait Sink {
     fn interval(&mut self, rec: &IntervalRecord);
     /// The test ended (always called once the start record was).
     fn end(&mut self, rec: &EndRecord);
+    /// A copy completed a file (or left one alone).
+    fn file(&mut self, _rec: &wanperf_copy::spec::FileRecord) {}
 }
 
 /// Client settings beyond the test itself.
@@ -93,6 +95,7 @@ enum Event {
     BadFrame(FrameError),
     Closed,
     WorkerDone,
+    Copy(crate::copy::CopyEvent),
 }
 
 /// Who should have answered a refused connection, for its error message.
@@ -164,12 +167,74 @@ pub(crate) fn connect_control(cfg: &ClientConfig, nobody: &str) -> Result<(TcpSt
 /// Runs one test against a `wanperf serve`. Records go to `sink`; on success returns the end
 /// record. Setting `interrupt` ends the test early (the end record says so).
 pub fn run(cfg: &ClientConfig, sink: &mut dyn Sink, interrupt: &AtomicBool) -> Result<EndRecord, ClientError> {
+    run_inner(cfg, None, sink, interrupt)
+}
+
+/// What a copy's client end holds locally.
+#[derive(Debug, Clone)]
+pub enum CopyLocal {
+    /// Pushing these files and trees.
+    Push(Vec<std::path::PathBuf>),
+    /// Pulling into this directory (created if missing).
+    Pull(std::path::PathBuf),
+}
+
+/// Runs a copy (`cfg.spec.copy` set): like [`run`], with the files.
+pub fn run_copy(
+    cfg: &ClientConfig,
+    local: &CopyLocal,
+    sink: &mut dyn Sink,
+    interrupt: &AtomicBool,
+) -> Result<EndRecord, ClientError> {
+    use crate::copy::{Hooks, Job, RecvJob, SendJob};
+    let spec = cfg.spec.clone();
+    spec.validate()?;
+    let Some(cs) = spec.copy.clone() else {
+        return Err(ClientError::Usage("not a copy".into()));
+    };
+    let (tx, rx) = mpsc::channel::<Event>();
+    let txm = Mutex::new(tx.clone());
+    let notify: crate::copy::Notify = Arc::new(move |ev| {
+        if let Ok(t) = txm.lock() {
+            let _ = t.send(Event::Copy(ev));
+        }
+    });
+    let job = match local {
+        CopyLocal::Push(paths) => {
+            let scan = crate::copy_fs::scan_local(paths).map_err(|e| ClientError::Usage(e.to_string()))?;
+            Job::Send(SendJob::new(cs, scan, notify, Hooks::from_env()))
+        }
+        CopyLocal::Pull(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| ClientError::Usage(format!("cannot create `{}`: {e}", dir.display())))?;
+            let base =
+                crate::copy_fs::open_base(dir).map_err(|e| ClientError::Usage(format!("`{}`: {e}", dir.display())))?;
+            Job::Recv(RecvJob::new(cs, base, notify, Hooks::from_env()))
+        }
+    };
+    run_inner(cfg, Some((job, tx, rx)), sink, interrupt)
+}
+
+type CopyParts = (crate::copy::Job, mpsc::Sender<Event>, mpsc::Receiver<Event>);
+
+fn run_inner(
+    cfg: &ClientConfig,
+    copy: Option<CopyParts>,
+    sink: &mut dyn Sink,
+    interrupt: &AtomicBool,
+) -> Result<EndRecord, ClientError> {
     let spec = cfg.spec.clone();
     spec.validate()?;
     let warnings = preflight_warnings(&spec)?;
     let (mut ctrl, server) = connect_control(cfg, NO_WANPERF)?;
 
-    let (tx, rx) = mpsc::channel::<Event>();
+    let (job, tx, rx) = match copy {
+        Some((j, tx, rx)) => (Some(j), tx, rx),
+        None => {
+            let (tx, rx) = mpsc::channel::<Event>();
+            (None, tx, rx)
+        }
+    };
     let reader = ctrl.try_clone().map_err(|e| ClientError::Connect(e.to_string()))?;
     let max_frame = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(wanperf_proto::frame::MAX_PAYLOAD));
     let reader_thread = crate::control::spawn_reader(reader, &[], max_frame, tx.clone(), |e| match e {
@@ -179,7 +244,10 @@ pub fn run(cfg: &ClientConfig, sink: &mut dyn Sink, interrupt: &AtomicBool) -> R
     })
     .map_err(|e| ClientError::Connect(format!("cannot start a thread: {e}")))?;
 
-    let result = drive(cfg, &spec, &mut ctrl, server, &rx, &tx, sink, interrupt, warnings);
+    let result = drive(cfg, &spec, &mut ctrl, server, &rx, &tx, sink, interrupt, warnings, job.as_ref());
+    if let Some(j) = &job {
+        j.abort();
+    }
     let _ = ctrl.shutdown(Shutdown::Both);
     let _ = reader_thread.join();
     result
@@ -196,6 +264,7 @@ fn drive(
     sink: &mut dyn Sink,
     interrupt: &AtomicBool,
     warnings: Vec<String>,
+    job: Option<&crate::copy::Job>,
 ) -> Result<EndRecord, ClientError> {
     let mut session = ClientSession::new(
         Instant::now(),
@@ -235,6 +304,11 @@ fn drive(
                 ClientEvent::Accepted { software, host } => server_info = Some((software, host)),
                 ClientEvent::RemoteInterval(iv) => merger.push_remote(iv),
                 ClientEvent::Results(r) => server_report = Some(r),
+                ClientEvent::Copy(m) => {
+                    if let Some(j) = job {
+                        j.on_msg(m);
+                    }
+                }
             }
         }
         while let Some(rec) = merger.poll() {
@@ -289,7 +363,7 @@ fn drive(
                 ClientAction::StartWorkers => {
                     udp_hellos.clear();
                     if let Some(conns) = pending.take() {
-                        match start_side(conns, spec, tx) {
+                        match start_side(conns, spec, tx, job.map(|j| j.start())) {
                             Ok(s) => side = Some(s),
                             Err(e) => {
                                 let msg = format!("cannot start the streams: {e}");
@@ -337,6 +411,20 @@ fn drive(
                 None => Ok(()),
             },
             Ok(Event::WorkerDone) => Ok(()),
+            Ok(Event::Copy(ev)) => match ev {
+                crate::copy::CopyEvent::Msg(m) => {
+                    session.send_copy(m);
+                    Ok(())
+                }
+                crate::copy::CopyEvent::File(r) => {
+                    sink.file(&r);
+                    Ok(())
+                }
+                crate::copy::CopyEvent::Failed(why) => {
+                    session.abort(&why);
+                    Err(wanperf_proto::server::SessionError::Local(why))
+                }
+            },
             Err(RecvTimeoutError::Timeout) => session.handle_timeout(now),
             Err(RecvTimeoutError::Disconnected) => Ok(()),
         };
@@ -348,7 +436,8 @@ fn drive(
                 merger.push_local(iv);
             }
             if s.all_done() && local_report.is_none() {
-                let (last, report) = s.finish(Duration::from_secs(2));
+                let (last, mut report) = s.finish(Duration::from_secs(2));
+                report.copy = job.map(|j| j.report());
                 merger.push_local(last);
                 session.handle_local_done(Instant::now(), report.clone());
                 local_report = Some(report);
@@ -360,13 +449,17 @@ fn drive(
         match ev {
             ClientEvent::RemoteInterval(iv) => merger.push_remote(iv),
             ClientEvent::Results(r) => server_report = Some(r),
-            ClientEvent::Accepted { .. } => {}
+            ClientEvent::Accepted { .. } | ClientEvent::Copy(_) => {}
         }
     }
     if let Some(s) = side.as_mut() {
         if local_report.is_none() {
             s.force_close();
-            let (last, report) = s.finish(Duration::from_millis(500));
+            if let Some(j) = job {
+                j.abort();
+            }
+            let (last, mut report) = s.finish(Duration::from_millis(500));
+            report.copy = job.map(|j| j.report());
             merger.push_local(last);
             local_report = Some(report);
         }
@@ -390,8 +483,20 @@ fn drive(
         return Err(ClientError::Connect(failure.unwrap_or_else(|| "the test did not start".into())));
     }
     let complete = session.is_done() && failure.is_none();
-    let summary =
-        summarize(spec, &merger, local_report.as_ref().unwrap_or(&SideReport::default()), server_report.as_ref());
+    let local = local_report.unwrap_or_default();
+    let mut summary = summarize(spec, &merger, &local, server_report.as_ref());
+    let (_, server_host) = server_info.clone().unwrap_or_default();
+    let client_host = sys::host_capture(Some(server.ip()));
+    summary.verdict = wanperf_proto::record::verdict(
+        spec,
+        &summary,
+        &local,
+        server_report.as_ref(),
+        &client_host,
+        &server_host,
+        server.ip().is_loopback(),
+    );
+    summary.copy = wanperf_proto::record::copy_summary(spec, &local, server_report.as_ref());
     let end = EndRecord { event: "end".into(), complete, error: failure.clone(), summary, server_version: None };
     sink.end(&end);
     if complete {
@@ -401,7 +506,12 @@ fn drive(
     }
 }
 
-fn start_side(conns: Vec<(StreamPlan, Conn)>, spec: &TestSpec, tx: &mpsc::Sender<Event>) -> io::Result<Side> {
+fn start_side(
+    conns: Vec<(StreamPlan, Conn)>,
+    spec: &TestSpec,
+    tx: &mpsc::Sender<Event>,
+    worker: Option<crate::stream::Worker>,
+) -> io::Result<Side> {
     let mut conns = conns;
     let deadline = spec.duration_s.map(|d| Instant::now() + Duration::from_secs_f64(d));
     let expected_end = spec.expected_duration_s().map(|d| Instant::now() + Duration::from_secs_f64(d));
@@ -415,7 +525,7 @@ fn start_side(conns: Vec<(StreamPlan, Conn)>, spec: &TestSpec, tx: &mpsc::Sender
             let _ = t.send(Event::WorkerDone);
         }
     });
-    Side::start(conns, Duration::from_secs_f64(spec.interval_s), false, notify)
+    Side::start_with(conns, Duration::from_secs_f64(spec.interval_s), false, notify, worker)
 }
 
 type Opened = (Vec<(StreamPlan, Conn)>, Vec<ConnectionInfo>, Vec<(UdpSocket, [u8; 32])>);

@@ -13,6 +13,7 @@
 //!     software: "wanperf".into(),
 //!     auth: None,
 //!     gate: Default::default(),
+//!     copy_root: None,
 //! };
 //! let stop = Arc::new(AtomicBool::new(false));
 //! serve(listener, cfg, stop, Arc::new(|line: &str| eprintln!("{line}"))).unwrap();
@@ -21,6 +22,8 @@
 
 pub mod client;
 mod control;
+pub mod copy;
+pub mod copy_fs;
 pub mod echo;
 pub mod iperf3_client;
 pub mod iperf3_server;

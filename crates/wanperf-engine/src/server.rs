@@ -41,6 +41,8 @@ pub struct ServerConfig {
     pub auth: Option<Arc<AuthorizedKeys>>,
     /// Caps on connections that have not yet identified themselves.
     pub gate: Gate,
+    /// The directory copies read from and write into (`--root`); no copies without it.
+    pub copy_root: Option<std::path::PathBuf>,
 }
 
 /// Caps on connections that have not yet identified themselves (a control connection until
@@ -95,6 +97,7 @@ enum Event {
     Data(u32, TcpStream),
     UdpAttached(u32, UdpSocket),
     WorkerDone,
+    Copy(crate::copy::CopyEvent),
 }
 
 struct Shared {
@@ -481,6 +484,7 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
     let mut udp_cancel: Option<Arc<AtomicBool>> = None;
     let mut rate_check = RateCheck::default();
     let mut outcome: Option<String> = None;
+    let mut job: Option<crate::copy::Job> = None;
 
     'outer: loop {
         while let Some(m) = session.poll_transmit() {
@@ -516,6 +520,15 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                         let _ = sys::set_dscp(&socket2::SockRef::from(&ctrl), v6, d);
                     }
                     session.set_host(sys::host_capture(Some(peer.ip())));
+                    if let Some(cs) = &spec.copy {
+                        match prepare_copy(cs, sh.cfg.copy_root.as_deref(), &tx) {
+                            Ok(j) => job = Some(j),
+                            Err(reason) => {
+                                session.handle_prepare_failed(reason);
+                                continue;
+                            }
+                        }
+                    }
                     match prepare(&spec, &ctrl, &cookie, &tx) {
                         Ok((ports, cancel)) => {
                             udp_cancel = cancel;
@@ -539,7 +552,8 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                         }
                     });
                     let conns = std::mem::take(&mut pending);
-                    match start_side(&spec, conns, &cookie, sh.cfg.limits.max_rate_bps, notify) {
+                    let worker = job.as_ref().map(|j| j.start());
+                    match start_side(&spec, conns, &cookie, sh.cfg.limits.max_rate_bps, notify, worker) {
                         Ok(s) => {
                             rate_check.cap = match (spec.transport, sh.cfg.limits.max_rate_bps) {
                                 (Transport::Tcp, Some(cap))
@@ -563,7 +577,8 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                 }
                 ServerAction::Collect => {
                     if let Some(s) = side.as_mut() {
-                        let (last, report) = s.finish(Duration::from_secs(2));
+                        let (last, mut report) = s.finish(Duration::from_secs(2));
+                        report.copy = job.as_ref().map(|j| j.report());
                         let rx_bytes: u64 =
                             report.streams.iter().filter(|x| x.role == Some(Role::Receiver)).map(|x| x.bytes).sum();
                         let tx_bytes: u64 =
@@ -583,8 +598,16 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                         outcome.get_or_insert(err.to_string());
                     }
                 }
+                ServerAction::Copy(m) => {
+                    if let Some(j) = &job {
+                        j.on_msg(m);
+                    }
+                }
                 ServerAction::Abort(reason) => {
                     outcome.get_or_insert(reason);
+                    if let Some(j) = &job {
+                        j.abort();
+                    }
                     if let Some(s) = side.take() {
                         s.force_close();
                     }
@@ -645,6 +668,14 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                 r
             }
             Ok(Event::WorkerDone) => Ok(()),
+            Ok(Event::Copy(ev)) => match ev {
+                crate::copy::CopyEvent::Msg(m) => {
+                    session.send_copy(m);
+                    Ok(())
+                }
+                crate::copy::CopyEvent::File(_) => Ok(()),
+                crate::copy::CopyEvent::Failed(why) => Err(session.abort(&why)),
+            },
             Err(RecvTimeoutError::Timeout) => session.handle_timeout(now),
             Err(RecvTimeoutError::Disconnected) => break,
         };
@@ -669,7 +700,13 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
     }
     sh.expect(peer.ip(), -expected_left);
     drop(slot);
+    if let Some(j) = &job {
+        j.abort();
+    }
     drop(side);
+    if let Some(j) = job.take() {
+        let _ = j.report();
+    }
     let _ = ctrl.shutdown(std::net::Shutdown::Both);
     let _ = reader_thread.join();
     drop(active_guard);
@@ -744,12 +781,43 @@ fn prepare(
     Ok((ports, Some(cancel)))
 }
 
+/// A copy's server end under `root`: a receiver writing into the destination (push), or a
+/// sender of the named sources (pull). Errors are the refusal's one line.
+fn prepare_copy(
+    cs: &wanperf_copy::spec::CopySpec,
+    root: Option<&std::path::Path>,
+    tx: &Sender<Event>,
+) -> Result<crate::copy::Job, String> {
+    use crate::copy::{Hooks, Job, RecvJob, SendJob};
+    use wanperf_copy::spec::Way;
+    let root = root.ok_or("this server does not take copies (start it with --root DIR)")?;
+    let rootfd = crate::copy_fs::open_base(root).map_err(|e| format!("the server's --root is unusable: {e}"))?;
+    let txm = Mutex::new(tx.clone());
+    let notify: crate::copy::Notify = Arc::new(move |ev| {
+        if let Ok(t) = txm.lock() {
+            let _ = t.send(Event::Copy(ev));
+        }
+    });
+    match cs.way {
+        Way::Push => {
+            let dest = &cs.remote[0];
+            let base = crate::copy_fs::open_dir(&rootfd, dest, true).map_err(|e| format!("destination {e}"))?;
+            Ok(Job::Recv(RecvJob::new(cs.clone(), base, notify, Hooks::from_env())))
+        }
+        Way::Pull => {
+            let scan = crate::copy_fs::scan_root(&rootfd, &cs.remote).map_err(|e| format!("source {e}"))?;
+            Ok(Job::Send(SendJob::new(cs.clone(), scan, notify, Hooks::from_env())))
+        }
+    }
+}
+
 fn start_side(
     spec: &TestSpec,
     conns: Vec<Option<Conn>>,
     cookie: &Cookie,
     max_rate: Option<u64>,
     notify: Arc<dyn Fn() + Send + Sync>,
+    worker: Option<crate::stream::Worker>,
 ) -> io::Result<Side> {
     let deadline = spec.duration_s.map(|d| Instant::now() + Duration::from_secs_f64(d));
     let expected_end = spec.expected_duration_s().map(|d| Instant::now() + Duration::from_secs_f64(d));
@@ -779,7 +847,7 @@ fn start_side(
             conn,
         ));
     }
-    Side::start(plans, Duration::from_secs_f64(spec.interval_s), true, notify)
+    Side::start_with(plans, Duration::from_secs_f64(spec.interval_s), true, notify, worker)
 }
 
 #[cfg(test)]
@@ -795,6 +863,7 @@ mod tests {
             software: "t".into(),
             auth: None,
             gate: Gate::default(),
+            copy_root: None,
         };
         assert!(cfg.allowed("127.0.0.1".parse().unwrap()));
         assert!(cfg.allowed("::1".parse().unwrap()));

@@ -157,7 +157,17 @@ pub fn wait_before(deadline: Option<Instant>, side: Option<&Side>) -> Duration {
         .saturating_duration_since(now)
 }
 
+/// A stream worker other than the bulk sender and receiver (a copy's): it moves data on its
+/// connection, counts it with [`Counters::add`] and returns when its stream is done.
+/// Its last argument is the side's start, for [`Counters::add`].
+pub type Worker = Arc<dyn Fn(&StreamPlan, Conn, &Counters, &AtomicBool, Instant) -> io::Result<()> + Send + Sync>;
+
 impl Counters {
+    /// Counts `n` bytes moved now (for a [`Worker`]).
+    pub fn add(&self, n: usize, start: Instant) {
+        self.moved(n, start);
+    }
+
     /// Counts `n` bytes moved now; returns now.
     fn moved(&self, n: usize, start: Instant) -> Instant {
         let now = Instant::now();
@@ -181,6 +191,17 @@ impl Side {
         per_thread_cpu: bool,
         notify: Arc<dyn Fn() + Send + Sync>,
     ) -> io::Result<Side> {
+        Self::start_with(conns, interval, per_thread_cpu, notify, None)
+    }
+
+    /// [`Side::start`] with `worker` in place of the bulk sender and receiver.
+    pub fn start_with(
+        conns: Vec<(StreamPlan, Conn)>,
+        interval: Duration,
+        per_thread_cpu: bool,
+        notify: Arc<dyn Fn() + Send + Sync>,
+        worker: Option<Worker>,
+    ) -> io::Result<Side> {
         let counters_before = sys::tcp_counters();
         let cpu_before = sys::process_cpu();
         let start = Instant::now();
@@ -197,8 +218,13 @@ impl Side {
             };
             let counters = Arc::new(Counters::default());
             let (c, p, st, n) = (counters.clone(), plan.clone(), stop.clone(), notify.clone());
+            let w = worker.clone();
             let thread = std::thread::Builder::new().name(format!("wanperf-stream-{}", plan.id)).spawn(move || {
-                let error = run_worker(&p, conn, &c, &st, start).err().map(|e| e.to_string());
+                let r = match &w {
+                    Some(w) => w(&p, conn, &c, &st, start),
+                    None => run_worker(&p, conn, &c, &st, start),
+                };
+                let error = r.err().map(|e| e.to_string());
                 c.done.store(true, Ordering::Release);
                 let cpu = sys::thread_cpu();
                 n();
@@ -348,8 +374,12 @@ impl Side {
                 retransmits: None,
             })
             .collect();
-        let report =
-            SideReport { streams, cpu, tcp_counters: sys::counter_delta(&self.counters_before, &sys::tcp_counters()) };
+        let report = SideReport {
+            streams,
+            cpu,
+            tcp_counters: sys::counter_delta(&self.counters_before, &sys::tcp_counters()),
+            copy: None,
+        };
         (last, report)
     }
 }

@@ -611,3 +611,20 @@ mod tests {
         assert!(set_congestion(c.as_raw_fd(), "reno").is_ok());
     }
 }
+
+/// The host's CPU time so far from /proc/stat: (busy, total) in clock ticks over all cores
+/// (idle and iowait are not busy).
+pub fn host_cpu_ticks() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    Some((total.saturating_sub(idle), total))
+}
+
+/// Share of the host's CPU busy between two [`host_cpu_ticks`] readings.
+pub fn host_busy_between(a: (u64, u64), b: (u64, u64)) -> Option<f64> {
+    let dt = b.1.checked_sub(a.1)?;
+    (dt > 0).then(|| (b.0.saturating_sub(a.0)) as f64 / dt as f64)
+}

@@ -223,6 +223,7 @@ impl Params {
             rate_bps,
             zerocopy: !self.udp && self.zerocopy.unwrap_or(0) != 0,
             accept_capped_window: true,
+            copy: None,
         };
         spec.validate().map_err(|e| ParamsError::Spec(e.to_string()))?;
         Ok(spec)

@@ -225,6 +225,7 @@ impl Results {
             streams,
             cpu: CpuUsage { user_s: part(self.cpu_util_user), system_s: part(self.cpu_util_system), wall_s: wall },
             tcp_counters: Default::default(),
+            copy: None,
         })
     }
 

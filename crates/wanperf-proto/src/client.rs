@@ -42,6 +42,8 @@ pub enum ClientEvent {
     RemoteInterval(SideInterval),
     /// The server's final report.
     Results(SideReport),
+    /// A message of the copy's own exchange.
+    Copy(wanperf_copy::spec::CopyMsg),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,6 +209,10 @@ impl ClientSession {
                 self.events.push_back(ClientEvent::RemoteInterval(iv));
                 Ok(())
             }
+            (State::Running | State::AwaitResults, Msg::Copy(m)) if self.spec.copy.is_some() => {
+                self.events.push_back(ClientEvent::Copy(m));
+                Ok(())
+            }
             (State::AwaitResults, Msg::Results { report }) => {
                 self.events.push_back(ClientEvent::Results(report));
                 self.actions.push_back(ClientAction::Close);
@@ -217,6 +223,13 @@ impl ClientSession {
             (_, Msg::Error { message }) => Err(self.fail(SessionError::PeerError(message), false)),
             (State::Done | State::Failed, _) => Ok(()),
             (state, msg) => Err(self.fail(SessionError::Unexpected { got: msg.kind(), state: state.describe() }, true)),
+        }
+    }
+
+    /// Queues a message of this end's copy (only while it runs).
+    pub fn send_copy(&mut self, m: wanperf_copy::spec::CopyMsg) {
+        if self.state == State::Running {
+            self.out.push_back(Msg::Copy(m));
         }
     }
 

@@ -97,6 +97,10 @@ pub struct TestSpec {
     /// Run even if the kernel grants less buffer than `window` asks (report what it granted).
     #[serde(default)]
     pub accept_capped_window: bool,
+    /// A file copy instead of a memory-to-memory test (`wanperf copy`): the test runs until
+    /// the files are done, with neither a duration nor a byte count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<wanperf_copy::spec::CopySpec>,
 }
 
 impl TestSpec {
@@ -117,6 +121,7 @@ impl TestSpec {
             rate_bps: None,
             zerocopy: false,
             accept_capped_window: false,
+            copy: None,
         }
     }
 
@@ -175,7 +180,19 @@ impl TestSpec {
         if self.streams == 0 || self.streams > MAX_STREAMS {
             return Err(SpecError::Streams(self.streams));
         }
+        if let Some(c) = &self.copy {
+            c.validate().map_err(|e| SpecError::Copy(e.to_string()))?;
+            let way = match self.direction {
+                Direction::Up => wanperf_copy::spec::Way::Push,
+                Direction::Down => wanperf_copy::spec::Way::Pull,
+                Direction::Bidir => return Err(SpecError::Copy("a copy goes one way".into())),
+            };
+            if self.transport != Transport::Tcp || way != c.way || self.duration_s.is_some() || self.bytes.is_some() {
+                return Err(SpecError::Copy("a copy is TCP, one way, with no duration or byte count".into()));
+            }
+        }
         match (self.duration_s, self.bytes) {
+            (None, None) if self.copy.is_some() => {}
             (Some(_), Some(_)) => return Err(SpecError::DurationAndBytes),
             (None, None) => return Err(SpecError::NoLength),
             (Some(d), None) if !d.is_finite() || d <= 0.0 || d > MAX_DURATION_S => return Err(SpecError::Duration(d)),
@@ -277,6 +294,9 @@ pub enum SpecError {
     /// `-u` without `-b`.
     #[error("UDP tests need a rate (-b), e.g. -b 100M")]
     UdpNeedsRate,
+    /// The copy part is invalid.
+    #[error("{0}")]
+    Copy(String),
 }
 
 /// What the host looked like when it measured (seed 001 and 003 lessons: buffers, CC, MTU,
@@ -476,6 +496,9 @@ pub struct SideReport {
     pub cpu: CpuUsage,
     /// Deltas of /proc/net/netstat TcpExt and /proc/net/snmp Tcp counters over the test.
     pub tcp_counters: BTreeMap<String, i64>,
+    /// What this end's copy pipeline did (copies only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<wanperf_copy::spec::CopyReport>,
 }
 
 /// A control-protocol message. Encoded as JSON inside a [`crate::frame`] frame.
@@ -537,6 +560,8 @@ pub enum Msg {
         /// Server's final report.
         report: SideReport,
     },
+    /// Either way, while a copy runs: the copy's own exchange (manifest, wants, resends).
+    Copy(wanperf_copy::spec::CopyMsg),
     /// Either way: the test is aborted.
     Error {
         /// One line saying why.
@@ -558,6 +583,7 @@ impl Msg {
             Msg::Interval(_) => "interval",
             Msg::Finish { .. } => "finish",
             Msg::Results { .. } => "results",
+            Msg::Copy(_) => "copy",
             Msg::Error { .. } => "error",
         }
     }

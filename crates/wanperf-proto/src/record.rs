@@ -479,6 +479,146 @@ pub struct Summary {
     pub udp: Option<UdpSummary>,
     /// Host TCP counter deltas over the test, per end (`client`, `server`).
     pub tcp_counters: BTreeMap<String, BTreeMap<String, i64>>,
+    /// What limited the result, with the evidence (TCP one-way tests and copies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<wanperf_copy::verdict::Verdict>,
+    /// A copy's files, bytes and pipeline, both ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<CopySummary>,
+}
+
+/// What a copy did, from both ends' reports.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CopySummary {
+    /// Files completed by the receiver.
+    pub files: u64,
+    /// Files left alone (already there).
+    pub skipped_files: u64,
+    /// File bytes written by the receiver.
+    pub bytes: u64,
+    /// Bytes on the wire (headers, compressed payloads).
+    pub wire_bytes: u64,
+    /// Bytes the receiver already had in partial files.
+    pub resumed_bytes: u64,
+    /// Blocks sent again after failing their check.
+    pub resent_blocks: u64,
+    /// Seconds from the first block to the last write.
+    pub wall_s: f64,
+    /// File bytes per second over `wall_s`.
+    pub rate_bytes_s: f64,
+    /// Compression as used.
+    pub compression: String,
+    /// The sender's report.
+    pub sender: wanperf_copy::spec::CopyReport,
+    /// The receiver's report.
+    pub receiver: wanperf_copy::spec::CopyReport,
+}
+
+/// The sender's TCP view of a one-way test: its streams' final TCP_INFO summed.
+fn tcp_side(sender: &SideReport, receiver: &SideReport) -> wanperf_copy::verdict::TcpSide {
+    let mut t = wanperf_copy::verdict::TcpSide::default();
+    for s in &sender.streams {
+        t.streams += 1;
+        if let Some(i) = &s.tcp {
+            t.busy_us += i.busy_time_us.unwrap_or(0);
+            t.rwnd_limited_us += i.rwnd_limited_us.unwrap_or(0);
+            t.sndbuf_limited_us += i.sndbuf_limited_us.unwrap_or(0);
+            t.retransmits += u64::from(i.total_retrans);
+            t.min_rtt_us = match (t.min_rtt_us, i.min_rtt_us) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        t.sndbuf = t.sndbuf.or(s.sndbuf);
+    }
+    t.rcvbuf = receiver.streams.iter().find_map(|s| s.rcvbuf);
+    t
+}
+
+/// What limited a one-way TCP test or a copy, from both ends' reports and host captures
+/// (`None` for UDP and bidirectional tests, or without the server's report).
+pub fn verdict(
+    spec: &TestSpec,
+    summary: &Summary,
+    client: &SideReport,
+    server: Option<&SideReport>,
+    client_host: &crate::msg::HostCapture,
+    server_host: &crate::msg::HostCapture,
+    loopback: bool,
+) -> Option<wanperf_copy::verdict::Verdict> {
+    use wanperf_copy::verdict::{self as v, AtStage, Cpu};
+    let server = server?;
+    if spec.transport != Transport::Tcp {
+        return None;
+    }
+    let (sender, receiver, sh, rh) = match spec.direction {
+        Direction::Up => (client, server, client_host, server_host),
+        Direction::Down => (server, client, server_host, client_host),
+        Direction::Bidir => return None,
+    };
+    let cpu = |r: &SideReport, h: &crate::msg::HostCapture| Cpu {
+        cpu_s: r.cpu.user_s + r.cpu.system_s,
+        wall_s: r.cpu.wall_s,
+        cores: h.cpus,
+        host_busy: r.copy.as_ref().and_then(|c| c.host_cpu_busy),
+    };
+    let same_host = !client_host.hostname.is_empty() && client_host.hostname == server_host.hostname;
+    let tcp = tcp_side(sender, receiver);
+    if spec.copy.is_some() {
+        let (sc, rc) = (sender.copy.as_ref()?, receiver.copy.as_ref()?);
+        let stages = sc
+            .stages
+            .iter()
+            .map(|s| AtStage { at: "sender", stat: s })
+            .chain(rc.stages.iter().map(|s| AtStage { at: "receiver", stat: s }))
+            .collect();
+        return v::copy(&v::CopyInputs {
+            stages,
+            wall_s: rc.wall_s.max(sc.wall_s),
+            bytes: rc.bytes,
+            sender_cpu: cpu(sender, sh),
+            receiver_cpu: cpu(receiver, rh),
+            same_host,
+            tcp,
+            compression: sc.compression.clone(),
+            loopback,
+        });
+    }
+    v::tput(&v::TputInputs {
+        rate_bytes_s: summary.throughput_bps / 8.0,
+        wall_s: summary.duration_s,
+        tcp,
+        sender_cpu: cpu(sender, sh),
+        receiver_cpu: cpu(receiver, rh),
+        same_host,
+        paced_bytes_s: spec.rate_bps.map(|r| r as f64 / 8.0),
+        loopback,
+    })
+}
+
+/// The copy summary from both ends' reports.
+pub fn copy_summary(spec: &TestSpec, client: &SideReport, server: Option<&SideReport>) -> Option<CopySummary> {
+    let c = spec.copy.as_ref()?;
+    let empty = wanperf_copy::spec::CopyReport::default();
+    let (cl, sv) = (client.copy.as_ref().unwrap_or(&empty), server.and_then(|s| s.copy.as_ref()).unwrap_or(&empty));
+    let (snd, rcv) = match c.way {
+        wanperf_copy::spec::Way::Push => (cl, sv),
+        wanperf_copy::spec::Way::Pull => (sv, cl),
+    };
+    let wall_s = rcv.wall_s.max(snd.wall_s);
+    Some(CopySummary {
+        files: rcv.files,
+        skipped_files: rcv.skipped_files,
+        bytes: rcv.bytes,
+        wire_bytes: rcv.wire_bytes,
+        resumed_bytes: rcv.resumed_bytes,
+        resent_blocks: rcv.resent_blocks,
+        wall_s,
+        rate_bytes_s: if wall_s > 0.0 { rcv.bytes as f64 / wall_s } else { 0.0 },
+        compression: snd.compression.clone(),
+        sender: snd.clone(),
+        receiver: rcv.clone(),
+    })
 }
 
 /// The last record of a test.
@@ -604,6 +744,8 @@ pub fn summarize(spec: &TestSpec, merger: &Merger, client: &SideReport, server: 
         streams,
         udp,
         tcp_counters,
+        verdict: None,
+        copy: None,
     }
 }
 

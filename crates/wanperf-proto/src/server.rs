@@ -96,6 +96,8 @@ pub enum ServerAction {
     /// Let the workers end, send the final interval with [`ServerSession::queue_interval`],
     /// then call [`ServerSession::handle_local_report`].
     Collect,
+    /// Hand this copy message to the copy running in the workers.
+    Copy(wanperf_copy::spec::CopyMsg),
     /// Tear the test down: close data connections, stop workers, close control.
     Abort(String),
     /// The test ended well: close everything.
@@ -341,6 +343,10 @@ impl ServerSession {
                 self.deadline = Some(now + Duration::from_secs_f64(nominal) + self.timeouts.grace);
                 Ok(())
             }
+            (State::Running, Msg::Copy(m)) if self.spec.as_ref().is_some_and(|s| s.copy.is_some()) => {
+                self.actions.push_back(ServerAction::Copy(m));
+                Ok(())
+            }
             (State::Running, Msg::Finish { .. }) => {
                 self.actions.push_back(ServerAction::Collect);
                 self.state = State::Collecting;
@@ -415,6 +421,13 @@ impl ServerSession {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// Queues a message of this end's copy (only while it runs).
+    pub fn send_copy(&mut self, m: wanperf_copy::spec::CopyMsg) {
+        if self.state == State::Running {
+            self.out.push_back(Msg::Copy(m));
         }
     }
 

@@ -2,6 +2,7 @@
 //! these modules; fuzz targets and tests reach the pure parsers (study files) through it.
 
 pub mod calc;
+pub mod copy;
 pub mod keep;
 pub mod keys;
 pub mod load;

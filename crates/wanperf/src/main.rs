@@ -2,7 +2,9 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use wanperf::{calc, install_signal_handlers, keep, keys, load, net, output, path, pathd, ping, study, tput, trace};
+use wanperf::{
+    calc, copy, install_signal_handlers, keep, keys, load, net, output, path, pathd, ping, study, tput, trace,
+};
 
 /// End-to-end network performance: measure what a path can carry and what limits it.
 ///
@@ -25,6 +27,9 @@ enum Command {
     Serve(tput::ServeArgs),
     /// Measure bulk TCP or UDP throughput to a `wanperf serve`.
     Tput(tput::TputArgs),
+    /// Copy files and trees to or from a `wanperf serve --root DIR`: parallel streams, BLAKE3
+    /// per block, resume, zstd — and what limited the copy (disk, CPU, compression, network).
+    Copy(copy::CopyArgs),
     /// Probe round-trip time, one-way delay, loss and jitter to a `wanperf serve`.
     Ping(ping::PingArgs),
     /// Per-hop path: routers in order with RTT, loss (the path's, or only a router's ICMP rate
@@ -124,6 +129,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(a) => tput::serve(a),
         Command::Tput(a) => tput::tput(a),
+        Command::Copy(a) => copy::copy(a),
         Command::Ping(a) => ping::run(a),
         Command::Trace(a) => trace::run(a),
         Command::Load(a) => load::run(a),

@@ -82,6 +82,9 @@ impl<W: Write> Sink for JsonSink<W> {
         }
         self.line(rec);
     }
+    fn file(&mut self, rec: &wanperf_copy::spec::FileRecord) {
+        self.line(rec);
+    }
 }
 
 /// The human-readable table.
@@ -334,6 +337,9 @@ impl<W: Write> Sink for TableSink<W> {
             "CPU: sender {:.1} %, receiver {:.1} % of one core (client {:.2} s, server {:.2} s)\n",
             m.cpu.sender_pct, m.cpu.receiver_pct, m.cpu.client_s, m.cpu.server_s
         );
+        if let Some(v) = &m.verdict {
+            s += &format!("Verdict: {}\n", v.text);
+        }
         for (who, counters) in &m.tcp_counters {
             let picked: Vec<String> = [
                 "Tcp.RetransSegs",

@@ -101,6 +101,12 @@ pub struct ServeArgs {
     /// iperf3's own server; --allow and the --max-* limits apply to them.
     #[arg(long, value_name = "PORT")]
     iperf3_port: Option<u16>,
+    /// Take copies (`wanperf copy`) into and out of DIR: clients read and write only inside
+    /// it (`..`, absolute paths and symbolic links out of it are refused). Without it the
+    /// server refuses copies. --allow, --authorized-keys and the --max-* limits apply to
+    /// copies as to tests.
+    #[arg(long, value_name = "DIR")]
+    root: Option<std::path::PathBuf>,
     /// Print log lines as JSON objects.
     #[arg(long)]
     json: bool,
@@ -237,6 +243,11 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         bail!("--iperf3-port cannot be combined with --authorized-keys: iperf3 clients cannot prove a wanperf key");
     }
     let auth = a.authorized_keys.as_deref().map(crate::keys::load_authorized_keys).transpose()?;
+    if let Some(r) = &a.root {
+        if !r.is_dir() {
+            bail!("--root {}: not a directory", r.display());
+        }
+    }
     let l = listener(a.listen)?;
     let allow: Vec<IpNet> = a.allow.into_iter().flatten().collect();
     let cfg = ServerConfig {
@@ -257,6 +268,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
             max_pending: a.max_handshakes,
             max_pending_per_host: a.max_handshakes_per_host,
         },
+        copy_root: a.root.clone(),
     };
     let json = a.json;
     let log: wanperf_engine::server::Log = Arc::new(move |line: &str| {
@@ -295,6 +307,9 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         }
         None => None,
     };
+    if let Some(r) = &a.root {
+        log(&format!("copies into and out of {}", r.display()));
+    }
     log(&format!(
         "{} listening on {} for {who}",
         software(),
@@ -347,6 +362,7 @@ pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
         rate_bps: a.bitrate,
         zerocopy: a.zerocopy,
         accept_capped_window: a.accept_capped_window,
+        copy: None,
     };
     spec.validate()?;
     Ok(spec)

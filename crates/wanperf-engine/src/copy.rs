@@ -1,0 +1,1454 @@
+//! `wanperf copy`'s I/O shell: the two ends of a copy as pipelines of threads with bounded
+//! queues, each stage timing its work and its waits (the verdict's evidence).
+//!
+//! Sender: read (1 thread) → hash + compress (`prep` threads) → send (one per data
+//! connection). Receiver: receive (one per data connection) → decompress + verify (`prep`
+//! threads) → write (1 thread: partial file, journal, durable, rename). The control
+//! connection carries the manifest, the receiver's wants, resend requests and completions
+//! ([`CopyMsg`]); the session loops hand messages in with `on_msg` and take them out through
+//! the [`Notify`] callback.
+
+use crate::copy_fs::{self, Source};
+use crate::stream::{Conn, Counters, StreamPlan, Worker};
+use crate::sys;
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use wanperf_copy::auto::Auto;
+use wanperf_copy::blocks;
+use wanperf_copy::frame::{BlockHeader, HEADER_LEN};
+use wanperf_copy::journal::{self, Journal};
+use wanperf_copy::paths::{journal_name, partial_name, RelPath};
+use wanperf_copy::spec::{
+    Compress, CopyMsg, CopyReport, CopySpec, Done, Entry, FileRecord, Kind, Stage, StageStat, Want, MANIFEST_CHUNK,
+};
+
+/// What a copy tells its session loop.
+#[derive(Debug, Clone)]
+pub enum CopyEvent {
+    /// Send this to the peer.
+    Msg(CopyMsg),
+    /// The copy cannot go on: abort the test with this line.
+    Failed(String),
+    /// A file is done (or was already there).
+    File(FileRecord),
+}
+
+/// Where a copy's events go (called from its threads).
+pub type Notify = Arc<dyn Fn(CopyEvent) + Send + Sync>;
+
+/// Test hooks, from the environment: a slow source disk (`WANPERF_TEST_READ_RATE`, bytes/s),
+/// a slow sink (`WANPERF_TEST_WRITE_RATE`), and one corrupted block on the wire
+/// (`WANPERF_TEST_CORRUPT_BLOCK=N`: the sender flips a byte of its N-th block after hashing).
+#[derive(Debug, Clone, Default)]
+pub struct Hooks {
+    /// Reader pace, bytes/s.
+    pub read_bps: Option<f64>,
+    /// Writer pace, bytes/s.
+    pub write_bps: Option<f64>,
+    /// Sequence number of the block to corrupt.
+    pub corrupt_block: Option<u64>,
+}
+
+impl Hooks {
+    /// The hooks set in this process's environment.
+    pub fn from_env() -> Hooks {
+        let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<f64>().ok()).filter(|v| *v > 0.0);
+        Hooks {
+            read_bps: num("WANPERF_TEST_READ_RATE"),
+            write_bps: num("WANPERF_TEST_WRITE_RATE"),
+            corrupt_block: std::env::var("WANPERF_TEST_CORRUPT_BLOCK").ok().and_then(|v| v.parse().ok()),
+        }
+    }
+}
+
+/// Paces a stage to a rate (a test hook's slow device): the sleep is the device's time.
+struct Pacer {
+    rate: f64,
+    t0: Instant,
+    bytes: f64,
+}
+
+impl Pacer {
+    fn new(rate: Option<f64>) -> Option<Pacer> {
+        rate.map(|rate| Pacer { rate, t0: Instant::now(), bytes: 0.0 })
+    }
+    fn pace(&mut self, n: usize) {
+        self.bytes += n as f64;
+        let due = self.t0 + Duration::from_secs_f64(self.bytes / self.rate);
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+    }
+}
+
+/// One stage's time accounting, shared by its threads.
+#[derive(Default)]
+struct Acct {
+    busy_ns: AtomicU64,
+    starved_ns: AtomicU64,
+    blocked_ns: AtomicU64,
+    bytes: AtomicU64,
+    cpu_ns: AtomicU64,
+    threads: AtomicU64,
+}
+
+fn ns(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+impl Acct {
+    fn add(c: &AtomicU64, since: Instant) -> Instant {
+        let now = Instant::now();
+        c.fetch_add(ns(now - since), Ordering::Relaxed);
+        now
+    }
+    fn busy(&self, since: Instant) -> Instant {
+        Self::add(&self.busy_ns, since)
+    }
+    fn starved(&self, since: Instant) -> Instant {
+        Self::add(&self.starved_ns, since)
+    }
+    fn blocked(&self, since: Instant) -> Instant {
+        Self::add(&self.blocked_ns, since)
+    }
+    fn cpu_delta(&self, before: f64) {
+        let (u, s) = sys::thread_cpu();
+        self.cpu_ns.fetch_add(((u + s - before).max(0.0) * 1e9) as u64, Ordering::Relaxed);
+    }
+    fn stat(&self, stage: Stage) -> StageStat {
+        let s = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e9;
+        StageStat {
+            stage,
+            threads: self.threads.load(Ordering::Relaxed).max(1) as u32,
+            busy_s: s(&self.busy_ns),
+            starved_s: s(&self.starved_ns),
+            blocked_s: s(&self.blocked_ns),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            cpu_s: Some(s(&self.cpu_ns)),
+        }
+    }
+}
+
+fn cpu_now() -> f64 {
+    let (u, s) = sys::thread_cpu();
+    u + s
+}
+
+/// Threads for hashing, compression, verification: the cores, at most 4.
+fn prep_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 4)
+}
+
+/// How long a thread waits on a queue before it looks at the abort flag.
+const POLL: Duration = Duration::from_millis(100);
+
+fn io_err(e: io::Error, what: String) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => format!("disk full on the receiver writing `{what}`: {e}"),
+        Some(libc::EACCES) | Some(libc::EPERM) => format!("permission denied: `{what}`: {e}"),
+        Some(libc::EDQUOT) => format!("disk quota exceeded on the receiver writing `{what}`: {e}"),
+        _ => format!("`{what}`: {e}"),
+    }
+}
+
+/// Everything both ends share: the failure flag and the event callback.
+struct Common {
+    notify: Notify,
+    failed: AtomicBool,
+    t0: Instant,
+    first_ns: AtomicU64,
+    last_ns: AtomicU64,
+    ticks0: Option<(u64, u64)>,
+}
+
+impl Common {
+    fn new(notify: Notify) -> Common {
+        Common {
+            notify,
+            failed: AtomicBool::new(false),
+            t0: Instant::now(),
+            first_ns: AtomicU64::new(u64::MAX),
+            last_ns: AtomicU64::new(0),
+            ticks0: sys::host_cpu_ticks(),
+        }
+    }
+    fn host_busy(&self) -> Option<f64> {
+        sys::host_busy_between(self.ticks0?, sys::host_cpu_ticks()?)
+    }
+    fn fail(&self, why: String) {
+        if !self.failed.swap(true, Ordering::AcqRel) {
+            (self.notify)(CopyEvent::Failed(why));
+        }
+    }
+    fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+    fn mark(&self) {
+        let t = ns(self.t0.elapsed());
+        self.first_ns.fetch_min(t, Ordering::Relaxed);
+        self.last_ns.fetch_max(t, Ordering::Relaxed);
+    }
+    fn wall_s(&self) -> f64 {
+        let a = self.first_ns.load(Ordering::Relaxed);
+        let b = self.last_ns.load(Ordering::Relaxed);
+        if a == u64::MAX || b <= a {
+            0.0
+        } else {
+            (b - a) as f64 / 1e9
+        }
+    }
+}
+
+// ───────────────────────────── sender ─────────────────────────────
+
+struct Raw {
+    file: u32,
+    block: u64,
+    /// HEADER_LEN bytes of room, then the block.
+    buf: Vec<u8>,
+    seq: u64,
+}
+
+struct Prepared {
+    /// Header and payload, ready to write.
+    buf: Vec<u8>,
+    raw_len: u32,
+}
+
+struct SendShared {
+    c: Common,
+    spec: CopySpec,
+    entries: Vec<Entry>,
+    sources: Vec<Source>,
+    hooks: Hooks,
+    want_tx: Sender<Vec<Want>>,
+    want_rx: Receiver<Vec<Want>>,
+    resend_tx: Sender<(u32, u64)>,
+    resend_rx: Receiver<(u32, u64)>,
+    complete: AtomicBool,
+    send_rx: Receiver<Prepared>,
+    read: Acct,
+    hash: Acct,
+    compress: Acct,
+    send: Acct,
+    wire: AtomicU64,
+    raw_sent: AtomicU64,
+    resent: AtomicU64,
+    skipped: AtomicU64,
+    resumed: AtomicU64,
+    files_sent: AtomicU64,
+    auto: Mutex<Auto>,
+}
+
+/// The sending end of a copy.
+pub struct SendJob {
+    sh: Arc<SendShared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    send_tx: Mutex<Option<Sender<Prepared>>>,
+}
+
+impl SendJob {
+    /// A sender of `scan`'s files; nothing runs before [`SendJob::start`].
+    pub fn new(spec: CopySpec, scan: copy_fs::Scan, notify: Notify, hooks: Hooks) -> SendJob {
+        let (want_tx, want_rx) = bounded(1);
+        let (resend_tx, resend_rx) = unbounded();
+        let (send_tx, send_rx) = bounded(16);
+        let sh = Arc::new(SendShared {
+            c: Common::new(notify),
+            spec,
+            entries: scan.entries,
+            sources: scan.sources,
+            hooks,
+            want_tx,
+            want_rx,
+            resend_tx,
+            resend_rx,
+            complete: AtomicBool::new(false),
+            send_rx,
+            read: Acct::default(),
+            hash: Acct::default(),
+            compress: Acct::default(),
+            send: Acct::default(),
+            wire: AtomicU64::new(0),
+            raw_sent: AtomicU64::new(0),
+            resent: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+            resumed: AtomicU64::new(0),
+            files_sent: AtomicU64::new(0),
+            auto: Mutex::new(Auto::default()),
+        });
+        SendJob { sh, threads: Mutex::new(Vec::new()), send_tx: Mutex::new(Some(send_tx)) }
+    }
+
+    /// Total bytes of the manifest's files.
+    pub fn total_bytes(&self) -> u64 {
+        self.sh.entries.iter().map(|e| e.size).sum()
+    }
+
+    /// Announces the manifest and starts the reader and prep threads; returns the stream
+    /// worker for the data connections.
+    pub fn start(&self) -> Worker {
+        let sh = &self.sh;
+        let send_tx = self.send_tx.lock().expect("send_tx").take().expect("started once");
+        let n = sh.entries.len();
+        let mut first = 0usize;
+        loop {
+            let end = (first + MANIFEST_CHUNK).min(n);
+            (sh.c.notify)(CopyEvent::Msg(CopyMsg::Manifest {
+                first: first as u32,
+                entries: sh.entries[first..end].to_vec(),
+                last: end == n,
+            }));
+            if end == n {
+                break;
+            }
+            first = end;
+        }
+        let (prep_tx, prep_rx) = bounded::<Raw>(8);
+        let mut threads = self.threads.lock().expect("threads");
+        let s = sh.clone();
+        threads.push(std::thread::spawn(move || reader(&s, prep_tx)));
+        sh.read.threads.store(1, Ordering::Relaxed);
+        let k = prep_threads();
+        sh.hash.threads.store(k as u64, Ordering::Relaxed);
+        sh.compress.threads.store(k as u64, Ordering::Relaxed);
+        for _ in 0..k {
+            let (s, rx, tx) = (sh.clone(), prep_rx.clone(), send_tx.clone());
+            threads.push(std::thread::spawn(move || prep_send(&s, rx, tx)));
+        }
+        drop(send_tx);
+        let s = sh.clone();
+        Arc::new(move |_p: &StreamPlan, conn: Conn, c: &Counters, stop: &AtomicBool, start: Instant| {
+            s.send.threads.fetch_add(1, Ordering::Relaxed);
+            send_worker(&s, conn, c, stop, start)
+        })
+    }
+
+    /// A copy message from the receiver.
+    pub fn on_msg(&self, m: CopyMsg) {
+        let sh = &self.sh;
+        match m {
+            CopyMsg::Want { wants, resumed_bytes, skipped } => {
+                sh.resumed.store(resumed_bytes, Ordering::Relaxed);
+                sh.skipped.store(u64::from(skipped), Ordering::Relaxed);
+                if wants.iter().any(|w| w.file as usize >= sh.entries.len()) {
+                    sh.c.fail("the receiver asked for a file the manifest does not have".into());
+                    return;
+                }
+                let _ = sh.want_tx.try_send(wants);
+            }
+            CopyMsg::Resend { file, block } => {
+                let ok =
+                    sh.entries.get(file as usize).is_some_and(|e| block < blocks::count(e.size, sh.spec.block_size));
+                if ok {
+                    sh.resent.fetch_add(1, Ordering::Relaxed);
+                    let _ = sh.resend_tx.send((file, block));
+                } else {
+                    sh.c.fail("the receiver asked again for a block that does not exist".into());
+                }
+            }
+            CopyMsg::Done { files } => {
+                for d in files {
+                    if let Some(e) = sh.entries.get(d.file as usize) {
+                        sh.files_sent.fetch_add(1, Ordering::Relaxed);
+                        (sh.c.notify)(CopyEvent::File(FileRecord::new(e, d.blake3, false)));
+                    }
+                }
+            }
+            CopyMsg::Complete => sh.complete.store(true, Ordering::Release),
+            CopyMsg::Manifest { .. } => sh.c.fail("the receiver sent a manifest".into()),
+        }
+    }
+
+    /// Stops every thread (the test is over, or aborted).
+    pub fn abort(&self) {
+        self.sh.c.failed.store(true, Ordering::Release);
+    }
+
+    /// Waits for the internal threads and reports.
+    pub fn report(&self) -> CopyReport {
+        let sh = &self.sh;
+        if !sh.complete.load(Ordering::Acquire) {
+            sh.c.failed.store(true, Ordering::Release);
+        }
+        for t in self.threads.lock().expect("threads").drain(..) {
+            let _ = t.join();
+        }
+        let auto = sh.auto.lock().expect("auto");
+        let compression = match sh.spec.compress {
+            Compress::Auto(l) => format!("auto (zstd -{l}): {}, ratio {:.2}", auto.describe(), auto.ratio()),
+            c => c.describe(),
+        };
+        CopyReport {
+            wall_s: sh.c.wall_s(),
+            stages: vec![
+                sh.read.stat(Stage::Read),
+                sh.compress.stat(Stage::Compress),
+                sh.hash.stat(Stage::Hash),
+                sh.send.stat(Stage::Send),
+            ],
+            files: sh.files_sent.load(Ordering::Relaxed),
+            bytes: sh.raw_sent.load(Ordering::Relaxed),
+            wire_bytes: sh.wire.load(Ordering::Relaxed),
+            resent_blocks: sh.resent.load(Ordering::Relaxed),
+            skipped_files: sh.skipped.load(Ordering::Relaxed),
+            resumed_bytes: sh.resumed.load(Ordering::Relaxed),
+            compression,
+            direct: false,
+            host_cpu_busy: sh.c.host_busy(),
+        }
+    }
+}
+
+fn reader(sh: &Arc<SendShared>, prep_tx: Sender<Raw>) {
+    let cpu0 = cpu_now();
+    let wants = loop {
+        match sh.want_rx.recv_timeout(POLL) {
+            Ok(w) => break w,
+            Err(RecvTimeoutError::Timeout) if !sh.c.failed() => {}
+            Err(_) => return,
+        }
+    };
+    let bs = sh.spec.block_size;
+    let mut pacer = Pacer::new(sh.hooks.read_bps);
+    let mut open: Option<(u32, File)> = None;
+    let mut seq = 0u64;
+    let mut read_block = |file: u32, block: u64, check_end: bool, seq: u64| -> Result<Raw, String> {
+        let e = &sh.entries[file as usize];
+        let t = Instant::now();
+        if open.as_ref().map(|o| o.0) != Some(file) {
+            let f = sh.sources[file as usize].open().map_err(|err| format!("cannot read `{}`: {err}", e.path))?;
+            let st = copy_fs::fstat(&f).map_err(|err| err.to_string())?;
+            if st.st_size as u64 != e.size || copy_fs::mtime_ns(&st) != e.mtime_ns {
+                return Err(format!("`{}` changed after it was listed; copy it again", e.path));
+            }
+            open = Some((file, f));
+        }
+        let f = &open.as_ref().expect("opened").1;
+        let len = blocks::len(e.size, bs, block) as usize;
+        let mut buf = vec![0u8; HEADER_LEN + len];
+        let off = block * u64::from(bs);
+        f.read_exact_at(&mut buf[HEADER_LEN..], off).map_err(|err| format!("cannot read `{}`: {err}", e.path))?;
+        if let Some(p) = pacer.as_mut() {
+            p.pace(len);
+        }
+        if check_end {
+            // The last block read: a file that changed while it was read is refused before
+            // the block that would complete it leaves.
+            let st = copy_fs::fstat(f).map_err(|err| err.to_string())?;
+            if st.st_size as u64 != e.size || copy_fs::mtime_ns(&st) != e.mtime_ns {
+                return Err(format!("`{}` changed while it was read; copy it again", e.path));
+            }
+        }
+        sh.read.bytes.fetch_add(len as u64, Ordering::Relaxed);
+        sh.read.busy(t);
+        Ok(Raw { file, block, buf, seq })
+    };
+    let push = |raw: Raw| -> bool {
+        let t = Instant::now();
+        let mut raw = raw;
+        loop {
+            match prep_tx.send_timeout(raw, POLL) {
+                Ok(()) => {
+                    sh.read.blocked(t);
+                    return true;
+                }
+                Err(crossbeam_channel::SendTimeoutError::Timeout(r)) if !sh.c.failed() => raw = r,
+                Err(_) => return false,
+            }
+        }
+    };
+    'plan: for w in &wants {
+        let last_range = w.ranges.last().copied();
+        for &(a, b) in &w.ranges {
+            for block in a..b {
+                while let Ok((f, bl)) = sh.resend_rx.try_recv() {
+                    match read_block(f, bl, false, u64::MAX) {
+                        Ok(r) => {
+                            if !push(r) {
+                                break 'plan;
+                            }
+                        }
+                        Err(e) => {
+                            sh.c.fail(e);
+                            break 'plan;
+                        }
+                    }
+                }
+                let end = Some((a, b)) == last_range && block + 1 == b;
+                match read_block(w.file, block, end, seq) {
+                    Ok(r) => {
+                        seq += 1;
+                        if !push(r) {
+                            break 'plan;
+                        }
+                    }
+                    Err(e) => {
+                        sh.c.fail(e);
+                        break 'plan;
+                    }
+                }
+            }
+        }
+    }
+    // Everything planned is read; answer resends until the receiver says it is complete.
+    let t = Instant::now();
+    while !sh.c.failed() && !sh.complete.load(Ordering::Acquire) {
+        match sh.resend_rx.recv_timeout(Duration::from_millis(20)) {
+            Ok((f, bl)) => match read_block(f, bl, false, u64::MAX) {
+                Ok(r) => {
+                    if !push(r) {
+                        break;
+                    }
+                }
+                Err(e) => sh.c.fail(e),
+            },
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(_) => break,
+        }
+    }
+    sh.read.starved(t);
+    sh.read.cpu_delta(cpu0);
+}
+
+fn prep_send(sh: &Arc<SendShared>, rx: Receiver<Raw>, tx: Sender<Prepared>) {
+    let cpu0 = cpu_now();
+    let (mut hash_cpu, mut comp_cpu) = (0.0, 0.0);
+    let bs = sh.spec.block_size;
+    let mut zc = sh.spec.compress.level().and_then(|l| zstd::bulk::Compressor::new(l).ok());
+    loop {
+        let t = Instant::now();
+        let raw = match rx.recv_timeout(POLL) {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Timeout) if !sh.c.failed() => {
+                sh.hash.starved(t);
+                continue;
+            }
+            Err(_) => break,
+        };
+        let t = sh.hash.starved(t);
+        let e = &sh.entries[raw.file as usize];
+        let data = &raw.buf[HEADER_LEN..];
+        let c0 = cpu_now();
+        let hash = blocks::block_hash(data, raw.block, bs, e.size);
+        sh.hash.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+        let t = sh.hash.busy(t);
+        let c1 = cpu_now();
+        hash_cpu += c1 - c0;
+        let want_z = match sh.spec.compress {
+            Compress::Off => false,
+            Compress::Zstd(_) => true,
+            Compress::Auto(_) => sh.auto.lock().expect("auto").compress(raw.seq),
+        };
+        let mut out: Option<Vec<u8>> = None;
+        if want_z && !data.is_empty() {
+            if let Some(z) = zc.as_mut() {
+                let mut v = vec![0u8; HEADER_LEN + data.len()];
+                if let Ok(n) = z.compress_to_buffer(data, &mut v[HEADER_LEN..]) {
+                    if matches!(sh.spec.compress, Compress::Auto(_)) {
+                        sh.auto.lock().expect("auto").observe_ratio(data.len() as u32, n as u32);
+                    }
+                    if n < data.len() {
+                        v.truncate(HEADER_LEN + n);
+                        out = Some(v);
+                    }
+                } else if matches!(sh.spec.compress, Compress::Auto(_)) {
+                    sh.auto.lock().expect("auto").observe_ratio(data.len() as u32, data.len() as u32);
+                }
+                sh.compress.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+                sh.compress.busy(t);
+                comp_cpu += cpu_now() - c1;
+            }
+        }
+        let raw_len = data.len() as u32;
+        let (mut buf, zstd) = match out {
+            Some(v) => (v, true),
+            None => (raw.buf, false),
+        };
+        let wire_len = (buf.len() - HEADER_LEN) as u32;
+        let h = BlockHeader { file: raw.file, block: raw.block, raw_len, wire_len, zstd, hash };
+        buf[..HEADER_LEN].copy_from_slice(&h.encode());
+        if sh.hooks.corrupt_block == Some(raw.seq) && buf.len() > HEADER_LEN {
+            let i = HEADER_LEN + (buf.len() - HEADER_LEN) / 2;
+            buf[i] ^= 0x20;
+        }
+        let t = Instant::now();
+        let mut p = Prepared { buf, raw_len };
+        loop {
+            match tx.send_timeout(p, POLL) {
+                Ok(()) => break,
+                Err(crossbeam_channel::SendTimeoutError::Timeout(x)) if !sh.c.failed() => p = x,
+                Err(_) => {
+                    sh.hash.blocked(t);
+                    return;
+                }
+            }
+        }
+        sh.hash.blocked(t);
+    }
+    let total = cpu_now() - cpu0;
+    let other = (total - hash_cpu - comp_cpu).max(0.0);
+    sh.hash.cpu_ns.fetch_add(((hash_cpu + other) * 1e9) as u64, Ordering::Relaxed);
+    sh.compress.cpu_ns.fetch_add((comp_cpu * 1e9) as u64, Ordering::Relaxed);
+}
+
+fn send_worker(sh: &Arc<SendShared>, conn: Conn, c: &Counters, stop: &AtomicBool, start: Instant) -> io::Result<()> {
+    let Conn::Tcp(sock) = conn else {
+        return Err(io::Error::other("copies run over TCP"));
+    };
+    let cpu0 = cpu_now();
+    let rx = sh.send_rx.clone();
+    let res = loop {
+        let t = Instant::now();
+        match rx.recv_timeout(POLL) {
+            Ok(p) => {
+                let t = sh.send.starved(t);
+                if let Err(e) = (&sock).write_all(&p.buf) {
+                    sh.send.busy(t);
+                    if !sh.c.failed() {
+                        sh.c.fail(format!("data connection: {e}"));
+                    }
+                    break Err(e);
+                }
+                sh.send.busy(t);
+                sh.c.mark();
+                c.add(p.buf.len(), start);
+                sh.send.bytes.fetch_add(u64::from(p.raw_len), Ordering::Relaxed);
+                sh.wire.fetch_add(p.buf.len() as u64, Ordering::Relaxed);
+                sh.raw_sent.fetch_add(u64::from(p.raw_len), Ordering::Relaxed);
+                if matches!(sh.spec.compress, Compress::Auto(_)) {
+                    let now = sh.c.t0.elapsed().as_secs_f64();
+                    sh.auto.lock().expect("auto").observe_progress(now, sh.raw_sent.load(Ordering::Relaxed));
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                sh.send.starved(t);
+                if stop.load(Ordering::Acquire) || sh.c.failed() {
+                    break Ok(());
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                sh.send.starved(t);
+                break Ok(());
+            }
+        }
+    };
+    let _ = sock.shutdown(std::net::Shutdown::Write);
+    sh.send.cpu_delta(cpu0);
+    res
+}
+
+// ───────────────────────────── receiver ─────────────────────────────
+
+struct Got {
+    h: BlockHeader,
+    payload: Vec<u8>,
+}
+
+struct Verified {
+    file: u32,
+    block: u64,
+    data: Vec<u8>,
+    hash: [u8; 32],
+}
+
+/// The receiver's plan once the manifest is in.
+struct Plan {
+    entries: Vec<Entry>,
+    /// Per file: blocks still expected (a set as a bitmap of pending blocks).
+    pending: Vec<Mutex<Option<Vec<bool>>>>,
+    /// Hashes of blocks the receiver already had (resume), per file.
+    had: Vec<Mutex<HashMap<u64, [u8; 32]>>>,
+    dirs: HashMap<RelPath, Arc<OwnedFd>>,
+}
+
+struct RecvShared {
+    c: Common,
+    spec: CopySpec,
+    base: OwnedFd,
+    hooks: Hooks,
+    manifest: Mutex<Vec<Entry>>,
+    plan: OnceLock<Plan>,
+    outstanding: AtomicU64,
+    verify_tx: Sender<Got>,
+    verify_rx: Receiver<Got>,
+    write_tx: Sender<Verified>,
+    write_rx: Receiver<Verified>,
+    receive: Acct,
+    verify: Acct,
+    decompress: Acct,
+    write: Acct,
+    files: AtomicU64,
+    bytes: AtomicU64,
+    wire: AtomicU64,
+    resent: AtomicU64,
+    skipped: AtomicU64,
+    resumed: AtomicU64,
+    complete: AtomicBool,
+    direct: AtomicBool,
+}
+
+/// The receiving end of a copy.
+pub struct RecvJob {
+    sh: Arc<RecvShared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl RecvJob {
+    /// A receiver writing under `base` (the server's root joined with the destination, or
+    /// the client's destination directory).
+    pub fn new(spec: CopySpec, base: OwnedFd, notify: Notify, hooks: Hooks) -> RecvJob {
+        let (verify_tx, verify_rx) = bounded(16);
+        let (write_tx, write_rx) = bounded(16);
+        RecvJob {
+            sh: Arc::new(RecvShared {
+                c: Common::new(notify),
+                spec,
+                base,
+                hooks,
+                manifest: Mutex::new(Vec::new()),
+                plan: OnceLock::new(),
+                outstanding: AtomicU64::new(u64::MAX),
+                verify_tx,
+                verify_rx,
+                write_tx,
+                write_rx,
+                receive: Acct::default(),
+                verify: Acct::default(),
+                decompress: Acct::default(),
+                write: Acct::default(),
+                files: AtomicU64::new(0),
+                bytes: AtomicU64::new(0),
+                wire: AtomicU64::new(0),
+                resent: AtomicU64::new(0),
+                skipped: AtomicU64::new(0),
+                resumed: AtomicU64::new(0),
+                complete: AtomicBool::new(false),
+                direct: AtomicBool::new(false),
+            }),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Starts the verify and write threads; returns the stream worker.
+    pub fn start(&self) -> Worker {
+        let sh = &self.sh;
+        let mut threads = self.threads.lock().expect("threads");
+        let k = prep_threads();
+        sh.verify.threads.store(k as u64, Ordering::Relaxed);
+        sh.decompress.threads.store(k as u64, Ordering::Relaxed);
+        sh.write.threads.store(1, Ordering::Relaxed);
+        for _ in 0..k {
+            let s = sh.clone();
+            threads.push(std::thread::spawn(move || verifier(&s)));
+        }
+        let s = sh.clone();
+        threads.push(std::thread::spawn(move || writer(&s)));
+        let s = sh.clone();
+        Arc::new(move |_p: &StreamPlan, conn: Conn, c: &Counters, _stop: &AtomicBool, start: Instant| {
+            s.receive.threads.fetch_add(1, Ordering::Relaxed);
+            recv_worker(&s, conn, c, start)
+        })
+    }
+
+    /// A copy message from the sender.
+    pub fn on_msg(&self, m: CopyMsg) {
+        let sh = &self.sh;
+        match m {
+            CopyMsg::Manifest { first, entries, last } => {
+                let mut man = sh.manifest.lock().expect("manifest");
+                if first as usize != man.len() || sh.plan.get().is_some() {
+                    drop(man);
+                    sh.c.fail("the manifest arrived out of order".into());
+                    return;
+                }
+                man.extend(entries);
+                if last {
+                    let entries = std::mem::take(&mut *man);
+                    drop(man);
+                    let s = sh.clone();
+                    self.threads.lock().expect("threads").push(std::thread::spawn(move || {
+                        if let Err(e) = setup(&s, entries) {
+                            s.c.fail(e);
+                        }
+                    }));
+                }
+            }
+            other => sh.c.fail(format!("the sender sent a receiver's message ({other:?})")),
+        }
+    }
+
+    /// Stops every thread.
+    pub fn abort(&self) {
+        self.sh.c.failed.store(true, Ordering::Release);
+    }
+
+    /// Whether every wanted block is written and every file in place.
+    pub fn is_complete(&self) -> bool {
+        self.sh.complete.load(Ordering::Acquire)
+    }
+
+    /// Waits for the internal threads and reports.
+    pub fn report(&self) -> CopyReport {
+        let sh = &self.sh;
+        if !sh.complete.load(Ordering::Acquire) {
+            sh.c.failed.store(true, Ordering::Release);
+        }
+        for t in self.threads.lock().expect("threads").drain(..) {
+            let _ = t.join();
+        }
+        CopyReport {
+            wall_s: sh.c.wall_s(),
+            stages: vec![
+                sh.receive.stat(Stage::Receive),
+                sh.decompress.stat(Stage::Decompress),
+                sh.verify.stat(Stage::Verify),
+                sh.write.stat(Stage::Write),
+            ],
+            files: sh.files.load(Ordering::Relaxed),
+            bytes: sh.bytes.load(Ordering::Relaxed),
+            wire_bytes: sh.wire.load(Ordering::Relaxed),
+            resent_blocks: sh.resent.load(Ordering::Relaxed),
+            skipped_files: sh.skipped.load(Ordering::Relaxed),
+            resumed_bytes: sh.resumed.load(Ordering::Relaxed),
+            compression: sh.spec.compress.describe(),
+            direct: sh.direct.load(Ordering::Relaxed),
+            host_cpu_busy: sh.c.host_busy(),
+        }
+    }
+}
+
+/// Directories, skips, resume: decides what to ask for, and asks.
+fn setup(sh: &Arc<RecvShared>, entries: Vec<Entry>) -> Result<(), String> {
+    let bs = sh.spec.block_size;
+    let mut dirs: HashMap<RelPath, Arc<OwnedFd>> = HashMap::new();
+    dirs.insert(RelPath::root(), Arc::new(sh.base.try_clone().map_err(|e| e.to_string())?));
+    let parent_of = |p: &RelPath| -> RelPath {
+        let comps: Vec<&str> = p.components().collect();
+        RelPath::parse(&comps[..comps.len().saturating_sub(1)].join("/")).unwrap_or_else(|_| RelPath::root())
+    };
+    let mut wants = Vec::new();
+    let mut pending = Vec::with_capacity(entries.len());
+    let mut had = Vec::with_capacity(entries.len());
+    let (mut resumed, mut skipped, mut outstanding) = (0u64, 0u32, 0u64);
+    let mut done_now: Vec<(u32, [u8; 32])> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let parent = parent_of(&e.path);
+        if !dirs.contains_key(&parent) {
+            let d = copy_fs::open_dir(&sh.base, &parent, true).map_err(|err| io_err(err, parent.to_string()))?;
+            dirs.insert(parent.clone(), Arc::new(d));
+        }
+        let dir = dirs[&parent].clone();
+        let name = e.path.file_name().to_string();
+        let mut have: HashMap<u64, [u8; 32]> = HashMap::new();
+        let mut pend: Option<Vec<bool>> = None;
+        match e.kind {
+            Kind::Dir => {
+                let d = copy_fs::open_dir(&sh.base, &e.path, true).map_err(|err| io_err(err, e.path.to_string()))?;
+                dirs.insert(e.path.clone(), Arc::new(d));
+            }
+            Kind::File => {
+                let st = copy_fs::stat_at(&dir, &name).ok();
+                if let Some(st) = st {
+                    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+                        return Err(format!("`{}` exists as a directory on the receiver", e.path));
+                    }
+                }
+                let same = st.is_some_and(|st| {
+                    st.st_mode & libc::S_IFMT == libc::S_IFREG
+                        && st.st_size as u64 == e.size
+                        && copy_fs::mtime_ns(&st) == e.mtime_ns
+                });
+                if same && !sh.spec.force {
+                    skipped += 1;
+                    (sh.c.notify)(CopyEvent::File(FileRecord::new(e, String::new(), true)));
+                } else {
+                    let count = blocks::count(e.size, bs);
+                    if count > 1 {
+                        have = resume(&dir, &name, e, bs);
+                        resumed += have.keys().map(|&b| u64::from(blocks::len(e.size, bs, b))).sum::<u64>();
+                    } else {
+                        let _ = copy_fs::unlink_at(&dir, &partial_name(&name));
+                    }
+                    let ranges = journal::missing_ranges(count, |b| have.contains_key(&b));
+                    let missing: u64 = ranges.iter().map(|(a, b)| b - a).sum();
+                    if missing == 0 {
+                        // Empty, or every block already there: complete it now.
+                        let mut hs = Vec::with_capacity(count as usize);
+                        for b in 0..count {
+                            hs.push(have[&b]);
+                        }
+                        let h = blocks::file_hash(&hs, e.size, bs);
+                        finalize_file(sh, &dir, &name, e, count > 1, None)
+                            .map_err(|err| io_err(err, e.path.to_string()))?;
+                        done_now.push((i as u32, h));
+                    } else {
+                        let mut p = vec![false; count as usize];
+                        for &(a, b) in &ranges {
+                            for x in a..b {
+                                p[x as usize] = true;
+                            }
+                        }
+                        pend = Some(p);
+                        outstanding += missing;
+                        wants.push(Want { file: i as u32, ranges });
+                    }
+                }
+            }
+        }
+        pending.push(Mutex::new(pend));
+        had.push(Mutex::new(have));
+    }
+    if sh.spec.fsync && !done_now.is_empty() {
+        let _ = copy_fs::syncfs(&sh.base);
+    }
+    sh.resumed.store(resumed, Ordering::Relaxed);
+    sh.skipped.store(u64::from(skipped), Ordering::Relaxed);
+    let done: Vec<Done> = done_now
+        .iter()
+        .map(|(f, h)| {
+            let e = &entries[*f as usize];
+            (sh.c.notify)(CopyEvent::File(FileRecord::new(e, blocks::hex(h), false)));
+            sh.files.fetch_add(1, Ordering::Relaxed);
+            Done { file: *f, blake3: blocks::hex(h) }
+        })
+        .collect();
+    if sh.plan.set(Plan { entries, pending, had, dirs }).is_err() {
+        return Err("the manifest arrived twice".into());
+    }
+    sh.outstanding.store(outstanding, Ordering::Release);
+    (sh.c.notify)(CopyEvent::Msg(CopyMsg::Want { wants, resumed_bytes: resumed, skipped }));
+    if !done.is_empty() {
+        (sh.c.notify)(CopyEvent::Msg(CopyMsg::Done { files: done }));
+    }
+    if outstanding == 0 {
+        sh.complete.store(true, Ordering::Release);
+        (sh.c.notify)(CopyEvent::Msg(CopyMsg::Complete));
+    }
+    Ok(())
+}
+
+/// Blocks of `name`'s partial file that its journal records and that still hash right.
+fn resume(dir: &OwnedFd, name: &str, e: &Entry, bs: u32) -> HashMap<u64, [u8; 32]> {
+    let mut have = HashMap::new();
+    let jn = journal_name(name);
+    let pn = partial_name(name);
+    let j = copy_fs::openat(dir, &jn, libc::O_RDONLY, 0).ok().and_then(|fd| {
+        let mut v = Vec::new();
+        File::from(fd).read_to_end(&mut v).ok()?;
+        Journal::parse(&v)
+    });
+    let part = copy_fs::openat(dir, &pn, libc::O_RDONLY, 0).ok().map(File::from);
+    match (j, part) {
+        (Some(j), Some(part)) if j.matches(e.size, e.mtime_ns, bs) => {
+            let mut buf = vec![0u8; bs as usize];
+            for (&b, h) in &j.blocks {
+                let len = blocks::len(e.size, bs, b) as usize;
+                if part.read_exact_at(&mut buf[..len], b * u64::from(bs)).is_ok()
+                    && blocks::block_hash(&buf[..len], b, bs, e.size) == *h
+                {
+                    have.insert(b, *h);
+                }
+            }
+        }
+        _ => {
+            let _ = copy_fs::unlink_at(dir, &pn);
+            let _ = copy_fs::unlink_at(dir, &jn);
+        }
+    }
+    have
+}
+
+/// Puts a completed file in place: durable if asked, mode and time set, renamed, journal gone.
+/// `part` is the open partial file (None: open it, or create it empty).
+fn finalize_file(
+    sh: &RecvShared,
+    dir: &OwnedFd,
+    name: &str,
+    e: &Entry,
+    journalled: bool,
+    part: Option<&File>,
+) -> io::Result<()> {
+    let pn = partial_name(name);
+    let owned;
+    let f = match part {
+        Some(f) => f,
+        None => {
+            owned = File::from(copy_fs::openat(dir, &pn, libc::O_WRONLY | libc::O_CREAT, 0o600)?);
+            &owned
+        }
+    };
+    if sh.spec.fsync && journalled {
+        f.sync_data()?;
+    }
+    copy_fs::set_meta(f, e.mode, e.mtime_ns)?;
+    copy_fs::rename_at(dir, &pn, name)?;
+    if journalled {
+        copy_fs::unlink_at(dir, &journal_name(name))?;
+    }
+    Ok(())
+}
+
+fn recv_worker(sh: &Arc<RecvShared>, conn: Conn, c: &Counters, start: Instant) -> io::Result<()> {
+    let Conn::Tcp(sock) = conn else {
+        return Err(io::Error::other("copies run over TCP"));
+    };
+    let cpu0 = cpu_now();
+    let mut r = &sock;
+    let res = loop {
+        let mut hb = [0u8; HEADER_LEN];
+        let t = Instant::now();
+        // A clean end: EOF before a header's first byte.
+        let mut got = 0;
+        let mut eof = false;
+        while got < HEADER_LEN {
+            match r.read(&mut hb[got..]) {
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        if eof {
+            sh.receive.busy(t);
+            if got == 0 {
+                break Ok(());
+            }
+            break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "data connection ended inside a block"));
+        }
+        if got < HEADER_LEN {
+            break Err(io::Error::other("data connection failed"));
+        }
+        let h = match BlockHeader::decode(&hb) {
+            Ok(h) => h,
+            Err(e) => {
+                sh.c.fail(e.to_string());
+                break Err(io::Error::other(e.to_string()));
+            }
+        };
+        let mut payload = vec![0u8; h.wire_len as usize];
+        if let Err(e) = r.read_exact(&mut payload) {
+            sh.receive.busy(t);
+            break Err(e);
+        }
+        let t = sh.receive.busy(t);
+        sh.c.mark();
+        let n = HEADER_LEN + payload.len();
+        c.add(n, start);
+        sh.receive.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        sh.wire.fetch_add(n as u64, Ordering::Relaxed);
+        let mut g = Got { h, payload };
+        let sent = loop {
+            match sh.verify_tx.send_timeout(g, POLL) {
+                Ok(()) => break true,
+                Err(crossbeam_channel::SendTimeoutError::Timeout(x)) if !sh.c.failed() => g = x,
+                Err(_) => break false,
+            }
+        };
+        sh.receive.blocked(t);
+        if !sent {
+            break Ok(());
+        }
+    };
+    sh.receive.cpu_delta(cpu0);
+    if res.is_err() && !sh.complete.load(Ordering::Acquire) && !sh.c.failed() {
+        // The sender vanished mid-copy: keep what is written (the journal resumes it).
+        sh.c.fail("the sender's data connection ended before the copy was complete".into());
+    }
+    res
+}
+
+fn verifier(sh: &Arc<RecvShared>) {
+    let cpu0 = cpu_now();
+    let mut dz = zstd::bulk::Decompressor::new().ok();
+    let (mut dcpu, mut vcpu) = (0.0, 0.0);
+    let bs = sh.spec.block_size;
+    loop {
+        let t = Instant::now();
+        let g = match sh.verify_rx.recv_timeout(POLL) {
+            Ok(g) => g,
+            Err(RecvTimeoutError::Timeout) if !sh.c.failed() && !sh.complete.load(Ordering::Acquire) => {
+                sh.verify.starved(t);
+                continue;
+            }
+            Err(_) => break,
+        };
+        let mut t = sh.verify.starved(t);
+        let Some(plan) = sh.plan.get() else {
+            sh.c.fail("a block arrived before the manifest".into());
+            break;
+        };
+        let h = g.h;
+        let Some(e) = plan.entries.get(h.file as usize) else {
+            sh.c.fail(format!("a block for file {} which the manifest does not have", h.file));
+            break;
+        };
+        if h.block >= blocks::count(e.size, bs) || h.raw_len != blocks::len(e.size, bs, h.block) {
+            sh.c.fail(format!("a block of `{}` out of the file's bounds", e.path));
+            break;
+        }
+        let c0 = cpu_now();
+        let data = if h.zstd {
+            let r = dz.as_mut().map(|d| d.decompress(&g.payload, h.raw_len as usize));
+            sh.decompress.bytes.fetch_add(u64::from(h.raw_len), Ordering::Relaxed);
+            t = sh.decompress.busy(t);
+            dcpu += cpu_now() - c0;
+            match r {
+                Some(Ok(d)) if d.len() == h.raw_len as usize => Some(d),
+                _ => None,
+            }
+        } else {
+            Some(g.payload)
+        };
+        let c1 = cpu_now();
+        let ok = data.as_ref().is_some_and(|d| blocks::block_hash(d, h.block, bs, e.size) == h.hash);
+        sh.verify.bytes.fetch_add(u64::from(h.raw_len), Ordering::Relaxed);
+        t = sh.verify.busy(t);
+        vcpu += cpu_now() - c1;
+        match data {
+            Some(data) if ok => {
+                let mut v = Verified { file: h.file, block: h.block, data, hash: h.hash };
+                loop {
+                    match sh.write_tx.send_timeout(v, POLL) {
+                        Ok(()) => break,
+                        Err(crossbeam_channel::SendTimeoutError::Timeout(x)) if !sh.c.failed() => v = x,
+                        Err(_) => break,
+                    }
+                }
+                sh.verify.blocked(t);
+            }
+            _ => {
+                sh.resent.fetch_add(1, Ordering::Relaxed);
+                (sh.c.notify)(CopyEvent::Msg(CopyMsg::Resend { file: h.file, block: h.block }));
+            }
+        }
+    }
+    let total = cpu_now() - cpu0;
+    sh.verify.cpu_ns.fetch_add((((total - dcpu).max(0.0)).max(vcpu) * 1e9) as u64, Ordering::Relaxed);
+    sh.decompress.cpu_ns.fetch_add((dcpu * 1e9) as u64, Ordering::Relaxed);
+}
+
+struct OpenFile {
+    f: File,
+    journal: Option<File>,
+    hashes: Vec<Option<[u8; 32]>>,
+    left: u64,
+    direct: bool,
+}
+
+/// Small files waiting for one syncfs before their renames.
+#[derive(Default)]
+struct Batch {
+    files: Vec<(u32, File, [u8; 32])>,
+    since: Option<Instant>,
+}
+
+fn writer(sh: &Arc<RecvShared>) {
+    let cpu0 = cpu_now();
+    let mut open: HashMap<u32, OpenFile> = HashMap::new();
+    let mut batch = Batch::default();
+    let mut done: Vec<Done> = Vec::new();
+    let mut last_done = Instant::now();
+    let mut pacer = Pacer::new(sh.hooks.write_bps);
+    let bs = sh.spec.block_size;
+    loop {
+        let t = Instant::now();
+        let v = match sh.write_rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(v) => Some(v),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(_) => break,
+        };
+        let t = sh.write.starved(t);
+        if sh.c.failed() {
+            break;
+        }
+        let Some(v) = v else {
+            if let Err(e) = flush(sh, &mut batch, &mut done) {
+                sh.c.fail(e);
+            }
+            send_done(sh, &mut done);
+            if sh.complete.load(Ordering::Acquire) {
+                break;
+            }
+            continue;
+        };
+        let plan = sh.plan.get().expect("blocks only after the plan");
+        let e = &plan.entries[v.file as usize];
+        // Only blocks still pending are written (a resent block may come twice).
+        {
+            let mut p = plan.pending[v.file as usize].lock().expect("pending");
+            match p.as_mut().and_then(|p| p.get_mut(v.block as usize)) {
+                Some(x) if *x => *x = false,
+                _ => continue,
+            }
+        }
+        let count = blocks::count(e.size, bs);
+        let parent_dir = {
+            let comps: Vec<&str> = e.path.components().collect();
+            let parent = RelPath::parse(&comps[..comps.len() - 1].join("/")).unwrap_or_else(|_| RelPath::root());
+            plan.dirs[&parent].clone()
+        };
+        let name = e.path.file_name().to_string();
+        if let std::collections::hash_map::Entry::Vacant(slot) = open.entry(v.file) {
+            match open_partial(sh, &parent_dir, &name, e, count) {
+                Ok(mut of) => {
+                    let had = plan.had[v.file as usize].lock().expect("had");
+                    for (&b, h) in had.iter() {
+                        of.hashes[b as usize] = Some(*h);
+                    }
+                    of.left = count - had.len() as u64;
+                    slot.insert(of);
+                }
+                Err(err) => {
+                    sh.c.fail(io_err(err, e.path.to_string()));
+                    break;
+                }
+            }
+        }
+        let of = open.get_mut(&v.file).expect("opened");
+        let off = v.block * u64::from(bs);
+        let w = write_block(of, &v.data, off);
+        if let Err(err) = w {
+            sh.c.fail(io_err(err, e.path.to_string()));
+            break;
+        }
+        if let Some(p) = pacer.as_mut() {
+            p.pace(v.data.len());
+        }
+        if let Some(j) = of.journal.as_mut() {
+            if let Err(err) = j.write_all(&journal::record(v.block, &v.hash)) {
+                sh.c.fail(io_err(err, e.path.to_string()));
+                break;
+            }
+        }
+        sh.write.bytes.fetch_add(v.data.len() as u64, Ordering::Relaxed);
+        sh.bytes.fetch_add(v.data.len() as u64, Ordering::Relaxed);
+        of.hashes[v.block as usize] = Some(v.hash);
+        of.left -= 1;
+        if of.left == 0 {
+            let of = open.remove(&v.file).expect("open");
+            let hs: Vec<[u8; 32]> = of.hashes.iter().map(|h| h.expect("every block")).collect();
+            let h = blocks::file_hash(&hs, e.size, bs);
+            if count > 1 {
+                if let Err(err) = finalize_file(sh, &parent_dir, &name, e, true, Some(&of.f)) {
+                    sh.c.fail(io_err(err, e.path.to_string()));
+                    break;
+                }
+                sh.files.fetch_add(1, Ordering::Relaxed);
+                (sh.c.notify)(CopyEvent::File(FileRecord::new(e, blocks::hex(&h), false)));
+                done.push(Done { file: v.file, blake3: blocks::hex(&h) });
+            } else {
+                batch.since.get_or_insert_with(Instant::now);
+                batch.files.push((v.file, of.f, h));
+            }
+        }
+        sh.write.busy(t);
+        sh.c.mark();
+        let left = sh.outstanding.fetch_sub(1, Ordering::AcqRel) - 1;
+        if batch.files.len() >= 1024
+            || batch.since.is_some_and(|s| s.elapsed() > Duration::from_millis(200))
+            || left == 0
+        {
+            let t = Instant::now();
+            if let Err(e) = flush(sh, &mut batch, &mut done) {
+                sh.c.fail(e);
+                break;
+            }
+            sh.write.busy(t);
+        }
+        if done.len() >= 512 || last_done.elapsed() > Duration::from_millis(200) || left == 0 {
+            send_done(sh, &mut done);
+            last_done = Instant::now();
+        }
+        if left == 0 {
+            if sh.spec.fsync {
+                let _ = copy_fs::syncfs(&sh.base);
+            }
+            sh.complete.store(true, Ordering::Release);
+            (sh.c.notify)(CopyEvent::Msg(CopyMsg::Complete));
+        }
+    }
+    sh.write.cpu_delta(cpu0);
+}
+
+fn send_done(sh: &RecvShared, done: &mut Vec<Done>) {
+    if !done.is_empty() {
+        (sh.c.notify)(CopyEvent::Msg(CopyMsg::Done { files: std::mem::take(done) }));
+    }
+}
+
+/// Makes a batch of small files durable with one syncfs, then gives them their names.
+fn flush(sh: &RecvShared, batch: &mut Batch, done: &mut Vec<Done>) -> Result<(), String> {
+    if batch.files.is_empty() {
+        return Ok(());
+    }
+    let plan = sh.plan.get().expect("plan");
+    if sh.spec.fsync {
+        copy_fs::syncfs(&sh.base).map_err(|e| format!("cannot make files durable: {e}"))?;
+    }
+    for (file, f, h) in batch.files.drain(..) {
+        let e = &plan.entries[file as usize];
+        let comps: Vec<&str> = e.path.components().collect();
+        let parent = RelPath::parse(&comps[..comps.len() - 1].join("/")).unwrap_or_else(|_| RelPath::root());
+        let dir = plan.dirs[&parent].clone();
+        let name = e.path.file_name();
+        copy_fs::set_meta(&f, e.mode, e.mtime_ns).map_err(|err| io_err(err, e.path.to_string()))?;
+        copy_fs::rename_at(&dir, &partial_name(name), name).map_err(|err| io_err(err, e.path.to_string()))?;
+        sh.files.fetch_add(1, Ordering::Relaxed);
+        (sh.c.notify)(CopyEvent::File(FileRecord::new(e, blocks::hex(&h), false)));
+        done.push(Done { file, blake3: blocks::hex(&h) });
+    }
+    batch.since = None;
+    Ok(())
+}
+
+fn open_partial(sh: &RecvShared, dir: &OwnedFd, name: &str, e: &Entry, count: u64) -> io::Result<OpenFile> {
+    let pn = partial_name(name);
+    let jn = journal_name(name);
+    let resuming = count > 1 && copy_fs::stat_at(dir, &jn).is_ok();
+    let mut flags = libc::O_WRONLY | libc::O_CREAT;
+    let mut direct = false;
+    let fd = if sh.spec.direct && count > 1 {
+        match copy_fs::openat(dir, &pn, flags | libc::O_DIRECT, 0o600) {
+            Ok(fd) => {
+                direct = true;
+                fd
+            }
+            Err(_) => copy_fs::openat(dir, &pn, flags, 0o600)?,
+        }
+    } else {
+        copy_fs::openat(dir, &pn, flags, 0o600)?
+    };
+    if direct {
+        sh.direct.store(true, Ordering::Relaxed);
+    }
+    let f = File::from(fd);
+    if !resuming && e.size > 0 {
+        // Claim the space now: a full disk is found before any block is written.
+        // SAFETY: valid fd.
+        let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, e.size as libc::off_t) };
+        if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+    }
+    let journal = if count > 1 {
+        flags = libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND;
+        let j = File::from(copy_fs::openat(dir, &jn, flags, 0o600)?);
+        if !resuming {
+            j.set_len(0)?;
+            (&j).write_all(journal::header(e.size, e.mtime_ns, sh.spec.block_size).as_bytes())?;
+        }
+        Some(j)
+    } else {
+        None
+    };
+    Ok(OpenFile { f, journal, hashes: vec![None; count as usize], left: count, direct })
+}
+
+/// Writes a block at `off`; with O_DIRECT through an aligned buffer, and the unaligned tail
+/// of a file without it.
+fn write_block(of: &mut OpenFile, data: &[u8], off: u64) -> io::Result<()> {
+    if of.direct {
+        if data.len() % 4096 == 0 {
+            let mut a = Aligned::new(data.len());
+            a.as_mut().copy_from_slice(data);
+            return of.f.write_all_at(a.as_ref(), off);
+        }
+        // SAFETY: valid fd; clears O_DIRECT for the tail.
+        unsafe {
+            let fl = libc::fcntl(of.f.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(of.f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_DIRECT);
+        }
+        of.direct = false;
+    }
+    of.f.write_all_at(data, off)
+}
+
+/// A 4096-byte aligned buffer for O_DIRECT.
+struct Aligned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Aligned {
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(len.max(4096), 4096).expect("layout")
+    }
+    fn new(len: usize) -> Aligned {
+        // SAFETY: non-zero size layout.
+        let ptr = unsafe { std::alloc::alloc_zeroed(Self::layout(len)) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(Self::layout(len));
+        }
+        Aligned { ptr, len }
+    }
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: ptr is valid for len bytes, exclusively ours.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated with the same layout.
+        unsafe { std::alloc::dealloc(self.ptr, Self::layout(self.len)) }
+    }
+}
+
+/// Either end of a copy, for the session loops.
+pub enum Job {
+    /// Sending files.
+    Send(SendJob),
+    /// Receiving files.
+    Recv(RecvJob),
+}
+
+impl Job {
+    /// Starts the pipeline; returns the stream worker.
+    pub fn start(&self) -> Worker {
+        match self {
+            Job::Send(j) => j.start(),
+            Job::Recv(j) => j.start(),
+        }
+    }
+
+    /// A copy message from the peer.
+    pub fn on_msg(&self, m: CopyMsg) {
+        match self {
+            Job::Send(j) => j.on_msg(m),
+            Job::Recv(j) => j.on_msg(m),
+        }
+    }
+
+    /// Stops every thread.
+    pub fn abort(&self) {
+        match self {
+            Job::Send(j) => j.abort(),
+            Job::Recv(j) => j.abort(),
+        }
+    }
+
+    /// Waits for the pipeline's threads and reports.
+    pub fn report(&self) -> CopyReport {
+        match self {
+            Job::Send(j) => j.report(),
+            Job::Recv(j) => j.report(),
+        }
+    }
+}

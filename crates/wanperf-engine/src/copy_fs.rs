@@ -1,0 +1,282 @@
+//! Files for `wanperf copy`, opened so that nothing outside a base directory is ever touched:
+//! every path is walked one component at a time with `openat(…, O_NOFOLLOW)`, so a symbolic
+//! link under a server's `--root` (or under a client's destination) cannot lead out of it.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+use wanperf_copy::paths::RelPath;
+use wanperf_copy::spec::{Entry, Kind};
+
+fn cstr(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path contains a NUL byte"))
+}
+
+fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Opens `name` in `dir` with `flags` (O_NOFOLLOW and O_CLOEXEC always added).
+pub fn openat(dir: &OwnedFd, name: &str, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
+    let c = cstr(name)?;
+    // SAFETY: valid fd and NUL-terminated name; the returned fd is owned by the caller.
+    let fd = cvt(unsafe {
+        libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC, libc::c_uint::from(mode))
+    })?;
+    // SAFETY: fd was just returned by openat and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens a directory by path (following links: the user named it).
+pub fn open_base(path: &Path) -> io::Result<OwnedFd> {
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC).open(path)?;
+    Ok(f.into())
+}
+
+use std::os::unix::fs::OpenOptionsExt;
+
+/// Why a walk under the base failed, in words.
+fn walk_error(rel: &str, e: io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::ENOTDIR) => io::Error::other(format!(
+            "`{rel}` is a symbolic link or not a directory; copies never follow links inside the copy's root"
+        )),
+        _ => io::Error::new(e.kind(), format!("`{rel}`: {e}")),
+    }
+}
+
+/// The directory `rel` under `base`, created (mode 0755) where missing if `create`.
+pub fn open_dir(base: &OwnedFd, rel: &RelPath, create: bool) -> io::Result<OwnedFd> {
+    let mut cur = base.try_clone()?;
+    let mut so_far = String::new();
+    for c in rel.components() {
+        if !so_far.is_empty() {
+            so_far.push('/');
+        }
+        so_far.push_str(c);
+        let flags = libc::O_DIRECTORY | libc::O_RDONLY;
+        cur = match openat(&cur, c, flags, 0) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+                let cc = cstr(c)?;
+                // SAFETY: valid fd and name.
+                let rc = unsafe { libc::mkdirat(cur.as_raw_fd(), cc.as_ptr(), 0o755) };
+                if rc < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::AlreadyExists {
+                        return Err(walk_error(&so_far, e));
+                    }
+                }
+                openat(&cur, c, flags, 0).map_err(|e| walk_error(&so_far, e))?
+            }
+            Err(e) => return Err(walk_error(&so_far, e)),
+        };
+    }
+    Ok(cur)
+}
+
+/// `stat` of `name` in `dir`, not following a link.
+pub fn stat_at(dir: &OwnedFd, name: &str) -> io::Result<libc::stat> {
+    let c = cstr(name)?;
+    // SAFETY: stat is plain data, filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd, name and out pointer.
+    cvt(unsafe { libc::fstatat(dir.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+    Ok(st)
+}
+
+/// `stat` of an open file.
+pub fn fstat(f: &File) -> io::Result<libc::stat> {
+    // SAFETY: as above.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd and out pointer.
+    cvt(unsafe { libc::fstat(f.as_raw_fd(), &mut st) })?;
+    Ok(st)
+}
+
+/// Modification time of a stat in ns.
+pub fn mtime_ns(st: &libc::stat) -> i64 {
+    st.st_mtime * 1_000_000_000 + st.st_mtime_nsec
+}
+
+/// Removes `name` in `dir` (a file), ignoring a missing one.
+pub fn unlink_at(dir: &OwnedFd, name: &str) -> io::Result<()> {
+    let c = cstr(name)?;
+    // SAFETY: valid fd and name.
+    match cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) }) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r.map(|_| ()),
+    }
+}
+
+/// Renames `from` to `to` within `dir`.
+pub fn rename_at(dir: &OwnedFd, from: &str, to: &str) -> io::Result<()> {
+    let (a, b) = (cstr(from)?, cstr(to)?);
+    // SAFETY: valid fd and names.
+    cvt(unsafe { libc::renameat(dir.as_raw_fd(), a.as_ptr(), dir.as_raw_fd(), b.as_ptr()) }).map(|_| ())
+}
+
+/// Sets the permission bits and modification time of an open file.
+pub fn set_meta(f: &File, mode: u32, mtime_ns: i64) -> io::Result<()> {
+    // SAFETY: valid fd.
+    cvt(unsafe { libc::fchmod(f.as_raw_fd(), (mode & 0o7777) as libc::mode_t) })?;
+    let t = libc::timespec { tv_sec: mtime_ns.div_euclid(1_000_000_000), tv_nsec: mtime_ns.rem_euclid(1_000_000_000) };
+    let times = [libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT }, t];
+    // SAFETY: valid fd and two timespecs.
+    cvt(unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) }).map(|_| ())
+}
+
+/// Flushes the file system holding `fd` (one call makes a batch of small files durable).
+pub fn syncfs(fd: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: valid fd.
+    cvt(unsafe { libc::syncfs(fd.as_raw_fd()) }).map(|_| ())
+}
+
+/// Names in a directory (without `.` and `..`), sorted, with whether each is a directory,
+/// a regular file, or something else.
+fn list(dir: &OwnedFd) -> io::Result<Vec<(String, u8)>> {
+    let dup = dir.try_clone()?;
+    let raw = {
+        use std::os::fd::IntoRawFd;
+        dup.into_raw_fd()
+    };
+    // SAFETY: fdopendir takes ownership of `raw` (closed by closedir).
+    let d = unsafe { libc::fdopendir(raw) };
+    if d.is_null() {
+        let e = io::Error::last_os_error();
+        // SAFETY: fdopendir failed, so `raw` is still ours.
+        unsafe { libc::close(raw) };
+        return Err(e);
+    }
+    let mut out = Vec::new();
+    loop {
+        // SAFETY: d is a valid DIR*.
+        let ent = unsafe { libc::readdir(d) };
+        if ent.is_null() {
+            break;
+        }
+        // SAFETY: readdir returned a valid dirent whose d_name is NUL-terminated.
+        let (name, ty) = unsafe { (std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()), (*ent).d_type) };
+        let name = name.to_string_lossy().into_owned();
+        if name != "." && name != ".." {
+            out.push((name, ty));
+        }
+    }
+    // SAFETY: d is valid and closed once.
+    unsafe { libc::closedir(d) };
+    out.sort();
+    Ok(out)
+}
+
+/// Where a sender reads one manifest entry from.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// The directory holding it.
+    pub dir: Arc<OwnedFd>,
+    /// Its name there.
+    pub name: String,
+}
+
+impl Source {
+    /// Opens the file for reading.
+    pub fn open(&self) -> io::Result<File> {
+        Ok(File::from(openat(&self.dir, &self.name, libc::O_RDONLY, 0)?))
+    }
+}
+
+/// A manifest and where each entry comes from; `skipped` counts links and special files
+/// left out.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Entries in order (directories before what they hold).
+    pub entries: Vec<Entry>,
+    /// Source of each entry (directories have one too).
+    pub sources: Vec<Source>,
+    /// Symbolic links, devices, sockets left out.
+    pub skipped: Vec<String>,
+}
+
+impl Scan {
+    /// Adds `name` in `dir` as manifest path `path`, recursing into directories.
+    pub fn add(&mut self, dir: &Arc<OwnedFd>, name: &str, path: RelPath) -> io::Result<()> {
+        let st = stat_at(dir, name).map_err(|e| io::Error::new(e.kind(), format!("`{path}`: {e}")))?;
+        let fmt = st.st_mode & libc::S_IFMT;
+        let entry =
+            |kind, size| Entry { path: path.clone(), kind, size, mode: st.st_mode & 0o7777, mtime_ns: mtime_ns(&st) };
+        if fmt == libc::S_IFREG {
+            self.entries.push(entry(Kind::File, st.st_size as u64));
+            self.sources.push(Source { dir: dir.clone(), name: name.into() });
+        } else if fmt == libc::S_IFDIR {
+            let sub = Arc::new(
+                openat(dir, name, libc::O_DIRECTORY | libc::O_RDONLY, 0)
+                    .map_err(|e| io::Error::new(e.kind(), format!("`{path}`: {e}")))?,
+            );
+            if !path.is_root() {
+                self.entries.push(entry(Kind::Dir, 0));
+                self.sources.push(Source { dir: dir.clone(), name: name.into() });
+            }
+            for (n, _) in list(&sub)? {
+                let child = path.join(&n).map_err(|e| io::Error::other(e.to_string()))?;
+                self.add(&sub, &n, child)?;
+            }
+        } else {
+            self.skipped.push(path.to_string());
+        }
+        Ok(())
+    }
+}
+
+/// Scans local paths named by the user (a client pushing): each lands under its own name.
+/// A name the user typed may be a symbolic link (followed, as scp and rsync do for their
+/// arguments); links inside a tree are left out.
+pub fn scan_local(paths: &[std::path::PathBuf]) -> io::Result<Scan> {
+    let mut scan = Scan::default();
+    for p in paths {
+        let ctx = |e: io::Error| io::Error::new(e.kind(), format!("`{}`: {e}", p.display()));
+        let abs = if p.is_absolute() { p.clone() } else { std::env::current_dir()?.join(p) };
+        let real = std::fs::canonicalize(&abs).map_err(ctx)?;
+        let name = abs
+            .file_name()
+            .or(real.file_name())
+            .and_then(|n| n.to_str())
+            .filter(|n| *n != "..")
+            .ok_or_else(|| io::Error::other(format!("`{}` has no file name to copy under", p.display())))?
+            .to_string();
+        let rname = real.file_name().and_then(|n| n.to_str()).unwrap_or(".").to_string();
+        let dir = Arc::new(open_base(real.parent().unwrap_or(Path::new("/"))).map_err(ctx)?);
+        let rel = RelPath::parse(&name).map_err(|e| io::Error::other(e.to_string()))?;
+        scan.add(&dir, &rname, rel)?;
+    }
+    Ok(scan)
+}
+
+/// Scans sources under a server's root (a client pulling): each lands under its last name;
+/// `.` sends what the root holds.
+pub fn scan_root(root: &OwnedFd, rels: &[RelPath]) -> io::Result<Scan> {
+    let mut scan = Scan::default();
+    for rel in rels {
+        if rel.is_root() {
+            let dir = Arc::new(root.try_clone()?);
+            for (n, _) in list(&dir)? {
+                let child = RelPath::root().join(&n).map_err(|e| io::Error::other(e.to_string()))?;
+                scan.add(&dir, &n, child)?;
+            }
+            continue;
+        }
+        let comps: Vec<&str> = rel.components().collect();
+        let parent =
+            RelPath::parse(&comps[..comps.len() - 1].join("/")).map_err(|e| io::Error::other(e.to_string()))?;
+        let dir = Arc::new(open_dir(root, &parent, false)?);
+        let name = rel.file_name().to_string();
+        let top = RelPath::parse(&name).map_err(|e| io::Error::other(e.to_string()))?;
+        scan.add(&dir, &name, top)?;
+    }
+    Ok(scan)
+}

@@ -1,0 +1,331 @@
+//! `wanperf copy`: flags, the remote-path syntax, and the table and progress output.
+
+use crate::output::JsonSink;
+use crate::INTERRUPTED;
+use anyhow::{bail, Result};
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use wanperf_copy::paths::RelPath;
+use wanperf_copy::spec::{Compress, CopySpec, FileRecord, Way, DEFAULT_BLOCK};
+use wanperf_engine::client::{self, ClientConfig, ClientError, CopyLocal, Sink};
+use wanperf_proto::msg::{Direction, TestSpec, Transport, DEFAULT_PORT, MAX_STREAMS};
+use wanperf_proto::record::{EndRecord, IntervalRecord, StartRecord};
+use wanperf_proto::units::{self, fmt_bytes, fmt_rate};
+
+/// Flags of `wanperf copy`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf copy data/ run.root host:incoming      # push a tree and a file into the server's --root
+  wanperf copy host:incoming/run.root .          # pull a file into the current directory
+  wanperf copy -P 4 -w 4M big.dat host:          # 4 streams, 4 MiB windows
+  wanperf copy -z auto logs/ host:archive        # zstd while it pays, off when it does not
+  wanperf copy host:. mirror/ --json             # start, interval, file and end records
+
+The server is a `wanperf serve --root DIR`; remote paths are HOST:PATH relative to its root
+(HOST may be [IPv6]:PATH). Sources land under their own names inside the destination
+directory, which is created if missing. Every block carries a BLAKE3 hash checked before it
+is written (a block that fails is sent again); files get their final names only when
+complete and verified, with the whole file's BLAKE3 (what `b3sum` prints) in --json. An
+interrupted copy resumes: run it again and only the missing blocks move. Files the receiver
+has with the same size and modification time are left alone (--force sends them anyway).
+
+At the end the copy says what limited it — disk read, compression, hashing, the network
+(the path, the receiver's window or the sender's buffer, from TCP_INFO), verification,
+decompression, disk write, or the CPU — with each stage's busy time and what the others
+could do.")]
+pub struct CopyArgs {
+    /// Sources, then the destination; exactly one side is remote (HOST:PATH).
+    #[arg(required = true, num_args = 2.., value_name = "PATH")]
+    paths: Vec<String>,
+    /// Server port.
+    #[arg(short = 'p', long, value_name = "PORT")]
+    port: Option<u16>,
+    /// Parallel TCP streams.
+    #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_STREAMS as i64))]
+    streams: u32,
+    /// Socket buffer (SO_SNDBUF and SO_RCVBUF) at both ends, e.g. 4M.
+    #[arg(short = 'w', long, value_name = "SIZE", value_parser = size)]
+    window: Option<u64>,
+    /// Compression: a zstd level (1-22), `auto` (or auto:LEVEL: on while it pays), or `off`.
+    #[arg(short = 'z', long, value_name = "LEVEL|auto|off", default_value = "off", value_parser = Compress::parse)]
+    compress: Compress,
+    /// Block size: the unit of hashing, resending and resuming (power of two, 16k to 16M).
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    block: Option<u64>,
+    /// Send files even when the receiver has them with the same size and modification time.
+    #[arg(long)]
+    force: bool,
+    /// Write with O_DIRECT at the receiver where its file system allows it.
+    #[arg(long)]
+    direct: bool,
+    /// Do not make files durable (fsync) before they get their final names.
+    #[arg(long)]
+    no_fsync: bool,
+    /// Congestion control for the data connections (both ends).
+    #[arg(long, value_name = "NAME")]
+    cc: Option<String>,
+    /// Seconds between interval records.
+    #[arg(short = 'i', long, value_name = "SECONDS", default_value_t = 1.0)]
+    interval: f64,
+    /// How long to wait for the server at each handshake step.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    timeout: f64,
+    /// Key to prove to a server with --authorized-keys (default ~/.config/wanperf/id_ed25519 if present).
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// Print also one line per file.
+    #[arg(short = 'v', long)]
+    verbose: bool,
+    /// NDJSON records: start, interval, file, end.
+    #[arg(long)]
+    json: bool,
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    units::parse_size(s).map_err(|e| e.to_string())
+}
+
+/// `HOST:PATH` (or `[V6]:PATH`) → (host, path); a local path has a `/` before any `:`.
+pub fn split_remote(s: &str) -> Option<(String, String)> {
+    if let Some(rest) = s.strip_prefix('[') {
+        let (h, p) = rest.split_once("]:")?;
+        return Some((h.to_string(), p.to_string()));
+    }
+    let (h, p) = s.split_once(':')?;
+    if h.is_empty() || h.contains('/') {
+        return None;
+    }
+    Some((h.to_string(), p.to_string()))
+}
+
+/// What the arguments ask for.
+#[derive(Debug)]
+pub struct Plan {
+    /// Server host.
+    pub host: String,
+    /// Push or pull.
+    pub way: Way,
+    /// Remote paths under the root.
+    pub remote: Vec<RelPath>,
+    /// Local side.
+    pub local: CopyLocal,
+}
+
+/// Reads the paths: sources then destination, exactly one side remote.
+pub fn plan(paths: &[String]) -> Result<Plan> {
+    let (dst, srcs) = paths.split_last().expect("clap requires two paths");
+    let rel = |p: &str| RelPath::parse(p).map_err(|e| anyhow::anyhow!("{e}"));
+    match split_remote(dst) {
+        Some((host, p)) => {
+            if let Some(s) = srcs.iter().find(|s| split_remote(s).is_some()) {
+                bail!("`{s}` and `{dst}` are both remote; one side of a copy is local");
+            }
+            Ok(Plan {
+                host,
+                way: Way::Push,
+                remote: vec![rel(&p)?],
+                local: CopyLocal::Push(srcs.iter().map(PathBuf::from).collect()),
+            })
+        }
+        None => {
+            let mut host: Option<String> = None;
+            let mut remote = Vec::new();
+            for s in srcs {
+                let Some((h, p)) = split_remote(s) else {
+                    bail!("`{s}` and `{dst}` are both local; name the server as HOST:PATH");
+                };
+                if host.as_ref().is_some_and(|x| *x != h) {
+                    bail!("sources come from one server at a time (`{s}` names another)");
+                }
+                host = Some(h);
+                remote.push(rel(&p)?);
+            }
+            Ok(Plan {
+                host: host.expect("at least one source"),
+                way: Way::Pull,
+                remote,
+                local: CopyLocal::Pull(PathBuf::from(dst)),
+            })
+        }
+    }
+}
+
+/// The human-readable output: a progress bar, optional per-file lines, the summary and the
+/// verdict.
+struct CopyTable {
+    bar: Option<indicatif::ProgressBar>,
+    verbose: bool,
+    moved: u64,
+}
+
+impl Sink for CopyTable {
+    fn start(&mut self, rec: &StartRecord) {
+        use std::io::IsTerminal;
+        let _ = rec;
+        if std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new_spinner();
+            if let Ok(st) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {bytes} moved, {msg}") {
+                bar.set_style(st);
+            }
+            bar.enable_steady_tick(Duration::from_millis(200));
+            self.bar = Some(bar);
+        }
+    }
+    fn interval(&mut self, rec: &IntervalRecord) {
+        self.moved += rec.sum.received_bytes.max(rec.sum.sent_bytes);
+        if let Some(b) = &self.bar {
+            b.set_position(self.moved);
+            b.set_message(fmt_rate(rec.sum.throughput_bps));
+        }
+    }
+    fn file(&mut self, rec: &FileRecord) {
+        if self.verbose {
+            let line = if rec.skipped {
+                format!("{}  {}  (already there)", rec.path, fmt_bytes(rec.bytes))
+            } else {
+                format!("{}  {}  blake3 {}", rec.path, fmt_bytes(rec.bytes), rec.blake3)
+            };
+            match &self.bar {
+                Some(b) => b.println(line),
+                None => println!("{line}"),
+            }
+        }
+    }
+    fn end(&mut self, rec: &EndRecord) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        let mut s = String::new();
+        if let Some(c) = &rec.summary.copy {
+            s += &format!(
+                "copied {} file(s){}: {} in {:.2} s = {:.1} MB/s ({}); {} on the wire, compression {}\n",
+                c.files,
+                if c.skipped_files > 0 {
+                    format!(", {} left alone (already there)", c.skipped_files)
+                } else {
+                    String::new()
+                },
+                fmt_bytes(c.bytes),
+                c.wall_s,
+                c.rate_bytes_s / 1e6,
+                fmt_rate(c.rate_bytes_s * 8.0),
+                fmt_bytes(c.wire_bytes),
+                c.compression
+            );
+            if c.resumed_bytes > 0 {
+                s += &format!("resumed: {} were already there\n", fmt_bytes(c.resumed_bytes));
+            }
+            if c.resent_blocks > 0 {
+                s += &format!("{} block(s) failed their BLAKE3 check and were sent again\n", c.resent_blocks);
+            }
+        }
+        if let Some(v) = &rec.summary.verdict {
+            s += &format!("Verdict: {}\n", v.text);
+            for e in &v.evidence {
+                s += &format!("  {e}\n");
+            }
+        }
+        let mut out = std::io::stdout();
+        let _ = out.write_all(s.as_bytes());
+    }
+}
+
+/// `wanperf copy`.
+pub fn copy(a: CopyArgs) -> Result<ExitCode> {
+    let p = plan(&a.paths)?;
+    if a.timeout <= 0.0 {
+        bail!("--timeout must be more than 0 s");
+    }
+    let block = a.block.unwrap_or(u64::from(DEFAULT_BLOCK));
+    let cs = CopySpec {
+        way: p.way,
+        remote: p.remote.clone(),
+        block_size: u32::try_from(block).unwrap_or(0),
+        compress: a.compress,
+        force: a.force,
+        direct: a.direct,
+        fsync: !a.no_fsync,
+    };
+    cs.validate()?;
+    let spec = TestSpec {
+        transport: Transport::Tcp,
+        direction: if p.way == Way::Push { Direction::Up } else { Direction::Down },
+        streams: a.streams,
+        duration_s: None,
+        bytes: None,
+        interval_s: a.interval,
+        omit_s: 0.0,
+        block_size: 0,
+        window: a.window,
+        cc: a.cc.clone(),
+        dscp: None,
+        rate_bps: None,
+        zerocopy: false,
+        accept_capped_window: true,
+        copy: Some(cs),
+    };
+    spec.validate()?;
+    let cfg = ClientConfig {
+        host: p.host.clone(),
+        port: a.port.unwrap_or(DEFAULT_PORT),
+        spec,
+        bind: None,
+        bind_dev: None,
+        timeout: Duration::from_secs_f64(a.timeout),
+        drop_every: None,
+        software: crate::tput::software(),
+        key: crate::keys::client_key(a.key.as_deref())?,
+    };
+    let mut table;
+    let mut json;
+    let sink: &mut dyn Sink = if a.json {
+        json = JsonSink::stdout();
+        &mut json
+    } else {
+        table = CopyTable { bar: None, verbose: a.verbose, moved: 0 };
+        &mut table
+    };
+    match client::run_copy(&cfg, &p.local, sink, &INTERRUPTED) {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(ClientError::Incomplete(why)) => {
+            eprintln!("error: copy incomplete: {why} (run it again to resume)");
+            Ok(ExitCode::FAILURE)
+        }
+        Err(ClientError::Interrupted) => Ok(ExitCode::from(130)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_syntax() {
+        assert_eq!(split_remote("host:a/b"), Some(("host".into(), "a/b".into())));
+        assert_eq!(split_remote("[::1]:x"), Some(("::1".into(), "x".into())));
+        assert_eq!(split_remote("198.18.0.2:"), Some(("198.18.0.2".into(), String::new())));
+        assert_eq!(split_remote("./a:b"), None);
+        assert_eq!(split_remote("plain"), None);
+        assert_eq!(split_remote(":x"), None);
+    }
+
+    #[test]
+    fn plans() {
+        let p = plan(&["a".into(), "b/".into(), "h:dst".into()]).unwrap();
+        assert_eq!(p.way, Way::Push);
+        assert_eq!(p.remote[0].as_str(), "dst");
+        let q = plan(&["h:x".into(), "h:y/z".into(), "out".into()]).unwrap();
+        assert_eq!(q.way, Way::Pull);
+        assert_eq!(q.remote.len(), 2);
+        assert!(plan(&["a".into(), "b".into()]).unwrap_err().to_string().contains("both local"));
+        assert!(plan(&["h:a".into(), "g:b".into()]).unwrap_err().to_string().contains("both remote"));
+        assert!(plan(&["h:a".into(), "g:b".into(), "o".into()]).unwrap_err().to_string().contains("one server"));
+        assert!(plan(&["a".into(), "h:../x".into()]).unwrap_err().to_string().contains(".."));
+        assert!(plan(&["a".into(), "h:/etc".into()]).unwrap_err().to_string().contains("absolute"));
+    }
+}
