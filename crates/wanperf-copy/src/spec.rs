@@ -260,12 +260,15 @@ pub struct StageStat {
     /// CPU seconds its threads used, where measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_s: Option<f64>,
+    /// Seconds its threads were ready to run but waited for a CPU (scheduler run queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_wait_s: Option<f64>,
 }
 
 impl StageStat {
     /// An empty stat for `stage` with `threads` threads.
     pub fn new(stage: Stage, threads: u32) -> Self {
-        StageStat { stage, threads, busy_s: 0.0, starved_s: 0.0, blocked_s: 0.0, bytes: 0, cpu_s: None }
+        StageStat { stage, threads, busy_s: 0.0, starved_s: 0.0, blocked_s: 0.0, bytes: 0, cpu_s: None, cpu_wait_s: None }
     }
 }
 

@@ -116,6 +116,23 @@ pub struct TcpSide {
     pub rcvbuf: Option<u64>,
     /// Send buffer granted at the sender (per stream), bytes.
     pub sndbuf: Option<u64>,
+    /// Smallest receive window the receiver advertised at the end, bytes.
+    pub snd_wnd: Option<u32>,
+}
+
+impl TcpSide {
+    /// Whether the bytes in flight per stream (rate × min RTT) filled the window the
+    /// receiver advertised (≥ 75 %): the receive window held the sender back, whatever the
+    /// kernel's own SndLim timers say (they split such a stream between window and buffer).
+    fn window_full(&self, rate_bytes_s: f64) -> Option<f64> {
+        let (rtt, wnd) = (self.min_rtt_us?, self.snd_wnd?);
+        if wnd == 0 || self.streams == 0 || rtt < 1000 {
+            return None;
+        }
+        let flight = rate_bytes_s / f64::from(self.streams) * f64::from(rtt) / 1e6;
+        let share = flight / f64::from(wnd);
+        (share >= 0.75).then_some(share)
+    }
 }
 
 fn mb(bytes_s: f64) -> String {
@@ -166,9 +183,9 @@ impl AtStage<'_> {
             f64::INFINITY
         }
     }
-    /// Share of its busy time that was CPU.
+    /// Share of its busy time that was CPU: on one, or ready and waiting for one.
     fn cpu_share(&self) -> Option<f64> {
-        let c = self.stat.cpu_s?;
+        let c = self.stat.cpu_s? + self.stat.cpu_wait_s.unwrap_or(0.0);
         (self.stat.busy_s > 0.0).then(|| c / self.stat.busy_s)
     }
 }
@@ -359,12 +376,21 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
     if stage == Stage::Send {
         let t = &inp.tcp;
         let busy = t.busy_us.max(1) as f64;
-        let (limit, why) = if t.rwnd_limited_us as f64 / busy >= SNDLIM {
+        let full = t.window_full(rate);
+        let (limit, why) = if t.rwnd_limited_us as f64 / busy >= SNDLIM || full.is_some() {
             (
                 Limit::ReceiveWindow,
                 format!(
-                    "the receiver's window: receive-window-limited {} of the time{}",
-                    pct(t.rwnd_limited_us as f64 / busy),
+                    "the receiver's window: {}{}",
+                    match full {
+                        Some(f) => format!(
+                            "{} in flight per stream filled {} of the {} window it advertised",
+                            kib((rate / f64::from(t.streams.max(1)) * f64::from(t.min_rtt_us.unwrap_or(0)) / 1e6) as u64),
+                            pct(f.min(1.0)),
+                            kib(u64::from(t.snd_wnd.unwrap_or(0)))
+                        ),
+                        None => format!("receive-window-limited {} of the time", pct(t.rwnd_limited_us as f64 / busy)),
+                    },
                     t.rcvbuf.map(|b| format!(", {} buffer per stream", kib(b))).unwrap_or_default()
                 ),
             )
@@ -564,7 +590,7 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
             evidence,
         );
     }
-    if rwnd >= SNDLIM {
+    if rwnd >= SNDLIM || t.window_full(rate).is_some() {
         let bdp = t.min_rtt_us.map(|r| rate * f64::from(r) / 1e6 / streams);
         return v(
             Limit::ReceiveWindow,
@@ -633,7 +659,7 @@ mod tests {
     use super::*;
 
     fn st(stage: Stage, threads: u32, busy: f64, bytes: u64, cpu: Option<f64>) -> StageStat {
-        StageStat { stage, threads, busy_s: busy, starved_s: 0.0, blocked_s: 0.0, bytes, cpu_s: cpu }
+        StageStat { stage, threads, busy_s: busy, starved_s: 0.0, blocked_s: 0.0, bytes, cpu_s: cpu, cpu_wait_s: None }
     }
 
     fn inputs<'a>(stats: &'a [(&'static str, StageStat)]) -> CopyInputs<'a> {

@@ -98,6 +98,8 @@ struct Acct {
     blocked_ns: AtomicU64,
     bytes: AtomicU64,
     cpu_ns: AtomicU64,
+    runq_ns: AtomicU64,
+    runq_known: AtomicBool,
     threads: AtomicU64,
 }
 
@@ -124,6 +126,13 @@ impl Acct {
         let (u, s) = sys::thread_cpu();
         self.cpu_ns.fetch_add(((u + s - before).max(0.0) * 1e9) as u64, Ordering::Relaxed);
     }
+    /// Adds the calling thread's run-queue wait since `before` (from [`runq_now`]).
+    fn runq_delta(&self, before: Option<u64>) {
+        if let (Some(a), Some(b)) = (before, sys::thread_runq_wait_ns()) {
+            self.runq_ns.fetch_add(b.saturating_sub(a), Ordering::Relaxed);
+            self.runq_known.store(true, Ordering::Relaxed);
+        }
+    }
     fn stat(&self, stage: Stage) -> StageStat {
         let s = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e9;
         StageStat {
@@ -134,8 +143,13 @@ impl Acct {
             blocked_s: s(&self.blocked_ns),
             bytes: self.bytes.load(Ordering::Relaxed),
             cpu_s: Some(s(&self.cpu_ns)),
+            cpu_wait_s: self.runq_known.load(Ordering::Relaxed).then(|| s(&self.runq_ns)),
         }
     }
+}
+
+fn runq_now() -> Option<u64> {
+    sys::thread_runq_wait_ns()
 }
 
 fn cpu_now() -> f64 {
@@ -411,6 +425,7 @@ impl SendJob {
 
 fn reader(sh: &Arc<SendShared>, prep_tx: Sender<Raw>) {
     let cpu0 = cpu_now();
+    let rq0 = runq_now();
     let wants = loop {
         match sh.want_rx.recv_timeout(POLL) {
             Ok(w) => break w,
@@ -518,10 +533,12 @@ fn reader(sh: &Arc<SendShared>, prep_tx: Sender<Raw>) {
     }
     sh.read.starved(t);
     sh.read.cpu_delta(cpu0);
+    sh.read.runq_delta(rq0);
 }
 
 fn prep_send(sh: &Arc<SendShared>, rx: Receiver<Raw>, tx: Sender<Prepared>) {
     let cpu0 = cpu_now();
+    let rq0 = runq_now();
     let (mut hash_cpu, mut comp_cpu) = (0.0, 0.0);
     let bs = sh.spec.block_size;
     let mut zc = sh.spec.compress.level().and_then(|l| zstd::bulk::Compressor::new(l).ok());
@@ -599,6 +616,7 @@ fn prep_send(sh: &Arc<SendShared>, rx: Receiver<Raw>, tx: Sender<Prepared>) {
     let other = (total - hash_cpu - comp_cpu).max(0.0);
     sh.hash.cpu_ns.fetch_add(((hash_cpu + other) * 1e9) as u64, Ordering::Relaxed);
     sh.compress.cpu_ns.fetch_add((comp_cpu * 1e9) as u64, Ordering::Relaxed);
+    sh.hash.runq_delta(rq0);
 }
 
 fn send_worker(sh: &Arc<SendShared>, conn: Conn, c: &Counters, stop: &AtomicBool, start: Instant) -> io::Result<()> {
@@ -606,6 +624,7 @@ fn send_worker(sh: &Arc<SendShared>, conn: Conn, c: &Counters, stop: &AtomicBool
         return Err(io::Error::other("copies run over TCP"));
     };
     let cpu0 = cpu_now();
+    let rq0 = runq_now();
     let rx = sh.send_rx.clone();
     let res = loop {
         let t = Instant::now();
@@ -644,6 +663,7 @@ fn send_worker(sh: &Arc<SendShared>, conn: Conn, c: &Counters, stop: &AtomicBool
     };
     let _ = sock.shutdown(std::net::Shutdown::Write);
     sh.send.cpu_delta(cpu0);
+    sh.send.runq_delta(rq0);
     res
 }
 
@@ -1003,6 +1023,7 @@ fn recv_worker(sh: &Arc<RecvShared>, conn: Conn, c: &Counters, start: Instant) -
         return Err(io::Error::other("copies run over TCP"));
     };
     let cpu0 = cpu_now();
+    let rq0 = runq_now();
     let mut r = &sock;
     let res = loop {
         let mut hb = [0u8; HEADER_LEN];
@@ -1063,6 +1084,7 @@ fn recv_worker(sh: &Arc<RecvShared>, conn: Conn, c: &Counters, start: Instant) -
         }
     };
     sh.receive.cpu_delta(cpu0);
+    sh.receive.runq_delta(rq0);
     if res.is_err() && !sh.complete.load(Ordering::Acquire) && !sh.c.failed() {
         // The sender vanished mid-copy: keep what is written (the journal resumes it).
         sh.c.fail("the sender's data connection ended before the copy was complete".into());
@@ -1072,6 +1094,7 @@ fn recv_worker(sh: &Arc<RecvShared>, conn: Conn, c: &Counters, start: Instant) -
 
 fn verifier(sh: &Arc<RecvShared>) {
     let cpu0 = cpu_now();
+    let rq0 = runq_now();
     let mut dz = zstd::bulk::Decompressor::new().ok();
     let (mut dcpu, mut vcpu) = (0.0, 0.0);
     let bs = sh.spec.block_size;
@@ -1138,6 +1161,7 @@ fn verifier(sh: &Arc<RecvShared>) {
     let total = cpu_now() - cpu0;
     sh.verify.cpu_ns.fetch_add((((total - dcpu).max(0.0)).max(vcpu) * 1e9) as u64, Ordering::Relaxed);
     sh.decompress.cpu_ns.fetch_add((dcpu * 1e9) as u64, Ordering::Relaxed);
+    sh.verify.runq_delta(rq0);
 }
 
 struct OpenFile {
@@ -1157,6 +1181,7 @@ struct Batch {
 
 fn writer(sh: &Arc<RecvShared>) {
     let cpu0 = cpu_now();
+    let rq0 = runq_now();
     let mut open: HashMap<u32, OpenFile> = HashMap::new();
     let mut batch = Batch::default();
     let mut done: Vec<Done> = Vec::new();
@@ -1281,6 +1306,7 @@ fn writer(sh: &Arc<RecvShared>) {
         }
     }
     sh.write.cpu_delta(cpu0);
+    sh.write.runq_delta(rq0);
 }
 
 fn send_done(sh: &RecvShared, done: &mut Vec<Done>) {

@@ -275,6 +275,12 @@ pub fn scan_root(root: &OwnedFd, rels: &[RelPath]) -> io::Result<Scan> {
             RelPath::parse(&comps[..comps.len() - 1].join("/")).map_err(|e| io::Error::other(e.to_string()))?;
         let dir = Arc::new(open_dir(root, &parent, false)?);
         let name = rel.file_name().to_string();
+        let st = stat_at(&dir, &name).map_err(|e| io::Error::new(e.kind(), format!("`{rel}`: {e}")))?;
+        if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            return Err(io::Error::other(format!(
+                "`{rel}` is a symbolic link; copies never follow links inside the copy's root"
+            )));
+        }
         let top = RelPath::parse(&name).map_err(|e| io::Error::other(e.to_string()))?;
         scan.add(&dir, &name, top)?;
     }

@@ -628,3 +628,10 @@ pub fn host_busy_between(a: (u64, u64), b: (u64, u64)) -> Option<f64> {
     let dt = b.1.checked_sub(a.1)?;
     (dt > 0).then(|| (b.0.saturating_sub(a.0)) as f64 / dt as f64)
 }
+
+/// Nanoseconds the calling thread has waited on a run queue for a CPU (/proc/thread-self/
+/// schedstat), where the kernel keeps it.
+pub fn thread_runq_wait_ns() -> Option<u64> {
+    let t = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    t.split_whitespace().nth(1)?.parse().ok()
+}

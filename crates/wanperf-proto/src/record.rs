@@ -524,6 +524,10 @@ fn tcp_side(sender: &SideReport, receiver: &SideReport) -> wanperf_copy::verdict
             t.rwnd_limited_us += i.rwnd_limited_us.unwrap_or(0);
             t.sndbuf_limited_us += i.sndbuf_limited_us.unwrap_or(0);
             t.retransmits += u64::from(i.total_retrans);
+            t.snd_wnd = match (t.snd_wnd, i.snd_wnd) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             t.min_rtt_us = match (t.min_rtt_us, i.min_rtt_us) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),

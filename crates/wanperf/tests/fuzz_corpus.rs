@@ -442,6 +442,7 @@ fn write_encoder_seeds() {
         streams: vec![StreamFinal { id: 0, ..Default::default() }, StreamFinal { id: 1, ..Default::default() }],
         cpu: CpuUsage { user_s: 0.25, ..Default::default() },
         tcp_counters: [("TCPTimeouts".to_string(), 3)].into_iter().collect(),
+        copy: None,
     };
     let msgs: Vec<(&str, Msg)> = vec![
         ("request_tcp", Msg::Request { software: "wanperf 0.1".into(), spec: TestSpec::tcp(4, 10.0) }),

@@ -25,13 +25,15 @@ impl Server {
     }
 
     pub fn start_on(listen: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", listen])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn server");
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--listen", listen]).args(extra);
+        Server::spawn(cmd)
+    }
+
+    /// A server from a prepared command (environment, another user), told to print its
+    /// banner on stderr.
+    pub fn spawn(mut cmd: Command) -> Server {
+        let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn server");
         let stderr = child.stderr.take().unwrap();
         let mut lines = BufReader::new(stderr).lines();
         let port_of = |line: &str, after: &str| {
@@ -45,6 +47,10 @@ impl Server {
         let mut iperf3_port = None;
         if first.starts_with("iperf3 clients on ") {
             iperf3_port = port_of(&first, "iperf3 clients on ");
+            first = lines.next().expect("server printed no banner").unwrap();
+        }
+        // "copies into and out of DIR" (with --root) comes before the banner too.
+        while first.starts_with("copies into") {
             first = lines.next().expect("server printed no banner").unwrap();
         }
         // "wanperf X listening on ADDR:PORT for ..."
