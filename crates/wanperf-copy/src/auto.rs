@@ -56,7 +56,7 @@ impl Auto {
     /// Whether to compress the `seq`-th block handed out (0, 1, …) now.
     pub fn compress(&self, seq: u64) -> bool {
         if self.incompressible {
-            return seq % RETRY_EVERY == 0;
+            return seq.is_multiple_of(RETRY_EVERY);
         }
         let trial = matches!(self.phase, Phase::Trial { .. });
         self.on != trial

@@ -32,3 +32,22 @@ pub mod journal;
 pub mod paths;
 pub mod spec;
 pub mod verdict;
+
+/// Fuzz entry for everything a copy decodes from a peer: block headers, journals, relative
+/// paths and control messages. Panics only on a broken invariant.
+pub fn exercise(data: &[u8]) {
+    frame::exercise(data);
+    if let Some(j) = journal::Journal::parse(data) {
+        assert!(j.blocks.keys().all(|&b| b < blocks::count(j.size, j.block_size)));
+    }
+    if let Ok(s) = std::str::from_utf8(data) {
+        if let Ok(p) = paths::RelPath::parse(s) {
+            assert!(p.components().all(|c| c != ".." && !c.is_empty()));
+        }
+        if let Ok(m) = serde_json::from_str::<spec::CopyMsg>(s) {
+            let back = serde_json::to_string(&m).expect("serializes");
+            assert_eq!(serde_json::from_str::<spec::CopyMsg>(&back).expect("re-parses"), m);
+        }
+        let _ = spec::Compress::parse(s);
+    }
+}

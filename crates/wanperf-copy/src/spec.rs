@@ -268,7 +268,16 @@ pub struct StageStat {
 impl StageStat {
     /// An empty stat for `stage` with `threads` threads.
     pub fn new(stage: Stage, threads: u32) -> Self {
-        StageStat { stage, threads, busy_s: 0.0, starved_s: 0.0, blocked_s: 0.0, bytes: 0, cpu_s: None, cpu_wait_s: None }
+        StageStat {
+            stage,
+            threads,
+            busy_s: 0.0,
+            starved_s: 0.0,
+            blocked_s: 0.0,
+            bytes: 0,
+            cpu_s: None,
+            cpu_wait_s: None,
+        }
     }
 }
 

@@ -385,7 +385,8 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
                     match full {
                         Some(f) => format!(
                             "{} in flight per stream filled {} of the {} window it advertised",
-                            kib((rate / f64::from(t.streams.max(1)) * f64::from(t.min_rtt_us.unwrap_or(0)) / 1e6) as u64),
+                            kib((rate / f64::from(t.streams.max(1)) * f64::from(t.min_rtt_us.unwrap_or(0)) / 1e6)
+                                as u64),
                             pct(f.min(1.0)),
                             kib(u64::from(t.snd_wnd.unwrap_or(0)))
                         ),

@@ -1387,7 +1387,7 @@ fn open_partial(sh: &RecvShared, dir: &OwnedFd, name: &str, e: &Entry, count: u6
 /// of a file without it.
 fn write_block(of: &mut OpenFile, data: &[u8], off: u64) -> io::Result<()> {
     if of.direct {
-        if data.len() % 4096 == 0 {
+        if data.len().is_multiple_of(4096) {
             let mut a = Aligned::new(data.len());
             a.as_mut().copy_from_slice(data);
             return of.f.write_all_at(a.as_ref(), off);

@@ -548,6 +548,30 @@ pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<Received> {
     Ok(Received { len: n as usize, from, kernel_ns })
 }
 
+/// The host's CPU time so far from /proc/stat: (busy, total) in clock ticks over all cores
+/// (idle and iowait are not busy).
+pub fn host_cpu_ticks() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    Some((total.saturating_sub(idle), total))
+}
+
+/// Share of the host's CPU busy between two [`host_cpu_ticks`] readings.
+pub fn host_busy_between(a: (u64, u64), b: (u64, u64)) -> Option<f64> {
+    let dt = b.1.checked_sub(a.1)?;
+    (dt > 0).then(|| (b.0.saturating_sub(a.0)) as f64 / dt as f64)
+}
+
+/// Nanoseconds the calling thread has waited on a run queue for a CPU (/proc/thread-self/
+/// schedstat), where the kernel keeps it.
+pub fn thread_runq_wait_ns() -> Option<u64> {
+    let t = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    t.split_whitespace().nth(1)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -610,28 +634,4 @@ mod tests {
         assert!(set_congestion(c.as_raw_fd(), "no-such-cc").is_err());
         assert!(set_congestion(c.as_raw_fd(), "reno").is_ok());
     }
-}
-
-/// The host's CPU time so far from /proc/stat: (busy, total) in clock ticks over all cores
-/// (idle and iowait are not busy).
-pub fn host_cpu_ticks() -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    let total: u64 = v.iter().take(8).sum();
-    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-    Some((total.saturating_sub(idle), total))
-}
-
-/// Share of the host's CPU busy between two [`host_cpu_ticks`] readings.
-pub fn host_busy_between(a: (u64, u64), b: (u64, u64)) -> Option<f64> {
-    let dt = b.1.checked_sub(a.1)?;
-    (dt > 0).then(|| (b.0.saturating_sub(a.0)) as f64 / dt as f64)
-}
-
-/// Nanoseconds the calling thread has waited on a run queue for a CPU (/proc/thread-self/
-/// schedstat), where the kernel keeps it.
-pub fn thread_runq_wait_ns() -> Option<u64> {
-    let t = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    t.split_whitespace().nth(1)?.parse().ok()
 }

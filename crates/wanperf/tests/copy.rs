@@ -157,7 +157,8 @@ fn trees_round_trip_both_ways_with_identical_content_and_hashes() {
     std::fs::create_dir_all(&root).unwrap();
     let server = serve_root(&root, &[]);
 
-    let out = copy(&server, &["-P", "4", &t.s("src/data"), &t.s("src/big.bin"), "127.0.0.1:in"], Duration::from_secs(240));
+    let out =
+        copy(&server, &["-P", "4", &t.s("src/data"), &t.s("src/big.bin"), "127.0.0.1:in"], Duration::from_secs(240));
     let recs = recs_ok(&out);
     let c = summary_copy(&recs);
     assert_eq!(c["files"], 2000 + 7 + 1, "{c}");
@@ -422,7 +423,8 @@ fn the_verdict_names_injected_disk_and_cpu_limits_and_never_blames_disk_or_netwo
     write(&f, &bytes(48 << 20, 6));
     // Page-cache-fast storage for the roots, so only the injected limit is slow.
     let shm = Path::new("/dev/shm");
-    let base = if shm.is_dir() { Tmp(shm.join(format!("wanperf-verdict-{}", std::process::id()))) } else { Tmp::new("vroot") };
+    let base =
+        if shm.is_dir() { Tmp(shm.join(format!("wanperf-verdict-{}", std::process::id()))) } else { Tmp::new("vroot") };
     std::fs::create_dir_all(&base.0).unwrap();
     let rate = 30e6;
     for _ in 0..3 {
@@ -445,7 +447,11 @@ fn the_verdict_names_injected_disk_and_cpu_limits_and_never_blames_disk_or_netwo
         assert_eq!(limit, "stage:write", "{text}");
         assert!((got - rate).abs() <= 0.1 * rate, "{got} vs {rate}: {text}");
         // CPU-bound compression.
-        let out = copy(&server, &["--force", "--no-fsync", "-z", "19", &t.s("f.bin"), "127.0.0.1:c"], Duration::from_secs(120));
+        let out = copy(
+            &server,
+            &["--force", "--no-fsync", "-z", "19", &t.s("f.bin"), "127.0.0.1:c"],
+            Duration::from_secs(120),
+        );
         let (limit, _, text) = verdict(&recs_ok(&out));
         assert_eq!(limit, "stage:compress", "{text}");
         drop(server);
@@ -479,8 +485,22 @@ fn the_verdict_names_the_emulated_network_and_a_small_window() {
         // The emulator's 100 Mbit/s bottleneck, 10 ms each way.
         let out = run(
             &[
-                "path", "run", "--rtt", "20ms", "--rate", "100M", "--right", &right, "--", BIN, "copy", "--json",
-                "--force", "--no-fsync", &f.to_string_lossy(), "198.18.0.2:n",
+                "path",
+                "run",
+                "--rtt",
+                "20ms",
+                "--rate",
+                "100M",
+                "--right",
+                &right,
+                "--",
+                BIN,
+                "copy",
+                "--json",
+                "--force",
+                "--no-fsync",
+                &f.to_string_lossy(),
+                "198.18.0.2:n",
             ],
             Duration::from_secs(90),
         );
@@ -492,8 +512,24 @@ fn the_verdict_names_the_emulated_network_and_a_small_window() {
         // A 64 KiB window at 100 ms.
         let out = run(
             &[
-                "path", "run", "--rtt", "100ms", "--rate", "1G", "--right", &right, "--", BIN, "copy", "--json",
-                "--force", "--no-fsync", "-w", "64k", &small.to_string_lossy(), "198.18.0.2:w",
+                "path",
+                "run",
+                "--rtt",
+                "100ms",
+                "--rate",
+                "1G",
+                "--right",
+                &right,
+                "--",
+                BIN,
+                "copy",
+                "--json",
+                "--force",
+                "--no-fsync",
+                "-w",
+                "64k",
+                &small.to_string_lossy(),
+                "198.18.0.2:w",
             ],
             Duration::from_secs(120),
         );

@@ -35,6 +35,7 @@ const TARGETS: &[(&str, Replay)] = &[
     ("server_handshake", server_handshake),
     ("topology_toml", topology_toml),
     ("iperf3_control", wanperf_iperf3::exercise),
+    ("copy_data", wanperf_copy::exercise),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -423,6 +424,16 @@ fn corpus_server_handshake() {
 #[test]
 fn corpus_topology_toml() {
     replay("topology_toml");
+}
+
+#[test]
+fn corpus_iperf3_control() {
+    replay("iperf3_control");
+}
+
+#[test]
+fn corpus_copy_data() {
+    replay("copy_data");
 }
 
 /// Writes the seeds made by the protocol's own encoders (run with `--ignored`).
