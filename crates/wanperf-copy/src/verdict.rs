@@ -592,19 +592,21 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
         );
     }
     if rwnd >= SNDLIM || t.window_full(rate).is_some() {
-        let bdp = t.min_rtt_us.map(|r| rate * f64::from(r) / 1e6 / streams);
+        let why = match t.window_full(rate) {
+            Some(f) => format!(
+                "{} in flight per stream (rate × min RTT) filled {} of the {} window the receiver advertised",
+                kib((rate / streams * f64::from(t.min_rtt_us.unwrap_or(0)) / 1e6) as u64),
+                pct(f.min(1.0)),
+                kib(u64::from(t.snd_wnd.unwrap_or(0)))
+            ),
+            None => format!("receive-window-limited {} of the time", pct(rwnd)),
+        };
         return v(
             Limit::ReceiveWindow,
             "receiver",
             format!(
-                "limited by the receiver's window: receive-window-limited {} of the time{}{}: {}",
-                pct(rwnd),
+                "limited by the receiver's window: {why}{}; a larger -w moves more: {}",
                 t.rcvbuf.map(|b| format!(", {} receive buffer per stream", kib(b))).unwrap_or_default(),
-                bdp.map(|b| format!(
-                    " (window/RTT = {} per stream; a larger -w moves more)",
-                    mb(b / (f64::from(t.min_rtt_us.unwrap_or(1)) / 1e6))
-                ))
-                .unwrap_or_default(),
                 mb(rate)
             ),
             evidence,

@@ -537,3 +537,17 @@ fn the_verdict_names_the_emulated_network_and_a_small_window() {
         assert!(limit == "receive_window" || limit == "send_buffer", "{limit}: {text}");
     }
 }
+
+#[test]
+fn tput_end_records_carry_a_verdict() {
+    let _g = serial();
+    let server = Server::start(&[]);
+    let recs = tput_json(&server, &["-t", "2"]);
+    let (limit, _, text) = verdict(&recs);
+    // Loopback: the CPUs, never the network or a window.
+    assert!(["sender_cpu", "receiver_cpu", "host_cpu"].contains(&limit.as_str()), "{limit}: {text}");
+    let recs = tput_json(&server, &["-t", "2", "-b", "40M"]);
+    let (limit, rate, text) = verdict(&recs);
+    assert_eq!(limit, "application", "{text}");
+    assert!((rate - 5e6).abs() < 0.5e6, "{rate}: {text}");
+}
