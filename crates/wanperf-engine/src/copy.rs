@@ -222,6 +222,36 @@ impl Common {
     }
 }
 
+/// What both ends count for their reports.
+#[derive(Default)]
+struct Tallies {
+    files: AtomicU64,
+    bytes: AtomicU64,
+    wire: AtomicU64,
+    resent: AtomicU64,
+    skipped: AtomicU64,
+    resumed: AtomicU64,
+}
+
+impl Tallies {
+    fn report(&self, c: &Common, stages: Vec<StageStat>, compression: String, direct: bool) -> CopyReport {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        CopyReport {
+            wall_s: c.wall_s(),
+            stages,
+            files: l(&self.files),
+            bytes: l(&self.bytes),
+            wire_bytes: l(&self.wire),
+            resent_blocks: l(&self.resent),
+            skipped_files: l(&self.skipped),
+            resumed_bytes: l(&self.resumed),
+            compression,
+            direct,
+            host_cpu_busy: c.host_busy(),
+        }
+    }
+}
+
 // ───────────────────────────── sender ─────────────────────────────
 
 struct Raw {
@@ -254,12 +284,7 @@ struct SendShared {
     hash: Acct,
     compress: Acct,
     send: Acct,
-    wire: AtomicU64,
-    raw_sent: AtomicU64,
-    resent: AtomicU64,
-    skipped: AtomicU64,
-    resumed: AtomicU64,
-    files_sent: AtomicU64,
+    n: Tallies,
     auto: Mutex<Auto>,
 }
 
@@ -292,12 +317,7 @@ impl SendJob {
             hash: Acct::default(),
             compress: Acct::default(),
             send: Acct::default(),
-            wire: AtomicU64::new(0),
-            raw_sent: AtomicU64::new(0),
-            resent: AtomicU64::new(0),
-            skipped: AtomicU64::new(0),
-            resumed: AtomicU64::new(0),
-            files_sent: AtomicU64::new(0),
+            n: Tallies::default(),
             auto: Mutex::new(Auto::default()),
         });
         SendJob { sh, threads: Mutex::new(Vec::new()), send_tx: Mutex::new(Some(send_tx)) }
@@ -352,8 +372,8 @@ impl SendJob {
         let sh = &self.sh;
         match m {
             CopyMsg::Want { wants, resumed_bytes, skipped } => {
-                sh.resumed.store(resumed_bytes, Ordering::Relaxed);
-                sh.skipped.store(u64::from(skipped), Ordering::Relaxed);
+                sh.n.resumed.store(resumed_bytes, Ordering::Relaxed);
+                sh.n.skipped.store(u64::from(skipped), Ordering::Relaxed);
                 if wants.iter().any(|w| w.file as usize >= sh.entries.len()) {
                     sh.c.fail("the receiver asked for a file the manifest does not have".into());
                     return;
@@ -364,7 +384,7 @@ impl SendJob {
                 let ok =
                     sh.entries.get(file as usize).is_some_and(|e| block < blocks::count(e.size, sh.spec.block_size));
                 if ok {
-                    sh.resent.fetch_add(1, Ordering::Relaxed);
+                    sh.n.resent.fetch_add(1, Ordering::Relaxed);
                     let _ = sh.resend_tx.send((file, block));
                 } else {
                     sh.c.fail("the receiver asked again for a block that does not exist".into());
@@ -373,7 +393,7 @@ impl SendJob {
             CopyMsg::Done { files } => {
                 for d in files {
                     if let Some(e) = sh.entries.get(d.file as usize) {
-                        sh.files_sent.fetch_add(1, Ordering::Relaxed);
+                        sh.n.files.fetch_add(1, Ordering::Relaxed);
                         (sh.c.notify)(CopyEvent::File(FileRecord::new(e, d.blake3, false)));
                     }
                 }
@@ -402,24 +422,13 @@ impl SendJob {
             Compress::Auto(l) => format!("auto (zstd -{l}): {}, ratio {:.2}", auto.describe(), auto.ratio()),
             c => c.describe(),
         };
-        CopyReport {
-            wall_s: sh.c.wall_s(),
-            stages: vec![
-                sh.read.stat(Stage::Read),
-                sh.compress.stat(Stage::Compress),
-                sh.hash.stat(Stage::Hash),
-                sh.send.stat(Stage::Send),
-            ],
-            files: sh.files_sent.load(Ordering::Relaxed),
-            bytes: sh.raw_sent.load(Ordering::Relaxed),
-            wire_bytes: sh.wire.load(Ordering::Relaxed),
-            resent_blocks: sh.resent.load(Ordering::Relaxed),
-            skipped_files: sh.skipped.load(Ordering::Relaxed),
-            resumed_bytes: sh.resumed.load(Ordering::Relaxed),
-            compression,
-            direct: false,
-            host_cpu_busy: sh.c.host_busy(),
-        }
+        let stages = vec![
+            sh.read.stat(Stage::Read),
+            sh.compress.stat(Stage::Compress),
+            sh.hash.stat(Stage::Hash),
+            sh.send.stat(Stage::Send),
+        ];
+        sh.n.report(&sh.c, stages, compression, false)
     }
 }
 
@@ -642,11 +651,11 @@ fn send_worker(sh: &Arc<SendShared>, conn: Conn, c: &Counters, stop: &AtomicBool
                 sh.c.mark();
                 c.add(p.buf.len(), start);
                 sh.send.bytes.fetch_add(u64::from(p.raw_len), Ordering::Relaxed);
-                sh.wire.fetch_add(p.buf.len() as u64, Ordering::Relaxed);
-                sh.raw_sent.fetch_add(u64::from(p.raw_len), Ordering::Relaxed);
+                sh.n.wire.fetch_add(p.buf.len() as u64, Ordering::Relaxed);
+                sh.n.bytes.fetch_add(u64::from(p.raw_len), Ordering::Relaxed);
                 if matches!(sh.spec.compress, Compress::Auto(_)) {
                     let now = sh.c.t0.elapsed().as_secs_f64();
-                    sh.auto.lock().expect("auto").observe_progress(now, sh.raw_sent.load(Ordering::Relaxed));
+                    sh.auto.lock().expect("auto").observe_progress(now, sh.n.bytes.load(Ordering::Relaxed));
                 }
             }
             Err(RecvTimeoutError::Timeout) => {
@@ -707,12 +716,7 @@ struct RecvShared {
     verify: Acct,
     decompress: Acct,
     write: Acct,
-    files: AtomicU64,
-    bytes: AtomicU64,
-    wire: AtomicU64,
-    resent: AtomicU64,
-    skipped: AtomicU64,
-    resumed: AtomicU64,
+    n: Tallies,
     complete: AtomicBool,
     direct: AtomicBool,
 }
@@ -746,12 +750,7 @@ impl RecvJob {
                 verify: Acct::default(),
                 decompress: Acct::default(),
                 write: Acct::default(),
-                files: AtomicU64::new(0),
-                bytes: AtomicU64::new(0),
-                wire: AtomicU64::new(0),
-                resent: AtomicU64::new(0),
-                skipped: AtomicU64::new(0),
-                resumed: AtomicU64::new(0),
+                n: Tallies::default(),
                 complete: AtomicBool::new(false),
                 direct: AtomicBool::new(false),
             }),
@@ -826,24 +825,13 @@ impl RecvJob {
         for t in self.threads.lock().expect("threads").drain(..) {
             let _ = t.join();
         }
-        CopyReport {
-            wall_s: sh.c.wall_s(),
-            stages: vec![
-                sh.receive.stat(Stage::Receive),
-                sh.decompress.stat(Stage::Decompress),
-                sh.verify.stat(Stage::Verify),
-                sh.write.stat(Stage::Write),
-            ],
-            files: sh.files.load(Ordering::Relaxed),
-            bytes: sh.bytes.load(Ordering::Relaxed),
-            wire_bytes: sh.wire.load(Ordering::Relaxed),
-            resent_blocks: sh.resent.load(Ordering::Relaxed),
-            skipped_files: sh.skipped.load(Ordering::Relaxed),
-            resumed_bytes: sh.resumed.load(Ordering::Relaxed),
-            compression: sh.spec.compress.describe(),
-            direct: sh.direct.load(Ordering::Relaxed),
-            host_cpu_busy: sh.c.host_busy(),
-        }
+        let stages = vec![
+            sh.receive.stat(Stage::Receive),
+            sh.decompress.stat(Stage::Decompress),
+            sh.verify.stat(Stage::Verify),
+            sh.write.stat(Stage::Write),
+        ];
+        sh.n.report(&sh.c, stages, sh.spec.compress.describe(), sh.direct.load(Ordering::Relaxed))
     }
 }
 
@@ -931,14 +919,14 @@ fn setup(sh: &Arc<RecvShared>, entries: Vec<Entry>) -> Result<(), String> {
     if sh.spec.fsync && !done_now.is_empty() {
         let _ = copy_fs::syncfs(&sh.base);
     }
-    sh.resumed.store(resumed, Ordering::Relaxed);
-    sh.skipped.store(u64::from(skipped), Ordering::Relaxed);
+    sh.n.resumed.store(resumed, Ordering::Relaxed);
+    sh.n.skipped.store(u64::from(skipped), Ordering::Relaxed);
     let done: Vec<Done> = done_now
         .iter()
         .map(|(f, h)| {
             let e = &entries[*f as usize];
             (sh.c.notify)(CopyEvent::File(FileRecord::new(e, blocks::hex(h), false)));
-            sh.files.fetch_add(1, Ordering::Relaxed);
+            sh.n.files.fetch_add(1, Ordering::Relaxed);
             Done { file: *f, blake3: blocks::hex(h) }
         })
         .collect();
@@ -1069,7 +1057,7 @@ fn recv_worker(sh: &Arc<RecvShared>, conn: Conn, c: &Counters, start: Instant) -
         let n = HEADER_LEN + payload.len();
         c.add(n, start);
         sh.receive.bytes.fetch_add(n as u64, Ordering::Relaxed);
-        sh.wire.fetch_add(n as u64, Ordering::Relaxed);
+        sh.n.wire.fetch_add(n as u64, Ordering::Relaxed);
         let mut g = Got { h, payload };
         let sent = loop {
             match sh.verify_tx.send_timeout(g, POLL) {
@@ -1153,7 +1141,7 @@ fn verifier(sh: &Arc<RecvShared>) {
                 sh.verify.blocked(t);
             }
             _ => {
-                sh.resent.fetch_add(1, Ordering::Relaxed);
+                sh.n.resent.fetch_add(1, Ordering::Relaxed);
                 (sh.c.notify)(CopyEvent::Msg(CopyMsg::Resend { file: h.file, block: h.block }));
             }
         }
@@ -1259,7 +1247,7 @@ fn writer(sh: &Arc<RecvShared>) {
             }
         }
         sh.write.bytes.fetch_add(v.data.len() as u64, Ordering::Relaxed);
-        sh.bytes.fetch_add(v.data.len() as u64, Ordering::Relaxed);
+        sh.n.bytes.fetch_add(v.data.len() as u64, Ordering::Relaxed);
         of.hashes[v.block as usize] = Some(v.hash);
         of.left -= 1;
         if of.left == 0 {
@@ -1271,7 +1259,7 @@ fn writer(sh: &Arc<RecvShared>) {
                     sh.c.fail(io_err(err, e.path.to_string()));
                     break;
                 }
-                sh.files.fetch_add(1, Ordering::Relaxed);
+                sh.n.files.fetch_add(1, Ordering::Relaxed);
                 (sh.c.notify)(CopyEvent::File(FileRecord::new(e, blocks::hex(&h), false)));
                 done.push(Done { file: v.file, blake3: blocks::hex(&h) });
             } else {
@@ -1332,7 +1320,7 @@ fn flush(sh: &RecvShared, batch: &mut Batch, done: &mut Vec<Done>) -> Result<(),
         let name = e.path.file_name();
         copy_fs::set_meta(&f, e.mode, e.mtime_ns).map_err(|err| io_err(err, e.path.to_string()))?;
         copy_fs::rename_at(&dir, &partial_name(name), name).map_err(|err| io_err(err, e.path.to_string()))?;
-        sh.files.fetch_add(1, Ordering::Relaxed);
+        sh.n.files.fetch_add(1, Ordering::Relaxed);
         (sh.c.notify)(CopyEvent::File(FileRecord::new(e, blocks::hex(&h), false)));
         done.push(Done { file, blake3: blocks::hex(&h) });
     }

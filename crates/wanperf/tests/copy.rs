@@ -405,6 +405,16 @@ fn bad_cases_get_one_clear_line_and_nothing_half_written_under_a_final_name() {
     }
 }
 
+/// `wanperf copy ARGS` from the left host of an emulated path with LINK options, a server
+/// (`right`) on the right.
+fn copy_on_path(right: &str, link: &[&str], args: &[&str], limit: Duration) -> std::process::Output {
+    let mut a = vec!["path", "run"];
+    a.extend_from_slice(link);
+    a.extend(["--right", right, "--", BIN, "copy", "--json"]);
+    a.extend_from_slice(args);
+    run(&a, limit)
+}
+
 fn verdict(recs: &[Value]) -> (String, f64, String) {
     let v = &end(recs)["summary"]["verdict"];
     let limit = match &v["limit"] {
@@ -483,25 +493,10 @@ fn the_verdict_names_the_emulated_network_and_a_small_window() {
     let right = format!("{BIN} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15 --root {}", root.display());
     for _ in 0..3 {
         // The emulator's 100 Mbit/s bottleneck, 10 ms each way.
-        let out = run(
-            &[
-                "path",
-                "run",
-                "--rtt",
-                "20ms",
-                "--rate",
-                "100M",
-                "--right",
-                &right,
-                "--",
-                BIN,
-                "copy",
-                "--json",
-                "--force",
-                "--no-fsync",
-                &f.to_string_lossy(),
-                "198.18.0.2:n",
-            ],
+        let out = copy_on_path(
+            &right,
+            &["--rtt", "20ms", "--rate", "100M"],
+            &["--force", "--no-fsync", &f.to_string_lossy(), "198.18.0.2:n"],
             Duration::from_secs(90),
         );
         let (limit, got, text) = verdict(&recs_ok(&out));
@@ -510,27 +505,10 @@ fn the_verdict_names_the_emulated_network_and_a_small_window() {
         let want = 100e6 / 8.0 * 0.965;
         assert!((got - want).abs() <= 0.1 * want, "{got} vs {want}: {text}");
         // A 64 KiB window at 100 ms.
-        let out = run(
-            &[
-                "path",
-                "run",
-                "--rtt",
-                "100ms",
-                "--rate",
-                "1G",
-                "--right",
-                &right,
-                "--",
-                BIN,
-                "copy",
-                "--json",
-                "--force",
-                "--no-fsync",
-                "-w",
-                "64k",
-                &small.to_string_lossy(),
-                "198.18.0.2:w",
-            ],
+        let out = copy_on_path(
+            &right,
+            &["--rtt", "100ms", "--rate", "1G"],
+            &["--force", "--no-fsync", "-w", "64k", &small.to_string_lossy(), "198.18.0.2:w"],
             Duration::from_secs(120),
         );
         let (limit, _, text) = verdict(&recs_ok(&out));
