@@ -49,10 +49,27 @@ pub fn run(
         // A server before 3.17 cannot read OAEP: try the old padding once.
         Err(Attempt::AuthFailed(msg)) => match creds {
             Some(c) if c.padding.is_none() => {
-                attempt(cfg, creds, Some(Padding::Pkcs1), sink, interrupt).map_err(|e| match e {
-                    Attempt::AuthFailed(m) => ClientError::Refused(format!("{m} (tried OAEP and PKCS#1 v1.5 padding)")),
-                    Attempt::Other(e) => e,
-                })
+                // iperf3's server closes its listening socket while it cleans up the refused
+                // test and opens it again: a refused connection in that window is retried
+                // for up to 2 s.
+                let until = Instant::now() + Duration::from_secs(2);
+                loop {
+                    match attempt(cfg, creds, Some(Padding::Pkcs1), sink, interrupt) {
+                        Err(Attempt::Other(ClientError::Connect(_)))
+                            if Instant::now() < until && !interrupt.load(std::sync::atomic::Ordering::Acquire) =>
+                        {
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                        r => {
+                            break r.map_err(|e| match e {
+                                Attempt::AuthFailed(m) => {
+                                    ClientError::Refused(format!("{m} (tried OAEP and PKCS#1 v1.5 padding)"))
+                                }
+                                Attempt::Other(e) => e,
+                            })
+                        }
+                    }
+                }
             }
             _ => Err(ClientError::Refused(msg)),
         },
