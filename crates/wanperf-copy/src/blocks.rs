@@ -62,7 +62,7 @@ fn node(hashes: &[[u8; 32]], size: u64, bs: u64) -> [u8; 32] {
 
 /// Hex of a hash.
 pub fn hex(h: &[u8; 32]) -> String {
-    h.iter().map(|b| format!("{b:02x}")).collect()
+    blake3::Hash::from_bytes(*h).to_hex().to_string()
 }
 
 #[cfg(test)]

@@ -98,6 +98,14 @@ impl RelPath {
         self.0.split('/').filter(|c| *c != ".")
     }
 
+    /// The directory holding this path (the root for a top-level name and for the root).
+    pub fn parent(&self) -> RelPath {
+        match self.0.rsplit_once('/') {
+            Some((dir, _)) => RelPath(dir.into()),
+            None => Self::root(),
+        }
+    }
+
     /// The last component (`.` for the root).
     pub fn file_name(&self) -> &str {
         self.0.rsplit('/').next().unwrap_or(".")
@@ -169,6 +177,9 @@ mod tests {
         assert_eq!(RelPath::parse("x/y").unwrap().file_name(), "y");
         assert_eq!(RelPath::parse("x/y").unwrap().components().collect::<Vec<_>>(), vec!["x", "y"]);
         assert_eq!(r.components().count(), 0);
+        assert_eq!(RelPath::parse("x/y/z").unwrap().parent().as_str(), "x/y");
+        assert!(RelPath::parse("x").unwrap().parent().is_root());
+        assert!(r.parent().is_root());
     }
 
     #[test]

@@ -262,29 +262,25 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
     if let Some((_, line)) = &host_cpu {
         evidence.push(line.clone());
     }
-    let headroom = |except: Stage| -> Vec<Headroom> {
-        cands
+    // Every other stage's room, and the text naming the disks', the network's and
+    // compression's.
+    let room = |except: Option<Stage>| -> (Vec<Headroom>, String) {
+        let others: Vec<&&AtStage<'_>> =
+            cands.iter().filter(|s| Some(s.stat.stage) != except && s.capacity().is_finite()).collect();
+        let parts: Vec<String> = others
             .iter()
-            .filter(|s| s.stat.stage != except)
-            .filter(|s| s.capacity().is_finite())
+            .filter(|s| matches!(s.stat.stage, Stage::Read | Stage::Write | Stage::Send | Stage::Compress))
+            .map(|s| format!("{} could do {}", s.stat.stage.name(), mb(s.capacity())))
+            .collect();
+        let hr = others
+            .iter()
             .map(|s| Headroom {
                 what: format!("{} ({})", s.stat.stage.name(), s.at),
                 capacity_bytes_s: s.capacity(),
                 times: s.capacity() / rate,
             })
-            .collect()
-    };
-    let room_text = |h: &[Headroom]| -> String {
-        let parts: Vec<String> = h
-            .iter()
-            .filter(|h| matches!(h.what.split(' ').next(), Some("disk" | "the" | "compression")))
-            .map(|h| format!("{} could do {}", h.what.split(" (").next().unwrap_or(""), mb(h.capacity_bytes_s)))
             .collect();
-        if parts.is_empty() {
-            String::new()
-        } else {
-            format!("; {}", parts.join(", "))
-        }
+        (hr, if parts.is_empty() { String::new() } else { format!("; {}", parts.join(", ")) })
     };
     let stage = lim.stat.stage;
     // On a saturated CPU a stage's busy time is partly waiting for a core. If one CPU-heavy
@@ -307,7 +303,7 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
                     Stage::Compress | Stage::Decompress => format!(" ({})", inp.compression),
                     _ => String::new(),
                 };
-                let hr = headroom(st);
+                let (hr, room_text) = room(Some(st));
                 return Some(Verdict {
                     limit: Limit::Stage(st),
                     at: t.at.into(),
@@ -318,7 +314,7 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
                         t.at,
                         pct(t.stat.cpu_s.unwrap_or(0.0) / total),
                         mb(rate),
-                        room_text(&hr)
+                        room_text
                     ),
                     evidence,
                     headroom: hr,
@@ -336,7 +332,7 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
                     rate_bytes_s: rate,
                     text: format!("limited by the CPU ({line}): {}", mb(rate)),
                     evidence,
-                    headroom: headroom(Stage::Receive),
+                    headroom: room(None).0,
                 });
             }
         }
@@ -363,12 +359,12 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
         } else {
             "over loopback the network is the kernel copying on the CPUs".to_string()
         };
-        let hr = headroom(stage);
+        let (hr, room_text) = room(Some(stage));
         return Some(Verdict {
             limit,
             at: at.into(),
             rate_bytes_s: rate,
-            text: format!("limited by the CPU: {why}: {}{}", mb(rate), room_text(&hr)),
+            text: format!("limited by the CPU: {why}: {}{room_text}", mb(rate)),
             evidence,
             headroom: hr,
         });
@@ -421,7 +417,7 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
             t.sndbuf_limited_us as f64 / 1e6,
             t.streams
         ));
-        let hr = headroom(Stage::Send);
+        let (hr, room_text) = room(Some(Stage::Send));
         let window = match (limit, t.min_rtt_us) {
             (Limit::ReceiveWindow | Limit::SendBuffer, Some(r)) if r > 0 => {
                 format!(" (a window of W moves at most W/RTT: the path's RTT is {:.1} ms)", f64::from(r) / 1000.0)
@@ -436,7 +432,7 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
                 _ => String::new(),
             },
             rate_bytes_s: rate,
-            text: format!("limited by {why}: {}{window}{}", mb(rate), room_text(&hr)),
+            text: format!("limited by {why}: {}{window}{room_text}", mb(rate)),
             evidence,
             headroom: hr,
         });
@@ -445,7 +441,7 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
         Stage::Compress | Stage::Decompress => format!(" ({})", inp.compression),
         _ => String::new(),
     };
-    let hr = headroom(stage);
+    let (hr, room_text) = room(Some(stage));
     let text = format!(
         "limited by {} on the {}{detail}, {} thread{} busy {}: {}{}",
         stage.name(),
@@ -454,7 +450,7 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
         if lim.stat.threads == 1 { "" } else { "s" },
         pct(lim.util(inp.wall_s)),
         mb(rate),
-        room_text(&hr)
+        room_text
     );
     Some(Verdict { limit: Limit::Stage(stage), at: lim.at.into(), rate_bytes_s: rate, text, evidence, headroom: hr })
 }

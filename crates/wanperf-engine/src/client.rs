@@ -193,11 +193,9 @@ pub fn run_copy(
         return Err(ClientError::Usage("not a copy".into()));
     };
     let (tx, rx) = mpsc::channel::<Event>();
-    let txm = Mutex::new(tx.clone());
+    let to_loop = tx.clone();
     let notify: crate::copy::Notify = Arc::new(move |ev| {
-        if let Ok(t) = txm.lock() {
-            let _ = t.send(Event::Copy(ev));
-        }
+        let _ = to_loop.send(Event::Copy(ev));
     });
     let job = match local {
         CopyLocal::Push(paths) => {
@@ -289,6 +287,8 @@ fn drive(
     let mut refused: Option<String> = None;
     let mut foreign: Option<FrameError> = None;
     let mut warnings = warnings;
+    // Captured once: the start record shows it, the verdict counts its cores.
+    let client_host = sys::host_capture(Some(server.ip()));
 
     loop {
         while let Some(m) = session.poll_transmit() {
@@ -344,7 +344,7 @@ fn drive(
                                 },
                                 test: spec.clone(),
                                 server_version: sv,
-                                client_host: sys::host_capture(Some(server.ip())),
+                                client_host: client_host.clone(),
                                 server_host: sh,
                                 connections: infos,
                                 warnings: warnings.clone(),
@@ -486,7 +486,6 @@ fn drive(
     let local = local_report.unwrap_or_default();
     let mut summary = summarize(spec, &merger, &local, server_report.as_ref());
     let (_, server_host) = server_info.clone().unwrap_or_default();
-    let client_host = sys::host_capture(Some(server.ip()));
     summary.verdict = wanperf_proto::record::verdict(
         spec,
         &summary,

@@ -182,6 +182,10 @@ struct Common {
     first_ns: AtomicU64,
     last_ns: AtomicU64,
     ticks0: Option<(u64, u64)>,
+    /// The receiver has every wanted block in place (sender: it said so).
+    complete: AtomicBool,
+    /// The pipeline's own threads (not the stream workers, which the `Side` owns).
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Common {
@@ -193,6 +197,24 @@ impl Common {
             first_ns: AtomicU64::new(u64::MAX),
             last_ns: AtomicU64::new(0),
             ticks0: sys::host_cpu_ticks(),
+            complete: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+    fn is_complete(&self) -> bool {
+        self.complete.load(Ordering::Acquire)
+    }
+    /// Stops every thread.
+    fn abort(&self) {
+        self.failed.store(true, Ordering::Release);
+    }
+    /// Waits for the pipeline's threads (stopping them first unless the copy completed).
+    fn join(&self) {
+        if !self.is_complete() {
+            self.abort();
+        }
+        for t in self.threads.lock().expect("threads").drain(..) {
+            let _ = t.join();
         }
     }
     fn host_busy(&self) -> Option<f64> {
@@ -278,7 +300,6 @@ struct SendShared {
     want_rx: Receiver<Vec<Want>>,
     resend_tx: Sender<(u32, u64)>,
     resend_rx: Receiver<(u32, u64)>,
-    complete: AtomicBool,
     send_rx: Receiver<Prepared>,
     read: Acct,
     hash: Acct,
@@ -291,7 +312,6 @@ struct SendShared {
 /// The sending end of a copy.
 pub struct SendJob {
     sh: Arc<SendShared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
     send_tx: Mutex<Option<Sender<Prepared>>>,
 }
 
@@ -311,7 +331,6 @@ impl SendJob {
             want_rx,
             resend_tx,
             resend_rx,
-            complete: AtomicBool::new(false),
             send_rx,
             read: Acct::default(),
             hash: Acct::default(),
@@ -320,7 +339,7 @@ impl SendJob {
             n: Tallies::default(),
             auto: Mutex::new(Auto::default()),
         });
-        SendJob { sh, threads: Mutex::new(Vec::new()), send_tx: Mutex::new(Some(send_tx)) }
+        SendJob { sh, send_tx: Mutex::new(Some(send_tx)) }
     }
 
     /// Total bytes of the manifest's files.
@@ -348,7 +367,7 @@ impl SendJob {
             first = end;
         }
         let (prep_tx, prep_rx) = bounded::<Raw>(8);
-        let mut threads = self.threads.lock().expect("threads");
+        let mut threads = sh.c.threads.lock().expect("threads");
         let s = sh.clone();
         threads.push(std::thread::spawn(move || reader(&s, prep_tx)));
         sh.read.threads.store(1, Ordering::Relaxed);
@@ -398,25 +417,15 @@ impl SendJob {
                     }
                 }
             }
-            CopyMsg::Complete => sh.complete.store(true, Ordering::Release),
+            CopyMsg::Complete => sh.c.complete.store(true, Ordering::Release),
             CopyMsg::Manifest { .. } => sh.c.fail("the receiver sent a manifest".into()),
         }
-    }
-
-    /// Stops every thread (the test is over, or aborted).
-    pub fn abort(&self) {
-        self.sh.c.failed.store(true, Ordering::Release);
     }
 
     /// Waits for the internal threads and reports.
     pub fn report(&self) -> CopyReport {
         let sh = &self.sh;
-        if !sh.complete.load(Ordering::Acquire) {
-            sh.c.failed.store(true, Ordering::Release);
-        }
-        for t in self.threads.lock().expect("threads").drain(..) {
-            let _ = t.join();
-        }
+        sh.c.join();
         let auto = sh.auto.lock().expect("auto");
         let compression = match sh.spec.compress {
             Compress::Auto(l) => format!("auto (zstd -{l}): {}, ratio {:.2}", auto.describe(), auto.ratio()),
@@ -451,8 +460,7 @@ fn reader(sh: &Arc<SendShared>, prep_tx: Sender<Raw>) {
         let t = Instant::now();
         if open.as_ref().map(|o| o.0) != Some(file) {
             let f = sh.sources[file as usize].open().map_err(|err| format!("cannot read `{}`: {err}", e.path))?;
-            let st = copy_fs::fstat(&f).map_err(|err| err.to_string())?;
-            if st.st_size as u64 != e.size || copy_fs::mtime_ns(&st) != e.mtime_ns {
+            if !copy_fs::as_listed(&f, e).map_err(|err| err.to_string())? {
                 return Err(format!("`{}` changed after it was listed; copy it again", e.path));
             }
             open = Some((file, f));
@@ -468,8 +476,7 @@ fn reader(sh: &Arc<SendShared>, prep_tx: Sender<Raw>) {
         if check_end {
             // The last block read: a file that changed while it was read is refused before
             // the block that would complete it leaves.
-            let st = copy_fs::fstat(f).map_err(|err| err.to_string())?;
-            if st.st_size as u64 != e.size || copy_fs::mtime_ns(&st) != e.mtime_ns {
+            if !copy_fs::as_listed(f, e).map_err(|err| err.to_string())? {
                 return Err(format!("`{}` changed while it was read; copy it again", e.path));
             }
         }
@@ -526,7 +533,7 @@ fn reader(sh: &Arc<SendShared>, prep_tx: Sender<Raw>) {
     }
     // Everything planned is read; answer resends until the receiver says it is complete.
     let t = Instant::now();
-    while !sh.c.failed() && !sh.complete.load(Ordering::Acquire) {
+    while !sh.c.failed() && !sh.c.is_complete() {
         match sh.resend_rx.recv_timeout(Duration::from_millis(20)) {
             Ok((f, bl)) => match read_block(f, bl, false, u64::MAX) {
                 Ok(r) => {
@@ -548,7 +555,9 @@ fn reader(sh: &Arc<SendShared>, prep_tx: Sender<Raw>) {
 fn prep_send(sh: &Arc<SendShared>, rx: Receiver<Raw>, tx: Sender<Prepared>) {
     let cpu0 = cpu_now();
     let rq0 = runq_now();
-    let (mut hash_cpu, mut comp_cpu) = (0.0, 0.0);
+    // Compression's CPU is measured around each compression; the rest of these threads'
+    // CPU is hashing's (and the queues').
+    let mut comp_cpu = 0.0;
     let bs = sh.spec.block_size;
     let mut zc = sh.spec.compress.level().and_then(|l| zstd::bulk::Compressor::new(l).ok());
     loop {
@@ -564,12 +573,9 @@ fn prep_send(sh: &Arc<SendShared>, rx: Receiver<Raw>, tx: Sender<Prepared>) {
         let t = sh.hash.starved(t);
         let e = &sh.entries[raw.file as usize];
         let data = &raw.buf[HEADER_LEN..];
-        let c0 = cpu_now();
         let hash = blocks::block_hash(data, raw.block, bs, e.size);
         sh.hash.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
         let t = sh.hash.busy(t);
-        let c1 = cpu_now();
-        hash_cpu += c1 - c0;
         let want_z = match sh.spec.compress {
             Compress::Off => false,
             Compress::Zstd(_) => true,
@@ -578,6 +584,7 @@ fn prep_send(sh: &Arc<SendShared>, rx: Receiver<Raw>, tx: Sender<Prepared>) {
         let mut out: Option<Vec<u8>> = None;
         if want_z && !data.is_empty() {
             if let Some(z) = zc.as_mut() {
+                let c0 = cpu_now();
                 let mut v = vec![0u8; HEADER_LEN + data.len()];
                 if let Ok(n) = z.compress_to_buffer(data, &mut v[HEADER_LEN..]) {
                     if matches!(sh.spec.compress, Compress::Auto(_)) {
@@ -592,7 +599,7 @@ fn prep_send(sh: &Arc<SendShared>, rx: Receiver<Raw>, tx: Sender<Prepared>) {
                 }
                 sh.compress.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
                 sh.compress.busy(t);
-                comp_cpu += cpu_now() - c1;
+                comp_cpu += cpu_now() - c0;
             }
         }
         let raw_len = data.len() as u32;
@@ -622,8 +629,7 @@ fn prep_send(sh: &Arc<SendShared>, rx: Receiver<Raw>, tx: Sender<Prepared>) {
         sh.hash.blocked(t);
     }
     let total = cpu_now() - cpu0;
-    let other = (total - hash_cpu - comp_cpu).max(0.0);
-    sh.hash.cpu_ns.fetch_add(((hash_cpu + other) * 1e9) as u64, Ordering::Relaxed);
+    sh.hash.cpu_ns.fetch_add(((total - comp_cpu).max(0.0) * 1e9) as u64, Ordering::Relaxed);
     sh.compress.cpu_ns.fetch_add((comp_cpu * 1e9) as u64, Ordering::Relaxed);
     sh.hash.runq_delta(rq0);
 }
@@ -697,7 +703,8 @@ struct Plan {
     pending: Vec<Mutex<Option<Vec<bool>>>>,
     /// Hashes of blocks the receiver already had (resume), per file.
     had: Vec<Mutex<HashMap<u64, [u8; 32]>>>,
-    dirs: HashMap<RelPath, Arc<OwnedFd>>,
+    /// The directory each entry is written into (its parent under the base).
+    parents: Vec<Arc<OwnedFd>>,
 }
 
 struct RecvShared {
@@ -717,14 +724,12 @@ struct RecvShared {
     decompress: Acct,
     write: Acct,
     n: Tallies,
-    complete: AtomicBool,
     direct: AtomicBool,
 }
 
 /// The receiving end of a copy.
 pub struct RecvJob {
     sh: Arc<RecvShared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl RecvJob {
@@ -751,17 +756,15 @@ impl RecvJob {
                 decompress: Acct::default(),
                 write: Acct::default(),
                 n: Tallies::default(),
-                complete: AtomicBool::new(false),
                 direct: AtomicBool::new(false),
             }),
-            threads: Mutex::new(Vec::new()),
         }
     }
 
     /// Starts the verify and write threads; returns the stream worker.
     pub fn start(&self) -> Worker {
         let sh = &self.sh;
-        let mut threads = self.threads.lock().expect("threads");
+        let mut threads = sh.c.threads.lock().expect("threads");
         let k = prep_threads();
         sh.verify.threads.store(k as u64, Ordering::Relaxed);
         sh.decompress.threads.store(k as u64, Ordering::Relaxed);
@@ -795,7 +798,7 @@ impl RecvJob {
                     let entries = std::mem::take(&mut *man);
                     drop(man);
                     let s = sh.clone();
-                    self.threads.lock().expect("threads").push(std::thread::spawn(move || {
+                    sh.c.threads.lock().expect("threads").push(std::thread::spawn(move || {
                         if let Err(e) = setup(&s, entries) {
                             s.c.fail(e);
                         }
@@ -806,25 +809,10 @@ impl RecvJob {
         }
     }
 
-    /// Stops every thread.
-    pub fn abort(&self) {
-        self.sh.c.failed.store(true, Ordering::Release);
-    }
-
-    /// Whether every wanted block is written and every file in place.
-    pub fn is_complete(&self) -> bool {
-        self.sh.complete.load(Ordering::Acquire)
-    }
-
     /// Waits for the internal threads and reports.
     pub fn report(&self) -> CopyReport {
         let sh = &self.sh;
-        if !sh.complete.load(Ordering::Acquire) {
-            sh.c.failed.store(true, Ordering::Release);
-        }
-        for t in self.threads.lock().expect("threads").drain(..) {
-            let _ = t.join();
-        }
+        sh.c.join();
         let stages = vec![
             sh.receive.stat(Stage::Receive),
             sh.decompress.stat(Stage::Decompress),
@@ -840,17 +828,14 @@ fn setup(sh: &Arc<RecvShared>, entries: Vec<Entry>) -> Result<(), String> {
     let bs = sh.spec.block_size;
     let mut dirs: HashMap<RelPath, Arc<OwnedFd>> = HashMap::new();
     dirs.insert(RelPath::root(), Arc::new(sh.base.try_clone().map_err(|e| e.to_string())?));
-    let parent_of = |p: &RelPath| -> RelPath {
-        let comps: Vec<&str> = p.components().collect();
-        RelPath::parse(&comps[..comps.len().saturating_sub(1)].join("/")).unwrap_or_else(|_| RelPath::root())
-    };
     let mut wants = Vec::new();
     let mut pending = Vec::with_capacity(entries.len());
     let mut had = Vec::with_capacity(entries.len());
+    let mut parents = Vec::with_capacity(entries.len());
     let (mut resumed, mut skipped, mut outstanding) = (0u64, 0u32, 0u64);
     let mut done_now: Vec<(u32, [u8; 32])> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        let parent = parent_of(&e.path);
+        let parent = e.path.parent();
         if !dirs.contains_key(&parent) {
             let d = copy_fs::open_dir(&sh.base, &parent, true).map_err(|err| io_err(err, parent.to_string()))?;
             dirs.insert(parent.clone(), Arc::new(d));
@@ -915,6 +900,7 @@ fn setup(sh: &Arc<RecvShared>, entries: Vec<Entry>) -> Result<(), String> {
         }
         pending.push(Mutex::new(pend));
         had.push(Mutex::new(have));
+        parents.push(dir);
     }
     if sh.spec.fsync && !done_now.is_empty() {
         let _ = copy_fs::syncfs(&sh.base);
@@ -930,7 +916,7 @@ fn setup(sh: &Arc<RecvShared>, entries: Vec<Entry>) -> Result<(), String> {
             Done { file: *f, blake3: blocks::hex(h) }
         })
         .collect();
-    if sh.plan.set(Plan { entries, pending, had, dirs }).is_err() {
+    if sh.plan.set(Plan { entries, pending, had, parents }).is_err() {
         return Err("the manifest arrived twice".into());
     }
     sh.outstanding.store(outstanding, Ordering::Release);
@@ -939,7 +925,7 @@ fn setup(sh: &Arc<RecvShared>, entries: Vec<Entry>) -> Result<(), String> {
         (sh.c.notify)(CopyEvent::Msg(CopyMsg::Done { files: done }));
     }
     if outstanding == 0 {
-        sh.complete.store(true, Ordering::Release);
+        sh.c.complete.store(true, Ordering::Release);
         (sh.c.notify)(CopyEvent::Msg(CopyMsg::Complete));
     }
     Ok(())
@@ -1073,7 +1059,7 @@ fn recv_worker(sh: &Arc<RecvShared>, conn: Conn, c: &Counters, start: Instant) -
     };
     sh.receive.cpu_delta(cpu0);
     sh.receive.runq_delta(rq0);
-    if res.is_err() && !sh.complete.load(Ordering::Acquire) && !sh.c.failed() {
+    if res.is_err() && !sh.c.is_complete() && !sh.c.failed() {
         // The sender vanished mid-copy: keep what is written (the journal resumes it).
         sh.c.fail("the sender's data connection ended before the copy was complete".into());
     }
@@ -1084,13 +1070,14 @@ fn verifier(sh: &Arc<RecvShared>) {
     let cpu0 = cpu_now();
     let rq0 = runq_now();
     let mut dz = zstd::bulk::Decompressor::new().ok();
-    let (mut dcpu, mut vcpu) = (0.0, 0.0);
+    // Decompression's CPU is measured around each decompression; the rest is verification's.
+    let mut dcpu = 0.0;
     let bs = sh.spec.block_size;
     loop {
         let t = Instant::now();
         let g = match sh.verify_rx.recv_timeout(POLL) {
             Ok(g) => g,
-            Err(RecvTimeoutError::Timeout) if !sh.c.failed() && !sh.complete.load(Ordering::Acquire) => {
+            Err(RecvTimeoutError::Timeout) if !sh.c.failed() && !sh.c.is_complete() => {
                 sh.verify.starved(t);
                 continue;
             }
@@ -1110,8 +1097,8 @@ fn verifier(sh: &Arc<RecvShared>) {
             sh.c.fail(format!("a block of `{}` out of the file's bounds", e.path));
             break;
         }
-        let c0 = cpu_now();
         let data = if h.zstd {
+            let c0 = cpu_now();
             let r = dz.as_mut().map(|d| d.decompress(&g.payload, h.raw_len as usize));
             sh.decompress.bytes.fetch_add(u64::from(h.raw_len), Ordering::Relaxed);
             t = sh.decompress.busy(t);
@@ -1123,11 +1110,9 @@ fn verifier(sh: &Arc<RecvShared>) {
         } else {
             Some(g.payload)
         };
-        let c1 = cpu_now();
         let ok = data.as_ref().is_some_and(|d| blocks::block_hash(d, h.block, bs, e.size) == h.hash);
         sh.verify.bytes.fetch_add(u64::from(h.raw_len), Ordering::Relaxed);
         t = sh.verify.busy(t);
-        vcpu += cpu_now() - c1;
         match data {
             Some(data) if ok => {
                 let mut v = Verified { file: h.file, block: h.block, data, hash: h.hash };
@@ -1147,7 +1132,7 @@ fn verifier(sh: &Arc<RecvShared>) {
         }
     }
     let total = cpu_now() - cpu0;
-    sh.verify.cpu_ns.fetch_add((((total - dcpu).max(0.0)).max(vcpu) * 1e9) as u64, Ordering::Relaxed);
+    sh.verify.cpu_ns.fetch_add(((total - dcpu).max(0.0) * 1e9) as u64, Ordering::Relaxed);
     sh.decompress.cpu_ns.fetch_add((dcpu * 1e9) as u64, Ordering::Relaxed);
     sh.verify.runq_delta(rq0);
 }
@@ -1192,7 +1177,7 @@ fn writer(sh: &Arc<RecvShared>) {
                 sh.c.fail(e);
             }
             send_done(sh, &mut done);
-            if sh.complete.load(Ordering::Acquire) {
+            if sh.c.is_complete() {
                 break;
             }
             continue;
@@ -1208,14 +1193,9 @@ fn writer(sh: &Arc<RecvShared>) {
             }
         }
         let count = blocks::count(e.size, bs);
-        let parent_dir = {
-            let comps: Vec<&str> = e.path.components().collect();
-            let parent = RelPath::parse(&comps[..comps.len() - 1].join("/")).unwrap_or_else(|_| RelPath::root());
-            plan.dirs[&parent].clone()
-        };
-        let name = e.path.file_name().to_string();
+        let (parent_dir, name) = (&plan.parents[v.file as usize], e.path.file_name());
         if let std::collections::hash_map::Entry::Vacant(slot) = open.entry(v.file) {
-            match open_partial(sh, &parent_dir, &name, e, count) {
+            match open_partial(sh, parent_dir, name, e, count) {
                 Ok(mut of) => {
                     let had = plan.had[v.file as usize].lock().expect("had");
                     for (&b, h) in had.iter() {
@@ -1255,7 +1235,7 @@ fn writer(sh: &Arc<RecvShared>) {
             let hs: Vec<[u8; 32]> = of.hashes.iter().map(|h| h.expect("every block")).collect();
             let h = blocks::file_hash(&hs, e.size, bs);
             if count > 1 {
-                if let Err(err) = finalize_file(sh, &parent_dir, &name, e, true, Some(&of.f)) {
+                if let Err(err) = finalize_file(sh, parent_dir, name, e, true, Some(&of.f)) {
                     sh.c.fail(io_err(err, e.path.to_string()));
                     break;
                 }
@@ -1289,7 +1269,7 @@ fn writer(sh: &Arc<RecvShared>) {
             if sh.spec.fsync {
                 let _ = copy_fs::syncfs(&sh.base);
             }
-            sh.complete.store(true, Ordering::Release);
+            sh.c.complete.store(true, Ordering::Release);
             (sh.c.notify)(CopyEvent::Msg(CopyMsg::Complete));
         }
     }
@@ -1314,12 +1294,9 @@ fn flush(sh: &RecvShared, batch: &mut Batch, done: &mut Vec<Done>) -> Result<(),
     }
     for (file, f, h) in batch.files.drain(..) {
         let e = &plan.entries[file as usize];
-        let comps: Vec<&str> = e.path.components().collect();
-        let parent = RelPath::parse(&comps[..comps.len() - 1].join("/")).unwrap_or_else(|_| RelPath::root());
-        let dir = plan.dirs[&parent].clone();
-        let name = e.path.file_name();
+        let (dir, name) = (&plan.parents[file as usize], e.path.file_name());
         copy_fs::set_meta(&f, e.mode, e.mtime_ns).map_err(|err| io_err(err, e.path.to_string()))?;
-        copy_fs::rename_at(&dir, &partial_name(name), name).map_err(|err| io_err(err, e.path.to_string()))?;
+        copy_fs::rename_at(dir, &partial_name(name), name).map_err(|err| io_err(err, e.path.to_string()))?;
         sh.n.files.fetch_add(1, Ordering::Relaxed);
         (sh.c.notify)(CopyEvent::File(FileRecord::new(e, blocks::hex(&h), false)));
         done.push(Done { file, blake3: blocks::hex(&h) });
@@ -1453,8 +1430,16 @@ impl Job {
     /// Stops every thread.
     pub fn abort(&self) {
         match self {
-            Job::Send(j) => j.abort(),
-            Job::Recv(j) => j.abort(),
+            Job::Send(j) => j.sh.c.abort(),
+            Job::Recv(j) => j.sh.c.abort(),
+        }
+    }
+
+    /// Waits for the pipeline's threads (stopping them unless the copy completed).
+    pub fn join(&self) {
+        match self {
+            Job::Send(j) => j.sh.c.join(),
+            Job::Recv(j) => j.sh.c.join(),
         }
     }
 

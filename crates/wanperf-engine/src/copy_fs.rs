@@ -6,6 +6,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use wanperf_copy::paths::RelPath;
@@ -39,8 +40,6 @@ pub fn open_base(path: &Path) -> io::Result<OwnedFd> {
     let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC).open(path)?;
     Ok(f.into())
 }
-
-use std::os::unix::fs::OpenOptionsExt;
 
 /// Why a walk under the base failed, in words.
 fn walk_error(rel: &str, e: io::Error) -> io::Error {
@@ -92,13 +91,12 @@ pub fn stat_at(dir: &OwnedFd, name: &str) -> io::Result<libc::stat> {
     Ok(st)
 }
 
-/// `stat` of an open file.
-pub fn fstat(f: &File) -> io::Result<libc::stat> {
-    // SAFETY: as above.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid fd and out pointer.
-    cvt(unsafe { libc::fstat(f.as_raw_fd(), &mut st) })?;
-    Ok(st)
+/// Whether an open source file still has the size and modification time its manifest entry
+/// recorded.
+pub fn as_listed(f: &File, e: &Entry) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let m = f.metadata()?;
+    Ok(m.size() == e.size && m.mtime() * 1_000_000_000 + m.mtime_nsec() == e.mtime_ns)
 }
 
 /// Modification time of a stat in ns.
@@ -125,12 +123,14 @@ pub fn rename_at(dir: &OwnedFd, from: &str, to: &str) -> io::Result<()> {
 
 /// Sets the permission bits and modification time of an open file.
 pub fn set_meta(f: &File, mode: u32, mtime_ns: i64) -> io::Result<()> {
-    // SAFETY: valid fd.
-    cvt(unsafe { libc::fchmod(f.as_raw_fd(), (mode & 0o7777) as libc::mode_t) })?;
-    let t = libc::timespec { tv_sec: mtime_ns.div_euclid(1_000_000_000), tv_nsec: mtime_ns.rem_euclid(1_000_000_000) };
-    let times = [libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT }, t];
-    // SAFETY: valid fd and two timespecs.
-    cvt(unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) }).map(|_| ())
+    use std::os::unix::fs::PermissionsExt;
+    f.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
+    let t = if mtime_ns >= 0 {
+        std::time::UNIX_EPOCH + std::time::Duration::from_nanos(mtime_ns as u64)
+    } else {
+        std::time::UNIX_EPOCH - std::time::Duration::from_nanos(mtime_ns.unsigned_abs())
+    };
+    f.set_modified(t)
 }
 
 /// Flushes the file system holding `fd` (one call makes a batch of small files durable).
@@ -139,9 +139,8 @@ pub fn syncfs(fd: &impl AsRawFd) -> io::Result<()> {
     cvt(unsafe { libc::syncfs(fd.as_raw_fd()) }).map(|_| ())
 }
 
-/// Names in a directory (without `.` and `..`), sorted, with whether each is a directory,
-/// a regular file, or something else.
-fn list(dir: &OwnedFd) -> io::Result<Vec<(String, u8)>> {
+/// Names in a directory (without `.` and `..`), sorted.
+fn list(dir: &OwnedFd) -> io::Result<Vec<String>> {
     let dup = dir.try_clone()?;
     let raw = {
         use std::os::fd::IntoRawFd;
@@ -163,10 +162,9 @@ fn list(dir: &OwnedFd) -> io::Result<Vec<(String, u8)>> {
             break;
         }
         // SAFETY: readdir returned a valid dirent whose d_name is NUL-terminated.
-        let (name, ty) = unsafe { (std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()), (*ent).d_type) };
-        let name = name.to_string_lossy().into_owned();
+        let name = unsafe { std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()) }.to_string_lossy().into_owned();
         if name != "." && name != ".." {
-            out.push((name, ty));
+            out.push(name);
         }
     }
     // SAFETY: d is valid and closed once.
@@ -222,7 +220,7 @@ impl Scan {
                 self.entries.push(entry(Kind::Dir, 0));
                 self.sources.push(Source { dir: dir.clone(), name: name.into() });
             }
-            for (n, _) in list(&sub)? {
+            for n in list(&sub)? {
                 let child = path.join(&n).map_err(|e| io::Error::other(e.to_string()))?;
                 self.add(&sub, &n, child)?;
             }
@@ -264,7 +262,7 @@ pub fn scan_root(root: &OwnedFd, rels: &[RelPath]) -> io::Result<Scan> {
     for rel in rels {
         if rel.is_root() {
             let dir = Arc::new(root.try_clone()?);
-            for (n, _) in list(&dir)? {
+            for n in list(&dir)? {
                 let child = RelPath::root().join(&n).map_err(|e| io::Error::other(e.to_string()))?;
                 scan.add(&dir, &n, child)?;
             }

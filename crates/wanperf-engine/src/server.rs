@@ -700,12 +700,13 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
     }
     sh.expect(peer.ip(), -expected_left);
     drop(slot);
+    // A copy's pipeline stops first, so no stream worker waits on its queues.
     if let Some(j) = &job {
         j.abort();
     }
     drop(side);
     if let Some(j) = job.take() {
-        let _ = j.report();
+        j.join();
     }
     let _ = ctrl.shutdown(std::net::Shutdown::Both);
     let _ = reader_thread.join();
@@ -792,11 +793,9 @@ fn prepare_copy(
     use wanperf_copy::spec::Way;
     let root = root.ok_or("this server does not take copies (start it with --root DIR)")?;
     let rootfd = crate::copy_fs::open_base(root).map_err(|e| format!("the server's --root is unusable: {e}"))?;
-    let txm = Mutex::new(tx.clone());
+    let to_loop = tx.clone();
     let notify: crate::copy::Notify = Arc::new(move |ev| {
-        if let Ok(t) = txm.lock() {
-            let _ = t.send(Event::Copy(ev));
-        }
+        let _ = to_loop.send(Event::Copy(ev));
     });
     match cs.way {
         Way::Push => {

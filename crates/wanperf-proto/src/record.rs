@@ -555,11 +555,8 @@ pub fn verdict(
     if spec.transport != Transport::Tcp {
         return None;
     }
-    let (sender, receiver, sh, rh) = match spec.direction {
-        Direction::Up => (client, server, client_host, server_host),
-        Direction::Down => (server, client, server_host, client_host),
-        Direction::Bidir => return None,
-    };
+    let (sender, receiver) = sender_first(spec, client, server)?;
+    let (sh, rh) = sender_first(spec, client_host, server_host)?;
     let cpu = |r: &SideReport, h: &crate::msg::HostCapture| Cpu {
         cpu_s: r.cpu.user_s + r.cpu.system_s,
         wall_s: r.cpu.wall_s,
@@ -600,15 +597,22 @@ pub fn verdict(
     })
 }
 
+/// `(sender's, receiver's)` of a one-way test's client and server things (a copy's way
+/// follows its direction); `None` in both directions at once.
+fn sender_first<T>(spec: &TestSpec, client: T, server: T) -> Option<(T, T)> {
+    match spec.direction {
+        Direction::Up => Some((client, server)),
+        Direction::Down => Some((server, client)),
+        Direction::Bidir => None,
+    }
+}
+
 /// The copy summary from both ends' reports.
 pub fn copy_summary(spec: &TestSpec, client: &SideReport, server: Option<&SideReport>) -> Option<CopySummary> {
-    let c = spec.copy.as_ref()?;
+    spec.copy.as_ref()?;
     let empty = wanperf_copy::spec::CopyReport::default();
     let (cl, sv) = (client.copy.as_ref().unwrap_or(&empty), server.and_then(|s| s.copy.as_ref()).unwrap_or(&empty));
-    let (snd, rcv) = match c.way {
-        wanperf_copy::spec::Way::Push => (cl, sv),
-        wanperf_copy::spec::Way::Pull => (sv, cl),
-    };
+    let (snd, rcv) = sender_first(spec, cl, sv)?;
     let wall_s = rcv.wall_s.max(snd.wall_s);
     Some(CopySummary {
         files: rcv.files,

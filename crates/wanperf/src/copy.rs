@@ -13,7 +13,7 @@ use wanperf_copy::spec::{Compress, CopySpec, FileRecord, Way, DEFAULT_BLOCK};
 use wanperf_engine::client::{self, ClientConfig, ClientError, CopyLocal, Sink};
 use wanperf_proto::msg::{Direction, TestSpec, Transport, DEFAULT_PORT, MAX_STREAMS};
 use wanperf_proto::record::{EndRecord, IntervalRecord, StartRecord};
-use wanperf_proto::units::{self, fmt_bytes, fmt_rate};
+use wanperf_proto::units::{fmt_bytes, fmt_rate};
 
 /// Flags of `wanperf copy`.
 #[derive(Args, Debug)]
@@ -48,13 +48,13 @@ pub struct CopyArgs {
     #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_STREAMS as i64))]
     streams: u32,
     /// Socket buffer (SO_SNDBUF and SO_RCVBUF) at both ends, e.g. 4M.
-    #[arg(short = 'w', long, value_name = "SIZE", value_parser = size)]
+    #[arg(short = 'w', long, value_name = "SIZE", value_parser = crate::tput::size)]
     window: Option<u64>,
     /// Compression: a zstd level (1-22), `auto` (or auto:LEVEL: on while it pays), or `off`.
     #[arg(short = 'z', long, value_name = "LEVEL|auto|off", default_value = "off", value_parser = Compress::parse)]
     compress: Compress,
     /// Block size: the unit of hashing, resending and resuming (power of two, 16k to 16M).
-    #[arg(long, value_name = "SIZE", value_parser = size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::tput::size)]
     block: Option<u64>,
     /// Send files even when the receiver has them with the same size and modification time.
     #[arg(long)]
@@ -83,10 +83,6 @@ pub struct CopyArgs {
     /// NDJSON records: start, interval, file, end.
     #[arg(long)]
     json: bool,
-}
-
-fn size(s: &str) -> Result<u64, String> {
-    units::parse_size(s).map_err(|e| e.to_string())
 }
 
 /// `HOST:PATH` (or `[V6]:PATH`) → (host, path); a local path has a `/` before any `:`.
@@ -163,9 +159,8 @@ struct CopyTable {
 }
 
 impl Sink for CopyTable {
-    fn start(&mut self, rec: &StartRecord) {
+    fn start(&mut self, _rec: &StartRecord) {
         use std::io::IsTerminal;
-        let _ = rec;
         if std::io::stderr().is_terminal() {
             let bar = indicatif::ProgressBar::new_spinner();
             if let Ok(st) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {bytes} moved, {msg}") {

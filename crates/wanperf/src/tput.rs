@@ -22,7 +22,8 @@ pub fn software() -> String {
     format!("wanperf {}", env!("CARGO_PKG_VERSION"))
 }
 
-fn size(s: &str) -> Result<u64, String> {
+/// Parses a size flag (k/M/G as powers of 1024).
+pub(crate) fn size(s: &str) -> Result<u64, String> {
     units::parse_size(s).map_err(|e| e.to_string())
 }
 
