@@ -286,6 +286,8 @@ fn drive(
     let mut failure: Option<String> = None;
     let mut refused: Option<String> = None;
     let mut foreign: Option<FrameError> = None;
+    // A copy's broken data connection, reported when the peer gives no reason in time.
+    let mut lost: Option<(Instant, String)> = None;
     let mut warnings = warnings;
     // Captured once: the start record shows it, the verdict counts its cores.
     let client_host = sys::host_capture(Some(server.ip()));
@@ -391,7 +393,19 @@ fn drive(
             }
             last_hello = Instant::now();
         }
-        let ev = rx.recv_timeout(crate::stream::wait_before(session.poll_timeout(), side.as_ref()));
+        if let Some((at, why)) = &lost {
+            if Instant::now() >= *at {
+                session.abort(why);
+                failure.get_or_insert(why.clone());
+                lost = None;
+                continue;
+            }
+        }
+        let mut wait = crate::stream::wait_before(session.poll_timeout(), side.as_ref());
+        if let Some((at, _)) = &lost {
+            wait = wait.min(at.saturating_duration_since(Instant::now()));
+        }
+        let ev = rx.recv_timeout(wait);
         let now = Instant::now();
         let res = match ev {
             Ok(Event::Msg(m)) => {
@@ -423,6 +437,10 @@ fn drive(
                 crate::copy::CopyEvent::Failed(why) => {
                     session.abort(&why);
                     Err(wanperf_proto::server::SessionError::Local(why))
+                }
+                crate::copy::CopyEvent::Lost(why) => {
+                    lost.get_or_insert((now + crate::copy::LOST_GRACE, why));
+                    Ok(())
                 }
             },
             Err(RecvTimeoutError::Timeout) => session.handle_timeout(now),

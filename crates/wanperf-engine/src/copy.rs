@@ -37,9 +37,16 @@ pub enum CopyEvent {
     Msg(CopyMsg),
     /// The copy cannot go on: abort the test with this line.
     Failed(String),
+    /// A data connection broke. The peer usually stopped for a reason it is sending on the
+    /// control connection, so the session waits up to [`LOST_GRACE`] for that reason and
+    /// reports this line only if none comes.
+    Lost(String),
     /// A file is done (or was already there).
     File(FileRecord),
 }
+
+/// How long a session waits for the peer's reason after a data connection broke.
+pub const LOST_GRACE: Duration = Duration::from_secs(2);
 
 /// Where a copy's events go (called from its threads).
 pub type Notify = Arc<dyn Fn(CopyEvent) + Send + Sync>;
@@ -223,6 +230,12 @@ impl Common {
     fn fail(&self, why: String) {
         if !self.failed.swap(true, Ordering::AcqRel) {
             (self.notify)(CopyEvent::Failed(why));
+        }
+    }
+    /// Like `fail`, for a broken data connection (see [`CopyEvent::Lost`]).
+    fn lost(&self, why: String) {
+        if !self.failed.swap(true, Ordering::AcqRel) {
+            (self.notify)(CopyEvent::Lost(why));
         }
     }
     fn failed(&self) -> bool {
@@ -649,7 +662,7 @@ fn send_worker(sh: &Arc<SendShared>, conn: Conn, c: &Counters, stop: &AtomicBool
                 if let Err(e) = (&sock).write_all(&p.buf) {
                     sh.send.busy(t);
                     if !sh.c.failed() {
-                        sh.c.fail(format!("data connection: {e}"));
+                        sh.c.lost(format!("data connection: {e}"));
                     }
                     break Err(e);
                 }
@@ -1061,7 +1074,7 @@ fn recv_worker(sh: &Arc<RecvShared>, conn: Conn, c: &Counters, start: Instant) -
     sh.receive.runq_delta(rq0);
     if res.is_err() && !sh.c.is_complete() && !sh.c.failed() {
         // The sender vanished mid-copy: keep what is written (the journal resumes it).
-        sh.c.fail("the sender's data connection ended before the copy was complete".into());
+        sh.c.lost("the sender's data connection ended before the copy was complete".into());
     }
     res
 }

@@ -484,6 +484,8 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
     let mut udp_cancel: Option<Arc<AtomicBool>> = None;
     let mut rate_check = RateCheck::default();
     let mut outcome: Option<String> = None;
+    // A copy's broken data connection, reported when the client gives no reason in time.
+    let mut lost: Option<(Instant, String)> = None;
     let mut job: Option<crate::copy::Job> = None;
 
     'outer: loop {
@@ -629,7 +631,19 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
             outcome.get_or_insert(e.to_string());
             continue;
         }
-        let ev = rx.recv_timeout(crate::stream::wait_before(session.poll_timeout(), side.as_ref()));
+        if let Some((at, why)) = &lost {
+            if Instant::now() >= *at {
+                let e = session.abort(why);
+                outcome.get_or_insert(e.to_string());
+                lost = None;
+                continue;
+            }
+        }
+        let mut wait = crate::stream::wait_before(session.poll_timeout(), side.as_ref());
+        if let Some((at, _)) = &lost {
+            wait = wait.min(at.saturating_duration_since(Instant::now()));
+        }
+        let ev = rx.recv_timeout(wait);
         let now = Instant::now();
         let res = match ev {
             Ok(Event::Msg(m)) => session.handle_msg(now, m),
@@ -675,6 +689,10 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                 }
                 crate::copy::CopyEvent::File(_) => Ok(()),
                 crate::copy::CopyEvent::Failed(why) => Err(session.abort(&why)),
+                crate::copy::CopyEvent::Lost(why) => {
+                    lost.get_or_insert((now + crate::copy::LOST_GRACE, why));
+                    Ok(())
+                }
             },
             Err(RecvTimeoutError::Timeout) => session.handle_timeout(now),
             Err(RecvTimeoutError::Disconnected) => break,
