@@ -123,6 +123,12 @@ pub trait Store {
     fn run_data(&mut self, run_id: i64) -> Result<RunData>;
     /// Per-cell probe and throughput aggregates computed in the database.
     fn cell_aggregates(&mut self, run_id: i64) -> Result<Vec<CellAggregate>>;
+    /// Stores flow bins and the exporters' counters in one transaction.
+    fn store_flows(&mut self, rows: &[FlowRow], exporters: &[ExporterRow]) -> Result<()>;
+    /// Flow bins that start in [from_unix, to_unix).
+    fn flows(&mut self, from_unix: f64, to_unix: f64) -> Result<Vec<FlowRow>>;
+    /// Every exporter's counters, newest session first.
+    fn exporters(&mut self) -> Result<Vec<ExporterRow>>;
 }
 
 /// How long a writer waits for another writer's transaction (or a migration) before it fails

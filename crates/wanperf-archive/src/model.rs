@@ -213,3 +213,74 @@ pub struct PhaseAggregate {
     /// Maximum RTT, ms.
     pub max_ms: Option<f64>,
 }
+
+/// One bin of one flow key, as `wanperf flows collect` stores it (several rows may share a
+/// key when a late flow adds to a bin already stored: queries sum them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowRow {
+    /// Bin start, Unix seconds.
+    pub bin_unix: f64,
+    /// Bin length, seconds.
+    pub bin_s: f64,
+    /// Exporter address.
+    pub exporter: String,
+    /// Observation domain / source id.
+    pub domain: i64,
+    /// Source address.
+    pub src: String,
+    /// Destination address.
+    pub dst: String,
+    /// IP protocol.
+    pub proto: i64,
+    /// Source port.
+    pub sport: i64,
+    /// Destination port.
+    pub dport: i64,
+    /// Sampling rate of the records (1: unsampled).
+    pub sampling: i64,
+    /// Bytes, corrected by the sampling rate.
+    pub bytes: f64,
+    /// Packets, corrected by the sampling rate.
+    pub packets: f64,
+    /// Flow records (their share in the bin).
+    pub flows: f64,
+    /// Bytes as exported.
+    pub raw_bytes: f64,
+    /// Packets as exported.
+    pub raw_packets: f64,
+}
+
+/// What one exporter sent to one collector session, and what was lost of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExporterRow {
+    /// The collector session (its start, Unix seconds): counters are per session.
+    pub session_unix: f64,
+    /// Exporter address.
+    pub exporter: String,
+    /// `netflow-v5`, `netflow-v9`, `ipfix`, `sflow`.
+    pub protocol: String,
+    /// Observation domain / source id / sub-agent.
+    pub domain: i64,
+    /// What the sequence numbers count (`flows`, `packets`, `records`, `datagrams`).
+    pub seq_unit: String,
+    /// Datagrams received.
+    pub datagrams: i64,
+    /// Flow records decoded.
+    pub records: i64,
+    /// Malformed datagrams or sets.
+    pub malformed: i64,
+    /// Data sets that waited for a template.
+    pub awaiting_template: i64,
+    /// Units sent by the exporter (from its sequence numbers).
+    pub expected: i64,
+    /// Units lost on the way.
+    pub lost: i64,
+    /// Exporter restarts seen.
+    pub resets: i64,
+    /// Sampling rate last announced.
+    pub sampling: i64,
+    /// Datagrams the collector's socket dropped (all exporters of the session).
+    pub socket_drops: i64,
+    /// When these counters were taken, Unix seconds.
+    pub updated_unix: f64,
+}

@@ -4,8 +4,8 @@
 use crate::schema::{self, POSTGRES};
 use crate::sqlite::{from_i64, to_i64};
 use crate::{
-    Access, ArchiveError, CellAggregate, CellRecord, IntervalRow, NewRun, ProbeRow, Result, RunData, RunInfo,
-    RunStatus, Store, StoredCell,
+    Access, ArchiveError, CellAggregate, CellRecord, ExporterRow, FlowRow, IntervalRow, NewRun, ProbeRow, Result,
+    RunData, RunInfo, RunStatus, Store, StoredCell,
 };
 use ::postgres::binary_copy::BinaryCopyInWriter;
 use ::postgres::error::SqlState;
@@ -421,5 +421,115 @@ impl Store for PgStore {
         }
         tx.commit().map_err(db)?;
         Ok(out)
+    }
+    fn store_flows(&mut self, rows: &[FlowRow], exporters: &[ExporterRow]) -> Result<()> {
+        let r = self.store_flows_(rows, exporters);
+        self.named(r)
+    }
+
+    fn flows(&mut self, from_unix: f64, to_unix: f64) -> Result<Vec<FlowRow>> {
+        let rows = self.client.query(schema::SELECT_FLOWS, &[&from_unix, &to_unix]).map_err(db)?;
+        rows.iter()
+            .map(|r| {
+                Ok(FlowRow {
+                    bin_unix: get(r, 0)?,
+                    bin_s: get(r, 1)?,
+                    exporter: get(r, 2)?,
+                    domain: get(r, 3)?,
+                    src: get(r, 4)?,
+                    dst: get(r, 5)?,
+                    proto: i64::from(get::<i32>(r, 6)?),
+                    sport: i64::from(get::<i32>(r, 7)?),
+                    dport: i64::from(get::<i32>(r, 8)?),
+                    sampling: get(r, 9)?,
+                    bytes: get(r, 10)?,
+                    packets: get(r, 11)?,
+                    flows: get(r, 12)?,
+                    raw_bytes: get(r, 13)?,
+                    raw_packets: get(r, 14)?,
+                })
+            })
+            .collect()
+    }
+
+    fn exporters(&mut self) -> Result<Vec<ExporterRow>> {
+        let rows = self.client.query(schema::SELECT_EXPORTERS, &[]).map_err(db)?;
+        rows.iter()
+            .map(|r| {
+                Ok(ExporterRow {
+                    session_unix: get(r, 0)?,
+                    exporter: get(r, 1)?,
+                    protocol: get(r, 2)?,
+                    domain: get(r, 3)?,
+                    seq_unit: get(r, 4)?,
+                    datagrams: get(r, 5)?,
+                    records: get(r, 6)?,
+                    malformed: get(r, 7)?,
+                    awaiting_template: get(r, 8)?,
+                    expected: get(r, 9)?,
+                    lost: get(r, 10)?,
+                    resets: get(r, 11)?,
+                    sampling: get(r, 12)?,
+                    socket_drops: get(r, 13)?,
+                    updated_unix: get(r, 14)?,
+                })
+            })
+            .collect()
+    }
+}
+
+impl PgStore {
+    fn store_flows_(&mut self, rows: &[FlowRow], exporters: &[ExporterRow]) -> Result<()> {
+        let mut tx = self.client.transaction().map_err(db)?;
+        let st = tx.prepare(schema::INSERT_FLOW).map_err(db)?;
+        for r in rows {
+            let (proto, sport, dport) = (r.proto as i32, r.sport as i32, r.dport as i32);
+            tx.execute(
+                &st,
+                &[
+                    &r.bin_unix,
+                    &r.bin_s,
+                    &r.exporter,
+                    &r.domain,
+                    &r.src,
+                    &r.dst,
+                    &proto,
+                    &sport,
+                    &dport,
+                    &r.sampling,
+                    &r.bytes,
+                    &r.packets,
+                    &r.flows,
+                    &r.raw_bytes,
+                    &r.raw_packets,
+                ],
+            )
+            .map_err(db)?;
+        }
+        let st = tx.prepare(schema::UPSERT_EXPORTER).map_err(db)?;
+        for e in exporters {
+            tx.execute(
+                &st,
+                &[
+                    &e.session_unix,
+                    &e.exporter,
+                    &e.protocol,
+                    &e.domain,
+                    &e.seq_unit,
+                    &e.datagrams,
+                    &e.records,
+                    &e.malformed,
+                    &e.awaiting_template,
+                    &e.expected,
+                    &e.lost,
+                    &e.resets,
+                    &e.sampling,
+                    &e.socket_drops,
+                    &e.updated_unix,
+                ],
+            )
+            .map_err(db)?;
+        }
+        tx.commit().map_err(db)
     }
 }

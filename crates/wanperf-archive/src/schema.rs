@@ -21,11 +21,12 @@ pub struct Migration {
 }
 
 /// The migrations, oldest first; versions are 1, 2, 3, ….
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "runs, cells, intervals, probes",
-    statements: &[
-        "CREATE TABLE runs (
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "runs, cells, intervals, probes",
+        statements: &[
+            "CREATE TABLE runs (
             id {id},
             study TEXT NOT NULL,
             study_text TEXT NOT NULL,
@@ -36,7 +37,7 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             finished_unix DOUBLE PRECISION,
             status TEXT NOT NULL
         )",
-        "CREATE TABLE cells (
+            "CREATE TABLE cells (
             id {id},
             run_id BIGINT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
             \"index\" BIGINT NOT NULL,
@@ -52,7 +53,7 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             emulator {json},
             UNIQUE (run_id, \"index\", \"repeat\")
         )",
-        "CREATE TABLE intervals (
+            "CREATE TABLE intervals (
             cell_id BIGINT NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
             stream INTEGER NOT NULL,
             start_s DOUBLE PRECISION NOT NULL,
@@ -64,9 +65,9 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             srtt_us BIGINT,
             tcp {json}
         )",
-        // Serves run_data's order and the all-streams (stream = -1) aggregate.
-        "CREATE INDEX intervals_cell ON intervals (cell_id, stream, start_s)",
-        "CREATE TABLE probes (
+            // Serves run_data's order and the all-streams (stream = -1) aggregate.
+            "CREATE INDEX intervals_cell ON intervals (cell_id, stream, start_s)",
+            "CREATE TABLE probes (
             cell_id BIGINT NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
             seq BIGINT NOT NULL,
             phase TEXT NOT NULL,
@@ -74,11 +75,54 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             rtt_ms DOUBLE PRECISION,
             late BOOLEAN NOT NULL
         )",
-        // Covers the per-(cell, phase) aggregate, so it reads the index only; run_data finds a
-        // cell's probes through its prefix.
-        "CREATE INDEX probes_cell ON probes (cell_id, phase, rtt_ms)",
-    ],
-}];
+            // Covers the per-(cell, phase) aggregate, so it reads the index only; run_data finds a
+            // cell's probes through its prefix.
+            "CREATE INDEX probes_cell ON probes (cell_id, phase, rtt_ms)",
+        ],
+    },
+    Migration {
+        version: 2,
+        description: "flow bins and exporters (wanperf flows collect)",
+        statements: &[
+            "CREATE TABLE flow_bins (
+            bin_unix DOUBLE PRECISION NOT NULL,
+            bin_s DOUBLE PRECISION NOT NULL,
+            exporter TEXT NOT NULL,
+            domain BIGINT NOT NULL,
+            src TEXT NOT NULL,
+            dst TEXT NOT NULL,
+            proto INTEGER NOT NULL,
+            sport INTEGER NOT NULL,
+            dport INTEGER NOT NULL,
+            sampling BIGINT NOT NULL,
+            bytes DOUBLE PRECISION NOT NULL,
+            packets DOUBLE PRECISION NOT NULL,
+            flows DOUBLE PRECISION NOT NULL,
+            raw_bytes DOUBLE PRECISION NOT NULL,
+            raw_packets DOUBLE PRECISION NOT NULL
+        )",
+            "CREATE INDEX flow_bins_time ON flow_bins (bin_unix)",
+            "CREATE TABLE flow_exporters (
+            session_unix DOUBLE PRECISION NOT NULL,
+            exporter TEXT NOT NULL,
+            protocol TEXT NOT NULL,
+            domain BIGINT NOT NULL,
+            seq_unit TEXT NOT NULL,
+            datagrams BIGINT NOT NULL,
+            records BIGINT NOT NULL,
+            malformed BIGINT NOT NULL,
+            awaiting_template BIGINT NOT NULL,
+            expected BIGINT NOT NULL,
+            lost BIGINT NOT NULL,
+            resets BIGINT NOT NULL,
+            sampling BIGINT NOT NULL,
+            socket_drops BIGINT NOT NULL,
+            updated_unix DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (session_unix, exporter, protocol, domain)
+        )",
+        ],
+    },
+];
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;
@@ -114,6 +158,31 @@ pub fn pending(current: i64) -> crate::Result<&'static [Migration]> {
     let first = MIGRATIONS.iter().position(|m| m.version > current).unwrap_or(MIGRATIONS.len());
     Ok(&MIGRATIONS[first..])
 }
+
+/// Inserts one flow bin row.
+pub const INSERT_FLOW: &str = "INSERT INTO flow_bins (bin_unix, bin_s, exporter, domain, src, dst, proto, sport, dport,
+    sampling, bytes, packets, flows, raw_bytes, raw_packets)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
+
+/// Flow bin rows that start in [$1, $2).
+pub const SELECT_FLOWS: &str = "SELECT bin_unix, bin_s, exporter, domain, src, dst, proto, sport, dport, sampling,
+    bytes, packets, flows, raw_bytes, raw_packets FROM flow_bins WHERE bin_unix >= $1 AND bin_unix < $2
+    ORDER BY bin_unix, exporter, domain, src, dst, proto, sport, dport";
+
+/// Inserts or replaces one exporter's counters for a session.
+pub const UPSERT_EXPORTER: &str = "INSERT INTO flow_exporters (session_unix, exporter, protocol, domain, seq_unit,
+    datagrams, records, malformed, awaiting_template, expected, lost, resets, sampling, socket_drops, updated_unix)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+    ON CONFLICT (session_unix, exporter, protocol, domain) DO UPDATE SET seq_unit = excluded.seq_unit,
+    datagrams = excluded.datagrams, records = excluded.records, malformed = excluded.malformed,
+    awaiting_template = excluded.awaiting_template, expected = excluded.expected, lost = excluded.lost,
+    resets = excluded.resets, sampling = excluded.sampling, socket_drops = excluded.socket_drops,
+    updated_unix = excluded.updated_unix";
+
+/// Every exporter row, newest session first.
+pub const SELECT_EXPORTERS: &str = "SELECT session_unix, exporter, protocol, domain, seq_unit, datagrams, records,
+    malformed, awaiting_template, expected, lost, resets, sampling, socket_drops, updated_unix FROM flow_exporters
+    ORDER BY session_unix DESC, exporter, protocol, domain";
 
 // Queries shared by both stores. Placeholders are `$1`, `$2`, … which SQLite accepts too.
 

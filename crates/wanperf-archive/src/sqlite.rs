@@ -19,8 +19,8 @@
 
 use crate::schema::{self, SQLITE};
 use crate::{
-    Access, ArchiveError, CellAggregate, CellRecord, IntervalRow, NewRun, ProbeRow, Result, RunData, RunInfo,
-    RunStatus, Store, StoredCell,
+    Access, ArchiveError, CellAggregate, CellRecord, ExporterRow, FlowRow, IntervalRow, NewRun, ProbeRow, Result,
+    RunData, RunInfo, RunStatus, Store, StoredCell,
 };
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row, TransactionBehavior};
 use serde_json::Value;
@@ -635,6 +635,111 @@ impl Store for SqliteStore {
     fn cell_aggregates(&mut self, run_id: i64) -> Result<Vec<CellAggregate>> {
         let r = self.cell_aggregates_(run_id);
         self.named(r)
+    }
+    fn store_flows(&mut self, rows: &[FlowRow], exporters: &[ExporterRow]) -> Result<()> {
+        let r = self.store_flows_(rows, exporters);
+        self.named(r)
+    }
+    fn flows(&mut self, from_unix: f64, to_unix: f64) -> Result<Vec<FlowRow>> {
+        let mut st = self.conn.prepare_cached(schema::SELECT_FLOWS).map_err(db)?;
+        let rows = st
+            .query_map(params![from_unix, to_unix], |r| {
+                Ok(FlowRow {
+                    bin_unix: r.get(0)?,
+                    bin_s: r.get(1)?,
+                    exporter: r.get(2)?,
+                    domain: r.get(3)?,
+                    src: r.get(4)?,
+                    dst: r.get(5)?,
+                    proto: r.get(6)?,
+                    sport: r.get(7)?,
+                    dport: r.get(8)?,
+                    sampling: r.get(9)?,
+                    bytes: r.get(10)?,
+                    packets: r.get(11)?,
+                    flows: r.get(12)?,
+                    raw_bytes: r.get(13)?,
+                    raw_packets: r.get(14)?,
+                })
+            })
+            .map_err(db)?;
+        rows.collect::<std::result::Result<Vec<_>, _>>().map_err(db)
+    }
+    fn exporters(&mut self) -> Result<Vec<ExporterRow>> {
+        let mut st = self.conn.prepare_cached(schema::SELECT_EXPORTERS).map_err(db)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(ExporterRow {
+                    session_unix: r.get(0)?,
+                    exporter: r.get(1)?,
+                    protocol: r.get(2)?,
+                    domain: r.get(3)?,
+                    seq_unit: r.get(4)?,
+                    datagrams: r.get(5)?,
+                    records: r.get(6)?,
+                    malformed: r.get(7)?,
+                    awaiting_template: r.get(8)?,
+                    expected: r.get(9)?,
+                    lost: r.get(10)?,
+                    resets: r.get(11)?,
+                    sampling: r.get(12)?,
+                    socket_drops: r.get(13)?,
+                    updated_unix: r.get(14)?,
+                })
+            })
+            .map_err(db)?;
+        rows.collect::<std::result::Result<Vec<_>, _>>().map_err(db)
+    }
+}
+
+impl SqliteStore {
+    fn store_flows_(&mut self, rows: &[FlowRow], exporters: &[ExporterRow]) -> Result<()> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
+        {
+            let mut st = tx.prepare_cached(schema::INSERT_FLOW).map_err(db)?;
+            for r in rows {
+                st.execute(params![
+                    r.bin_unix,
+                    r.bin_s,
+                    r.exporter,
+                    r.domain,
+                    r.src,
+                    r.dst,
+                    r.proto,
+                    r.sport,
+                    r.dport,
+                    r.sampling,
+                    r.bytes,
+                    r.packets,
+                    r.flows,
+                    r.raw_bytes,
+                    r.raw_packets
+                ])
+                .map_err(db)?;
+            }
+            let mut st = tx.prepare_cached(schema::UPSERT_EXPORTER).map_err(db)?;
+            for e in exporters {
+                st.execute(params![
+                    e.session_unix,
+                    e.exporter,
+                    e.protocol,
+                    e.domain,
+                    e.seq_unit,
+                    e.datagrams,
+                    e.records,
+                    e.malformed,
+                    e.awaiting_template,
+                    e.expected,
+                    e.lost,
+                    e.resets,
+                    e.sampling,
+                    e.socket_drops,
+                    e.updated_unix
+                ])
+                .map_err(db)?;
+            }
+        }
+        tx.commit().map_err(db)
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod calc;
 pub mod copy;
+pub mod flows;
 pub mod keep;
 pub mod keys;
 pub mod load;

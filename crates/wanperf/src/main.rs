@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use wanperf::{
-    calc, copy, install_signal_handlers, keep, keys, load, net, output, path, pathd, ping, study, tput, trace,
+    calc, copy, flows, install_signal_handlers, keep, keys, load, net, output, path, pathd, ping, study, tput, trace,
 };
 
 /// End-to-end network performance: measure what a path can carry and what limits it.
@@ -32,6 +32,10 @@ enum Command {
     Copy(copy::CopyArgs),
     /// Probe round-trip time, one-way delay, loss and jitter to a `wanperf serve`.
     Ping(ping::PingArgs),
+    /// Who is using the link: collect NetFlow v5/v9, IPFIX and sFlow into the archive, then the
+    /// top talkers, pairs, protocol mix and export loss.
+    #[command(subcommand)]
+    Flows(flows::FlowsCmd),
     /// Per-hop path: routers in order with RTT, loss (the path's, or only a router's ICMP rate
     /// limit), MTU and route changes (Paris-style probes, unprivileged).
     Trace(trace::TraceArgs),
@@ -131,6 +135,10 @@ fn main() -> ExitCode {
         Command::Tput(a) => tput::tput(a),
         Command::Copy(a) => copy::copy(a),
         Command::Ping(a) => ping::run(a),
+        Command::Flows(flows::FlowsCmd::Collect(a)) => flows::collect(a),
+        Command::Flows(flows::FlowsCmd::Top(a)) => flows::top(a),
+        Command::Flows(flows::FlowsCmd::Mix(a)) => flows::mix(a),
+        Command::Flows(flows::FlowsCmd::Exporters(a)) => flows::exporters(a),
         Command::Trace(a) => trace::run(a),
         Command::Load(a) => load::run(a),
         Command::Path(path::PathCmd::Run(a)) => path::run(a),

@@ -1,0 +1,497 @@
+//! `wanperf flows`: collect NetFlow v5/v9, IPFIX and sFlow export into the archive, and answer
+//! the seed's questions of it (top talkers, pairs, the protocol mix, export loss).
+
+use crate::study::{describe_db, open_store, open_store_read_only};
+use crate::INTERRUPTED;
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use ipnet::IpNet;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use wanperf_archive::{ExporterRow, FlowRow};
+use wanperf_flows::{BinKey, BinRow, Binner, Decoder, Dir, Key, Metric};
+
+/// `wanperf flows …`.
+#[derive(Subcommand, Debug)]
+pub enum FlowsCmd {
+    /// Receive NetFlow v5/v9, IPFIX and sFlow v5 export and store it in time bins.
+    Collect(CollectArgs),
+    /// Top sources, destinations or pairs by bytes, packets or flows.
+    Top(TopArgs),
+    /// The protocol/application mix, in and out.
+    Mix(MixArgs),
+    /// What each exporter sent, and how much of it was lost on the way.
+    Exporters(ExportersArgs),
+}
+
+/// `wanperf flows collect`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf flows collect --listen 0.0.0.0:2055 --listen 0.0.0.0:6343
+  wanperf flows collect --listen 127.0.0.1:0 --duration 60 --db flows.sqlite
+
+Every protocol is accepted on every port (the datagram says which it is). Templates are kept per
+exporter address and observation domain, never per source port; data that arrives before its
+template is held and decoded when the template comes. Sampled records are stored corrected by
+their sampling rate, with the raw values and the rate beside them. Export loss is counted from
+each exporter's sequence numbers (see `wanperf flows exporters`). Finished bins are written every
+--flush seconds and everything on exit (Ctrl-C, SIGTERM or --duration).")]
+pub struct CollectArgs {
+    /// UDP address to receive export on (repeat for several; port 0 picks a free port, printed).
+    #[arg(long, value_name = "ADDR:PORT", required = true)]
+    listen: Vec<SocketAddr>,
+    /// Archive: a SQLite file or a postgres:// URL (default: $WANPERF_DB, or
+    /// ~/.local/share/wanperf/archive.sqlite).
+    #[arg(long, value_name = "DB")]
+    db: Option<String>,
+    /// Bin length in seconds.
+    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+    bin: f64,
+    /// How often finished bins and exporter counters are written, seconds.
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    flush: f64,
+    /// Stop after this many seconds (default: run until Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Print the exporters' counters as JSON on exit.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options shared by the queries.
+#[derive(Args, Debug, Clone)]
+pub struct QueryArgs {
+    /// Archive (as for `collect`).
+    #[arg(long, value_name = "DB")]
+    db: Option<String>,
+    /// From this time, Unix seconds (default: the beginning).
+    #[arg(long, value_name = "UNIX")]
+    from: Option<f64>,
+    /// Until this time, Unix seconds (default: now and later).
+    #[arg(long, value_name = "UNIX")]
+    to: Option<f64>,
+    /// The local networks: traffic to them is "in", from them "out" (repeatable).
+    #[arg(long, value_name = "CIDR")]
+    local: Vec<IpNet>,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Grouping of `flows top`.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum KeyArg {
+    /// Source address.
+    Src,
+    /// Destination address.
+    Dst,
+    /// Source, destination, protocol and ports.
+    Pair,
+}
+
+/// Ranking of `flows top`.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum MetricArg {
+    /// Bytes.
+    Bytes,
+    /// Packets.
+    Packets,
+    /// Flow records.
+    Flows,
+}
+
+/// Direction filter.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum DirArg {
+    /// Into the --local networks.
+    In,
+    /// Out of the --local networks.
+    Out,
+}
+
+/// `wanperf flows top`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf flows top                                  # top 25 sources by bytes
+  wanperf flows top --key dst --by packets -n 10
+  wanperf flows top --key pair -n 14                 # the seed's 14 communicating pairs
+  wanperf flows top --local 198.18.0.0/24 --dir out  # what leaves the site
+
+Ties are broken by the key (lower address first), so the same data always gives the same
+table. Bytes and packets are corrected by each record's sampling rate.")]
+pub struct TopArgs {
+    #[command(flatten)]
+    q: QueryArgs,
+    /// Group by.
+    #[arg(long, value_enum, default_value = "src")]
+    key: KeyArg,
+    /// Rank by.
+    #[arg(long = "by", value_enum, default_value = "bytes")]
+    by: MetricArg,
+    /// Only traffic in or out of the --local networks.
+    #[arg(long, value_enum, requires = "local")]
+    dir: Option<DirArg>,
+    /// Rows (0: all).
+    #[arg(short = 'n', long, default_value_t = 25)]
+    n: usize,
+}
+
+/// `wanperf flows mix`.
+#[derive(Args, Debug)]
+pub struct MixArgs {
+    #[command(flatten)]
+    q: QueryArgs,
+}
+
+/// `wanperf flows exporters`.
+#[derive(Args, Debug)]
+pub struct ExportersArgs {
+    /// Archive (as for `collect`).
+    #[arg(long, value_name = "DB")]
+    db: Option<String>,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The datagrams this host's UDP sockets bound to `port` dropped (/proc/net/udp{,6}).
+fn socket_drops(port: u16) -> u64 {
+    let mut total = 0;
+    for f in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(f) else { continue };
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let Some(local) = cols.get(1) else { continue };
+            let Some(p) = local.rsplit(':').next().and_then(|h| u16::from_str_radix(h, 16).ok()) else { continue };
+            if p == port {
+                total += cols.last().and_then(|d| d.parse::<u64>().ok()).unwrap_or(0);
+            }
+        }
+    }
+    total
+}
+
+fn to_row(r: &BinRow) -> FlowRow {
+    FlowRow {
+        bin_unix: r.key.bin_ms as f64 / 1000.0,
+        bin_s: r.bin_len_ms as f64 / 1000.0,
+        exporter: r.key.exporter.to_string(),
+        domain: i64::from(r.key.domain),
+        src: r.key.src.to_string(),
+        dst: r.key.dst.to_string(),
+        proto: i64::from(r.key.proto),
+        sport: i64::from(r.key.sport),
+        dport: i64::from(r.key.dport),
+        sampling: i64::from(r.key.sampling),
+        bytes: r.bytes,
+        packets: r.packets,
+        flows: r.flows,
+        raw_bytes: r.raw_bytes,
+        raw_packets: r.raw_packets,
+    }
+}
+
+fn from_row(r: &FlowRow) -> Option<BinRow> {
+    Some(BinRow {
+        key: BinKey {
+            bin_ms: (r.bin_unix * 1000.0).round() as u64,
+            exporter: r.exporter.parse().ok()?,
+            domain: u32::try_from(r.domain).ok()?,
+            src: r.src.parse().ok()?,
+            dst: r.dst.parse().ok()?,
+            proto: u8::try_from(r.proto).ok()?,
+            sport: u16::try_from(r.sport).ok()?,
+            dport: u16::try_from(r.dport).ok()?,
+            sampling: u32::try_from(r.sampling).ok()?,
+        },
+        bin_len_ms: (r.bin_s * 1000.0).round() as u64,
+        bytes: r.bytes,
+        packets: r.packets,
+        flows: r.flows,
+        raw_bytes: r.raw_bytes,
+        raw_packets: r.raw_packets,
+    })
+}
+
+fn exporter_rows(d: &Decoder, session: f64, drops: u64) -> Vec<ExporterRow> {
+    let now = now_ms() as f64 / 1000.0;
+    d.stats()
+        .into_iter()
+        .map(|s| ExporterRow {
+            session_unix: session,
+            exporter: s.exporter.to_string(),
+            protocol: s.protocol.name().into(),
+            domain: i64::from(s.domain),
+            seq_unit: s.protocol.seq_unit().into(),
+            datagrams: s.datagrams as i64,
+            records: s.records as i64,
+            malformed: s.malformed as i64,
+            awaiting_template: s.awaiting_template as i64,
+            expected: s.seq.expected as i64,
+            lost: s.seq.lost as i64,
+            resets: s.seq.resets as i64,
+            sampling: i64::from(s.sampling),
+            socket_drops: drops as i64,
+            updated_unix: now,
+        })
+        .collect()
+}
+
+/// `wanperf flows collect`.
+pub fn collect(a: CollectArgs) -> Result<ExitCode> {
+    if !(a.bin >= 1.0 && a.bin <= 86_400.0) {
+        bail!("--bin must be 1 to 86400 seconds");
+    }
+    if !(a.flush > 0.0 && a.flush <= 3600.0) {
+        bail!("--flush must be above 0 and at most 3600 seconds");
+    }
+    if let Some(d) = a.duration {
+        if !(d > 0.0 && d.is_finite()) {
+            bail!("--duration must be a positive number of seconds");
+        }
+    }
+    let mut store = open_store(a.db.as_deref())?;
+    let mut sockets = Vec::new();
+    for addr in &a.listen {
+        let s = socket2::Socket::new(socket2::Domain::for_address(*addr), socket2::Type::DGRAM, None)
+            .with_context(|| format!("cannot open a UDP socket for {addr}"))?;
+        // Bursts of export must not overflow the socket while a bin is written.
+        let _ = s.set_recv_buffer_size(16 << 20);
+        s.bind(&(*addr).into()).with_context(|| format!("cannot listen on {addr}"))?;
+        let s: UdpSocket = s.into();
+        s.set_nonblocking(true)?;
+        let local = s.local_addr()?;
+        eprintln!("wanperf flows collect listening on {local} (udp), archive {}", describe_db(a.db.as_deref()));
+        sockets.push(s);
+    }
+    let _ = std::io::stderr().flush();
+    let ports: Vec<u16> = sockets.iter().filter_map(|s| s.local_addr().ok()).map(|a| a.port()).collect();
+    let session = now_ms() as f64 / 1000.0;
+    let bin_ms = (a.bin * 1000.0) as u64;
+    let mut decoder = Decoder::new();
+    let mut binner = Binner::new(bin_ms);
+    let mut flows = Vec::new();
+    let mut counters = Vec::new();
+    let started = Instant::now();
+    let mut last_flush = Instant::now();
+    let flush_every = Duration::from_secs_f64(a.flush);
+    let mut buf = vec![0u8; 65_536];
+    let poll = {
+        let fds: Vec<libc::pollfd> = sockets
+            .iter()
+            .map(|s| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(s), events: libc::POLLIN, revents: 0 })
+            .collect();
+        fds
+    };
+    let mut fds = poll;
+    let drops0: u64 = ports.iter().map(|&p| socket_drops(p)).sum();
+    let mut stored_rows = 0usize;
+    loop {
+        let stop = INTERRUPTED.load(Ordering::Acquire)
+            || a.duration.is_some_and(|d| started.elapsed() >= Duration::from_secs_f64(d));
+        if stop || last_flush.elapsed() >= flush_every {
+            let rows = if stop { binner.drain_all() } else { binner.drain_before(now_ms().saturating_sub(bin_ms / 5)) };
+            let drops = ports.iter().map(|&p| socket_drops(p)).sum::<u64>().saturating_sub(drops0);
+            let out: Vec<FlowRow> = rows.iter().map(to_row).collect();
+            store.store_flows(&out, &exporter_rows(&decoder, session, drops)).context("cannot store flows")?;
+            stored_rows += out.len();
+            last_flush = Instant::now();
+            if stop {
+                break;
+            }
+        }
+        // SAFETY: fds is a valid array of pollfd for the duration of the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 200) };
+        if n <= 0 {
+            continue;
+        }
+        for s in &sockets {
+            // Drain what is queued, bounded so the flush and stop checks run.
+            for _ in 0..10_000 {
+                match s.recv_from(&mut buf) {
+                    Ok((len, from)) => {
+                        flows.clear();
+                        counters.clear();
+                        decoder.feed(from.ip(), now_ms(), &buf[..len], &mut flows, &mut counters);
+                        for f in &flows {
+                            binner.add(f);
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+    let drops = ports.iter().map(|&p| socket_drops(p)).sum::<u64>().saturating_sub(drops0);
+    let ex = exporter_rows(&decoder, session, drops);
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "event": "flows_collect_end",
+                "rows_stored": stored_rows,
+                "unknown_datagrams": decoder.unknown,
+                "socket_drops": drops,
+                "exporters": ex,
+            }))?
+        );
+    } else {
+        print_exporters(&ex);
+        eprintln!("stored {stored_rows} flow bin rows; {} datagrams were not NetFlow/IPFIX/sFlow", decoder.unknown);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load(q: &QueryArgs) -> Result<Vec<BinRow>> {
+    let mut store = open_store_read_only(q.db.as_deref())?;
+    let rows = store.flows(q.from.unwrap_or(0.0), q.to.unwrap_or(f64::MAX))?;
+    Ok(rows.iter().filter_map(from_row).collect())
+}
+
+fn si(v: f64, unit: &str) -> String {
+    let (d, p) = if v >= 1e12 {
+        (1e12, "T")
+    } else if v >= 1e9 {
+        (1e9, "G")
+    } else if v >= 1e6 {
+        (1e6, "M")
+    } else if v >= 1e3 {
+        (1e3, "k")
+    } else {
+        (1.0, "")
+    };
+    format!("{:.2} {p}{unit}", v / d)
+}
+
+/// `wanperf flows top`.
+pub fn top(a: TopArgs) -> Result<ExitCode> {
+    let rows = load(&a.q)?;
+    let key = match a.key {
+        KeyArg::Src => Key::Src,
+        KeyArg::Dst => Key::Dst,
+        KeyArg::Pair => Key::Pair,
+    };
+    let metric = match a.by {
+        MetricArg::Bytes => Metric::Bytes,
+        MetricArg::Packets => Metric::Packets,
+        MetricArg::Flows => Metric::Flows,
+    };
+    let dir = a.dir.map(|d| match d {
+        DirArg::In => Dir::In,
+        DirArg::Out => Dir::Out,
+    });
+    let t = wanperf_flows::top(&rows, key, metric, dir, &a.q.local, a.n);
+    if a.q.json {
+        println!("{}", serde_json::to_string_pretty(&t)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if t.is_empty() {
+        println!("no flows in the archive for that time range");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let head = match key {
+        Key::Src => format!("{:<4} {:<40}", "rank", "source"),
+        Key::Dst => format!("{:<4} {:<40}", "rank", "destination"),
+        Key::Pair => format!("{:<4} {:<46} {:<46} {:>5}", "rank", "source:port", "destination:port", "proto"),
+    };
+    println!("{head} {:>14} {:>14} {:>10} {:>7}", "bytes", "packets", "flows", "share");
+    for r in &t {
+        let k = match key {
+            Key::Src => format!("{:<4} {:<40}", r.rank, r.src.map(|x| x.to_string()).unwrap_or_default()),
+            Key::Dst => format!("{:<4} {:<40}", r.rank, r.dst.map(|x| x.to_string()).unwrap_or_default()),
+            Key::Pair => format!(
+                "{:<4} {:<46} {:<46} {:>5}",
+                r.rank,
+                endpoint(r.src, r.sport),
+                endpoint(r.dst, r.dport),
+                r.proto.unwrap_or(0)
+            ),
+        };
+        println!("{k} {:>14} {:>14} {:>10.1} {:>6.1}%", si(r.bytes, "B"), si(r.packets, "pkt"), r.flows, r.share_pct);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn endpoint(a: Option<IpAddr>, port: Option<u16>) -> String {
+    match a {
+        Some(IpAddr::V6(v6)) => format!("[{v6}]:{}", port.unwrap_or(0)),
+        Some(v4) => format!("{v4}:{}", port.unwrap_or(0)),
+        None => String::new(),
+    }
+}
+
+/// `wanperf flows mix`.
+pub fn mix(a: MixArgs) -> Result<ExitCode> {
+    let rows = load(&a.q)?;
+    let m = wanperf_flows::mix(&rows, &a.q.local);
+    if a.q.json {
+        println!("{}", serde_json::to_string_pretty(&m)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.q.local.is_empty() {
+        println!("{:<14} {:>14} {:>7} {:>10}", "application", "bytes", "share", "flows");
+        for r in &m {
+            println!("{:<14} {:>14} {:>6.1}% {:>10.1}", r.app, si(r.bytes_in, "B"), r.share_in_pct, r.flows);
+        }
+    } else {
+        println!("{:<14} {:>14} {:>7} {:>14} {:>7} {:>10}", "application", "in", "share", "out", "share", "flows");
+        for r in &m {
+            println!(
+                "{:<14} {:>14} {:>6.1}% {:>14} {:>6.1}% {:>10.1}",
+                r.app,
+                si(r.bytes_in, "B"),
+                r.share_in_pct,
+                si(r.bytes_out, "B"),
+                r.share_out_pct,
+                r.flows
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_exporters(ex: &[ExporterRow]) {
+    if ex.is_empty() {
+        println!("no exporter has sent anything");
+        return;
+    }
+    println!(
+        "{:<40} {:<11} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
+        "exporter (domain)", "protocol", "datagrams", "records", "lost", "loss", "sampling", "malformed"
+    );
+    for e in ex {
+        let loss = if e.expected > 0 { 100.0 * e.lost as f64 / e.expected as f64 } else { 0.0 };
+        println!(
+            "{:<40} {:<11} {:>10} {:>10} {:>10} {:>8.2}% {:>8} {:>9}",
+            format!("{} ({})", e.exporter, e.domain),
+            e.protocol,
+            e.datagrams,
+            e.records,
+            format!("{} {}", e.lost, e.seq_unit),
+            loss,
+            format!("1:{}", e.sampling),
+            e.malformed
+        );
+    }
+}
+
+/// `wanperf flows exporters`.
+pub fn exporters(a: ExportersArgs) -> Result<ExitCode> {
+    let mut store = open_store_read_only(a.db.as_deref())?;
+    let ex = store.exporters()?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&ex)?);
+    } else {
+        print_exporters(&ex);
+    }
+    Ok(ExitCode::SUCCESS)
+}

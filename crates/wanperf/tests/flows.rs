@@ -1,0 +1,213 @@
+//! `wanperf flows` against independent references: softflowd exports NetFlow v5, v9 and IPFIX
+//! of an emulated router's interface while iperf3 and ping cross it; nfcapd stores the export
+//! and repeats every datagram to `wanperf flows collect`, so nfdump and wanperf read the same
+//! datagrams and their top tables must agree exactly.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+const TOPO: &str = "name = \"flows\"
+[[host]]
+name = \"a\"
+[[host]]
+name = \"b\"
+[[router]]
+name = \"r1\"
+[[link]]
+a = \"a\"
+b = \"r1\"
+delay = \"1ms\"
+rate = \"100mbit\"
+[[link]]
+a = \"r1\"
+b = \"b\"
+delay = \"1ms\"
+";
+
+struct Dir(std::path::PathBuf);
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs the export script with NetFlow `version` (and sampling); returns its work directory.
+fn export(version: &str, sampling: Option<u32>) -> Dir {
+    let d = std::env::temp_dir().join(format!("wanperf-flows-{}-v{version}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("nf")).unwrap();
+    let topo = topo_file(&format!("flows-{version}"), TOPO);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/flows/export.sh");
+    let mut env = format!("D={} W={} V={version} ", d.display(), env!("CARGO_BIN_EXE_wanperf"));
+    if let Some(s) = sampling {
+        env.push_str(&format!("SAMP={s} "));
+    }
+    let out = run(
+        &["net", "run", &topo, "--host", "r1", "--on", "a=iperf3 -s", "--", "sh", "-c", &format!("{env} sh {script}")],
+        Duration::from_secs(90),
+    );
+    let log = |f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "export run failed: {}\ncollect: {}\nnfcapd: {}\nsoftflowd: {}",
+        String::from_utf8_lossy(&out.stderr),
+        log("collect.err"),
+        log("nfcapd.log"),
+        log("sf.log")
+    );
+    Dir(d)
+}
+
+/// nfdump's statistic `stat` (e.g. `srcip/bytes`) as value → (flows, packets, bytes).
+fn nfdump_stat(d: &Dir, stat: &str) -> BTreeMap<String, (u64, u64, u64)> {
+    let out = Command::new("nfdump")
+        .args(["-R", &d.0.join("nf").display().to_string(), "-s", stat, "-n", "0", "-N", "-o", "csv"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut m = BTreeMap::new();
+    for line in text.lines().skip(1) {
+        let c: Vec<&str> = line.split(',').collect();
+        if c.len() < 10 || c[0] == "flows" {
+            break;
+        }
+        m.insert(c[4].trim().to_string(), (c[5].parse().unwrap(), c[7].parse().unwrap(), c[9].parse().unwrap()));
+    }
+    assert!(!m.is_empty(), "nfdump printed no {stat}: {text}");
+    m
+}
+
+/// nfdump's records as "src:sport dst:dport proto" → bytes.
+fn nfdump_records(d: &Dir) -> BTreeMap<String, u64> {
+    let out = Command::new("nfdump")
+        .args(["-R", &d.0.join("nf").display().to_string(), "-N", "-o", "csv", "-q"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut m = BTreeMap::new();
+    for line in text.lines() {
+        let c: Vec<&str> = line.split(',').collect();
+        if c.len() < 13 || c[0] == "ts" {
+            continue;
+        }
+        let proto = match c[7] {
+            "TCP" => "6",
+            "UDP" => "17",
+            "ICMP" => "1",
+            "ICMP6" => "58",
+            p => p,
+        };
+        if proto == "1" || proto == "58" {
+            continue; // ports of ICMP are type/code, printed differently by each tool
+        }
+        *m.entry(format!("{}:{} {}:{} {proto}", c[3], c[5], c[4], c[6], proto = proto)).or_insert(0) +=
+            c[12].parse::<u64>().unwrap();
+    }
+    m
+}
+
+fn wanperf_top(d: &Dir, key: &str) -> Vec<Value> {
+    let db = d.0.join("flows.sqlite");
+    let out = run(
+        &["flows", "top", "--db", &db.display().to_string(), "--key", key, "-n", "0", "--json"],
+        Duration::from_secs(20),
+    );
+    serde_json::from_str::<Value>(&ok(&out)).unwrap().as_array().unwrap().clone()
+}
+
+fn collect_end(d: &Dir) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(d.0.join("collect.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn top_sources_destinations_and_pairs_equal_nfdumps_for_v5_v9_and_ipfix() {
+    let _serial = serial();
+    if !paths_available() || !have("softflowd") || !have("nfdump") || !have("iperf3") {
+        return;
+    }
+    for version in ["5", "9", "10"] {
+        let d = export(version, None);
+        let end = collect_end(&d);
+        let ex = &end["exporters"][0];
+        let want_proto = match version {
+            "5" => "netflow-v5",
+            "9" => "netflow-v9",
+            _ => "ipfix",
+        };
+        assert_eq!(ex["protocol"], want_proto, "{end}");
+        assert_eq!(ex["lost"], 0, "loopback export lost nothing: {end}");
+        assert_eq!(ex["malformed"], 0, "{end}");
+        for (key, stat, field) in [("src", "srcip/bytes", "src"), ("dst", "dstip/bytes", "dst")] {
+            let nf = nfdump_stat(&d, stat);
+            let ours = wanperf_top(&d, key);
+            let got: BTreeMap<String, (u64, u64, u64)> = ours
+                .iter()
+                .map(|r| {
+                    let n = |k: &str| r[k].as_f64().unwrap().round() as u64;
+                    (r[field].as_str().unwrap().to_string(), (n("flows"), n("packets"), n("bytes")))
+                })
+                .collect();
+            if version == "5" {
+                // v5 carries IPv4 only: nfdump and wanperf both see no IPv6 rows.
+                assert!(got.keys().all(|k| !k.contains(':')), "{got:?}");
+            }
+            assert_eq!(got, nf, "v{version} top {key}: wanperf (left) and nfdump (right) differ");
+            // The ranking: by bytes, ties by address.
+            let bytes: Vec<f64> = ours.iter().map(|r| r["bytes"].as_f64().unwrap()).collect();
+            assert!(bytes.windows(2).all(|w| w[0] >= w[1]), "{bytes:?}");
+        }
+        let nf = nfdump_records(&d);
+        let got: BTreeMap<String, u64> = wanperf_top(&d, "pair")
+            .iter()
+            .filter(|r| !matches!(r["proto"].as_u64(), Some(1 | 58)))
+            .map(|r| {
+                let ep = |a: &str, p: &str| format!("{}:{}", r[a].as_str().unwrap(), r[p].as_u64().unwrap());
+                (
+                    format!("{} {} {}", ep("src", "sport"), ep("dst", "dport"), r["proto"].as_u64().unwrap()),
+                    r["bytes"].as_f64().unwrap().round() as u64,
+                )
+            })
+            .collect();
+        assert_eq!(got, nf, "v{version} pairs: wanperf (left) and nfdump (right) differ");
+        // The iperf3 TCP test (about 2 s at 100 Mbit/s) is the top pair.
+        let pairs = wanperf_top(&d, "pair");
+        assert_eq!(pairs[0]["dport"], 5201, "{pairs:?}");
+        assert!(pairs[0]["bytes"].as_f64().unwrap() > 15e6, "{pairs:?}");
+    }
+}
+
+#[test]
+fn sampled_ipfix_is_corrected_by_its_announced_rate() {
+    let _serial = serial();
+    if !paths_available() || !have("softflowd") || !have("nfdump") || !have("iperf3") {
+        return;
+    }
+    let d = export("10", Some(10));
+    let end = collect_end(&d);
+    assert_eq!(end["exporters"][0]["sampling"], 10, "{end}");
+    // nfdump stores the raw (sampled) counts: wanperf's corrected bytes are 10 times those.
+    let raw: u64 = nfdump_stat(&d, "srcip/bytes").values().map(|v| v.2).sum();
+    let ours: f64 = wanperf_top(&d, "src").iter().map(|r| r["bytes"].as_f64().unwrap()).sum();
+    assert!((ours - 10.0 * raw as f64).abs() < 1.0, "wanperf {ours} B, nfdump raw {raw} B × 10");
+    // About 2 × 2 s at 100 Mbit/s and 1 s at 5 Mbit/s crossed the link: 1 in 10 packets seen,
+    // scaled back up, is in that range (the exact check against the emulator's counters needs
+    // segmentation offload off on the capture; see docs/flows.md).
+    assert!(ours > 20e6 && ours < 120e6, "{ours}");
+}
+
+#[test]
+fn collector_errors_are_one_line() {
+    let out = run(&["flows", "collect", "--listen", "127.0.0.1:0", "--bin", "0"], Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.trim().lines().count() == 1 && err.contains("--bin"), "{err}");
+    let out = run(&["flows", "collect", "--listen", "192.0.2.1:1"], Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("cannot listen on 192.0.2.1:1"), "{err}");
+    let out = run(&["flows", "top", "--db", "/nonexistent/flows.sqlite"], Duration::from_secs(10));
+    assert!(!out.status.success());
+}
