@@ -36,6 +36,7 @@ const TARGETS: &[(&str, Replay)] = &[
     ("topology_toml", topology_toml),
     ("iperf3_control", wanperf_iperf3::exercise),
     ("copy_data", wanperf_copy::exercise),
+    ("flow_export", wanperf_flows::exercise),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -434,6 +435,11 @@ fn corpus_iperf3_control() {
 #[test]
 fn corpus_copy_data() {
     replay("copy_data");
+}
+
+#[test]
+fn corpus_flow_export() {
+    replay("flow_export");
 }
 
 /// Writes the seeds made by the protocol's own encoders (run with `--ignored`).

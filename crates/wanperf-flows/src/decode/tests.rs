@@ -235,8 +235,9 @@ fn garbage_is_counted_never_fatal() {
     assert!(total >= 2, "{:?}", d.stats());
 }
 
-#[test]
-fn sflow_flow_and_counter_samples() {
+/// An sFlow datagram: one flow sample (rate 512) with a raw Ethernet/IPv4/UDP header, one
+/// counter sample.
+fn sflow_datagram() -> Vec<u8> {
     // One flow sample (rate 512) with a raw Ethernet/IPv4/UDP header, one counter sample.
     let mut eth = Vec::new();
     eth.extend([0u8; 12]);
@@ -297,6 +298,12 @@ fn sflow_flow_and_counter_samples() {
     p.extend(2u32.to_be_bytes());
     p.extend((cs.len() as u32).to_be_bytes());
     p.extend(&cs);
+    p
+}
+
+#[test]
+fn sflow_flow_and_counter_samples() {
+    let mut p = sflow_datagram();
     let mut d = Decoder::new();
     let mut f = Vec::new();
     let mut c = Vec::new();
@@ -309,4 +316,31 @@ fn sflow_flow_and_counter_samples() {
     d.feed(R1.into(), 6, &p, &mut f, &mut c);
     let s = &d.stats()[0];
     assert_eq!((s.protocol, s.seq.lost, s.sampling), (Protocol::Sflow, 2, 512));
+}
+
+/// Writes the fuzz target's seed corpus from these builders (run with `--ignored`).
+#[test]
+#[ignore]
+fn write_fuzz_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/flow_export");
+    std::fs::create_dir_all(&dir).unwrap();
+    let put = |name: &str, b: &[u8]| std::fs::write(dir.join(name), b).unwrap();
+    put("v5", &v5(7, 0x4000 | 10, &[([10, 0, 0, 1], [10, 0, 0, 2], 6, 40000, 22, 10, 15_000)]));
+    put(
+        "v9-template-and-data",
+        &msg(9, 0, 7, &[template(9, 256, V9_FIELDS), set(256, &v9_rec([10, 0, 0, 1], [10, 0, 0, 2], 5000))]),
+    );
+    put(
+        "ipfix-template-and-data",
+        &msg(
+            10,
+            0,
+            1,
+            &[
+                template(10, 300, IPFIX_FIELDS),
+                set(300, &ipfix_rec([10, 1, 0, 1], [10, 2, 0, 1], 6, 1000, 80, 4242, 3)),
+            ],
+        ),
+    );
+    put("sflow", &sflow_datagram());
 }
