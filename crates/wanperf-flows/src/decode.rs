@@ -88,6 +88,23 @@ pub struct ExporterStats {
     pub seq: Seq,
 }
 
+impl ExporterStats {
+    fn new(exporter: IpAddr, protocol: Protocol, domain: u32) -> Self {
+        ExporterStats {
+            exporter,
+            protocol,
+            domain,
+            datagrams: 0,
+            records: 0,
+            counter_records: 0,
+            malformed: 0,
+            awaiting_template: 0,
+            sampling: 1,
+            seq: Seq::default(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Scope {
     exporter: IpAddr,
@@ -292,18 +309,8 @@ impl Decoder {
         let held_now = wire_sets.saturating_sub(out_sets);
         let released = out_sets > wire_sets;
         awaiting += held_now;
-        let st = self.stats.entry((from, protocol, domain)).or_insert_with(|| ExporterStats {
-            exporter: from,
-            protocol,
-            domain,
-            datagrams: 0,
-            records: 0,
-            counter_records: 0,
-            malformed: 0,
-            awaiting_template: 0,
-            sampling: 1,
-            seq: Seq::default(),
-        });
+        let st =
+            self.stats.entry((from, protocol, domain)).or_insert_with(|| ExporterStats::new(from, protocol, domain));
         st.datagrams += 1;
         st.records += decoded as u64;
         st.malformed += malformed;
@@ -369,18 +376,10 @@ impl Decoder {
                     flows.push(fl);
                 }
             }
-            let st = self.stats.entry((from, Protocol::Sflow, domain)).or_insert_with(|| ExporterStats {
-                exporter: from,
-                protocol: Protocol::Sflow,
-                domain,
-                datagrams: 0,
-                records: 0,
-                counter_records: 0,
-                malformed: 0,
-                awaiting_template: 0,
-                sampling: 1,
-                seq: Seq::default(),
-            });
+            let st = self
+                .stats
+                .entry((from, Protocol::Sflow, domain))
+                .or_insert_with(|| ExporterStats::new(from, Protocol::Sflow, domain));
             st.datagrams += 1;
             st.seq.observe(d.sequence_number, 1);
         }
@@ -392,18 +391,10 @@ impl Decoder {
         }
         if last.1.is_none() {
             // Not one datagram decoded: count it against the agent anyway.
-            let st = self.stats.entry((from, Protocol::Sflow, 0)).or_insert_with(|| ExporterStats {
-                exporter: from,
-                protocol: Protocol::Sflow,
-                domain: 0,
-                datagrams: 0,
-                records: 0,
-                counter_records: 0,
-                malformed: 0,
-                awaiting_template: 0,
-                sampling: 1,
-                seq: Seq::default(),
-            });
+            let st = self
+                .stats
+                .entry((from, Protocol::Sflow, 0))
+                .or_insert_with(|| ExporterStats::new(from, Protocol::Sflow, 0));
             st.datagrams += 1;
             st.malformed += 1;
             return 0;
