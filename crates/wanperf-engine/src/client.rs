@@ -287,7 +287,7 @@ fn drive(
     let mut refused: Option<String> = None;
     let mut foreign: Option<FrameError> = None;
     // A copy's broken data connection, reported when the peer gives no reason in time.
-    let mut lost: Option<(Instant, String)> = None;
+    let mut lost = crate::copy::LostGrace::default();
     let mut warnings = warnings;
     // Captured once: the start record shows it, the verdict counts its cores.
     let client_host = sys::host_capture(Some(server.ip()));
@@ -393,19 +393,13 @@ fn drive(
             }
             last_hello = Instant::now();
         }
-        if let Some((at, why)) = &lost {
-            if Instant::now() >= *at {
-                session.abort(why);
-                failure.get_or_insert(why.clone());
-                lost = None;
-                continue;
-            }
+        if let Some(why) = lost.due(Instant::now()) {
+            session.abort(&why);
+            failure.get_or_insert(why);
+            continue;
         }
-        let mut wait = crate::stream::wait_before(session.poll_timeout(), side.as_ref());
-        if let Some((at, _)) = &lost {
-            wait = wait.min(at.saturating_duration_since(Instant::now()));
-        }
-        let ev = rx.recv_timeout(wait);
+        let ev = rx
+            .recv_timeout(lost.wait(crate::stream::wait_before(session.poll_timeout(), side.as_ref()), Instant::now()));
         let now = Instant::now();
         let res = match ev {
             Ok(Event::Msg(m)) => {
@@ -439,7 +433,7 @@ fn drive(
                     Err(wanperf_proto::server::SessionError::Local(why))
                 }
                 crate::copy::CopyEvent::Lost(why) => {
-                    lost.get_or_insert((now + crate::copy::LOST_GRACE, why));
+                    lost.note(now, why);
                     Ok(())
                 }
             },

@@ -48,6 +48,29 @@ pub enum CopyEvent {
 /// How long a session waits for the peer's reason after a data connection broke.
 pub const LOST_GRACE: Duration = Duration::from_secs(2);
 
+/// A broken data connection held back for [`LOST_GRACE`] while the peer's reason may come:
+/// both session loops keep one.
+#[derive(Debug, Default)]
+pub struct LostGrace(Option<(Instant, String)>);
+
+impl LostGrace {
+    /// A data connection broke at `now` (the first one counts).
+    pub fn note(&mut self, now: Instant, why: String) {
+        self.0.get_or_insert((now + LOST_GRACE, why));
+    }
+    /// The line to report once the grace has passed with no reason from the peer.
+    pub fn due(&mut self, now: Instant) -> Option<String> {
+        if self.0.as_ref().is_some_and(|(at, _)| now >= *at) {
+            return self.0.take().map(|(_, why)| why);
+        }
+        None
+    }
+    /// `wait`, shortened to end when the grace does.
+    pub fn wait(&self, wait: Duration, now: Instant) -> Duration {
+        self.0.as_ref().map_or(wait, |(at, _)| wait.min(at.saturating_duration_since(now)))
+    }
+}
+
 /// Where a copy's events go (called from its threads).
 pub type Notify = Arc<dyn Fn(CopyEvent) + Send + Sync>;
 

@@ -485,7 +485,7 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
     let mut rate_check = RateCheck::default();
     let mut outcome: Option<String> = None;
     // A copy's broken data connection, reported when the client gives no reason in time.
-    let mut lost: Option<(Instant, String)> = None;
+    let mut lost = crate::copy::LostGrace::default();
     let mut job: Option<crate::copy::Job> = None;
 
     'outer: loop {
@@ -631,19 +631,13 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
             outcome.get_or_insert(e.to_string());
             continue;
         }
-        if let Some((at, why)) = &lost {
-            if Instant::now() >= *at {
-                let e = session.abort(why);
-                outcome.get_or_insert(e.to_string());
-                lost = None;
-                continue;
-            }
+        if let Some(why) = lost.due(Instant::now()) {
+            let e = session.abort(&why);
+            outcome.get_or_insert(e.to_string());
+            continue;
         }
-        let mut wait = crate::stream::wait_before(session.poll_timeout(), side.as_ref());
-        if let Some((at, _)) = &lost {
-            wait = wait.min(at.saturating_duration_since(Instant::now()));
-        }
-        let ev = rx.recv_timeout(wait);
+        let ev = rx
+            .recv_timeout(lost.wait(crate::stream::wait_before(session.poll_timeout(), side.as_ref()), Instant::now()));
         let now = Instant::now();
         let res = match ev {
             Ok(Event::Msg(m)) => session.handle_msg(now, m),
@@ -690,7 +684,7 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                 crate::copy::CopyEvent::File(_) => Ok(()),
                 crate::copy::CopyEvent::Failed(why) => Err(session.abort(&why)),
                 crate::copy::CopyEvent::Lost(why) => {
-                    lost.get_or_insert((now + crate::copy::LOST_GRACE, why));
+                    lost.note(now, why);
                     Ok(())
                 }
             },

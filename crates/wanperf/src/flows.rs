@@ -285,14 +285,10 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
     let mut last_flush = Instant::now();
     let flush_every = Duration::from_secs_f64(a.flush);
     let mut buf = vec![0u8; 65_536];
-    let poll = {
-        let fds: Vec<libc::pollfd> = sockets
-            .iter()
-            .map(|s| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(s), events: libc::POLLIN, revents: 0 })
-            .collect();
-        fds
-    };
-    let mut fds = poll;
+    let mut fds: Vec<libc::pollfd> = sockets
+        .iter()
+        .map(|s| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(s), events: libc::POLLIN, revents: 0 })
+        .collect();
     let drops0: u64 = ports.iter().map(|&p| socket_drops(p)).sum();
     let mut stored_rows = 0usize;
     loop {
