@@ -129,6 +129,11 @@ pub trait Store {
     fn flows(&mut self, from_unix: f64, to_unix: f64) -> Result<Vec<FlowRow>>;
     /// Every exporter's counters, newest session first.
     fn exporters(&mut self) -> Result<Vec<ExporterRow>>;
+    /// Stores interface counter readings in one transaction.
+    fn store_counters(&mut self, rows: &[CounterRow]) -> Result<()>;
+    /// Counter readings taken in [from_unix, to_unix), per device, interface and source in time
+    /// order.
+    fn counters(&mut self, from_unix: f64, to_unix: f64) -> Result<Vec<CounterRow>>;
 }
 
 /// How long a writer waits for another writer's transaction (or a migration) before it fails

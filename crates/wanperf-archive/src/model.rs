@@ -284,3 +284,34 @@ pub struct ExporterRow {
     /// When these counters were taken, Unix seconds.
     pub updated_unix: f64,
 }
+
+/// One reading of one interface's counters (`wanperf util`, sFlow counter samples). Octet
+/// counters are unsigned 64-bit on the wire; they are stored as the same 64 bits in a signed
+/// column (`as i64` / `as u64` round-trips every value).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterRow {
+    /// The device (netns/host name, SNMP agent, sFlow agent).
+    pub device: String,
+    /// The interface (name or ifIndex).
+    pub interface: String,
+    /// Where the reading came from: `netlink`, `snmp`, `sflow`.
+    pub source: String,
+    /// When it was read, Unix seconds.
+    pub at_unix: f64,
+    /// Interface speed, bit/s, when known.
+    pub speed_bps: Option<i64>,
+    /// Octets in (bit pattern of the unsigned counter).
+    pub in_octets: i64,
+    /// Octets out.
+    pub out_octets: i64,
+    /// Errors in.
+    pub in_errors: i64,
+    /// Errors out.
+    pub out_errors: i64,
+    /// Drops in.
+    pub in_drops: i64,
+    /// Drops out.
+    pub out_drops: i64,
+    /// Counter width in bits (32 or 64).
+    pub width: i64,
+}

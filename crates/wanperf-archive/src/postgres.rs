@@ -4,8 +4,8 @@
 use crate::schema::{self, POSTGRES};
 use crate::sqlite::{from_i64, to_i64};
 use crate::{
-    Access, ArchiveError, CellAggregate, CellRecord, ExporterRow, FlowRow, IntervalRow, NewRun, ProbeRow, Result,
-    RunData, RunInfo, RunStatus, Store, StoredCell,
+    Access, ArchiveError, CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, NewRun, ProbeRow,
+    Result, RunData, RunInfo, RunStatus, Store, StoredCell,
 };
 use ::postgres::binary_copy::BinaryCopyInWriter;
 use ::postgres::error::SqlState;
@@ -476,9 +476,63 @@ impl Store for PgStore {
             })
             .collect()
     }
+
+    fn store_counters(&mut self, rows: &[CounterRow]) -> Result<()> {
+        let r = self.store_counters_(rows);
+        self.named(r)
+    }
+
+    fn counters(&mut self, from_unix: f64, to_unix: f64) -> Result<Vec<CounterRow>> {
+        let rows = self.client.query(schema::SELECT_COUNTERS, &[&from_unix, &to_unix]).map_err(db)?;
+        rows.iter()
+            .map(|r| {
+                Ok(CounterRow {
+                    device: get(r, 0)?,
+                    interface: get(r, 1)?,
+                    source: get(r, 2)?,
+                    at_unix: get(r, 3)?,
+                    speed_bps: get(r, 4)?,
+                    in_octets: get(r, 5)?,
+                    out_octets: get(r, 6)?,
+                    in_errors: get(r, 7)?,
+                    out_errors: get(r, 8)?,
+                    in_drops: get(r, 9)?,
+                    out_drops: get(r, 10)?,
+                    width: i64::from(get::<i32>(r, 11)?),
+                })
+            })
+            .collect()
+    }
 }
 
 impl PgStore {
+    fn store_counters_(&mut self, rows: &[CounterRow]) -> Result<()> {
+        let mut tx = self.client.transaction().map_err(db)?;
+        let st = tx.prepare(schema::INSERT_COUNTERS).map_err(db)?;
+        for r in rows {
+            let width = r.width as i32;
+            tx.execute(
+                &st,
+                &[
+                    &r.device,
+                    &r.interface,
+                    &r.source,
+                    &r.at_unix,
+                    &r.speed_bps,
+                    &r.in_octets,
+                    &r.out_octets,
+                    &r.in_errors,
+                    &r.out_errors,
+                    &r.in_drops,
+                    &r.out_drops,
+                    &width,
+                ],
+            )
+            .map_err(db)?;
+        }
+        tx.commit().map_err(db)
+    }
+
     fn store_flows_(&mut self, rows: &[FlowRow], exporters: &[ExporterRow]) -> Result<()> {
         let mut tx = self.client.transaction().map_err(db)?;
         let st = tx.prepare(schema::INSERT_FLOW).map_err(db)?;

@@ -122,6 +122,27 @@ pub const MIGRATIONS: &[Migration] = &[
         )",
         ],
     },
+    Migration {
+        version: 3,
+        description: "interface counter readings (wanperf util, sFlow counter samples)",
+        statements: &[
+            "CREATE TABLE if_counters (
+            device TEXT NOT NULL,
+            interface TEXT NOT NULL,
+            source TEXT NOT NULL,
+            at_unix DOUBLE PRECISION NOT NULL,
+            speed_bps BIGINT,
+            in_octets BIGINT NOT NULL,
+            out_octets BIGINT NOT NULL,
+            in_errors BIGINT NOT NULL,
+            out_errors BIGINT NOT NULL,
+            in_drops BIGINT NOT NULL,
+            out_drops BIGINT NOT NULL,
+            width INTEGER NOT NULL
+        )",
+            "CREATE INDEX if_counters_time ON if_counters (at_unix)",
+        ],
+    },
 ];
 
 /// The newest schema version this build knows.
@@ -183,6 +204,16 @@ pub const UPSERT_EXPORTER: &str = "INSERT INTO flow_exporters (session_unix, exp
 pub const SELECT_EXPORTERS: &str = "SELECT session_unix, exporter, protocol, domain, seq_unit, datagrams, records,
     malformed, awaiting_template, expected, lost, resets, sampling, socket_drops, updated_unix FROM flow_exporters
     ORDER BY session_unix DESC, exporter, protocol, domain";
+
+/// Inserts one counter reading.
+pub const INSERT_COUNTERS: &str = "INSERT INTO if_counters (device, interface, source, at_unix, speed_bps,
+    in_octets, out_octets, in_errors, out_errors, in_drops, out_drops, width)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+
+/// Counter readings taken in [$1, $2), per interface in time order.
+pub const SELECT_COUNTERS: &str = "SELECT device, interface, source, at_unix, speed_bps, in_octets, out_octets,
+    in_errors, out_errors, in_drops, out_drops, width FROM if_counters WHERE at_unix >= $1 AND at_unix < $2
+    ORDER BY device, interface, source, at_unix";
 
 // Queries shared by both stores. Placeholders are `$1`, `$2`, … which SQLite accepts too.
 

@@ -19,8 +19,8 @@
 
 use crate::schema::{self, SQLITE};
 use crate::{
-    Access, ArchiveError, CellAggregate, CellRecord, ExporterRow, FlowRow, IntervalRow, NewRun, ProbeRow, Result,
-    RunData, RunInfo, RunStatus, Store, StoredCell,
+    Access, ArchiveError, CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, NewRun, ProbeRow,
+    Result, RunData, RunInfo, RunStatus, Store, StoredCell,
 };
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row, TransactionBehavior};
 use serde_json::Value;
@@ -690,9 +690,60 @@ impl Store for SqliteStore {
             .map_err(db)?;
         rows.collect::<std::result::Result<Vec<_>, _>>().map_err(db)
     }
+    fn store_counters(&mut self, rows: &[CounterRow]) -> Result<()> {
+        let r = self.store_counters_(rows);
+        self.named(r)
+    }
+    fn counters(&mut self, from_unix: f64, to_unix: f64) -> Result<Vec<CounterRow>> {
+        let mut st = self.conn.prepare_cached(schema::SELECT_COUNTERS).map_err(db)?;
+        let rows = st
+            .query_map(params![from_unix, to_unix], |r| {
+                Ok(CounterRow {
+                    device: r.get(0)?,
+                    interface: r.get(1)?,
+                    source: r.get(2)?,
+                    at_unix: r.get(3)?,
+                    speed_bps: r.get(4)?,
+                    in_octets: r.get(5)?,
+                    out_octets: r.get(6)?,
+                    in_errors: r.get(7)?,
+                    out_errors: r.get(8)?,
+                    in_drops: r.get(9)?,
+                    out_drops: r.get(10)?,
+                    width: r.get(11)?,
+                })
+            })
+            .map_err(db)?;
+        rows.collect::<std::result::Result<Vec<_>, _>>().map_err(db)
+    }
 }
 
 impl SqliteStore {
+    fn store_counters_(&mut self, rows: &[CounterRow]) -> Result<()> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
+        {
+            let mut st = tx.prepare_cached(schema::INSERT_COUNTERS).map_err(db)?;
+            for r in rows {
+                st.execute(params![
+                    r.device,
+                    r.interface,
+                    r.source,
+                    r.at_unix,
+                    r.speed_bps,
+                    r.in_octets,
+                    r.out_octets,
+                    r.in_errors,
+                    r.out_errors,
+                    r.in_drops,
+                    r.out_drops,
+                    r.width
+                ])
+                .map_err(db)?;
+            }
+        }
+        tx.commit().map_err(db)
+    }
+
     fn store_flows_(&mut self, rows: &[FlowRow], exporters: &[ExporterRow]) -> Result<()> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
         {

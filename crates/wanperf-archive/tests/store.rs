@@ -202,6 +202,7 @@ fn round_trip(store: &mut dyn Store) {
     assert!(matches!(store.finish_run(missing, RunStatus::Incomplete, 0.0), Err(ArchiveError::NoRun(_))));
 
     flows_round_trip(store);
+    counters_round_trip(store);
 }
 
 fn flow(bin_unix: f64, src: &str, bytes: f64) -> FlowRow {
@@ -257,6 +258,35 @@ fn flows_round_trip(store: &mut dyn Store) {
     assert_eq!(ex.len(), 2);
     assert_eq!(ex[0].session_unix, 2000.0);
     assert_eq!(ex[1].lost, 5);
+}
+
+fn reading(interface: &str, at_unix: f64, in_octets: u64) -> CounterRow {
+    CounterRow {
+        device: "r1".into(),
+        interface: interface.into(),
+        source: "snmp".into(),
+        at_unix,
+        speed_bps: if interface == "wan0" { Some(10_000_000_000) } else { None },
+        in_octets: in_octets as i64,
+        out_octets: 42,
+        in_errors: 1,
+        out_errors: 2,
+        in_drops: 3,
+        out_drops: 4,
+        width: 64,
+    }
+}
+
+/// Counter readings come back per interface in time order, and an unsigned 64-bit counter
+/// above i64::MAX keeps every bit.
+fn counters_round_trip(store: &mut dyn Store) {
+    let rows = vec![reading("wan1", 20.0, 5), reading("wan0", 20.0, u64::MAX - 1), reading("wan0", 10.0, 7)];
+    store.store_counters(&rows).unwrap();
+    let got = store.counters(0.0, 20.0).unwrap();
+    assert_eq!(got, vec![rows[2].clone()]);
+    let all = store.counters(0.0, 100.0).unwrap();
+    assert_eq!(all, vec![rows[2].clone(), rows[1].clone(), rows[0].clone()]);
+    assert_eq!(all[1].in_octets as u64, u64::MAX - 1);
 }
 
 #[test]

@@ -7,7 +7,7 @@ use crate::IfCounters;
 use serde::{Deserialize, Serialize};
 
 /// One bin of utilization.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UtilBin {
     /// Bin start, Unix milliseconds.
     pub bin_ms: u64,
@@ -49,6 +49,12 @@ pub struct Saturation {
 /// Readings of one interface turned into bins.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UtilSeries {
+    /// Bin length, milliseconds.
+    pub bin_len_ms: u64,
+    /// Octets in over the readings (wraps taken, gaps left out).
+    pub in_octets: u64,
+    /// Octets out over the readings.
+    pub out_octets: u64,
     /// Bins in time order.
     pub bins: Vec<UtilBin>,
     /// Counter wraps taken (32-bit counters).
@@ -82,6 +88,7 @@ impl UtilSeries {
         r.sort_by_key(|c| c.at_ms);
         let mut bins: std::collections::BTreeMap<u64, UtilBin> = std::collections::BTreeMap::new();
         let (mut wraps, mut resets) = (0, 0);
+        let (mut in_total, mut out_total) = (0u64, 0u64);
         for w in r.windows(2) {
             let (a, b) = (w[0], w[1]);
             if b.at_ms <= a.at_ms {
@@ -96,6 +103,8 @@ impl UtilSeries {
                 continue;
             };
             wraps += u64::from(win) + u64::from(wout);
+            in_total += din;
+            out_total += dout;
             let (in_bps, out_bps) = (din as f64 * 8.0 / secs, dout as f64 * 8.0 / secs);
             let errs = [
                 b.in_errors.saturating_sub(a.in_errors),
@@ -142,7 +151,14 @@ impl UtilSeries {
                 t = end;
             }
         }
-        UtilSeries { bins: bins.into_values().collect(), wraps, resets }
+        UtilSeries {
+            bin_len_ms: bin_ms,
+            in_octets: in_total,
+            out_octets: out_total,
+            bins: bins.into_values().collect(),
+            wraps,
+            resets,
+        }
     }
 
     /// Runs of at least `min_bins` consecutive bins at or above `pct` percent of the speed, per
@@ -158,7 +174,7 @@ impl UtilSeries {
                     out.push(Saturation {
                         dir: dir.into(),
                         from_ms: run[0].bin_ms,
-                        to_ms: last.bin_ms + (self.bin_len().unwrap_or(0)),
+                        to_ms: last.bin_ms + self.bin_len_ms,
                         peak_pct: peak,
                     });
                 }
@@ -166,10 +182,7 @@ impl UtilSeries {
             };
             let mut prev: Option<u64> = None;
             for b in &self.bins {
-                let contiguous = match (prev, self.bin_len()) {
-                    (Some(p), Some(l)) => b.bin_ms == p + l,
-                    _ => true,
-                };
+                let contiguous = prev.is_none_or(|p| b.bin_ms == p + self.bin_len_ms);
                 if !contiguous {
                     flush(&mut run, &mut out);
                 }
@@ -183,10 +196,6 @@ impl UtilSeries {
             flush(&mut run, &mut out);
         }
         out
-    }
-
-    fn bin_len(&self) -> Option<u64> {
-        self.bins.windows(2).map(|w| w[1].bin_ms - w[0].bin_ms).min()
     }
 }
 
@@ -240,6 +249,8 @@ mod tests {
         assert_eq!((s.wraps, s.resets), (1, 1));
         assert!((s.bins[0].in_max_bps - 8e6).abs() < 1.0);
         assert_eq!(s.bins[0].covered_ms, 30_000);
+        // The wrap counts what crossed; the reset's interval counts nothing.
+        assert_eq!(s.in_octets, 30_000_000);
         // 64-bit counters never wrap in practice: going down is a reset.
         let s64 = UtilSeries::from_readings(&[reading(0, 100, 0, 64), reading(10, 50, 0, 64)], 300_000);
         assert_eq!((s64.wraps, s64.resets, s64.bins.len()), (0, 1, 0));

@@ -23,6 +23,7 @@ pub fn topology(cfg: &PathConfig) -> Topology {
             ba: cfg.down.clone(),
             mtu: cfg.mtu,
             cost: 1,
+            offload: true,
             subnet: None,
             line: 0,
         }],

@@ -57,11 +57,12 @@ impl Injector for Generator {
 
 /// Per-link decisions: offload moves 64 KiB super-packets but loss and policers need
 /// per-packet decisions; a configured txqueuelen needs the device queue to count real
-/// packets (pull mode, no offload).
+/// packets (pull mode, no offload); and a link may turn it off (`offload = false`) so its
+/// interfaces count and capture wire packets.
 fn link_modes(t: &Topology, li: usize) -> (bool, bool) {
     let l = &t.links[li];
     let pull = t.nodes[l.a].txqueuelen.is_some() || t.nodes[l.b].txqueuelen.is_some();
-    let offload = !pull && [&l.ab, &l.ba].iter().all(|d| d.loss == LossModel::None && d.policer.is_none());
+    let offload = l.offload && !pull && [&l.ab, &l.ba].iter().all(|d| d.loss == LossModel::None && d.policer.is_none());
     (offload, pull)
 }
 

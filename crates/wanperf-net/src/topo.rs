@@ -121,6 +121,10 @@ pub struct LinkDef {
     pub mtu: u32,
     /// Routing metric (default 1: shortest paths count hops).
     pub cost: u32,
+    /// Segmentation offload allowed (default): false keeps every packet on this link's
+    /// interfaces one wire packet, so device counters and packet captures see what the wire
+    /// carries.
+    pub offload: bool,
     /// The /24 its two ends share; None: the next free one in file order.
     pub subnet: Option<Ipv4Addr>,
     /// Line of its table.
@@ -434,6 +438,11 @@ impl Topology {
             }
             let mtu = r.uint("mtu", 576..=65_535)?.unwrap_or(1500) as u32;
             let cost = r.uint("cost", 1..=1_000_000)?.unwrap_or(1) as u32;
+            let offload = match r.take("offload") {
+                None => true,
+                Some((_, Value::Boolean(b))) => b,
+                Some((l, _)) => return Err(err(l, "`offload` must be true or false")),
+            };
             let subnet = match r.string("subnet")? {
                 None => None,
                 Some((l, s)) => Some(parse_subnet(&s).map_err(|m| err(l, m))?),
@@ -457,10 +466,10 @@ impl Topology {
             }
             r.entries = rest;
             let line = r.line;
-            let mut known = vec!["a", "b", "name", "mtu", "cost", "subnet"];
+            let mut known = vec!["a", "b", "name", "mtu", "cost", "offload", "subnet"];
             known.extend(linkopts::DIR_KEYS);
             r.finish(&known)?;
-            links.push(LinkDef { name, a, b, ab, ba, mtu, cost, subnet, line });
+            links.push(LinkDef { name, a, b, ab, ba, mtu, cost, offload, subnet, line });
         }
         if links.len() > MAX_LINKS {
             return Err(err(0, format!("{} links: at most {MAX_LINKS}", links.len())));

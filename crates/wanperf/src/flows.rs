@@ -281,6 +281,8 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
     let mut binner = Binner::new(bin_ms);
     let mut flows = Vec::new();
     let mut counters = Vec::new();
+    let mut pending_counters = Vec::new();
+    let mut stored_counters = 0usize;
     let started = Instant::now();
     let mut last_flush = Instant::now();
     let flush_every = Duration::from_secs_f64(a.flush);
@@ -300,6 +302,13 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
             let out: Vec<FlowRow> = rows.iter().map(to_row).collect();
             store.store_flows(&out, &exporter_rows(&decoder, session, drops)).context("cannot store flows")?;
             stored_rows += out.len();
+            if !pending_counters.is_empty() {
+                store
+                    .store_counters(&crate::util::sflow_rows(&pending_counters))
+                    .context("cannot store sFlow counter samples")?;
+                stored_counters += pending_counters.len();
+                pending_counters.clear();
+            }
             last_flush = Instant::now();
             if stop {
                 break;
@@ -321,6 +330,7 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
                         for f in &flows {
                             binner.add(f);
                         }
+                        pending_counters.append(&mut counters);
                     }
                     Err(_) => break,
                 }
@@ -335,6 +345,7 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
             serde_json::to_string_pretty(&serde_json::json!({
                 "event": "flows_collect_end",
                 "rows_stored": stored_rows,
+                "counter_samples_stored": stored_counters,
                 "unknown_datagrams": decoder.unknown,
                 "socket_drops": drops,
                 "exporters": ex,
@@ -342,7 +353,10 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
         );
     } else {
         print_exporters(&ex);
-        eprintln!("stored {stored_rows} flow bin rows; {} datagrams were not NetFlow/IPFIX/sFlow", decoder.unknown);
+        eprintln!(
+            "stored {stored_rows} flow bin rows and {stored_counters} interface counter samples; {} datagrams were not NetFlow/IPFIX/sFlow",
+            decoder.unknown
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

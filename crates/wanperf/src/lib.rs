@@ -15,6 +15,7 @@ pub mod ping;
 pub mod study;
 pub mod tput;
 pub mod trace;
+pub mod util;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

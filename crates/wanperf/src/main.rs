@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use wanperf::{
     calc, copy, flows, install_signal_handlers, keep, keys, load, net, output, path, pathd, ping, study, tput, trace,
+    util,
 };
 
 /// End-to-end network performance: measure what a path can carry and what limits it.
@@ -36,6 +37,10 @@ enum Command {
     /// top talkers, pairs, protocol mix and export loss.
     #[command(subcommand)]
     Flows(flows::FlowsCmd),
+    /// Interface utilization, MRTG's question: counters of local interfaces (any network
+    /// namespace, rtnetlink) and remote devices (SNMP IF-MIB v2c/v3) in bins, in and out.
+    #[command(subcommand)]
+    Util(util::UtilCmd),
     /// Per-hop path: routers in order with RTT, loss (the path's, or only a router's ICMP rate
     /// limit), MTU and route changes (Paris-style probes, unprivileged).
     Trace(trace::TraceArgs),
@@ -139,6 +144,8 @@ fn main() -> ExitCode {
         Command::Flows(flows::FlowsCmd::Top(a)) => flows::top(a),
         Command::Flows(flows::FlowsCmd::Mix(a)) => flows::mix(a),
         Command::Flows(flows::FlowsCmd::Exporters(a)) => flows::exporters(a),
+        Command::Util(util::UtilCmd::Poll(a)) => util::poll(a),
+        Command::Util(util::UtilCmd::Show(a)) => util::show(a),
         Command::Trace(a) => trace::run(a),
         Command::Load(a) => load::run(a),
         Command::Path(path::PathCmd::Run(a)) => path::run(a),
