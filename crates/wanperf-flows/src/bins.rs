@@ -89,7 +89,7 @@ impl Binner {
         }
         while bin <= e {
             let lo = s.max(bin);
-            let hi = e.min(bin + self.len_ms);
+            let hi = e.min(bin.saturating_add(self.len_ms));
             let share = if span == 0.0 { 1.0 } else { (hi.saturating_sub(lo)) as f64 / span };
             if share > 0.0 || span == 0.0 {
                 let key = BinKey {
@@ -113,7 +113,11 @@ impl Binner {
             if span == 0.0 {
                 break;
             }
-            bin += self.len_ms;
+            // A timestamp at the end of time (fuzzing found one) has no next bin.
+            match bin.checked_add(self.len_ms) {
+                Some(next) => bin = next,
+                None => break,
+            }
         }
     }
 
@@ -220,5 +224,16 @@ mod tests {
         assert_eq!(b.len(), 1);
         assert!(b.drain_before(300_000).is_empty());
         assert_eq!(b.drain_before(600_000).len(), 1);
+    }
+
+    #[test]
+    fn a_flow_at_the_end_of_time_is_binned_without_overflow() {
+        // Found by fuzzing (flow_export): an exporter's timestamps near u64::MAX ms.
+        let mut b = Binner::new(300_000);
+        b.add(&flow(u64::MAX - 1_000, u64::MAX, 4_000, 1));
+        b.add(&flow(u64::MAX, u64::MAX, 1_000, 1));
+        let rows = b.drain_all();
+        let total: f64 = rows.iter().map(|r| r.bytes).sum();
+        assert!((total - 5_000.0).abs() < 1e-6, "{total}");
     }
 }
