@@ -32,6 +32,7 @@
 mod figures;
 mod fmt;
 mod plot;
+pub mod site;
 pub mod synthetic;
 mod tables;
 mod view;
@@ -116,16 +117,55 @@ pub fn report(data: &RunData) -> Report {
           <a href=\"#analysis\">Analysis</a><a href=\"#failures\">Failures</a><a href=\"#study\">Study</a>\
           <a href=\"#hosts\">Hosts</a></nav>\n";
 
+    let (figs, skipped) = figures_sections(&mut h, items);
+    h += &tables::statistics(&v);
+    h += &tables::analysis(&v);
+    h += &tables::failures(&v);
+    h += &tables::study(&v);
+    h += &tables::hosts(&v);
+    let _ = write!(h, "<script>{SCRIPT}</script>\n</body></html>\n");
+    Report { html: h, figures: figs, skipped }
+}
+
+/// Renders the passive view of a site (`wanperf flows report`): utilization figures, each
+/// link against each measured path's RTT and loss with its finding, and seed 000's top tables.
+pub fn site_report(d: &site::SiteData) -> Report {
+    let items = site::figures(d);
+    let mut h = String::with_capacity(128 * 1024);
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><style>{CSS}</style></head>\n<body>\n",
+        esc(&d.title)
+    );
+    let range = match (d.from_unix, d.to_unix) {
+        (Some(a), Some(b)) => format!("From {} to {}.", tables::utc(a), tables::utc(b)),
+        (Some(a), None) => format!("From {}.", tables::utc(a)),
+        (None, Some(b)) => format!("Until {}.", tables::utc(b)),
+        (None, None) => "Everything in the archive.".into(),
+    };
+    let _ = writeln!(h, "<header><h1>{}</h1><p class=\"meta\">{}</p></header>", esc(&d.title), esc(&range));
+    h +=
+        "<nav><a href=\"#findings\">Findings</a><a href=\"#figures\">Figures</a><a href=\"#tables\">Tables</a></nav>\n";
+    let (figs, skipped) = figures_sections(&mut h, items);
+    h += &site::tables(d);
+    let _ = write!(h, "<script>{SCRIPT}</script>\n</body></html>\n");
+    Report { html: h, figures: figs, skipped }
+}
+
+/// The findings list and the figures section.
+fn figures_sections(h: &mut String, items: Vec<Item>) -> (Vec<Figure>, Vec<(String, String)>) {
     let mut figs = Vec::new();
     let mut skipped = Vec::new();
-    h += "<section id=\"findings\"><h2>Findings</h2><ul>\n";
+    *h += "<section id=\"findings\"><h2>Findings</h2><ul>\n";
     for it in &items {
         if let Item::Figure(f) = it {
             let _ =
                 writeln!(h, "<li><a href=\"#fig-{}\">{}</a>: {}</li>", esc(&f.name), esc(&f.title), esc(&f.finding));
         }
     }
-    h += "</ul></section>\n<section id=\"figures\"><h2>Figures</h2>\n";
+    *h += "</ul></section>\n<section id=\"figures\"><h2>Figures</h2>\n";
     for it in items {
         match it {
             Item::Figure(f) => {
@@ -145,14 +185,8 @@ pub fn report(data: &RunData) -> Report {
             }
         }
     }
-    h += "</section>\n";
-    h += &tables::statistics(&v);
-    h += &tables::analysis(&v);
-    h += &tables::failures(&v);
-    h += &tables::study(&v);
-    h += &tables::hosts(&v);
-    let _ = write!(h, "<script>{SCRIPT}</script>\n</body></html>\n");
-    Report { html: h, figures: figs, skipped }
+    *h += "</section>\n";
+    (figs, skipped)
 }
 
 #[cfg(test)]

@@ -189,3 +189,82 @@ pub fn tput_study(streams: &[u32]) -> RunData {
     }
     d
 }
+
+/// A site for `site_report`: one 20 Mbit/s link over 40 one-minute bins whose outbound load
+/// ramps up and down, a ping path whose queueing delay follows it, and a few talkers.
+pub fn site(title: &str) -> crate::site::SiteData {
+    use wanperf_flows::top::{MixRow, TopRow};
+    use wanperf_flows::util::{UtilBin, UtilSeries};
+    let t0 = 1_700_000_000_000u64;
+    let load = |i: u64| if i < 20 { i as f64 } else { (40 - i) as f64 };
+    let bins: Vec<UtilBin> = (0..40u64)
+        .filter(|i| *i != 30) // a gap: one bin without readings
+        .map(|i| UtilBin {
+            bin_ms: t0 + i * 60_000,
+            covered_ms: 60_000,
+            in_bps: 1.5e6 + (i % 3) as f64 * 1e5,
+            out_bps: load(i) * 1e6,
+            in_max_bps: 2e6,
+            out_max_bps: load(i) * 1.1e6,
+            speed_bps: Some(20_000_000),
+            ..Default::default()
+        })
+        .collect();
+    let series =
+        UtilSeries { bin_len_ms: 60_000, in_octets: 450_000_000, out_octets: 3_000_000_000, bins, wraps: 0, resets: 1 };
+    let saturated = series.saturation(90.0, 2);
+    let probes = (0..400u64)
+        .map(|k| {
+            let t = t0 as f64 / 1000.0 + k as f64 * 6.0;
+            let bin = k / 10;
+            (
+                t,
+                if (18..=21).contains(&bin) && k % 10 == 0 {
+                    None
+                } else {
+                    Some(166.0 + 3.0 * load(bin) + (k % 4) as f64)
+                },
+            )
+        })
+        .collect();
+    let row = |rank: usize, src: [u8; 4], dst: [u8; 4], bytes: f64, pair: bool| TopRow {
+        rank,
+        src: Some(src.into()),
+        dst: Some(dst.into()),
+        proto: pair.then_some(6),
+        sport: pair.then_some(40_000 + rank as u16),
+        dport: pair.then_some(5201),
+        bytes,
+        packets: bytes / 1400.0,
+        flows: 3.0,
+        share_pct: bytes / 3.0e7,
+    };
+    crate::site::SiteData {
+        title: title.into(),
+        from_unix: Some(t0 as f64 / 1000.0),
+        to_unix: Some(t0 as f64 / 1000.0 + 2400.0),
+        local: vec!["198.18.0.0/24".into()],
+        top_src: vec![
+            row(1, [198, 18, 0, 1], [198, 18, 5, 2], 2.0e9, false),
+            row(2, [198, 18, 0, 9], [198, 18, 6, 2], 9.0e8, false),
+        ],
+        top_dst: vec![row(1, [198, 18, 0, 1], [198, 18, 5, 2], 2.0e9, false)],
+        pairs: vec![row(1, [198, 18, 0, 1], [198, 18, 5, 2], 2.0e9, true)],
+        mix: vec![MixRow {
+            app: "iperf3".into(),
+            bytes_in: 4.0e8,
+            bytes_out: 2.9e9,
+            share_in_pct: 88.0,
+            share_out_pct: 97.0,
+            flows: 12.0,
+        }],
+        links: vec![crate::site::Link {
+            device: "slac-border".into(),
+            interface: "wan0".into(),
+            source: "snmp".into(),
+            series,
+            saturated,
+        }],
+        paths: vec![crate::site::Path { label: "ping slac → cern".into(), probes }],
+    }
+}

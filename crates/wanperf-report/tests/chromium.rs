@@ -65,5 +65,13 @@ fn every_figure_lays_out_in_chromium() {
         let body = dom.find("<body").map(|i| &dom[i..i + dom[i..].find('>').unwrap()]).expect("a body in the DOM");
         assert!(body.contains(&format!("data-figures=\"{n}/{n}\"")), "{name}: {body}");
     }
+    // The site page (`wanperf flows report`): utilization and utilization against RTT.
+    let r = wanperf_report::site_report(&synthetic::site("site <b>x</b>"));
+    assert_eq!(r.figures.len(), 2);
+    let file = dir.join("site.html");
+    std::fs::write(&file, &r.html).unwrap();
+    let dom = dump_dom(bin, &file, &dir.join("profile"));
+    let body = dom.find("<body").map(|i| &dom[i..i + dom[i..].find('>').unwrap()]).expect("a body in the DOM");
+    assert!(body.contains("data-figures=\"2/2\""), "site: {body}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -25,6 +25,9 @@ pub enum FlowsCmd {
     Mix(MixArgs),
     /// What each exporter sent, and how much of it was lost on the way.
     Exporters(ExportersArgs),
+    /// One HTML page: utilization in and out over time, each link against the RTT and loss
+    /// the archive measured meanwhile, the top talkers, pairs and the protocol mix.
+    Report(ReportArgs),
 }
 
 /// `wanperf flows collect`.
@@ -157,6 +160,175 @@ pub struct ExportersArgs {
     /// JSON output.
     #[arg(long)]
     json: bool,
+}
+
+/// `wanperf flows report`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf flows report -o site.html                      # everything in the archive
+  wanperf flows report --local 198.18.0.0/16 --device r1 --iface wan0 --speed wan0=43M
+  wanperf flows report --from 1795500000 --to 1795586400 --run 12 --bin 60 --json
+
+The page has MRTG's view of every selected interface (average rate in and out per bin, gaps
+left as gaps, saturated runs named), each interface laid against the RTT and loss of every
+measured path in the archive over the same time (by default the runs that overlap the
+readings; --run picks them), with the correlation of queueing delay and utilization per
+direction as the finding (does this link's load explain the latency?), and seed 000's tables:
+top sources, destinations and pairs by bytes, and the protocol mix in and out of --local.")]
+pub struct ReportArgs {
+    #[command(flatten)]
+    q: QueryArgs,
+    /// Rows of the top source and destination tables.
+    #[arg(short = 'n', long, default_value_t = 25)]
+    n: usize,
+    /// Rows of the top pairs table.
+    #[arg(long, default_value_t = 14)]
+    pairs: usize,
+    /// Only this device's interfaces.
+    #[arg(long, value_name = "NAME")]
+    device: Option<String>,
+    /// Only these interfaces (repeatable).
+    #[arg(long, value_name = "NAME")]
+    iface: Vec<String>,
+    /// Utilization bin length, seconds.
+    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+    bin: f64,
+    /// Interface speeds the devices do not give (IFACE=RATE; repeatable).
+    #[arg(long, value_name = "IFACE=RATE")]
+    speed: Vec<String>,
+    /// Saturation threshold, percent of the speed.
+    #[arg(long, default_value_t = 95.0, value_name = "PERCENT")]
+    pct: f64,
+    /// Consecutive bins at or above --pct that make a saturated run.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    bins: usize,
+    /// Runs whose RTT probes to lay against the utilization (repeatable; default: the runs
+    /// that overlap the readings, at most 8).
+    #[arg(long, value_name = "ID")]
+    run: Vec<i64>,
+    /// Page title.
+    #[arg(long, default_value = "Who uses the links, and what it does to latency")]
+    title: String,
+    /// The HTML file to write.
+    #[arg(short, long, default_value = "site.html")]
+    output: std::path::PathBuf,
+}
+
+/// Probes of the cells of `runs` with probes, as paths in absolute time.
+fn paths_of(store: &mut dyn wanperf_archive::Store, runs: &[i64]) -> Result<Vec<wanperf_report::site::Path>> {
+    let mut paths = Vec::new();
+    for &id in runs {
+        let data = store.run_data(id).with_context(|| format!("run {id}"))?;
+        for c in data.cells.iter().filter(|c| !c.cell.probes.is_empty()) {
+            let target =
+                data.run.spec.get("target").and_then(|t| t.as_str()).map(|t| format!(" to {t}")).unwrap_or_default();
+            paths.push(wanperf_report::site::Path {
+                label: format!("run {id} cell {} ({}{target})", c.cell.index, c.cell.kind),
+                probes: c.cell.probes.iter().map(|p| (c.cell.started_unix + p.sent_s, p.rtt_ms)).collect(),
+            });
+        }
+    }
+    Ok(paths)
+}
+
+/// `wanperf flows report`.
+pub fn report(a: ReportArgs) -> Result<ExitCode> {
+    let bin_ms = crate::util::check_bin(a.bin)?;
+    let speeds = crate::util::speeds(&a.speed)?;
+    if !(a.pct > 0.0 && a.pct <= 100.0) {
+        bail!("--pct must be above 0 and at most 100");
+    }
+    let mut store = open_store_read_only(a.q.db.as_deref())?;
+    let rows: Vec<BinRow> =
+        store.flows(a.q.from.unwrap_or(0.0), a.q.to.unwrap_or(f64::MAX))?.iter().filter_map(from_row).collect();
+    let sel = crate::util::Selection {
+        device: a.device.as_deref(),
+        iface: &a.iface,
+        from: a.q.from,
+        to: a.q.to,
+        bin_ms,
+        speeds: &speeds,
+    };
+    let links: Vec<wanperf_report::site::Link> = crate::util::select(store.as_mut(), &sel)?
+        .into_iter()
+        .map(|((device, interface, source), series)| wanperf_report::site::Link {
+            saturated: series.saturation(a.pct, a.bins),
+            device,
+            interface,
+            source,
+            series,
+        })
+        .collect();
+    let runs = if a.run.is_empty() {
+        // The runs that overlap the readings (or the flows' range when there are none).
+        let span = links
+            .iter()
+            .flat_map(|l| l.series.bins.iter().map(move |b| (b.bin_ms, b.bin_ms + l.series.bin_len_ms)))
+            .chain(rows.iter().map(|r| (r.key.bin_ms, r.key.bin_ms + r.bin_len_ms)))
+            .fold(None, |acc: Option<(u64, u64)>, (lo, hi)| {
+                Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
+            });
+        let mut ids: Vec<i64> = match span {
+            Some((lo, hi)) => store
+                .runs()?
+                .iter()
+                .filter(|r| {
+                    r.started_unix * 1000.0 <= hi as f64 && r.finished_unix.unwrap_or(f64::MAX) * 1000.0 >= lo as f64
+                })
+                .map(|r| r.id)
+                .collect(),
+            None => Vec::new(),
+        };
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        ids.truncate(8);
+        ids.sort_unstable();
+        ids
+    } else {
+        a.run.clone()
+    };
+    let paths = paths_of(store.as_mut(), &runs)?;
+    let data = wanperf_report::site::SiteData {
+        title: a.title.clone(),
+        from_unix: a.q.from,
+        to_unix: a.q.to,
+        local: a.q.local.iter().map(|n| n.to_string()).collect(),
+        top_src: wanperf_flows::top(&rows, Key::Src, Metric::Bytes, None, &a.q.local, a.n),
+        top_dst: wanperf_flows::top(&rows, Key::Dst, Metric::Bytes, None, &a.q.local, a.n),
+        pairs: wanperf_flows::top(&rows, Key::Pair, Metric::Bytes, None, &a.q.local, a.pairs),
+        mix: wanperf_flows::mix(&rows, &a.q.local),
+        links,
+        paths,
+    };
+    let r = wanperf_report::site_report(&data);
+    std::fs::write(&a.output, &r.html).with_context(|| format!("cannot write {}", a.output.display()))?;
+    if a.q.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "event": "flows_report",
+                "output": a.output,
+                "flow_rows": rows.len(),
+                "interfaces": data.links.len(),
+                "paths": data.paths.len(),
+                "figures": r.figures.iter().map(|f| serde_json::json!({"name": f.name, "finding": f.finding})).collect::<Vec<_>>(),
+                "skipped": r.skipped.iter().map(|(n, why)| serde_json::json!({"name": n, "why": why})).collect::<Vec<_>>(),
+            })
+        );
+    } else {
+        for f in &r.figures {
+            println!("{}: {}", f.title, f.finding);
+        }
+        println!(
+            "{}: {} figures, {} flow bin rows, {} interfaces, {} measured paths",
+            a.output.display(),
+            r.figures.len(),
+            rows.len(),
+            data.links.len(),
+            data.paths.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn now_ms() -> u64 {

@@ -144,6 +144,7 @@ fn main() -> ExitCode {
         Command::Flows(flows::FlowsCmd::Top(a)) => flows::top(a),
         Command::Flows(flows::FlowsCmd::Mix(a)) => flows::mix(a),
         Command::Flows(flows::FlowsCmd::Exporters(a)) => flows::exporters(a),
+        Command::Flows(flows::FlowsCmd::Report(a)) => flows::report(a),
         Command::Util(util::UtilCmd::Poll(a)) => util::poll(a),
         Command::Util(util::UtilCmd::Show(a)) => util::show(a),
         Command::Trace(a) => trace::run(a),

@@ -104,6 +104,39 @@ pub struct PollArgs {
     json: bool,
 }
 
+/// (device, interface, source) of a series of readings.
+pub(crate) type SeriesKey = (String, String, String);
+
+/// Which stored readings to bin.
+pub(crate) struct Selection<'a> {
+    pub device: Option<&'a str>,
+    pub iface: &'a [String],
+    pub from: Option<f64>,
+    pub to: Option<f64>,
+    pub bin_ms: u64,
+    pub speeds: &'a BTreeMap<String, u64>,
+}
+
+/// The archive's readings, per (device, interface, source), binned.
+pub(crate) fn select(store: &mut dyn wanperf_archive::Store, sel: &Selection) -> Result<Vec<(SeriesKey, UtilSeries)>> {
+    let rows = store.counters(sel.from.unwrap_or(0.0), sel.to.unwrap_or(f64::MAX))?;
+    let mut all: BTreeMap<(String, String, String), Vec<IfCounters>> = BTreeMap::new();
+    for r in &rows {
+        if sel.device.is_some_and(|d| d != r.device) || (!sel.iface.is_empty() && !sel.iface.contains(&r.interface)) {
+            continue;
+        }
+        let c = with_speed(from_row(r), sel.speeds);
+        all.entry((r.device.clone(), r.interface.clone(), r.source.clone())).or_default().push(c);
+    }
+    Ok(all
+        .into_iter()
+        .map(|(k, v)| {
+            let s = UtilSeries::from_readings(&v, sel.bin_ms);
+            (k, s)
+        })
+        .collect())
+}
+
 /// `wanperf util show`.
 #[derive(Args, Debug)]
 #[command(after_long_help = "\
@@ -149,7 +182,7 @@ pub struct ShowArgs {
     json: bool,
 }
 
-fn speeds(specs: &[String]) -> Result<BTreeMap<String, u64>> {
+pub(crate) fn speeds(specs: &[String]) -> Result<BTreeMap<String, u64>> {
     let mut out = BTreeMap::new();
     for s in specs {
         let Some((name, rate)) = s.split_once('=') else {
@@ -164,7 +197,7 @@ fn speeds(specs: &[String]) -> Result<BTreeMap<String, u64>> {
     Ok(out)
 }
 
-fn check_bin(bin: f64) -> Result<u64> {
+pub(crate) fn check_bin(bin: f64) -> Result<u64> {
     if !(1.0..=86_400.0).contains(&bin) {
         bail!("--bin must be 1 to 86400 seconds");
     }
@@ -497,17 +530,8 @@ pub fn show(a: ShowArgs) -> Result<ExitCode> {
         bail!("--pct must be above 0 and at most 100");
     }
     let mut store = open_store_read_only(a.db.as_deref())?;
-    let rows = store.counters(a.from.unwrap_or(0.0), a.to.unwrap_or(f64::MAX))?;
-    let mut all: BTreeMap<(String, String, String), Vec<IfCounters>> = BTreeMap::new();
-    for r in &rows {
-        if a.device.as_ref().is_some_and(|d| *d != r.device) || (!a.iface.is_empty() && !a.iface.contains(&r.interface))
-        {
-            continue;
-        }
-        let c = with_speed(from_row(r), &sp);
-        all.entry((r.device.clone(), r.interface.clone(), r.source.clone())).or_default().push(c);
-    }
-    let series: Vec<_> = all.iter().map(|(k, v)| (k, UtilSeries::from_readings(v, bin_ms))).collect();
+    let sel = Selection { device: a.device.as_deref(), iface: &a.iface, from: a.from, to: a.to, bin_ms, speeds: &sp };
+    let series = select(store.as_mut(), &sel)?;
     if a.json {
         let v: Vec<_> = series.iter().map(|(k, s)| series_json(k, s, a.pct, a.bins)).collect();
         println!("{}", serde_json::to_string_pretty(&v)?);

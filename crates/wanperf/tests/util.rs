@@ -20,6 +20,7 @@ a = \"a\"
 b = \"r1\"
 delay = \"2ms\"
 rate = \"20M\"
+queue = \"100kB\"
 offload = false
 [[link]]
 a = \"r1\"
@@ -133,6 +134,39 @@ fn snmp_v2c_v3_and_netlink_utilization_equal_the_emulators_counters() {
     assert_eq!(local["device"], "r1");
     let dirs: Vec<&str> = local["saturated"].as_array().unwrap().iter().map(|r| r["dir"].as_str().unwrap()).collect();
     assert!(dirs.contains(&"in") && dirs.contains(&"out"), "{local}");
+
+    // The site report: iputils ping ran across the link through both loads; imported, its
+    // probes are laid against the link's utilization, and the finding says the delay follows
+    // this link's load (the emulated queue is the only one on the path).
+    ok(&run(&["import", "ping", &d.0.join("ping.txt").display().to_string(), "--db", &db], Duration::from_secs(20)));
+    let html = d.0.join("site.html").display().to_string();
+    let rep = run(
+        &[
+            "flows", "report", "--db", &db, "--device", "r1", "--iface", "wan0", "--bin", "1", "--speed", "wan0=20M",
+            "--pct", "80", "--bins", "2", "-o", &html, "--json",
+        ],
+        Duration::from_secs(30),
+    );
+    let rep: Value = serde_json::from_str(&ok(&rep)).unwrap();
+    assert_eq!((rep["interfaces"].as_u64(), rep["paths"].as_u64()), (Some(1), Some(1)), "{rep}");
+    let figs = rep["figures"].as_array().unwrap();
+    let names: Vec<&str> = figs.iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["util", "util-rtt-1-1"], "{rep}");
+    let util_finding = figs[0]["finding"].as_str().unwrap();
+    assert!(util_finding.contains("Saturated in") && util_finding.contains("Saturated out"), "{util_finding}");
+    let finding = figs[1]["finding"].as_str().unwrap();
+    eprintln!("{util_finding}\n{finding}");
+    if let Some(keep) = std::env::var_os("WANPERF_KEEP_SITE") {
+        let _ = std::fs::copy(&html, keep);
+    }
+    assert!(finding.contains("this link's queue explains the latency"), "{finding}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("Top 0 sources") && page.contains("No flow records in this range"),
+        "no flows were collected"
+    );
+    assert_eq!(page.matches("<figure class=\"fig\"").count(), 2);
+    assert!(page.contains("Utilization of r1 wan0 (netlink)") && page.contains("RTT (ms)"));
 }
 
 #[test]

@@ -28,8 +28,14 @@ readings() { grep -c util_reading $1 || true; }
 until [ $(readings $D/v2c.json) -ge 1 ] && [ $(readings $D/v3.json) -ge 1 ] && [ $(readings $D/local.json) -ge 1 ]; do
     sleep 0.05
 done
+# iputils ping measures the path across the link meanwhile (imported into the archive later).
+ping -D -i 0.05 -c 200 $WANPERF_ADDR_A > $D/ping.txt &
+G=$!
+sleep 1
 iperf3 -c $WANPERF_ADDR_A -t 3 > /dev/null
 iperf3 -c $WANPERF_ADDR_A -t 3 -R > /dev/null
+sleep 1
+kill -INT $G; wait $G || true
 # The link is idle now. snmpd answers from a cache of the kernel's counters: wait until it has
 # caught up, then until every poller has read once more, and stop them (each reads a last time).
 IDX=$(snmpwalk -v2c -c public -Oqn 127.0.0.1 1.3.6.1.2.1.31.1.1.1.1 | grep '"wan0"' | sed 's/ .*//; s/.*\.//')
