@@ -159,6 +159,38 @@ pub struct Injection {
     pub source: Box<dyn Injector>,
 }
 
+/// One packet leaving a link direction, as a [`Tap`] sees it.
+#[derive(Debug)]
+pub struct Departure<'a> {
+    /// Link index.
+    pub link: usize,
+    /// 0: a → b, 1: b → a.
+    pub dir: usize,
+    /// When it left (the loop's clock).
+    pub now: Nanos,
+    /// The packet from its IP header on (or a non-IP frame's payload, e.g. ARP on veth).
+    pub ip: &'a [u8],
+    /// The packets it stands for (a segmentation-offload packet stands for several).
+    pub packets: u32,
+    /// Their bytes from the IP header on (the link's count less the link-layer headers).
+    pub ip_bytes: u64,
+}
+
+/// Sees every packet a link delivers (not the synthetic cross traffic, which has no
+/// headers), in the I/O thread: keep it cheap. A flow exporter is one.
+pub trait Tap: Send {
+    /// The loop's clock starts now: `now` 0 is this wall-clock instant.
+    fn begin(&mut self, at: std::time::SystemTime);
+    /// A packet left a link.
+    fn departed(&mut self, d: &Departure<'_>);
+    /// Once a second.
+    fn tick(&mut self, now: Nanos);
+    /// The loop stops.
+    fn finish(&mut self, now: Nanos);
+}
+
+type TapBox = Option<Box<dyn Tap>>;
+
 /// A change while running.
 #[derive(Debug, Clone)]
 pub enum Control {
@@ -227,6 +259,7 @@ impl Fabric {
         links: Vec<LinkSpec>,
         injections: Vec<Injection>,
         log: Option<Box<dyn Write + Send>>,
+        tap: TapBox,
     ) -> Result<Fabric, EnvError> {
         let stop = Arc::new(AtomicBool::new(false));
         let live = Arc::new(Mutex::new(Vec::new()));
@@ -234,7 +267,7 @@ impl Fabric {
         let (s2, l2) = (stop.clone(), live.clone());
         let io = std::thread::Builder::new()
             .name("wanperf-fabric".into())
-            .spawn(move || io_loop(links, injections, rx, &s2, &l2, log))
+            .spawn(move || io_loop(links, injections, rx, &s2, &l2, log, tap))
             .map_err(|e| EnvError::Sys { what: "starting the I/O thread", err: e })?;
         Ok(Fabric { stop, live, io: Some(io), ctl })
     }
@@ -442,7 +475,7 @@ fn read_one(r: &mut Running, e: usize, clock: &dyn Fn() -> Nanos, pool: &mut Buf
     true
 }
 
-fn write_due(r: &mut Running, now: Nanos, pool: &mut Buffers, log: &mut Log) {
+fn write_due(r: &mut Running, li: usize, now: Nanos, pool: &mut Buffers, log: &mut Log, tap: &mut TapBox) {
     for e in 0..2 {
         // A router's held ICMP joins its link when its slow path lets it go.
         if let Some((_, slow)) = r.shapes[e].as_mut() {
@@ -462,6 +495,23 @@ fn write_due(r: &mut Running, now: Nanos, pool: &mut Buffers, log: &mut Log) {
                 }
             }
             let _ = dir.late.record(now.saturating_sub(at).max(1));
+            if let Some(t) = tap.as_mut() {
+                if !pkt.is_empty() {
+                    let (ip_at, (wire, segs)) = if r.offload {
+                        (netns::VNET_HDR_LEN + r.l2, offload_wire(&pkt, r.l2))
+                    } else {
+                        (r.l2, (pkt.len(), 1))
+                    };
+                    t.departed(&Departure {
+                        link: li,
+                        dir: e,
+                        now,
+                        ip: &pkt[ip_at.min(pkt.len())..],
+                        packets: segs,
+                        ip_bytes: wire.saturating_sub(segs as usize * r.l2) as u64,
+                    });
+                }
+            }
             if let Some(l) = log.as_mut() {
                 let _ = writeln!(l, "{now} {} depart {} due {at}", dir.name, pkt.len());
             }
@@ -477,6 +527,7 @@ fn io_loop(
     stop: &AtomicBool,
     live: &Mutex<Vec<LinkStats>>,
     mut log: Log,
+    mut tap: TapBox,
 ) -> Vec<LinkStats> {
     netns::set_timer_slack();
     let mut read_size = 1500;
@@ -508,6 +559,9 @@ fn io_loop(
         })
         .collect();
     let start = Instant::now();
+    if let Some(t) = tap.as_mut() {
+        t.begin(std::time::SystemTime::now());
+    }
     let now_ns = || start.elapsed().as_nanos() as Nanos;
     let mut pool = Buffers { size: read_size, spare: Vec::new() };
     let mut published = 0;
@@ -534,6 +588,9 @@ fn io_loop(
         let now = now_ns();
         while now >= next_second {
             run.iter_mut().for_each(|r| r.dirs.iter_mut().for_each(Dir::tick_second));
+            if let Some(t) = tap.as_mut() {
+                t.tick(now);
+            }
             next_second += 1_000_000_000;
         }
         if now - published >= 100_000_000 {
@@ -547,7 +604,7 @@ fn io_loop(
         // behind a real busy NIC), not in packets that are already due.
         for _ in 0..READ_BATCH {
             let now = now_ns();
-            run.iter_mut().for_each(|r| write_due(r, now, &mut pool, &mut log));
+            run.iter_mut().enumerate().for_each(|(li, r)| write_due(r, li, now, &mut pool, &mut log, &mut tap));
             let mut got = false;
             for (i, r) in run.iter_mut().enumerate() {
                 for e in 0..2 {
@@ -576,7 +633,7 @@ fn io_loop(
                 }
             }
         }
-        run.iter_mut().for_each(|r| write_due(r, now, &mut pool, &mut log));
+        run.iter_mut().enumerate().for_each(|(li, r)| write_due(r, li, now, &mut pool, &mut log, &mut tap));
         let now = now_ns();
         let mut next = injections.iter().filter_map(|i| i.source.next_at()).min();
         let mut earliest = |t: Nanos| next = Some(next.map_or(t, |n| n.min(t)));
@@ -628,6 +685,9 @@ fn io_loop(
     }
     if let Some(l) = log.as_mut() {
         let _ = l.flush();
+    }
+    if let Some(t) = tap.as_mut() {
+        t.finish(now_ns());
     }
     let stats = snapshot(&run);
     // Closing a TUN descriptor unregisters its device, which waits for an RCU grace period

@@ -447,10 +447,13 @@ fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
 
-/// First and last packet times from sysUpTime-relative values.
+/// First and last packet times from sysUpTime-relative values. The differences are signed:
+/// the header's uptime is taken at its whole `unix_secs`, so a packet up to a second later
+/// has an uptime past the header's (read unsigned, that became 49 days earlier); the uptime
+/// counter's own wrap (every 49.7 days) is still handled by the wrapping subtraction.
 fn uptime_span(export_ms: u64, uptime: u32, first: u32, last: u32) -> (u64, u64) {
-    let start = export_ms.saturating_sub(u64::from(uptime.wrapping_sub(first)));
-    let end = export_ms.saturating_sub(u64::from(uptime.wrapping_sub(last)));
+    let at = |t: u32| (export_ms as i64 - i64::from(uptime.wrapping_sub(t) as i32)).max(0) as u64;
+    let (start, end) = (at(first), at(last));
     (start.min(end), end.max(start))
 }
 

@@ -12,6 +12,7 @@
 
 pub mod bins;
 pub mod decode;
+pub mod export;
 pub mod ifmib;
 pub mod seq;
 pub mod top;

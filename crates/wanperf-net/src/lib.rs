@@ -3,8 +3,10 @@
 //!
 //! The pure part ([`topo`], [`plan`], [`linkopts`], [`gen`]) turns a topology file into
 //! interfaces, addresses and routes and decides when cross traffic arrives; the I/O shell
-//! ([`run`]) builds the namespaces and moves packets through `wanperf-emu`'s link cells.
+//! ([`run`]) builds the namespaces and moves packets through `wanperf-emu`'s link cells;
+//! [`export`] meters what the links deliver and sends it as NetFlow v9 / IPFIX.
 
+pub mod export;
 pub mod gen;
 pub mod linkopts;
 pub mod path;

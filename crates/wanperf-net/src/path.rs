@@ -30,6 +30,7 @@ pub fn topology(cfg: &PathConfig) -> Topology {
         routes: Vec::new(),
         traffic: Vec::new(),
         seed: cfg.seed,
+        export: None,
     }
 }
 

@@ -7,6 +7,7 @@
 //! Nothing is mounted and every namespace is anonymous, held by a descriptor of this process
 //! (and the processes inside), so however the owner ends the kernel removes everything.
 
+use crate::export::{ExportStats, Exporter};
 use crate::gen::Generator;
 use crate::plan::Plan;
 use crate::topo::{NodeKind, Topology, Traffic};
@@ -14,8 +15,9 @@ use std::net::IpAddr;
 use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use wanperf_emu::config::{DirConfig, LossModel};
-use wanperf_emu::fabric::{Control, End, Fabric, IcmpShape, Injection, Injector, LinkSpec, LinkStats};
+use wanperf_emu::fabric::{Control, End, Fabric, IcmpShape, Injection, Injector, LinkSpec, LinkStats, Tap};
 use wanperf_emu::netns::{self, EnvError, Netns};
 use wanperf_emu::packet;
 
@@ -44,6 +46,7 @@ pub struct Network {
     host_nice: i32,
     /// Current link configurations (what `set` changes).
     configs: Vec<(DirConfig, DirConfig)>,
+    export: Option<Arc<Mutex<ExportStats>>>,
 }
 
 impl Injector for Generator {
@@ -259,9 +262,26 @@ impl Network {
                 Traffic::Tcp { .. } => None,
             })
             .collect();
-        let fabric = Fabric::start(specs, injections, log)?;
+        let (tap, export) = match &topo.export {
+            None => (None, None),
+            Some(cfg) => {
+                let (e, stats) = Exporter::new(cfg, topo.links.len())
+                    .map_err(|err| EnvError::Sys { what: "opening the flow export socket", err })?;
+                (Some(Box::new(e) as Box<dyn Tap>), Some(stats))
+            }
+        };
+        let fabric = Fabric::start(specs, injections, log, tap)?;
         let configs = topo.links.iter().map(|l| (l.ab.clone(), l.ba.clone())).collect();
-        Ok(Network { topo: topo.clone(), plan, nodes, _middle: middle, fabric, host_nice: opts.host_nice, configs })
+        Ok(Network {
+            topo: topo.clone(),
+            plan,
+            nodes,
+            _middle: middle,
+            fabric,
+            host_nice: opts.host_nice,
+            configs,
+            export,
+        })
     }
 
     /// The topology it runs.
@@ -302,6 +322,11 @@ impl Network {
                 Ok(())
             });
         }
+    }
+
+    /// What the flow exporter has sent so far (None: the topology exports nothing).
+    pub fn export_stats(&self) -> Option<ExportStats> {
+        self.export.as_ref().map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
 
     /// Every link's counters so far (refreshed every 100 ms).
@@ -356,8 +381,16 @@ impl Network {
 
     /// Stops forwarding and returns the counters.
     pub fn stop(self) -> Vec<LinkStats> {
-        let Network { fabric, .. } = self;
-        fabric.stop()
+        self.finish().0
+    }
+
+    /// Stops forwarding: every link's counters and, when the topology exports flows, what the
+    /// exporter sent (every open record is exported as the links stop).
+    pub fn finish(self) -> (Vec<LinkStats>, Option<ExportStats>) {
+        let Network { fabric, export, .. } = self;
+        let links = fabric.stop();
+        let export = export.map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        (links, export)
     }
 }
 

@@ -212,6 +212,37 @@ pub struct Topology {
     pub traffic: Vec<Traffic>,
     /// Seed for loss, jitter and generators.
     pub seed: u64,
+    /// Flow records of what crosses the links, exported to collectors.
+    pub export: Option<FlowExport>,
+}
+
+/// The `[export]` table: NetFlow v9 / IPFIX from the emulator's own view of every packet a
+/// link delivers (observation domain `2 × link + 1` for a → b, `2 × link + 2` for b → a).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowExport {
+    /// Where the messages go (from the machine's own network, e.g. 127.0.0.1:4739).
+    pub collectors: Vec<std::net::SocketAddr>,
+    /// NetFlow v9 or IPFIX (default).
+    pub format: wanperf_flows::export::Format,
+    /// A record open this long is exported (and a new one started).
+    pub active_ns: Nanos,
+    /// A record without packets for this long is exported.
+    pub idle_ns: Nanos,
+    /// Open records per link direction before all are exported early.
+    pub max_flows: usize,
+}
+
+impl FlowExport {
+    /// IPFIX to `collectors`, active timeout 60 s, idle 15 s, 65,536 open records.
+    pub fn new(collectors: Vec<std::net::SocketAddr>) -> Self {
+        FlowExport {
+            collectors,
+            format: wanperf_flows::export::Format::Ipfix,
+            active_ns: 60_000_000_000,
+            idle_ns: 15_000_000_000,
+            max_flows: 65_536,
+        }
+    }
 }
 
 impl Topology {
@@ -257,6 +288,7 @@ struct File {
     route: Vec<Spanned<Table>>,
     #[serde(default)]
     traffic: Vec<Spanned<Table>>,
+    export: Option<Spanned<Table>>,
 }
 
 /// A TOML scalar as text (strings bare).
@@ -574,6 +606,10 @@ impl Topology {
             }
         }
         let _ = file.description;
+        let export = match file.export {
+            None => None,
+            Some(t) => Some(parse_export(Reader::new(&lines, t, "[export] table"))?),
+        };
         let topo = Topology {
             name: file.name.unwrap_or_else(|| "net".into()),
             nodes,
@@ -581,12 +617,55 @@ impl Topology {
             routes,
             traffic,
             seed: file.seed.unwrap_or(1),
+            export,
         };
         check_graph(&topo)?;
         // Addresses (explicit subnets may collide).
         crate::plan::Plan::new(&topo)?;
         Ok(topo)
     }
+}
+
+fn parse_export(mut r: Reader) -> Result<FlowExport, TopoError> {
+    let line = r.line;
+    let collectors = match r.take("collectors") {
+        None => return Err(err(line, "the [export] table has no `collectors` (e.g. [\"127.0.0.1:4739\"])")),
+        Some((l, Value::String(s))) => vec![(l, s)],
+        Some((l, Value::Array(a))) => a
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Ok((l, s)),
+                _ => Err(err(l, "`collectors` must be addresses like \"127.0.0.1:4739\"")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some((l, _)) => return Err(err(l, "`collectors` must be addresses like \"127.0.0.1:4739\"")),
+    };
+    let collectors = collectors
+        .into_iter()
+        .map(|(l, s)| s.parse().map_err(|_| err(l, format!("`collectors`: `{s}` is not ADDR:PORT"))))
+        .collect::<Result<Vec<std::net::SocketAddr>, _>>()?;
+    if collectors.is_empty() {
+        return Err(err(line, "`collectors` is empty"));
+    }
+    let mut e = FlowExport::new(collectors);
+    if let Some((l, f)) = r.string("format")? {
+        e.format = match f.as_str() {
+            "ipfix" => wanperf_flows::export::Format::Ipfix,
+            "v9" | "netflow9" => wanperf_flows::export::Format::V9,
+            _ => return Err(err(l, format!("`format`: `{f}` is not ipfix or v9"))),
+        };
+    }
+    if let Some(a) = r.duration("active_timeout")? {
+        e.active_ns = a.max(1_000_000_000);
+    }
+    if let Some(i) = r.duration("idle_timeout")? {
+        e.idle_ns = i.max(1_000_000_000);
+    }
+    if let Some(n) = r.uint("max_flows", 1..=10_000_000)? {
+        e.max_flows = n as usize;
+    }
+    r.finish(&["collectors", "format", "active_timeout", "idle_timeout", "max_flows"])?;
+    Ok(e)
 }
 
 fn valid_name(n: &str) -> Result<(), String> {
@@ -717,6 +796,31 @@ flows = 2
 
     fn bad(text: &str) -> TopoError {
         Topology::parse(text, &none).unwrap_err()
+    }
+
+    #[test]
+    fn the_export_table_names_collectors_format_and_timeouts() {
+        let pair = "[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\n";
+        assert_eq!(Topology::parse(pair, &none).unwrap().export, None);
+        let t = Topology::parse(
+            &format!("{pair}[export]\ncollectors = [\"127.0.0.1:4739\", \"[::1]:2055\"]\nformat = \"v9\"\nactive_timeout = \"30s\"\nidle_timeout = \"5s\"\nmax_flows = 100\n"),
+            &none,
+        )
+        .unwrap();
+        let e = t.export.unwrap();
+        assert_eq!(e.collectors.len(), 2);
+        assert_eq!(e.format, wanperf_flows::export::Format::V9);
+        assert_eq!((e.active_ns, e.idle_ns, e.max_flows), (30_000_000_000, 5_000_000_000, 100));
+        let one = Topology::parse(&format!("{pair}[export]\ncollectors = \"127.0.0.1:9995\"\n"), &none).unwrap();
+        assert_eq!(one.export.unwrap().format, wanperf_flows::export::Format::Ipfix);
+        let e = bad(&format!("{pair}[export]\nformat = \"v9\"\n"));
+        assert!(e.message.contains("no `collectors`"), "{e}");
+        let e = bad(&format!("{pair}[export]\ncollectors = [\"localhost\"]\n"));
+        assert_eq!((e.line, e.message.as_str()), (9, "`collectors`: `localhost` is not ADDR:PORT"));
+        let e = bad(&format!("{pair}[export]\ncollectors = \"127.0.0.1:1\"\nformat = \"v5\"\n"));
+        assert_eq!(e.line, 10);
+        let e = bad(&format!("{pair}[export]\ncollectors = \"127.0.0.1:1\"\nsampling = 10\n"));
+        assert!(e.message.starts_with("unknown key `sampling`"), "{e}");
     }
 
     #[test]

@@ -80,6 +80,13 @@ pub struct QueryArgs {
     /// The local networks: traffic to them is "in", from them "out" (repeatable).
     #[arg(long, value_name = "CIDR")]
     local: Vec<IpNet>,
+    /// Only records from this exporter (its address).
+    #[arg(long, value_name = "ADDR")]
+    exporter: Option<std::net::IpAddr>,
+    /// Only records of this observation domain / source id (the emulator exports each link
+    /// direction as its own: 2 × link + 1 for a → b, 2 × link + 2 for b → a).
+    #[arg(long, value_name = "ID")]
+    domain: Option<u32>,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -239,9 +246,8 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
     if !(a.pct > 0.0 && a.pct <= 100.0) {
         bail!("--pct must be above 0 and at most 100");
     }
+    let rows = load(&a.q)?;
     let mut store = open_store_read_only(a.q.db.as_deref())?;
-    let rows: Vec<BinRow> =
-        store.flows(a.q.from.unwrap_or(0.0), a.q.to.unwrap_or(f64::MAX))?.iter().filter_map(from_row).collect();
     let sel = crate::util::Selection {
         device: a.device.as_deref(),
         iface: &a.iface,
@@ -536,7 +542,11 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
 fn load(q: &QueryArgs) -> Result<Vec<BinRow>> {
     let mut store = open_store_read_only(q.db.as_deref())?;
     let rows = store.flows(q.from.unwrap_or(0.0), q.to.unwrap_or(f64::MAX))?;
-    Ok(rows.iter().filter_map(from_row).collect())
+    Ok(rows
+        .iter()
+        .filter_map(from_row)
+        .filter(|r| q.exporter.is_none_or(|e| r.key.exporter == e) && q.domain.is_none_or(|d| r.key.domain == d))
+        .collect())
 }
 
 fn si(v: f64, unit: &str) -> String {

@@ -16,9 +16,10 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use wanperf_emu::fabric::LinkStats;
+use wanperf_net::export::ExportStats;
 use wanperf_net::plan::Plan;
 use wanperf_net::run::{Network, Options};
-use wanperf_net::topo::{Topology, Traffic};
+use wanperf_net::topo::{FlowExport, Topology, Traffic};
 use wanperf_proto::units::{fmt_bytes, fmt_rate};
 
 /// `wanperf net` subcommands.
@@ -100,12 +101,30 @@ pub struct RunArgs {
     /// Per-packet event log (arrival, departure, drop and why), per link and direction.
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
+    /// Export NetFlow v9 / IPFIX of every packet the links deliver to this collector
+    /// (repeatable; replaces the topology's [export] collectors). One observation domain per
+    /// link direction: 2 × link + 1 for a → b, 2 × link + 2 for b → a (links counted from 0 in
+    /// file order).
+    #[arg(long, value_name = "ADDR:PORT")]
+    export_flows: Vec<std::net::SocketAddr>,
+    /// Export format.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    export_format: Option<ExportFormatArg>,
     /// Print the plan and the counters as JSON (on stderr).
     #[arg(long)]
     json: bool,
     /// The command.
     #[arg(last = true, required = true, value_name = "CMD")]
     cmd: Vec<String>,
+}
+
+/// Flow export format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ExportFormatArg {
+    /// IPFIX (RFC 7011).
+    Ipfix,
+    /// NetFlow v9 (RFC 3954).
+    V9,
 }
 
 /// `net up`.
@@ -427,14 +446,14 @@ impl Session {
         }
     }
 
-    fn stop(mut self) -> Vec<LinkStats> {
+    fn stop(mut self) -> (Vec<LinkStats>, Option<ExportStats>) {
         for (_, c, _) in &mut self.flows {
             if let Some(c) = c.as_mut() {
                 stop_child(c);
             }
         }
         self.servers.iter_mut().for_each(stop_child);
-        self.net.stop()
+        self.net.finish()
     }
 }
 
@@ -460,10 +479,37 @@ fn dir_counters(d: &wanperf_emu::fabric::DirStats) -> String {
     )
 }
 
-fn print_stats(t: &Topology, stats: &[LinkStats], json_out: bool, out: &mut dyn Write) {
+fn print_stats(
+    t: &Topology,
+    (stats, export): &(Vec<LinkStats>, Option<ExportStats>),
+    json_out: bool,
+    out: &mut dyn Write,
+) {
     if json_out {
-        let _ = writeln!(out, "{}", json!({"event": "net_stats", "links": stats}));
+        let _ = writeln!(out, "{}", json!({"event": "net_stats", "links": stats, "export": export}));
         return;
+    }
+    if let (Some(e), Some(cfg)) = (export, &t.export) {
+        let to: Vec<String> = cfg.collectors.iter().map(|c| c.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "flow export ({}): {} records ({} pkts, {} B) in {} messages to {}{}{}",
+            match cfg.format {
+                wanperf_flows::export::Format::Ipfix => "IPFIX",
+                wanperf_flows::export::Format::V9 => "NetFlow v9",
+            },
+            e.records,
+            e.packets,
+            e.bytes,
+            e.messages,
+            to.join(", "),
+            if e.send_errors > 0 { format!("; {} sends failed", e.send_errors) } else { String::new() },
+            if e.non_ip_packets > 0 {
+                format!("; {} non-IP pkts not exported", e.non_ip_packets)
+            } else {
+                String::new()
+            },
+        );
     }
     let _ = writeln!(out, "link counters:");
     for (l, s) in t.links.iter().zip(stats) {
@@ -495,7 +541,19 @@ fn check_nice(n: i32) -> Result<()> {
 /// `net run`.
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     check_nice(a.host_nice)?;
-    let t = load(&a.topology)?;
+    let mut t = load(&a.topology)?;
+    if !a.export_flows.is_empty() {
+        let mut e = t.export.take().unwrap_or_else(|| FlowExport::new(Vec::new()));
+        e.collectors = a.export_flows.clone();
+        t.export = Some(e);
+    }
+    if let Some(f) = a.export_format {
+        let Some(e) = t.export.as_mut() else { bail!("--export-format needs --export-flows or an [export] table") };
+        e.format = match f {
+            ExportFormatArg::Ipfix => wanperf_flows::export::Format::Ipfix,
+            ExportFormatArg::V9 => wanperf_flows::export::Format::V9,
+        };
+    }
     let wait = wanperf_proto::units::parse_duration(&a.wait).map_err(|e| anyhow!("--wait: {e}"))?;
     let host = match &a.host {
         Some(h) => node_of(&t, h)?,
@@ -535,14 +593,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         },
         Err(e) => {
             side.iter_mut().for_each(stop_child);
-            let stats = s.stop();
-            print_stats(&t, &stats, a.json, &mut std::io::stderr());
+            print_stats(&t, &s.stop(), a.json, &mut std::io::stderr());
             bail!("cannot run `{}` on {}: {e}", a.cmd[0], t.nodes[host].name);
         }
     };
     side.iter_mut().for_each(stop_child);
-    let stats = s.stop();
-    print_stats(&t, &stats, a.json, &mut std::io::stderr());
+    print_stats(&t, &s.stop(), a.json, &mut std::io::stderr());
     Ok(status.map_or(ExitCode::from(130), |st| crate::path::exit_code(&st)))
 }
 
@@ -635,11 +691,11 @@ pub fn daemon(name: &str, topology: &str, nice: i32) -> Result<ExitCode> {
                            "nodes": t.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>(),
                            "env": (0..t.nodes.len()).map(|i| s.net.env(i)).collect::<Vec<_>>()}))
                 }
-                Some("stats") => Answer::Reply(json!({ "links": s.net.stats() })),
+                Some("stats") => Answer::Reply(json!({ "links": s.net.stats(), "export": s.net.export_stats() })),
                 Some("set") => Answer::Reply(set_link(&mut s.net, req)),
                 Some("down") => {
-                    let stats = guard.take().map(Session::stop).unwrap_or_default();
-                    Answer::Last(json!({ "links": stats }))
+                    let (stats, export) = guard.take().map(Session::stop).unwrap_or_default();
+                    Answer::Last(json!({ "links": stats, "export": export }))
                 }
                 _ => Answer::Reply(json!({ "error": "unknown request" })),
             }
@@ -741,7 +797,7 @@ fn print_reply_stats(name: &str, v: &Value, link: Option<&str>, json_out: bool) 
         }
     }
     if json_out {
-        println!("{}", json!({"event": "net_stats", "name": name, "links": stats}));
+        println!("{}", json!({"event": "net_stats", "name": name, "links": stats, "export": v["export"]}));
     } else {
         for s in &stats {
             for (dir, d) in [("a → b", &s.ab), ("b → a", &s.ba)] {

@@ -395,3 +395,192 @@ fn export_loss_of_two_exporters_equals_the_emulators_drops() {
     eprintln!("export loss: {lost}/{expected} reported, {dropped}/{arrived} dropped");
     assert!((ours - truth).abs() <= 0.001, "loss {:.3} % reported, {:.3} % dropped", ours * 100.0, truth * 100.0);
 }
+
+/// a — r1 — b: the first link offloads (super-packets stand for several packets), the second
+/// drops 1 % from r1 to b (records count what a link delivered, not what it dropped).
+const EMULATED: &str = "name = \"emu-export\"
+[[host]]
+name = \"a\"
+[[host]]
+name = \"b\"
+[[router]]
+name = \"r1\"
+[[link]]
+a = \"a\"
+b = \"r1\"
+delay = \"1ms\"
+rate = \"100mbit\"
+[[link]]
+a = \"r1\"
+b = \"b\"
+delay = \"1ms\"
+loss_ab = \"1%\"
+";
+
+/// Runs tests/flows/emulator.sh in a network namespace of its own; returns the work
+/// directory and `net run`'s counters.
+fn emulator_export(tag: &str, topo: &str, extra: &str) -> (Dir, Value) {
+    let d = Dir(std::env::temp_dir().join(format!("wanperf-flows-emu-{}-{tag}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&d.0);
+    std::fs::create_dir_all(d.0.join("nf")).unwrap();
+    let topo = topo_file(&format!("flows-emu-{tag}"), topo);
+    let out = Command::new("timeout")
+        .args(["120", "unshare", "-n", "sh", concat!(env!("CARGO_MANIFEST_DIR"), "/tests/flows/emulator.sh")])
+        .env("D", &d.0)
+        .env("W", env!("CARGO_BIN_EXE_wanperf"))
+        .env("T", &topo)
+        .env("EXTRA", extra)
+        .output()
+        .unwrap();
+    let log = |f: &str| std::fs::read_to_string(d.0.join(f)).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{tag}: {}\nnet: {}\ncollect: {}\nnfcapd: {}",
+        String::from_utf8_lossy(&out.stderr),
+        log("net.err"),
+        log("collect.err"),
+        log("nfcapd.log")
+    );
+    let net = log("net.err");
+    let line =
+        net.lines().find(|l| l.starts_with("{\"event\":\"net_stats\"")).expect("net run --json prints its counters");
+    let stats = serde_json::from_str(line).unwrap();
+    (d, stats)
+}
+
+/// nfdump's records as (ingress, egress) → "proto-number src:sport dst:dport" → (packets, bytes).
+fn nfdump_by_iface(d: &Dir) -> BTreeMap<(u32, u32), BTreeMap<String, (u64, u64)>> {
+    let out = Command::new("nfdump")
+        .args([
+            "-R",
+            &d.0.join("nf").display().to_string(),
+            "-q",
+            "-N",
+            "-o",
+            "fmt:%in %out %pr %sa %sp %da %dp %pkt %byt",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut m: BTreeMap<(u32, u32), BTreeMap<String, (u64, u64)>> = BTreeMap::new();
+    for line in text.lines() {
+        let c: Vec<&str> = line.split_whitespace().collect();
+        if c.len() != 9 {
+            continue;
+        }
+        let (Ok(i), Ok(o), Ok(p), Ok(b)) = (c[0].parse(), c[1].parse(), c[7].parse::<u64>(), c[8].parse::<u64>())
+        else {
+            continue;
+        };
+        let e =
+            m.entry((i, o)).or_default().entry(format!("{} {}:{} {}:{}", c[2], c[3], c[4], c[5], c[6])).or_default();
+        e.0 += p;
+        e.1 += b;
+    }
+    assert!(!m.is_empty(), "nfdump printed no records: {text}");
+    m
+}
+
+/// The emulator's own IPFIX and NetFlow v9 (one observation domain per link direction) equal
+/// its counters exactly — packets and IP bytes per direction, after the lossy link's drops and
+/// with offload super-packets counted as the packets they stand for — in wanperf's collector
+/// and in nfdump, record for record, with no export loss.
+#[test]
+fn the_emulators_own_flow_export_equals_its_counters_exactly() {
+    let _serial = serial();
+    if !paths_available() || !have("nfcapd") || !have("iperf3") {
+        return;
+    }
+    if !Command::new("unshare").args(["-n", "true"]).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: unshare -n is not allowed here");
+        return;
+    }
+    // IPFIX from the command line; v9 from the topology's [export] table with 1 s timeouts
+    // (long flows leave as several records), its collectors replaced by the command line's.
+    let v9 = format!(
+        "{EMULATED}[export]\ncollectors = [\"127.0.0.1:9\"]\nformat = \"v9\"\nactive_timeout = \"1s\"\nidle_timeout = \"1s\"\n"
+    );
+    for (tag, topo, extra, protocol) in
+        [("ipfix", EMULATED.to_string(), "--export-format ipfix", "ipfix"), ("v9", v9, "", "netflow-v9")]
+    {
+        let (d, stats) = emulator_export(tag, &topo, extra);
+        let export = &stats["export"];
+        let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+        assert_eq!(n(export, "send_errors"), 0, "{export}");
+        assert_eq!(n(export, "open"), 0, "every record left as the network stopped: {export}");
+        let nfdump = nfdump_by_iface(&d);
+        let db = d.0.join("flows.sqlite").display().to_string();
+        // What each direction delivered, by the emulator's counters.
+        let mut non_ip = (0, 0);
+        let mut total_flow_pkts = 0;
+        let mut dropped = 0;
+        for (li, link) in stats["links"].as_array().unwrap().iter().enumerate() {
+            for (di, dir) in ["ab", "ba"].iter().enumerate() {
+                let classes = link[dir]["classes"].as_object().unwrap();
+                let sum = |k: &str| classes.values().map(|c| n(c, k)).sum::<u64>();
+                let (pkts, bytes) = (sum("packets_out"), sum("bytes_out"));
+                dropped += sum("random_losses");
+                let domain = 2 * li + di + 1;
+                let ifaces = ((2 * li + 1 + di) as u32, (2 * li + 2 - di) as u32);
+                let rows: Vec<Value> = serde_json::from_str::<Value>(&ok(&run(
+                    &[
+                        "flows",
+                        "top",
+                        "--db",
+                        &db,
+                        "--domain",
+                        &domain.to_string(),
+                        "--key",
+                        "pair",
+                        "-n",
+                        "0",
+                        "--json",
+                    ],
+                    Duration::from_secs(20),
+                )))
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .clone();
+                let ours = |k: &str| rows.iter().map(|r| r[k].as_f64().unwrap()).sum::<f64>().round() as u64;
+                let (fp, fb) = (ours("packets"), ours("bytes"));
+                let theirs = nfdump.get(&ifaces).cloned().unwrap_or_default();
+                let (np, nb) = theirs.values().fold((0, 0), |a, v| (a.0 + v.0, a.1 + v.1));
+                eprintln!(
+                    "{tag} link {li} {dir}: emulator {pkts} pkts {bytes} B; wanperf {fp} pkts {fb} B; nfdump {np} pkts {nb} B ({} records)",
+                    theirs.len()
+                );
+                assert!(pkts > 0, "{tag}: traffic crossed link {li} {dir}");
+                assert_eq!((fp, fb), (np, nb), "{tag} link {li} {dir}: wanperf and nfdump read the same export");
+                // IP bytes: the link counts link-layer headers too on veth links (14 B each).
+                assert!(fp <= pkts && fb <= bytes, "{tag} link {li} {dir}: more exported than carried");
+                let l2 = bytes - fb;
+                non_ip.0 += pkts - fp;
+                if pkts == fp {
+                    assert!(l2 == 0 || l2 == 14 * fp, "{tag} link {li} {dir}: {bytes} B carried, {fb} B exported");
+                }
+                total_flow_pkts += fp;
+            }
+        }
+        assert!(dropped > 0, "{tag}: the lossy link dropped packets");
+        // Non-IP frames (ARP, only on veth links) are what is missing, and nothing else.
+        assert_eq!(non_ip.0, n(export, "non_ip_packets"), "{tag}: {export}");
+        assert_eq!(total_flow_pkts, n(export, "packets"), "{tag}: {export}");
+        // No export loss, and wanperf saw as many records as the exporter sent.
+        let end = collect_end(&d);
+        let ex = end["exporters"].as_array().unwrap();
+        assert_eq!(ex.len(), 4, "one domain per link direction: {end}");
+        for e in ex {
+            assert_eq!(e["protocol"], protocol, "{e}");
+            assert_eq!((n(e, "lost"), n(e, "malformed")), (0, 0), "{e}");
+        }
+        assert_eq!(ex.iter().map(|e| n(e, "records")).sum::<u64>(), n(export, "records"), "{tag}");
+        // ICMP and ICMPv6 echo are there, and the v9 run's 1 s active timeout split the TCP flows.
+        let all = nfdump.values().flat_map(|m| m.keys()).cloned().collect::<Vec<_>>();
+        assert!(all.iter().any(|k| k.starts_with("1 ")), "{tag}: {all:?}");
+        assert!(all.iter().any(|k| k.starts_with("58 ")), "{tag}: {all:?}");
+        if tag == "v9" {
+            assert!(n(export, "records") as usize > all.len(), "{tag}: records split by the active timeout");
+        }
+    }
+}

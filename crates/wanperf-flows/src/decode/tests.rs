@@ -344,3 +344,12 @@ fn write_fuzz_seeds() {
     );
     put("sflow", &sflow_datagram());
 }
+
+#[test]
+fn uptime_spans_allow_packets_after_the_header_second_and_the_counter_wrap() {
+    // Header at 1000.000 s with uptime 5000 ms; a flow from uptime 4500 to 5600 (600 ms
+    // after the header's whole second, as an exporter that stamps headers by the second has).
+    assert_eq!(super::uptime_span(1_000_000, 5000, 4500, 5600), (999_500, 1_000_600));
+    // The counter wrapped between the first packet and the header.
+    assert_eq!(super::uptime_span(1_000_000, 100, u32::MAX - 899, 50), (999_000, 999_950));
+}

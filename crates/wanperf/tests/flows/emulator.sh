@@ -1,0 +1,33 @@
+# Runs in a network namespace of its own (unshare -n), so the fixed nfcapd port cannot collide:
+# `wanperf flows collect` (port 0) and nfcapd both receive the emulator's own flow export of an
+# a — r1 — b network while ping, ping -6, iperf3 TCP both ways and UDP cross it.
+# Environment: D (work directory), W (wanperf), T (topology file), EXTRA (net run options).
+set -e
+ip link set lo up
+wait_for() { # up to 10 s for a condition
+    i=0
+    until eval "$1"; do
+        i=$((i + 1))
+        [ $i -le 200 ] || { echo "timed out waiting for: $1" >&2; exit 1; }
+        sleep 0.05
+    done
+}
+$W flows collect --listen 127.0.0.1:0 --db $D/flows.sqlite --flush 1 --json > $D/collect.json 2> $D/collect.err &
+C=$!
+wait_for "grep -q listening $D/collect.err"
+PORT=$(grep -o '127.0.0.1:[0-9]*' $D/collect.err | head -1 | cut -d: -f2)
+nfcapd -w $D/nf -p 9995 -b 127.0.0.1 > $D/nfcapd.log 2>&1 &
+N=$!
+wait_for "ss -Huln 'sport = :9995' | grep -q ."
+$W net run $T --json --export-flows 127.0.0.1:$PORT --export-flows 127.0.0.1:9995 $EXTRA \
+    --host b --on 'a=iperf3 -s' -- sh -c '
+        ping -c 20 -i 0.02 -q $WANPERF_ADDR_A > /dev/null
+        ping -6 -c 10 -i 0.02 -q $WANPERF_ADDR6_A > /dev/null
+        iperf3 -c $WANPERF_ADDR_A -t 2 > /dev/null
+        iperf3 -c $WANPERF_ADDR_A -t 2 -R -P 2 > /dev/null
+        iperf3 -c $WANPERF_ADDR_A -u -b 5M -t 2 > /dev/null' 2> $D/net.err
+# The last records left as the network stopped: give the loopback datagrams a moment, then
+# stop both collectors (each stores what it holds on SIGTERM).
+sleep 1
+kill $N; wait $N || true
+kill $C; wait $C || true
