@@ -12,9 +12,24 @@
 # (socket drops must be 0, every record decoded), and a flood from --exporters source
 # addresses (peak memory of wanperf and nfcapd). Everything stays on loopback and stops by
 # itself. Needs: tcpreplay tcpdump softflowd nfdump (Debian), python3; goflow2 optional
-# (go install github.com/netsampler/goflow2/v2/cmd/goflow2@latest).
+# (go install github.com/netsampler/goflow2/v2/cmd/goflow2@latest); root (unshare -n).
+#
+# The whole benchmark runs in a network namespace of its own: packets tcpreplay writes to lo
+# carry 127.0.0.1 as their source, which the host's lo drops as martians unless
+# route_localnet is set — set here, in this namespace only, where no fixed port can collide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ -z "${WANPERF_BENCH_NETNS:-}" ]; then
+    cargo build --release -q
+    exec env WANPERF_BENCH_NETNS=1 unshare -n -- bash "$0" "$@"
+fi
+ip link set lo up
+for k in net.ipv4.conf.all.route_localnet net.ipv4.conf.lo.route_localnet net.ipv4.conf.all.accept_local \
+    net.ipv4.conf.lo.accept_local; do
+    sysctl -qw "$k=1"
+done
+sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.lo.rp_filter=0
+sysctl -qw net.core.rmem_max=33554432 2> /dev/null || true
 
 ROUNDS=3 LOOPS=60 STEADY=120 RATE=100000 EXPORTERS=20000
 while [ $# -gt 0 ]; do
@@ -31,17 +46,16 @@ for t in tcpreplay tcprewrite tcpdump softflowd softflowctl nfcapd nfdump taskse
     command -v $t >/dev/null || { echo "bench/flows.sh needs $t (apt-get install tcpreplay tcpdump softflowd nfdump)" >&2; exit 1; }
 done
 GOFLOW=$(command -v goflow2 || ls ~/go/bin/goflow2 2>/dev/null || true)
-cargo build --release -q
 W=$PWD/target/release/wanperf
 FLOOD=$PWD/bench/flows_flood.py
 WORK=$(mktemp -d /tmp/wanperf-bench-flows.XXXXXX)
 PID=""
 cleanup() {
     [ -n "$PID" ] && kill "$PID" 2>/dev/null || true
-    rm -rf "$WORK"
+    [ -n "${KEEP:-}" ] && echo "kept $WORK" >&2 || rm -rf "$WORK"
 }
 trap cleanup EXIT
-# A benchmark, not a test: the collectors take turns on this one loopback port.
+# The collectors take turns on this port of this namespace's loopback.
 PORT=39995
 TCK=$(getconf CLK_TCK)
 
@@ -100,8 +114,14 @@ start() {
 }
 stop() { # prints the records the collector decoded
     local tool=$1
-    kill "$PID"; wait "$PID" 2> /dev/null || true
-    PID=""
+    # Called in $(...): a subshell cannot wait for the collector, so watch it end (it writes
+    # its summary on SIGTERM) — a zombie counts as ended.
+    kill "$PID"
+    local i
+    for i in $(seq 1 600); do
+        [ -e "/proc/$PID" ] && [ "$(awk '{print $3}' "/proc/$PID/stat" 2> /dev/null)" != Z ] || break
+        sleep 0.05
+    done
     case "$tool" in
         wanperf) python3 -c 'import json,sys; print(sum(e["records"] for e in json.load(open(sys.argv[1]))["exporters"]))' "$WORK/w.json" ;;
         nfcapd) nfdump -R "$WORK/nf" -I | awk '$1 == "Flows:" {print $2}' ;;
@@ -138,9 +158,12 @@ for r in $(seq 1 "$ROUNDS"); do
             c1=$(cpu_s); d1=$(drops)
             recs=$(stop "$tool")
             cpu=$(echo "$c1 - $c0" | bc -l)
+            [ -n "$secs" ] || secs=0
+            per_cpu=$(echo "if ($cpu > 0) $recs / $cpu else 0" | bc -l)
+            per_wall=$(echo "if ($secs > 0) $recs / $secs else 0" | bc -l)
             printf '%-6s %-8s %5s %10s %8.2f %12.0f %12.0f %9s\n' "$r" "$tool" "v$v" "$recs" "$cpu" \
-                "$(echo "$recs / $cpu" | bc -l)" "$(echo "$recs / $secs" | bc -l)" "$((d1 - d0))"
-            echo "$tool v$v $(echo "$recs / $cpu" | bc -l) $(echo "$recs / $secs" | bc -l) $((d1 - d0)) $recs" >> "$RESULTS"
+                "$per_cpu" "$per_wall" "$((d1 - d0))"
+            echo "$tool v$v $per_cpu $per_wall $((d1 - d0)) ${recs:-0}" >> "$RESULTS"
         done
     done
 done
@@ -182,9 +205,11 @@ echo
 echo "flood: 5 datagrams of v9 (template and data) from each of $EXPORTERS source addresses"
 for tool in wanperf nfcapd; do
     start "$tool"
+    d0=$(drops)
     sent=$(python3 "$FLOOD" flood "$WORK/v9.pcap" $PORT "$EXPORTERS" 5)
     drain
+    d1=$(drops)
     hwm=$(awk '/VmHWM/ {print $2}' "/proc/$PID/status")
     recs=$(stop "$tool")
-    echo "  $tool: $sent datagrams, $recs records, peak RSS $(( hwm / 1024 )) MiB"
+    echo "  $tool: $sent datagrams, $recs records, socket drops $((d1 - d0)), peak RSS $(( hwm / 1024 )) MiB"
 done

@@ -3,7 +3,7 @@
 
 use crate::Flow;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 /// What a bin row is keyed by.
@@ -61,13 +61,15 @@ struct Sums {
 /// Accumulates flows into bins.
 pub struct Binner {
     len_ms: u64,
-    sums: BTreeMap<BinKey, Sums>,
+    // Hashed, not ordered: a collector adds every record here, and an ordered map's key
+    // comparisons (addresses, ports) were a quarter of its CPU; rows are sorted when drained.
+    sums: HashMap<BinKey, Sums, foldhash::fast::RandomState>,
 }
 
 impl Binner {
     /// Bins of `len_ms` milliseconds (aligned to the Unix epoch).
     pub fn new(len_ms: u64) -> Self {
-        Binner { len_ms: len_ms.max(1), sums: BTreeMap::new() }
+        Binner { len_ms: len_ms.max(1), sums: HashMap::default() }
     }
 
     /// The bin length.
@@ -124,18 +126,10 @@ impl Binner {
     /// Rows of bins that end at or before `before_ms` (they can get no more flows unless an
     /// exporter is that late), removed from the binner.
     pub fn drain_before(&mut self, before_ms: u64) -> Vec<BinRow> {
-        let keep = self.sums.split_off(&BinKey {
-            bin_ms: before_ms.saturating_sub(self.len_ms) + 1,
-            exporter: IpAddr::from([0, 0, 0, 0]),
-            domain: 0,
-            src: IpAddr::from([0, 0, 0, 0]),
-            dst: IpAddr::from([0, 0, 0, 0]),
-            proto: 0,
-            sport: 0,
-            dport: 0,
-            sampling: 0,
-        });
-        let done = std::mem::replace(&mut self.sums, keep);
+        let cut = before_ms.saturating_sub(self.len_ms) + 1;
+        let (done, keep): (HashMap<_, _, _>, HashMap<_, _, _>) =
+            std::mem::take(&mut self.sums).into_iter().partition(|(k, _)| k.bin_ms < cut);
+        self.sums = keep;
         self.rows(done)
     }
 
@@ -155,7 +149,9 @@ impl Binner {
         self.sums.is_empty()
     }
 
-    fn rows(&self, m: BTreeMap<BinKey, Sums>) -> Vec<BinRow> {
+    fn rows(&self, m: HashMap<BinKey, Sums, foldhash::fast::RandomState>) -> Vec<BinRow> {
+        let mut m: Vec<(BinKey, Sums)> = m.into_iter().collect();
+        m.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         m.into_iter()
             .map(|(key, s)| BinRow {
                 key,

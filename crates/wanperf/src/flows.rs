@@ -169,6 +169,9 @@ pub struct ExportersArgs {
     json: bool,
 }
 
+/// Bin rows a collector holds before it writes them early (about 40 MB).
+const MAX_HELD_ROWS: usize = 250_000;
+
 /// `wanperf flows report`.
 #[derive(Args, Debug)]
 #[command(after_long_help = "\
@@ -474,8 +477,15 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
     loop {
         let stop = INTERRUPTED.load(Ordering::Acquire)
             || a.duration.is_some_and(|d| started.elapsed() >= Duration::from_secs_f64(d));
-        if stop || last_flush.elapsed() >= flush_every {
-            let rows = if stop { binner.drain_all() } else { binner.drain_before(now_ms().saturating_sub(bin_ms / 5)) };
+        // Memory is bounded by rows held, not only by time: a flood of exporters or flows
+        // writes what is held early (a bin's later flows add rows; queries sum them).
+        let full = binner.len() >= MAX_HELD_ROWS;
+        if stop || full || last_flush.elapsed() >= flush_every {
+            let rows = if stop || full {
+                binner.drain_all()
+            } else {
+                binner.drain_before(now_ms().saturating_sub(bin_ms / 5))
+            };
             let drops = ports.iter().map(|&p| socket_drops(p)).sum::<u64>().saturating_sub(drops0);
             let out: Vec<FlowRow> = rows.iter().map(to_row).collect();
             store.store_flows(&out, &exporter_rows(&decoder, session, drops)).context("cannot store flows")?;
