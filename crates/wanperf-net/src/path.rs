@@ -2,8 +2,9 @@
 //! a topology of hosts `left` and `right` joined by one link (`up` is a → b), run by the same
 //! [`Network`] code as any other topology.
 
+use crate::export::ExportStats;
 use crate::run::{Network, Options};
-use crate::topo::{LinkDef, Node, NodeKind, Topology};
+use crate::topo::{FlowExport, LinkDef, Node, NodeKind, Topology};
 use std::os::fd::RawFd;
 use std::process::Command;
 use wanperf_emu::netns::EnvError;
@@ -49,7 +50,19 @@ fn node(h: Host) -> usize {
 impl Path {
     /// Creates both hosts and starts forwarding.
     pub fn start(cfg: &PathConfig, log: Option<Box<dyn std::io::Write + Send>>) -> Result<Path, EnvError> {
-        let net = Network::start(&topology(cfg), &Options { host_nice: cfg.host_nice }, log)?;
+        Path::start_exporting(cfg, log, None)
+    }
+
+    /// As [`Path::start`], exporting flow records of both directions (observation domain 1 is
+    /// up, left → right; 2 is down).
+    pub fn start_exporting(
+        cfg: &PathConfig,
+        log: Option<Box<dyn std::io::Write + Send>>,
+        export: Option<FlowExport>,
+    ) -> Result<Path, EnvError> {
+        let mut t = topology(cfg);
+        t.export = export;
+        let net = Network::start(&t, &Options { host_nice: cfg.host_nice }, log)?;
         Ok(Path { net })
     }
 
@@ -77,7 +90,13 @@ impl Path {
 
     /// Stops forwarding and returns the counters.
     pub fn stop(self) -> PathStats {
-        to_path_stats(self.net.stop())
+        self.finish().0
+    }
+
+    /// Stops forwarding: the counters, and what the flow exporter sent (when it exports).
+    pub fn finish(self) -> (PathStats, Option<ExportStats>) {
+        let (links, export) = self.net.finish();
+        (to_path_stats(links), export)
     }
 }
 

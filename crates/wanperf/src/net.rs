@@ -127,6 +127,16 @@ pub enum ExportFormatArg {
     V9,
 }
 
+impl ExportFormatArg {
+    /// The encoder's format.
+    pub fn format(self) -> wanperf_flows::export::Format {
+        match self {
+            ExportFormatArg::Ipfix => wanperf_flows::export::Format::Ipfix,
+            ExportFormatArg::V9 => wanperf_flows::export::Format::V9,
+        }
+    }
+}
+
 /// `net up`.
 #[derive(Args, Debug)]
 pub struct UpArgs {
@@ -549,10 +559,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     }
     if let Some(f) = a.export_format {
         let Some(e) = t.export.as_mut() else { bail!("--export-format needs --export-flows or an [export] table") };
-        e.format = match f {
-            ExportFormatArg::Ipfix => wanperf_flows::export::Format::Ipfix,
-            ExportFormatArg::V9 => wanperf_flows::export::Format::V9,
-        };
+        e.format = f.format();
     }
     let wait = wanperf_proto::units::parse_duration(&a.wait).map_err(|e| anyhow!("--wait: {e}"))?;
     let host = match &a.host {

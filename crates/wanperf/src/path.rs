@@ -141,6 +141,13 @@ pub struct RunArgs {
     /// Per-packet event log (arrival, departure, drop and why).
     #[arg(long, value_name = "FILE")]
     log: Option<std::path::PathBuf>,
+    /// Export NetFlow v9 / IPFIX of every packet the path delivers to this collector
+    /// (repeatable): observation domain 1 is up (left → right), 2 is down.
+    #[arg(long, value_name = "ADDR:PORT")]
+    export_flows: Vec<std::net::SocketAddr>,
+    /// Export format.
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "export_flows")]
+    export_format: Option<crate::net::ExportFormatArg>,
     /// Print the counters as JSON (on stderr).
     #[arg(long)]
     json: bool,
@@ -395,7 +402,14 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         ))),
         None => None,
     };
-    let path = Path::start(&cfg, log)?;
+    let export = (!a.export_flows.is_empty()).then(|| {
+        let mut e = wanperf_net::topo::FlowExport::new(a.export_flows.clone());
+        if let Some(f) = a.export_format {
+            e.format = f.format();
+        }
+        e
+    });
+    let path = Path::start_exporting(&cfg, log, export)?;
     let mut right = match &a.right {
         Some(cmd) => {
             let mut c = contained(&path, Host::Right, &["sh".to_string(), "-c".to_string(), cmd.clone()])?;
@@ -417,17 +431,36 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             if let Some(r) = right.as_mut() {
                 stop_child(r);
             }
-            let stats = path.stop();
+            let (stats, export) = path.finish();
             print_stats(&stats, a.json);
+            print_export(export.as_ref(), a.json);
             bail!("cannot run `{}` on the left host: {e}", a.cmd[0]);
         }
     };
     if let Some(r) = right.as_mut() {
         stop_child(r);
     }
-    let stats = path.stop();
+    let (stats, export) = path.finish();
     print_stats(&stats, a.json);
+    print_export(export.as_ref(), a.json);
     Ok(status.map_or(ExitCode::from(130), |st| exit_code(&st)))
+}
+
+/// What the flow exporter sent, on stderr.
+fn print_export(e: Option<&wanperf_net::export::ExportStats>, json: bool) {
+    let Some(e) = e else { return };
+    if json {
+        eprintln!("{}", serde_json::json!({"event": "flow_export", "export": e}));
+    } else {
+        eprintln!(
+            "flow export: {} records ({} pkts, {} B) in {} messages{}",
+            e.records,
+            e.packets,
+            e.bytes,
+            e.messages,
+            if e.send_errors > 0 { format!("; {} sends failed", e.send_errors) } else { String::new() }
+        );
+    }
 }
 
 /// `wanperf path presets`.

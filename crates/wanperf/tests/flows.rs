@@ -584,3 +584,89 @@ fn the_emulators_own_flow_export_equals_its_counters_exactly() {
         }
     }
 }
+
+/// `wanperf path run --export-flows`: a path's two directions as observation domains 1 (up) and
+/// 2 (down) in NetFlow v9, each adding up to the path's own counters exactly.
+#[test]
+fn path_run_exports_both_directions_equal_to_its_counters() {
+    use std::io::BufRead;
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    let d = Dir(std::env::temp_dir().join(format!("wanperf-flows-path-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&d.0);
+    std::fs::create_dir_all(&d.0).unwrap();
+    let db = d.0.join("path.sqlite").display().to_string();
+    let mut collector = Command::new(env!("CARGO_BIN_EXE_wanperf"))
+        .args(["flows", "collect", "--listen", "127.0.0.1:0", "--db", &db, "--flush", "1", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Ready when it says where it listens.
+    let mut line = String::new();
+    std::io::BufReader::new(collector.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split_whitespace().find(|w| w.starts_with("127.0.0.1:")).unwrap_or_else(|| panic!("{line}"));
+    let out = run(
+        &[
+            "path",
+            "run",
+            "--rtt",
+            "10ms",
+            "--rate",
+            "50M",
+            "--export-flows",
+            addr,
+            "--export-format",
+            "v9",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "ping -c 20 -i 0.02 -q $WANPERF_PEER && ping -6 -c 10 -i 0.02 -q fd57:414e::2",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stats = path_stats(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stderr);
+    let export: Value = serde_json::from_str(
+        text.lines().find(|l| l.starts_with("{\"event\":\"flow_export\"")).expect("path run prints its export"),
+    )
+    .unwrap();
+    // The records left as the path stopped: give the datagrams a moment, then stop the collector.
+    std::thread::sleep(Duration::from_millis(500));
+    Command::new("kill").arg(collector.id().to_string()).status().unwrap();
+    let end = collector.wait_with_output().unwrap();
+    let end: Value = serde_json::from_slice(&end.stdout).unwrap();
+    assert_eq!(export["export"]["send_errors"], 0, "{export}");
+    let ex = end["exporters"].as_array().unwrap();
+    assert_eq!(ex.len(), 2, "{end}");
+    for (domain, dir) in [(1, "up"), (2, "down")] {
+        let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+        let classes = stats[dir]["classes"].as_object().unwrap();
+        let (pkts, bytes) = classes.values().fold((0, 0), |a, c| (a.0 + n(c, "packets_out"), a.1 + n(c, "bytes_out")));
+        let rows: Vec<Value> = serde_json::from_str::<Value>(&ok(&run(
+            &["flows", "top", "--db", &db, "--domain", &domain.to_string(), "-n", "0", "--json"],
+            Duration::from_secs(20),
+        )))
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone();
+        let sum = |k: &str| rows.iter().map(|r| r[k].as_f64().unwrap()).sum::<f64>().round() as u64;
+        eprintln!("path {dir}: emulator {pkts} pkts {bytes} B, exported {} pkts {} B", sum("packets"), sum("bytes"));
+        assert!(pkts >= 30, "{dir}: the pings crossed");
+        // Packets exactly; bytes exactly on TUN, 14 B more per packet on the path's counters
+        // when it runs on veth (link-layer headers), where ARP is not exported either.
+        let non_ip = n(&export["export"], "non_ip_packets");
+        assert!(pkts >= sum("packets") && pkts - sum("packets") <= non_ip, "{dir}: {pkts} vs {}", sum("packets"));
+        if non_ip == 0 {
+            let gap = bytes - sum("bytes");
+            assert!(gap == 0 || gap == 14 * pkts, "{dir}: {bytes} B carried, {} B exported", sum("bytes"));
+        }
+        let e = ex.iter().find(|e| e["domain"] == domain).unwrap_or_else(|| panic!("domain {domain}: {end}"));
+        assert_eq!((e["protocol"].as_str(), n(e, "lost")), (Some("netflow-v9"), 0), "{e}");
+    }
+}
