@@ -290,6 +290,56 @@ fn kill_9_of_either_end_half_way_then_resume_sends_only_what_is_missing() {
     }
 }
 
+/// The same for a pull: the client is the receiver, its journal beside the partial file in
+/// the destination directory; after kill -9 of either end, the resumed pull asks only for
+/// what is missing.
+#[test]
+fn kill_9_of_either_end_of_a_pull_then_resume_sends_only_what_is_missing() {
+    let _g = serial();
+    let t = Tmp::new("pull-resume");
+    let root = t.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let size: u64 = 64 << 20;
+    write(&root.join("f.bin"), &bytes(size as usize, 12));
+    let block = 1u64 << 20;
+    let streams = 2u64;
+    // The server reads at 16 MB/s: 4 s for the file, killed half way.
+    let slow = [("WANPERF_TEST_READ_RATE", "16000000")];
+    for victim in ["client", "server"] {
+        let dst = t.join(&format!("dst-{victim}"));
+        std::fs::create_dir_all(&dst).unwrap();
+        let mut server = serve_root(&root, &slow);
+        let port = server.port_s();
+        let mut client = Command::new(BIN)
+            .args(["copy", "-p", &port, "-P", "2", "--json", "127.0.0.1:f.bin", &dst.to_string_lossy()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_journal(&dst, "f.bin", 32, Duration::from_secs(30));
+        if victim == "client" {
+            client.kill().unwrap();
+        } else {
+            server.child.kill().unwrap();
+        }
+        let _ = server.child.kill();
+        let _ = server.child.wait();
+        let _ = client.kill();
+        let _ = client.wait();
+        assert!(!dst.join("f.bin").exists(), "{victim}: a final name before the file was complete");
+        let server = serve_root(&root, &[]);
+        let out = copy(&server, &["-P", "2", "127.0.0.1:f.bin", &dst.to_string_lossy()], Duration::from_secs(60));
+        let c = summary_copy(&recs_ok(&out));
+        let resumed = c["resumed_bytes"].as_u64().unwrap();
+        let moved = c["bytes"].as_u64().unwrap();
+        assert!(resumed >= 32 * block, "{victim}: resumed only {resumed} B");
+        assert_eq!(resumed + moved, size, "{victim}: resumed {resumed} + moved {moved} ≠ {size}");
+        assert!(moved <= size - resumed + streams * block, "{victim}");
+        assert_eq!(b3(&dst.join("f.bin")), b3(&root.join("f.bin")), "{victim}");
+        assert!(no_leftovers(&dst), "{victim}");
+    }
+}
+
 #[test]
 fn bad_cases_get_one_clear_line_and_nothing_half_written_under_a_final_name() {
     let _g = serial();
