@@ -248,3 +248,52 @@ impl Peer {
         }
     }
 }
+
+/// Copies obey the same key policy as tests (`serve --root DIR --authorized-keys`): a listed
+/// key copies (here with `--direct`, which reports whether O_DIRECT was used), no key and an
+/// unlisted key are refused with one line and nothing is written under the root.
+#[test]
+fn copies_need_a_listed_key_and_direct_writes_say_so() {
+    let k = keys("copy");
+    let root = k.dir.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let server =
+        Server::start(&["--authorized-keys", &s(&k.authorized), "--root", &s(&root), "--handshake-timeout", "3s"]);
+    let port = server.port_s();
+    let home = s(&k.dir);
+    let src = k.dir.join("data.bin");
+    let data: Vec<u8> = (0..5_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    std::fs::write(&src, &data).unwrap();
+    let copy = |key: Option<&Path>, dst: &str, extra: &[&str]| {
+        let mut c = std::process::Command::new(BIN);
+        c.args(["copy", "-p", &port, "--json"]).args(extra);
+        if let Some(key) = key {
+            c.arg("--key").arg(key);
+        }
+        c.arg(&src).arg(format!("127.0.0.1:{dst}")).env("HOME", &home).output().unwrap()
+    };
+    let out = copy(Some(&k.good), "in/", &["--direct"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(root.join("in/data.bin")).unwrap(), data);
+    let recs = records(&out);
+    let summary = &end(&recs)["summary"]["copy"];
+    // The receiver (the server, here) writes.
+    let direct = summary["receiver"]["direct"].as_bool().unwrap_or_else(|| panic!("no `direct` in {summary}"));
+    // O_DIRECT works on ext4 and xfs, not on tmpfs: the report must say which happened.
+    let fs = std::process::Command::new("stat").args(["-f", "-c", "%T", &s(&root)]).output().unwrap();
+    let fs = String::from_utf8_lossy(&fs.stdout).trim().to_string();
+    if fs == "tmpfs" {
+        assert!(!direct, "{fs}: {summary}");
+    } else if fs.starts_with("ext") || fs == "xfs" {
+        assert!(direct, "{fs}: {summary}");
+    }
+    wait_log(&server, "(key alice@lab)");
+    for (key, why) in [(None, "requires a key"), (Some(k.wrong.as_path()), "not authorized")] {
+        let out = copy(key, "other/", &[]);
+        assert!(!out.status.success());
+        let err = one_line(&out);
+        assert!(err.contains(why), "{err}");
+    }
+    assert!(!root.join("other").exists(), "a refused copy wrote under the root");
+    let _ = std::fs::remove_dir_all(&k.dir);
+}
