@@ -239,6 +239,29 @@ fn wait_journal(dir: &Path, name: &str, blocks: u64, limit: Duration) {
     }
 }
 
+/// Kills `victim` ("client" or "server") with SIGKILL, then stops whatever is left.
+fn kill_victim(victim: &str, server: &mut Server, client: &mut std::process::Child) {
+    if victim == "client" {
+        client.kill().unwrap();
+    } else {
+        server.child.kill().unwrap();
+    }
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+    let _ = client.kill();
+    let _ = client.wait();
+}
+
+/// A resumed copy's resumed and moved bytes: at least `at_least` resumed, and together the file.
+fn resumed_and_moved(out: &std::process::Output, victim: &str, at_least: u64, size: u64) -> (u64, u64) {
+    let c = summary_copy(&recs_ok(out));
+    let resumed = c["resumed_bytes"].as_u64().unwrap();
+    let moved = c["bytes"].as_u64().unwrap();
+    assert!(resumed >= at_least, "{victim}: resumed only {resumed} B");
+    assert_eq!(resumed + moved, size, "{victim}: resumed {resumed} + moved {moved} ≠ {size}");
+    (resumed, moved)
+}
+
 #[test]
 fn kill_9_of_either_end_half_way_then_resume_sends_only_what_is_missing() {
     let _g = serial();
@@ -264,24 +287,12 @@ fn kill_9_of_either_end_half_way_then_resume_sends_only_what_is_missing() {
             .spawn()
             .unwrap();
         wait_journal(&root.join("r"), "f.bin", 32, Duration::from_secs(30));
-        if victim == "client" {
-            client.kill().unwrap();
-        } else {
-            server.child.kill().unwrap();
-        }
-        let _ = server.child.kill();
-        let _ = server.child.wait();
-        let _ = client.kill();
-        let _ = client.wait();
+        kill_victim(victim, &mut server, &mut client);
         assert!(!root.join("r/f.bin").exists(), "{victim}: a final name before the file was complete");
         // What the receiver holds, checked by the journal: the resume must ask for the rest.
         let server = serve_root(&root, &[]);
         let out = copy(&server, &["-P", "2", &f.to_string_lossy(), "127.0.0.1:r"], Duration::from_secs(60));
-        let c = summary_copy(&recs_ok(&out));
-        let resumed = c["resumed_bytes"].as_u64().unwrap();
-        let moved = c["bytes"].as_u64().unwrap();
-        assert!(resumed >= 32 * block, "{victim}: resumed only {resumed} B");
-        assert_eq!(resumed + moved, size, "{victim}: resumed {resumed} + moved {moved} ≠ {size}");
+        let (resumed, moved) = resumed_and_moved(&out, victim, 32 * block, size);
         // Exact: the blocks written before the kill are not sent again (at most one block
         // per stream beyond what was missing is allowed; the journal makes it zero).
         assert!(moved <= size - resumed + streams * block, "{victim}");
@@ -317,23 +328,11 @@ fn kill_9_of_either_end_of_a_pull_then_resume_sends_only_what_is_missing() {
             .spawn()
             .unwrap();
         wait_journal(&dst, "f.bin", 32, Duration::from_secs(30));
-        if victim == "client" {
-            client.kill().unwrap();
-        } else {
-            server.child.kill().unwrap();
-        }
-        let _ = server.child.kill();
-        let _ = server.child.wait();
-        let _ = client.kill();
-        let _ = client.wait();
+        kill_victim(victim, &mut server, &mut client);
         assert!(!dst.join("f.bin").exists(), "{victim}: a final name before the file was complete");
         let server = serve_root(&root, &[]);
         let out = copy(&server, &["-P", "2", "127.0.0.1:f.bin", &dst.to_string_lossy()], Duration::from_secs(60));
-        let c = summary_copy(&recs_ok(&out));
-        let resumed = c["resumed_bytes"].as_u64().unwrap();
-        let moved = c["bytes"].as_u64().unwrap();
-        assert!(resumed >= 32 * block, "{victim}: resumed only {resumed} B");
-        assert_eq!(resumed + moved, size, "{victim}: resumed {resumed} + moved {moved} ≠ {size}");
+        let (resumed, moved) = resumed_and_moved(&out, victim, 32 * block, size);
         assert!(moved <= size - resumed + streams * block, "{victim}");
         assert_eq!(b3(&dst.join("f.bin")), b3(&root.join("f.bin")), "{victim}");
         assert!(no_leftovers(&dst), "{victim}");
