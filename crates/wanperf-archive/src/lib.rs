@@ -134,6 +134,11 @@ pub trait Store {
     /// Counter readings taken in [from_unix, to_unix), per device, interface and source in time
     /// order.
     fn counters(&mut self, from_unix: f64, to_unix: f64) -> Result<Vec<CounterRow>>;
+    /// Stores mesh results in one transaction; one whose `(agent, seq)` is already stored is
+    /// skipped. Returns how many were new.
+    fn store_mesh(&mut self, rows: &[MeshRow]) -> Result<u64>;
+    /// Mesh results that match, in start order.
+    fn mesh_results(&mut self, q: &MeshQuery) -> Result<Vec<MeshRow>>;
 }
 
 /// How long a writer waits for another writer's transaction (or a migration) before it fails

@@ -315,3 +315,54 @@ pub struct CounterRow {
     /// Counter width in bits (32 or 64).
     pub width: i64,
 }
+
+/// One result of a monitoring mesh (`wanperf agent` → `wanperf central`): a latency summary,
+/// a throughput test or a trace, or a run that failed, was refused or was missed. An agent
+/// numbers its results (`seq`, never reused), so `(agent, seq)` identifies a result and a
+/// retried upload never stores one twice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeshRow {
+    /// The agent (host name in the mesh file) that measured it.
+    pub agent: String,
+    /// The agent's number for it.
+    pub seq: i64,
+    /// The mesh test's name.
+    pub test: String,
+    /// `latency`, `throughput` or `trace`.
+    pub kind: String,
+    /// Source host.
+    pub src: String,
+    /// Destination host.
+    pub dst: String,
+    /// Start, Unix seconds.
+    pub start_unix: f64,
+    /// End, Unix seconds.
+    pub end_unix: f64,
+    /// `ok`, `failed`, `refused` or `missed`.
+    pub status: String,
+    /// Why it was not `ok`.
+    pub reason: Option<String>,
+    /// The headline number: median RTT in ms (latency) or bit/s (throughput).
+    pub value: Option<f64>,
+    /// Loss fraction (latency).
+    pub loss: Option<f64>,
+    /// The whole result as JSON.
+    pub detail: serde_json::Value,
+    /// When the central service stored it, Unix seconds.
+    pub received_unix: f64,
+}
+
+/// Which mesh results to read: start in `[from_unix, to_unix)`, optionally one pair and kind.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MeshQuery {
+    /// Earliest start, Unix seconds.
+    pub from_unix: f64,
+    /// Start before this, Unix seconds.
+    pub to_unix: f64,
+    /// Only this source.
+    pub src: Option<String>,
+    /// Only this destination.
+    pub dst: Option<String>,
+    /// Only this kind.
+    pub kind: Option<String>,
+}

@@ -4,8 +4,8 @@
 use crate::schema::{self, POSTGRES};
 use crate::sqlite::{from_i64, to_i64};
 use crate::{
-    Access, ArchiveError, CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, NewRun, ProbeRow,
-    Result, RunData, RunInfo, RunStatus, Store, StoredCell,
+    Access, ArchiveError, CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, MeshQuery, MeshRow,
+    NewRun, ProbeRow, Result, RunData, RunInfo, RunStatus, Store, StoredCell,
 };
 use ::postgres::binary_copy::BinaryCopyInWriter;
 use ::postgres::error::SqlState;
@@ -503,9 +503,70 @@ impl Store for PgStore {
             })
             .collect()
     }
+
+    fn store_mesh(&mut self, rows: &[MeshRow]) -> Result<u64> {
+        let r = self.store_mesh_(rows);
+        self.named(r)
+    }
+
+    fn mesh_results(&mut self, q: &MeshQuery) -> Result<Vec<MeshRow>> {
+        let rows =
+            self.client.query(schema::SELECT_MESH, &[&q.from_unix, &q.to_unix, &q.src, &q.dst, &q.kind]).map_err(db)?;
+        rows.iter()
+            .map(|r| {
+                Ok(MeshRow {
+                    agent: get(r, 0)?,
+                    seq: get(r, 1)?,
+                    test: get(r, 2)?,
+                    kind: get(r, 3)?,
+                    src: get(r, 4)?,
+                    dst: get(r, 5)?,
+                    start_unix: get(r, 6)?,
+                    end_unix: get(r, 7)?,
+                    status: get(r, 8)?,
+                    reason: get(r, 9)?,
+                    value: get(r, 10)?,
+                    loss: get(r, 11)?,
+                    detail: get(r, 12)?,
+                    received_unix: get(r, 13)?,
+                })
+            })
+            .collect()
+    }
 }
 
 impl PgStore {
+    fn store_mesh_(&mut self, rows: &[MeshRow]) -> Result<u64> {
+        let mut tx = self.client.transaction().map_err(db)?;
+        let st = tx.prepare(schema::INSERT_MESH).map_err(db)?;
+        let mut new = 0u64;
+        for r in rows {
+            new += tx
+                .execute(
+                    &st,
+                    &[
+                        &r.agent,
+                        &r.seq,
+                        &r.test,
+                        &r.kind,
+                        &r.src,
+                        &r.dst,
+                        &r.start_unix,
+                        &r.end_unix,
+                        &r.status,
+                        &r.reason,
+                        &r.value,
+                        &r.loss,
+                        &r.detail,
+                        &r.received_unix,
+                    ],
+                )
+                .map_err(db)?;
+        }
+        tx.commit().map_err(db)?;
+        Ok(new)
+    }
+
     fn store_counters_(&mut self, rows: &[CounterRow]) -> Result<()> {
         let mut tx = self.client.transaction().map_err(db)?;
         let st = tx.prepare(schema::INSERT_COUNTERS).map_err(db)?;

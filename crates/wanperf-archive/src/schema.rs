@@ -143,6 +143,31 @@ pub const MIGRATIONS: &[Migration] = &[
             "CREATE INDEX if_counters_time ON if_counters (at_unix)",
         ],
     },
+    Migration {
+        version: 4,
+        description: "monitoring mesh results (wanperf central)",
+        statements: &[
+            "CREATE TABLE mesh_results (
+            agent TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            test TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            src TEXT NOT NULL,
+            dst TEXT NOT NULL,
+            start_unix DOUBLE PRECISION NOT NULL,
+            end_unix DOUBLE PRECISION NOT NULL,
+            status TEXT NOT NULL,
+            reason TEXT,
+            value DOUBLE PRECISION,
+            loss DOUBLE PRECISION,
+            detail {json} NOT NULL,
+            received_unix DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (agent, seq)
+        )",
+            "CREATE INDEX mesh_results_pair ON mesh_results (src, dst, kind, start_unix)",
+            "CREATE INDEX mesh_results_time ON mesh_results (start_unix)",
+        ],
+    },
 ];
 
 /// The newest schema version this build knows.
@@ -214,6 +239,19 @@ pub const INSERT_COUNTERS: &str = "INSERT INTO if_counters (device, interface, s
 pub const SELECT_COUNTERS: &str = "SELECT device, interface, source, at_unix, speed_bps, in_octets, out_octets,
     in_errors, out_errors, in_drops, out_drops, width FROM if_counters WHERE at_unix >= $1 AND at_unix < $2
     ORDER BY device, interface, source, at_unix";
+
+/// Inserts one mesh result unless `(agent, seq)` is already stored.
+pub const INSERT_MESH: &str = "INSERT INTO mesh_results (agent, seq, test, kind, src, dst, start_unix, end_unix,
+    status, reason, value, loss, detail, received_unix)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (agent, seq) DO NOTHING";
+
+/// Mesh results that start in [$1, $2), optionally of one source ($3), destination ($4) and
+/// kind ($5) (NULL: any), in start order.
+pub const SELECT_MESH: &str = "SELECT agent, seq, test, kind, src, dst, start_unix, end_unix, status, reason, value,
+    loss, detail, received_unix FROM mesh_results WHERE start_unix >= $1 AND start_unix < $2
+    AND (CAST($3 AS TEXT) IS NULL OR src = $3) AND (CAST($4 AS TEXT) IS NULL OR dst = $4)
+    AND (CAST($5 AS TEXT) IS NULL OR kind = $5)
+    ORDER BY start_unix, agent, seq";
 
 // Queries shared by both stores. Placeholders are `$1`, `$2`, … which SQLite accepts too.
 

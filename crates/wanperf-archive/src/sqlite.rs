@@ -19,8 +19,8 @@
 
 use crate::schema::{self, SQLITE};
 use crate::{
-    Access, ArchiveError, CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, NewRun, ProbeRow,
-    Result, RunData, RunInfo, RunStatus, Store, StoredCell,
+    Access, ArchiveError, CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, MeshQuery, MeshRow,
+    NewRun, ProbeRow, Result, RunData, RunInfo, RunStatus, Store, StoredCell,
 };
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row, TransactionBehavior};
 use serde_json::Value;
@@ -716,9 +716,75 @@ impl Store for SqliteStore {
             .map_err(db)?;
         rows.collect::<std::result::Result<Vec<_>, _>>().map_err(db)
     }
+    fn store_mesh(&mut self, rows: &[MeshRow]) -> Result<u64> {
+        let r = self.store_mesh_(rows);
+        self.named(r)
+    }
+    fn mesh_results(&mut self, q: &MeshQuery) -> Result<Vec<MeshRow>> {
+        let mut st = self.conn.prepare_cached(schema::SELECT_MESH).map_err(db)?;
+        let rows = st
+            .query_map(params![q.from_unix, q.to_unix, q.src, q.dst, q.kind], |r| {
+                Ok((
+                    MeshRow {
+                        agent: r.get(0)?,
+                        seq: r.get(1)?,
+                        test: r.get(2)?,
+                        kind: r.get(3)?,
+                        src: r.get(4)?,
+                        dst: r.get(5)?,
+                        start_unix: r.get(6)?,
+                        end_unix: r.get(7)?,
+                        status: r.get(8)?,
+                        reason: r.get(9)?,
+                        value: r.get(10)?,
+                        loss: r.get(11)?,
+                        detail: Value::Null,
+                        received_unix: r.get(13)?,
+                    },
+                    r.get::<_, String>(12)?,
+                ))
+            })
+            .map_err(db)?;
+        rows.map(|r| {
+            let (mut row, detail) = r.map_err(db)?;
+            row.detail = from_text("mesh_results.detail", &detail)?;
+            Ok(row)
+        })
+        .collect()
+    }
 }
 
 impl SqliteStore {
+    fn store_mesh_(&mut self, rows: &[MeshRow]) -> Result<u64> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
+        let mut new = 0u64;
+        {
+            let mut st = tx.prepare_cached(schema::INSERT_MESH).map_err(db)?;
+            for r in rows {
+                new += st
+                    .execute(params![
+                        r.agent,
+                        r.seq,
+                        r.test,
+                        r.kind,
+                        r.src,
+                        r.dst,
+                        r.start_unix,
+                        r.end_unix,
+                        r.status,
+                        r.reason,
+                        r.value,
+                        r.loss,
+                        to_text(&r.detail)?,
+                        r.received_unix
+                    ])
+                    .map_err(db)? as u64;
+            }
+        }
+        tx.commit().map_err(db)?;
+        Ok(new)
+    }
+
     fn store_counters_(&mut self, rows: &[CounterRow]) -> Result<()> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
         {

@@ -203,6 +203,55 @@ fn round_trip(store: &mut dyn Store) {
 
     flows_round_trip(store);
     counters_round_trip(store);
+    mesh_round_trip(store);
+}
+
+fn mesh_row(agent: &str, seq: i64, src: &str, dst: &str, kind: &str, start: f64) -> MeshRow {
+    MeshRow {
+        agent: agent.into(),
+        seq,
+        test: "t".into(),
+        kind: kind.into(),
+        src: src.into(),
+        dst: dst.into(),
+        start_unix: start,
+        end_unix: start + 60.0,
+        status: if seq % 2 == 0 { "ok".into() } else { "refused".into() },
+        reason: (seq % 2 == 1).then(|| "busy: retry at 14:10".into()),
+        value: (seq % 2 == 0).then_some(166.25),
+        loss: None,
+        detail: serde_json::json!({"seq": seq, "median_ms": 166.25}),
+        received_unix: start + 61.0,
+    }
+}
+
+/// Mesh results are stored once per (agent, seq) however often they are sent, and come back
+/// filtered by time, pair and kind, in start order.
+fn mesh_round_trip(store: &mut dyn Store) {
+    let rows = vec![
+        mesh_row("a", 1, "a", "b", "latency", 120.0),
+        mesh_row("a", 2, "a", "b", "throughput", 60.0),
+        mesh_row("b", 1, "b", "a", "latency", 60.0),
+    ];
+    assert_eq!(store.store_mesh(&rows).unwrap(), 3);
+    // A retried batch with one new result stores only the new one.
+    let again = vec![rows[0].clone(), mesh_row("a", 3, "a", "b", "latency", 180.0)];
+    assert_eq!(store.store_mesh(&again).unwrap(), 1);
+    let all = store.mesh_results(&MeshQuery { from_unix: 0.0, to_unix: 1e9, ..Default::default() }).unwrap();
+    assert_eq!(all.len(), 4);
+    assert_eq!(all[0], rows[1]);
+    assert_eq!(all[1], rows[2]);
+    let ab = store
+        .mesh_results(&MeshQuery {
+            from_unix: 100.0,
+            to_unix: 1e9,
+            src: Some("a".into()),
+            dst: Some("b".into()),
+            kind: Some("latency".into()),
+        })
+        .unwrap();
+    assert_eq!(ab.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1, 3]);
+    assert_eq!(ab[0], rows[0]);
 }
 
 fn flow(bin_unix: f64, src: &str, bytes: f64) -> FlowRow {

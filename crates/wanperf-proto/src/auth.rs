@@ -112,6 +112,17 @@ impl PublicKey {
         }
     }
 
+    /// Whether `signature` (base64, from [`PrivateKey::sign_message`]) is this key's over
+    /// `message` (strict verification).
+    pub fn verify_message(&self, message: &[u8], signature: &str) -> Result<(), AuthError> {
+        if message.starts_with(CONTEXT) {
+            return Err(AuthError::BadSignature);
+        }
+        let sig = B64.decode(signature).map_err(|_| AuthError::BadSignature)?;
+        let sig = Signature::from_slice(&sig).map_err(|_| AuthError::BadSignature)?;
+        self.key.verify_strict(message, &sig).map_err(|_| AuthError::BadSignature)
+    }
+
     /// A short name for logs: the comment, or the key's first base64 characters.
     pub fn name(&self) -> String {
         if self.comment.is_empty() {
@@ -190,6 +201,14 @@ impl PrivateKey {
     /// The matching public key.
     pub fn public(&self) -> PublicKey {
         PublicKey { key: self.key.verifying_key(), comment: self.comment.clone() }
+    }
+
+    /// Signs a message of another protocol (base64). The message must begin with that
+    /// protocol's own context string, never with [`CONTEXT`], so that no signature made for
+    /// one protocol is valid in another (the monitoring mesh signs `wanperf-mesh/1\n…`).
+    pub fn sign_message(&self, message: &[u8]) -> String {
+        debug_assert!(!message.starts_with(CONTEXT));
+        B64.encode(self.key.sign(message).to_bytes())
     }
 
     /// Signs the handshake: base64 of the Ed25519 signature over [`signed_message`].
@@ -319,6 +338,21 @@ mod tests {
         assert!(bad.to_string().contains("line 1") && bad.to_string().contains("32"), "{bad}");
         let bad = AuthorizedKeys::parse("wanperf-ed25519 !!!\n").unwrap_err();
         assert!(bad.to_string().contains("bad base64"), "{bad}");
+    }
+
+    #[test]
+    fn messages_of_other_protocols_verify_only_with_their_key_and_bytes() {
+        let k = PrivateKey::from_seed([3; 32], "k");
+        let other = PrivateKey::from_seed([4; 32], "other");
+        let m = b"wanperf-mesh/1\na\n1\n{}";
+        let sig = k.sign_message(m);
+        assert!(k.public().verify_message(m, &sig).is_ok());
+        assert_eq!(other.public().verify_message(m, &sig), Err(AuthError::BadSignature));
+        assert_eq!(k.public().verify_message(b"wanperf-mesh/1\na\n2\n{}", &sig), Err(AuthError::BadSignature));
+        assert_eq!(k.public().verify_message(m, "not base64!"), Err(AuthError::BadSignature));
+        // A handshake signature is never accepted as another protocol's message.
+        let hs = signed_message(&[5; NONCE_LEN], "{}");
+        assert_eq!(k.public().verify_message(&hs, &k.sign(&[5; NONCE_LEN], "{}")), Err(AuthError::BadSignature));
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod flows;
 pub mod keep;
 pub mod keys;
 pub mod load;
+pub mod mesh;
 pub mod net;
 pub mod output;
 pub mod path;

@@ -3,8 +3,8 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use wanperf::{
-    calc, copy, flows, install_signal_handlers, keep, keys, load, net, output, path, pathd, ping, study, tput, trace,
-    util,
+    calc, copy, flows, install_signal_handlers, keep, keys, load, mesh, net, output, path, pathd, ping, study, tput,
+    trace, util,
 };
 
 /// End-to-end network performance: measure what a path can carry and what limits it.
@@ -54,6 +54,15 @@ enum Command {
     /// from a topology file, and run commands on it.
     #[command(subcommand)]
     Net(net::NetCmd),
+    /// Monitoring mesh agent: answers tests, probes its peers, runs its share of the mesh's
+    /// schedule, and spools every result until the central service has it.
+    Agent(mesh::AgentArgs),
+    /// The mesh's central service: results into the archive, the mesh file for agents, the
+    /// dashboard (grid, pair pages with RTT smoke, events), alerts and /metrics.
+    Central(mesh::CentralArgs),
+    /// Mesh files: check one, or print the throughput plan every agent follows.
+    #[command(subcommand)]
+    Mesh(mesh::MeshCmd),
     /// Run declared studies (TOML files, see scenarios/) unattended into the archive.
     #[command(subcommand)]
     Study(study::StudyCmd),
@@ -137,6 +146,9 @@ fn main() -> ExitCode {
     install_signal_handlers();
     let result = match cli.command {
         Command::Serve(a) => tput::serve(a),
+        Command::Agent(a) => mesh::agent(a),
+        Command::Central(a) => mesh::central(a),
+        Command::Mesh(c) => mesh::mesh(c),
         Command::Tput(a) => tput::tput(a),
         Command::Copy(a) => copy::copy(a),
         Command::Ping(a) => ping::run(a),

@@ -1,0 +1,351 @@
+//! Agent ↔ central messages (serde types) and the batch signature.
+//!
+//! An agent posts a [`Batch`] of results as JSON; the central answers with an [`Ack`]. Results
+//! carry an agent-local `seq` that strictly increases and is never reused, so a batch sent
+//! twice (a lost answer, a retry) is stored once: the central counts such results as
+//! duplicates, and the agent forgets everything up to [`Ack::upto`].
+//!
+//! **Signature.** The agent signs [`signing_message`]`(agent, time, body)` — the exact bytes
+//! of the body it posts, its name and the Unix time in whole seconds — with its Ed25519 key
+//! (`wanperf_proto::auth::PrivateKey::sign_message`), and sends the agent, time and signature alongside the body (the HTTP
+//! side chooses the headers). The central looks up the host's `key` in the mesh and accepts
+//! the batch only if the time is within ±[`MAX_SKEW_S`] of its clock and the signature
+//! verifies ([`verify_batch`]). The message begins with its own context line, so a batch
+//! signature is never valid as a `wanperf serve` handshake signature or the reverse.
+//!
+//! ```
+//! use wanperf_mesh::wire::{signing_message, verify_batch};
+//! use wanperf_proto::auth::PrivateKey;
+//! let key = PrivateKey::from_seed([5; 32], "cern1");
+//! let body = br#"{"agent":"cern1","results":[]}"#;
+//! let sig = key.sign_message(&signing_message("cern1", 1_700_000_000, body));
+//! assert!(verify_batch(&key.public(), "cern1", 1_700_000_000, body, &sig, 1_700_000_100.0).is_ok());
+//! assert!(verify_batch(&key.public(), "cern1", 1_700_000_000, body, &sig, 1_700_000_400.0).is_err());
+//! ```
+
+use crate::config::{Mesh, TestKind};
+use crate::summary::LatencySummary;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use wanperf_proto::auth::PublicKey;
+
+/// The first line of every signed batch message.
+pub const CONTEXT: &[u8] = b"wanperf-mesh/1\n";
+/// Most seconds a batch's signed time may differ from the central's clock.
+pub const MAX_SKEW_S: i64 = 300;
+
+/// Results from one agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Batch {
+    /// The agent's host name in the mesh.
+    pub agent: String,
+    /// Its results, in `seq` order.
+    pub results: Vec<MeshResult>,
+}
+
+/// One result: a latency summary period, a throughput run or a trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeshResult {
+    /// Agent-local sequence number: strictly increasing, never reused.
+    pub seq: u64,
+    /// The test's name in the mesh.
+    pub test: String,
+    /// The test's kind.
+    pub kind: ResultKind,
+    /// Source host (the agent).
+    pub src: String,
+    /// Destination host.
+    pub dst: String,
+    /// Start, Unix seconds (for latency, the summary period's start).
+    pub start: f64,
+    /// End, Unix seconds.
+    pub end: f64,
+    /// How the run went.
+    pub status: RunStatus,
+    /// Why it did not go well (failed, refused, missed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The summary of a latency period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
+    /// The outcome of a throughput run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<ThroughputResult>,
+}
+
+/// A result's kind (as the test's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResultKind {
+    /// A latency summary period.
+    Latency,
+    /// A throughput run.
+    Throughput,
+    /// A trace.
+    Trace,
+}
+
+/// How a run went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Measured.
+    Ok,
+    /// Tried and failed (no connection, an error midway).
+    Failed,
+    /// The destination refused it (busy, not authorized).
+    Refused,
+    /// Not run: the agent was down or late for its slot.
+    Missed,
+}
+
+/// The outcome of a throughput run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputResult {
+    /// Goodput, bit/s.
+    pub bps: f64,
+    /// Streams used.
+    pub streams: u32,
+    /// Socket buffer asked for, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u64>,
+    /// TCP retransmissions (sender).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    /// Smoothed RTT during the run, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
+    /// What limited the run, in words (wanperf's verdict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+}
+
+/// The central's answer to a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ack {
+    /// Results stored now.
+    pub accepted: u64,
+    /// Results already stored before (same agent and seq).
+    pub duplicates: u64,
+    /// Every result of this agent with `seq ≤ upto` is stored: the agent may forget them.
+    pub upto: u64,
+}
+
+impl MeshResult {
+    /// Checks a result against the mesh as the central receives it from `agent`: the source is
+    /// the agent, the test exists with this kind, the pair is one of the test's, the times are
+    /// finite and in order, and an `ok` latency or throughput result carries its payload.
+    pub fn validate(&self, mesh: &Mesh, agent: &str) -> Result<(), String> {
+        if self.src != agent {
+            return Err(format!("result {} is from {}, not from the agent {agent}", self.seq, self.src));
+        }
+        let test = mesh.test(&self.test).ok_or_else(|| format!("result {}: no test `{}`", self.seq, self.test))?;
+        let kind = match test.kind {
+            TestKind::Latency { .. } => ResultKind::Latency,
+            TestKind::Throughput { .. } => ResultKind::Throughput,
+            TestKind::Trace => ResultKind::Trace,
+        };
+        if kind != self.kind {
+            return Err(format!("result {}: test `{}` is a {} test", self.seq, self.test, test.kind.name()));
+        }
+        if !mesh.group(&test.group).is_some_and(|g| g.contains_pair(&self.src, &self.dst)) {
+            return Err(format!(
+                "result {}: {}→{} is not a pair of test `{}`",
+                self.seq, self.src, self.dst, self.test
+            ));
+        }
+        if !(self.start.is_finite() && self.end.is_finite() && self.start <= self.end) {
+            return Err(format!("result {}: start and end must be times with start ≤ end", self.seq));
+        }
+        if self.status == RunStatus::Ok {
+            let missing = match self.kind {
+                ResultKind::Latency => self.latency.is_none(),
+                ResultKind::Throughput => self.throughput.is_none(),
+                ResultKind::Trace => false,
+            };
+            if missing {
+                return Err(format!("result {}: an ok {} result without its payload", self.seq, test.kind.name()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a batch's signature was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum WireError {
+    /// The signed time is too far from the central's clock.
+    #[error(
+        "the batch was signed at {time}, {skew} s from this clock (at most {MAX_SKEW_S} s): check the agent's clock"
+    )]
+    Skew {
+        /// The signed time.
+        time: i64,
+        /// Its distance from the clock, seconds.
+        skew: i64,
+    },
+    /// The signature is malformed or does not verify.
+    #[error("the batch signature does not verify (wrong key, or an altered batch)")]
+    BadSignature,
+}
+
+/// What an agent signs: [`CONTEXT`], then `agent`, a newline, `time` in decimal, a newline, and
+/// the body's bytes.
+pub fn signing_message(agent: &str, time: i64, body: &[u8]) -> Vec<u8> {
+    let time = time.to_string();
+    let mut m = Vec::with_capacity(CONTEXT.len() + agent.len() + time.len() + 2 + body.len());
+    m.extend_from_slice(CONTEXT);
+    m.extend_from_slice(agent.as_bytes());
+    m.push(b'\n');
+    m.extend_from_slice(time.as_bytes());
+    m.push(b'\n');
+    m.extend_from_slice(body);
+    m
+}
+
+/// The central's check of a posted batch: `time` within ±[`MAX_SKEW_S`] of `now`, and
+/// `signature` (base64, from `PrivateKey::sign_message`) valid for
+/// [`signing_message`]`(agent, time, body)` under the host's `key` (strict Ed25519
+/// verification, as `wanperf serve` checks handshakes).
+pub fn verify_batch(
+    key: &PublicKey,
+    agent: &str,
+    time: i64,
+    body: &[u8],
+    signature: &str,
+    now: f64,
+) -> Result<(), WireError> {
+    let skew = time as f64 - now;
+    if skew.is_nan() || skew.abs() > MAX_SKEW_S as f64 {
+        return Err(WireError::Skew { time, skew: skew.round() as i64 });
+    }
+    key.verify_message(&signing_message(agent, time, body), signature.trim()).map_err(|_| WireError::BadSignature)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use crate::summary::{summarize, Probe};
+    use wanperf_proto::auth::PrivateKey;
+
+    fn result(seq: u64) -> MeshResult {
+        let probes: Vec<Probe> = (0..10)
+            .map(|i| Probe { seq: i, sent: 60.0 + i as f64, rtt_ms: Some(150.0), owd_fwd_ms: None, owd_rev_ms: None })
+            .collect();
+        MeshResult {
+            seq,
+            test: "rtt".into(),
+            kind: ResultKind::Latency,
+            src: "slac1".into(),
+            dst: "cern1".into(),
+            start: 60.0,
+            end: 120.0,
+            status: RunStatus::Ok,
+            reason: None,
+            latency: Some(summarize(60.0, 120.0, &probes, 0)),
+            throughput: None,
+        }
+    }
+
+    #[test]
+    fn messages_round_trip_in_lowercase() {
+        let mut t = result(2);
+        t.test = "bulk".into();
+        t.kind = ResultKind::Throughput;
+        t.status = RunStatus::Refused;
+        t.reason = Some("busy".into());
+        t.latency = None;
+        t.throughput = Some(ThroughputResult {
+            bps: 9.4e8,
+            streams: 4,
+            window: Some(1 << 24),
+            retransmits: Some(12),
+            rtt_ms: Some(150.2),
+            verdict: None,
+        });
+        let b = Batch { agent: "slac1".into(), results: vec![result(1), t] };
+        let json = serde_json::to_string(&b).unwrap();
+        assert!(json.contains("\"kind\":\"throughput\"") && json.contains("\"status\":\"refused\""), "{json}");
+        assert!(json.contains("\"kind\":\"latency\"") && json.contains("\"status\":\"ok\""), "{json}");
+        assert!(!json.contains("verdict") && !json.contains("\"reason\":null"), "{json}");
+        assert_eq!(serde_json::from_str::<Batch>(&json).unwrap(), b);
+        let ack = Ack { accepted: 1, duplicates: 1, upto: 2 };
+        assert_eq!(serde_json::to_string(&ack).unwrap(), r#"{"accepted":1,"duplicates":1,"upto":2}"#);
+        assert_eq!(serde_json::to_string(&RunStatus::Missed).unwrap(), "\"missed\"");
+        assert_eq!(serde_json::to_string(&ResultKind::Trace).unwrap(), "\"trace\"");
+        // Missing optional fields read as None.
+        let min = r#"{"seq":3,"test":"route","kind":"trace","src":"a","dst":"b","start":1,"end":2,"status":"failed"}"#;
+        let r: MeshResult = serde_json::from_str(min).unwrap();
+        assert_eq!((r.reason, r.latency, r.throughput), (None, None, None));
+    }
+
+    #[test]
+    fn the_signed_message_is_exact() {
+        assert_eq!(signing_message("cern1", 1_700_000_000, b"{}"), b"wanperf-mesh/1\ncern1\n1700000000\n{}".to_vec());
+        assert_eq!(signing_message("a", -5, b""), b"wanperf-mesh/1\na\n-5\n".to_vec());
+    }
+
+    #[test]
+    fn signatures_verify_only_for_the_same_key_agent_time_and_body() {
+        let key = PrivateKey::from_seed([3; 32], "slac1");
+        let other = PrivateKey::from_seed([4; 32], "cern1");
+        let body = serde_json::to_vec(&Batch { agent: "slac1".into(), results: vec![result(1)] }).unwrap();
+        let now = 1_700_000_000.0;
+        let t = now as i64 - 100;
+        let sig = key.sign_message(&signing_message("slac1", t, &body));
+        let pk = key.public();
+        assert_eq!(verify_batch(&pk, "slac1", t, &body, &sig, now), Ok(()));
+        // Through the text form the mesh file holds.
+        let from_line = PublicKey::parse(&pk.to_line()).unwrap();
+        assert_eq!(verify_batch(&from_line, "slac1", t, &body, &sig, now), Ok(()));
+        let mut altered = body.clone();
+        altered[10] ^= 1;
+        assert_eq!(verify_batch(&pk, "slac1", t, &altered, &sig, now), Err(WireError::BadSignature));
+        assert_eq!(verify_batch(&pk, "cern1", t, &body, &sig, now), Err(WireError::BadSignature));
+        assert_eq!(verify_batch(&pk, "slac1", t + 1, &body, &sig, now), Err(WireError::BadSignature));
+        assert_eq!(verify_batch(&other.public(), "slac1", t, &body, &sig, now), Err(WireError::BadSignature));
+        assert_eq!(verify_batch(&pk, "slac1", t, &body, "not base64!", now), Err(WireError::BadSignature));
+        assert_eq!(verify_batch(&pk, "slac1", t, &body, "AAAA", now), Err(WireError::BadSignature));
+        // Clock skew, both ways; exactly 300 s is fine.
+        let at = |time: i64| key.sign_message(&signing_message("slac1", time, &body));
+        let now_i = now as i64;
+        assert_eq!(verify_batch(&pk, "slac1", now_i - 300, &body, &at(now_i - 300), now), Ok(()));
+        assert_eq!(
+            verify_batch(&pk, "slac1", now_i - 301, &body, &at(now_i - 301), now),
+            Err(WireError::Skew { time: now_i - 301, skew: -301 })
+        );
+        assert!(matches!(
+            verify_batch(&pk, "slac1", now_i + 301, &body, &at(now_i + 301), now),
+            Err(WireError::Skew { .. })
+        ));
+        assert!(matches!(verify_batch(&pk, "slac1", t, &body, &sig, f64::NAN), Err(WireError::Skew { .. })));
+        // Deterministic (Ed25519).
+        assert_eq!(sig, key.sign_message(&signing_message("slac1", t, &body)));
+    }
+
+    #[test]
+    fn results_are_checked_against_the_mesh() {
+        let mesh = parse(&crate::config::tests::example()).unwrap();
+        let ok = result(1);
+        assert_eq!(ok.validate(&mesh, "slac1"), Ok(()));
+        assert!(ok.validate(&mesh, "cern1").unwrap_err().contains("not from the agent"));
+        let mut r = ok.clone();
+        r.test = "nope".into();
+        assert!(r.validate(&mesh, "slac1").unwrap_err().contains("no test"));
+        let mut r = ok.clone();
+        r.kind = ResultKind::Trace;
+        assert!(r.validate(&mesh, "slac1").unwrap_err().contains("is a latency test"));
+        let mut r = ok.clone();
+        r.dst = "cern2".into();
+        assert!(r.validate(&mesh, "slac1").unwrap_err().contains("not a pair"));
+        let mut r = ok.clone();
+        r.end = 0.0;
+        assert!(r.validate(&mesh, "slac1").is_err());
+        let mut r = ok.clone();
+        r.latency = None;
+        assert!(r.validate(&mesh, "slac1").is_err());
+        r.status = RunStatus::Failed;
+        assert_eq!(r.validate(&mesh, "slac1"), Ok(()));
+    }
+}

@@ -1,0 +1,731 @@
+//! `wanperf agent`: one daemon per host of a mesh.
+//!
+//! * It answers tests: an embedded `wanperf serve` on the host's port, open only to the
+//!   mesh's hosts, requiring their keys when the mesh lists keys, and running one test at a
+//!   time (a second is refused "busy": the guard behind the plan).
+//! * It runs its share of the mesh: continuous UDP latency probes to each peer of its latency
+//!   tests, summarized per period (one minute by default), and the throughput tests of the
+//!   day's plan ([`crate::view::day_plan`]) in which it is the source. The plan is a pure
+//!   function of the mesh file, so every agent knows every slot and no two throughput tests
+//!   touch one host at once; there is nothing to negotiate.
+//! * Every result, and every run that failed, was refused or was missed, goes first into the
+//!   spool ([`crate::spool::Spool`]) and from there to the central service, signed with the
+//!   agent's key, with retries and backoff; it leaves the spool only once acknowledged.
+//! * The mesh file comes from a file or from central; a changed one is applied (probes
+//!   started and stopped, the server's allow list and keys replaced) within the poll period.
+
+use crate::spool::Spool;
+use crate::view::day_plan;
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use wanperf_engine::ping::{self, PingConfig, PingMode, PingSink, ProbeRecord};
+use wanperf_engine::server::{Gate, ServerConfig};
+use wanperf_mesh::config::{Mesh, Test, TestKind};
+use wanperf_mesh::plan::Slot;
+use wanperf_mesh::summary::{self, Probe};
+use wanperf_mesh::wire::{Ack, Batch, MeshResult, ResultKind, RunStatus, ThroughputResult};
+use wanperf_proto::auth::{AuthorizedKeys, PrivateKey};
+use wanperf_proto::server::Limits;
+
+/// Results sent in one batch at most.
+pub const BATCH: usize = 500;
+/// Longest wait between two tries to reach central, s.
+pub const MAX_BACKOFF_S: f64 = 60.0;
+/// A slot whose start passed more than this long ago without its run is reported missed, s.
+pub const MISSED_AFTER_S: f64 = 30.0;
+
+/// Where the mesh file comes from.
+#[derive(Debug, Clone)]
+pub enum MeshSource {
+    /// A local file (checked for changes every poll).
+    File(PathBuf),
+    /// The central service's `/api/v1/mesh`.
+    Central(String),
+}
+
+/// Settings of `wanperf agent`.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// This host's name in the mesh file.
+    pub name: String,
+    /// The mesh file.
+    pub mesh: MeshSource,
+    /// The central service's base URL (results go there); None keeps them in the spool.
+    pub central: Option<String>,
+    /// The agent's private key file (signs results, proves itself to peers' servers).
+    pub key_path: Option<PathBuf>,
+    /// The spool file.
+    pub spool: PathBuf,
+    /// Most results the spool holds.
+    pub spool_max: u64,
+    /// Where the embedded server listens (default: all addresses, the host's port).
+    pub listen: Option<SocketAddr>,
+    /// The wanperf binary (throughput tests run as `wanperf tput … --json` children).
+    pub exe: PathBuf,
+    /// How often the mesh file is checked.
+    pub poll_every: Duration,
+}
+
+/// Why the agent could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The mesh file, or this host's place in it.
+    #[error("{0}")]
+    Mesh(String),
+    /// The key file.
+    #[error("key {0}")]
+    Key(String),
+    /// The spool.
+    #[error("{0}")]
+    Spool(#[from] crate::spool::SpoolError),
+    /// Sockets.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn now_unix() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Sleeps up to `d`, waking early when `stop` is set. Returns whether it was.
+fn nap(stop: &AtomicBool, d: Duration) -> bool {
+    let until = Instant::now() + d;
+    while !stop.load(Ordering::Acquire) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+    true
+}
+
+/// The mesh as the agent currently has it.
+struct Current {
+    mesh: RwLock<(Arc<Mesh>, String)>,
+    generation: AtomicU64,
+}
+
+impl Current {
+    fn get(&self) -> Arc<Mesh> {
+        self.mesh.read().unwrap().0.clone()
+    }
+}
+
+fn fetch_mesh(src: &MeshSource) -> Result<(Mesh, String), String> {
+    let text = match src {
+        MeshSource::File(p) => {
+            std::fs::read_to_string(p).map_err(|e| format!("cannot read mesh file {}: {e}", p.display()))?
+        }
+        MeshSource::Central(url) => {
+            let u = format!("{}/api/v1/mesh", url.trim_end_matches('/'));
+            let v: serde_json::Value = ureq::get(&u)
+                .timeout(Duration::from_secs(10))
+                .call()
+                .map_err(|e| format!("cannot fetch the mesh from {u}: {e}"))?
+                .into_json()
+                .map_err(|e| format!("{u}: not a mesh answer: {e}"))?;
+            v.get("text").and_then(|t| t.as_str()).ok_or_else(|| format!("{u}: not a mesh answer"))?.to_string()
+        }
+    };
+    let mesh = wanperf_mesh::config::parse(&text).map_err(|e| format!("mesh file: {e}"))?;
+    let digest = mesh.digest();
+    Ok((mesh, digest))
+}
+
+/// The server settings a mesh implies for `me`: its hosts allowed, their keys required when
+/// any host has one (a host without a key then cannot test against this one: fail closed).
+fn server_config(mesh: &Mesh) -> Result<ServerConfig, String> {
+    let mut allow = Vec::new();
+    for h in &mesh.hosts {
+        for a in (h.address.as_str(), h.port).to_socket_addrs().map_err(|e| format!("host {}: {e}", h.name))? {
+            allow.push(ipnet::IpNet::from(canonical(a.ip())));
+        }
+    }
+    allow.push("127.0.0.0/8".parse().expect("net"));
+    allow.push("::1/128".parse().expect("net"));
+    let keys: Vec<&str> = mesh.hosts.iter().filter_map(|h| h.key.as_deref()).collect();
+    let auth = if keys.is_empty() {
+        None
+    } else {
+        Some(Arc::new(AuthorizedKeys::parse(&keys.join("\n")).map_err(|e| format!("mesh keys: {e}"))?))
+    };
+    Ok(ServerConfig {
+        limits: Limits { max_concurrent: 1, max_duration_s: 600.0, ..Limits::default() },
+        timeouts: Default::default(),
+        allow,
+        software: format!("wanperf {} (agent)", env!("CARGO_PKG_VERSION")),
+        auth,
+        gate: Gate::default(),
+        copy_root: None,
+    })
+}
+
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+struct Server {
+    stop: Arc<AtomicBool>,
+    join: JoinHandle<()>,
+    key: String,
+}
+
+fn start_server(listen: SocketAddr, mesh: &Mesh, log: &crate::Log) -> Result<(Server, SocketAddr), AgentError> {
+    let cfg = server_config(mesh).map_err(AgentError::Mesh)?;
+    let key = format!("{:?}|{:?}", cfg.allow, cfg.auth);
+    let listener = TcpListener::bind(listen)?;
+    let addr = listener.local_addr()?;
+    let udp = wanperf_engine::server::bind_udp_like(&listener)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (s, l) = (stop.clone(), log.clone());
+    let join = std::thread::Builder::new().name("wanperf-serve".into()).spawn(move || {
+        let log2 = l.clone();
+        let log: wanperf_engine::server::Log = Arc::new(move |m: &str| log2(&format!("serve: {m}")));
+        if let Err(e) = wanperf_engine::server::serve_with(listener, Some(udp), cfg, s, log) {
+            l(&format!("serve stopped: {e}"));
+        }
+    })?;
+    Ok((Server { stop, join, key }, addr))
+}
+
+/// Runs the agent until `shutdown` is set; `ready` gets the embedded server's address once it
+/// answers tests and probes.
+pub fn run(
+    cfg: AgentConfig,
+    shutdown: Arc<AtomicBool>,
+    ready: impl FnOnce(SocketAddr),
+    log: crate::Log,
+) -> Result<(), AgentError> {
+    let key = match &cfg.key_path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| AgentError::Key(format!("{}: {e}", p.display())))?;
+            Some(Arc::new(PrivateKey::parse(&text).map_err(|e| AgentError::Key(format!("{}: {e}", p.display())))?))
+        }
+        None => None,
+    };
+    // The first mesh: a central that is not up yet is waited for.
+    let (mesh, digest) = loop {
+        match fetch_mesh(&cfg.mesh) {
+            Ok(m) => break m,
+            Err(e) if matches!(cfg.mesh, MeshSource::Central(_)) => {
+                log(&format!("agent: {e}; trying again in 2 s"));
+                if nap(&shutdown, Duration::from_secs(2)) {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(AgentError::Mesh(e)),
+        }
+    };
+    let me = mesh
+        .host(&cfg.name)
+        .ok_or_else(|| AgentError::Mesh(format!("`{}` is not a host of mesh `{}`", cfg.name, mesh.name)))?
+        .clone();
+    if let (Some(k), Some(listed)) = (&key, &me.key) {
+        if k.public().to_line().split_whitespace().nth(1) != listed.split_whitespace().nth(1) {
+            return Err(AgentError::Key(format!("does not match the key the mesh file lists for `{}`", cfg.name)));
+        }
+    }
+    let spool = Arc::new(Mutex::new(Spool::open(&cfg.spool, cfg.spool_max)?));
+    let listen = cfg.listen.unwrap_or_else(|| SocketAddr::new(IpAddr::from([0u8; 4]), me.port));
+    let (mut server, addr) = start_server(listen, &mesh, &log)?;
+    let current = Arc::new(Current { mesh: RwLock::new((Arc::new(mesh), digest)), generation: AtomicU64::new(0) });
+    let started = now_unix();
+    let mut threads = Vec::new();
+    {
+        let (c, s, l, src, every) = (current.clone(), shutdown.clone(), log.clone(), cfg.mesh.clone(), cfg.poll_every);
+        threads.push(std::thread::spawn(move || watch_mesh(&src, every, &c, &s, &l)));
+    }
+    {
+        let (c, s, l, sp, me, exe) =
+            (current.clone(), shutdown.clone(), log.clone(), spool.clone(), cfg.name.clone(), cfg.exe.clone());
+        let key_path = cfg.key_path.clone();
+        threads.push(std::thread::spawn(move || schedule(&me, &exe, key_path.as_deref(), started, &c, &sp, &s, &l)));
+    }
+    if let Some(url) = cfg.central.clone() {
+        let (s, l, sp, me, k) = (shutdown.clone(), log.clone(), spool.clone(), cfg.name.clone(), key.clone());
+        threads.push(std::thread::spawn(move || forward(&url, &me, k.as_deref(), &sp, &s, &l)));
+    }
+    ready(addr);
+    log(&format!("agent {}: serving tests on {addr}", cfg.name));
+
+    // Supervise: the probes follow the mesh, and so does the server's allow list.
+    let mut probers: HashMap<(String, String), (Arc<AtomicBool>, JoinHandle<()>)> = HashMap::new();
+    let mut seen_generation = u64::MAX;
+    while !shutdown.load(Ordering::Acquire) {
+        let g = current.generation.load(Ordering::Acquire);
+        if g != seen_generation {
+            seen_generation = g;
+            let mesh = current.get();
+            let want: HashMap<(String, String), (Test, wanperf_mesh::config::Host)> = mesh
+                .tests_from(&cfg.name)
+                .into_iter()
+                .filter(|(t, _)| matches!(t.kind, TestKind::Latency { .. }))
+                .filter_map(|(t, dst)| Some(((t.name.clone(), dst.clone()), (t.clone(), mesh.host(&dst)?.clone()))))
+                .collect();
+            probers.retain(|k, (stop, _)| {
+                let keep = want.contains_key(k);
+                if !keep {
+                    stop.store(true, Ordering::Release);
+                }
+                keep
+            });
+            for (k, (test, dst)) in want {
+                if let Some((stop, _)) = probers.get(&k) {
+                    // Restarted so a changed rate or size takes effect.
+                    stop.store(true, Ordering::Release);
+                }
+                let stop = Arc::new(AtomicBool::new(false));
+                let (s, sp, l, me, period) =
+                    (stop.clone(), spool.clone(), log.clone(), cfg.name.clone(), mesh.summary_s);
+                let h = std::thread::spawn(move || probe_peer(&me, &test, &dst, period, &sp, &s, &l));
+                probers.insert(k, (stop, h));
+            }
+            // A changed allow list or key set: a new server on the same address.
+            if let Ok(sc) = server_config(&mesh) {
+                let key = format!("{:?}|{:?}", sc.allow, sc.auth);
+                if key != server.key {
+                    server.stop.store(true, Ordering::Release);
+                    let old = std::mem::replace(&mut server.join, std::thread::spawn(|| {}));
+                    let _ = old.join();
+                    match start_server(addr, &mesh, &log) {
+                        Ok((s, _)) => server = s,
+                        Err(e) => {
+                            log(&format!("agent: cannot restart the server on {addr}: {e}"));
+                            shutdown.store(true, Ordering::Release);
+                        }
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for (stop, _) in probers.values() {
+        stop.store(true, Ordering::Release);
+    }
+    server.stop.store(true, Ordering::Release);
+    for (_, (_, h)) in probers {
+        let _ = h.join();
+    }
+    for h in threads {
+        let _ = h.join();
+    }
+    let _ = server.join.join();
+    Ok(())
+}
+
+fn watch_mesh(src: &MeshSource, every: Duration, current: &Current, stop: &AtomicBool, log: &crate::Log) {
+    let mut last_error = String::new();
+    while !nap(stop, every) {
+        match fetch_mesh(src) {
+            Ok((mesh, digest)) => {
+                last_error.clear();
+                let mut cur = current.mesh.write().unwrap();
+                if cur.1 != digest {
+                    log(&format!("agent: mesh `{}` changed (digest {digest})", mesh.name));
+                    *cur = (Arc::new(mesh), digest);
+                    current.generation.fetch_add(1, Ordering::AcqRel);
+                }
+            }
+            Err(e) if e != last_error => {
+                log(&format!("agent: keeping the mesh it has: {e}"));
+                last_error = e;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+fn spool_push(spool: &Mutex<Spool>, r: MeshResult, log: &crate::Log) {
+    let mut s = spool.lock().unwrap();
+    match s.push(r) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            if s.dropped == 1 || s.dropped % 1000 == 0 {
+                log(&format!(
+                    "agent: spool full ({} results): {} new results dropped until central takes some",
+                    s.max, s.dropped
+                ));
+            }
+        }
+        Err(e) => log(&format!("agent: {e}")),
+    }
+}
+
+struct Collect(Vec<ProbeRecord>);
+
+impl PingSink for Collect {
+    fn probe(&mut self, r: &ProbeRecord) {
+        self.0.push(r.clone());
+    }
+}
+
+/// Continuous probes to one peer, one summary per period, until `stop`.
+fn probe_peer(
+    me: &str,
+    test: &Test,
+    dst: &wanperf_mesh::config::Host,
+    period: f64,
+    spool: &Mutex<Spool>,
+    stop: &Arc<AtomicBool>,
+    log: &crate::Log,
+) {
+    let TestKind::Latency { rate, size, dscp } = test.kind else { return };
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let timeout = Duration::from_secs(1).min(Duration::from_secs_f64(period / 4.0));
+    let mut failures = 0u32;
+    while !stop.load(Ordering::Acquire) {
+        // Periods end on multiples of the period in Unix time, so every pair's summaries line up.
+        let start = now_unix();
+        let end = ((start / period).floor() + 1.0) * period;
+        let count = (((end - start) * rate).floor() as u64).max(1);
+        let cfg = PingConfig {
+            host: dst.address.clone(),
+            port: dst.port,
+            count,
+            interval,
+            size: size as usize,
+            timeout,
+            dscp,
+            mode: PingMode::Udp,
+        };
+        let mut sink = Collect(Vec::new());
+        let result = ping::run(&cfg, &mut sink, stop);
+        let finished = now_unix();
+        let base = MeshResult {
+            seq: 0,
+            test: test.name.clone(),
+            kind: ResultKind::Latency,
+            src: me.to_string(),
+            dst: dst.name.clone(),
+            start,
+            end: finished.min(end + timeout.as_secs_f64()),
+            status: RunStatus::Ok,
+            reason: None,
+            latency: None,
+            throughput: None,
+        };
+        match result {
+            Ok((records, s)) => {
+                failures = 0;
+                if stop.load(Ordering::Acquire) && (records.len() as u64) < count {
+                    break; // cut short by a mesh change or shutdown: not a whole period
+                }
+                let probes: Vec<Probe> = records
+                    .iter()
+                    .map(|r| Probe {
+                        seq: r.seq,
+                        sent: start + r.sent_s,
+                        rtt_ms: if r.status == "ok" { r.rtt_ms } else { None },
+                        owd_fwd_ms: r.owd_fwd_ms,
+                        owd_rev_ms: r.owd_rev_ms,
+                    })
+                    .collect();
+                let mut sum = summary::summarize(start, end, &probes, s.duplicates);
+                sum.reordered = s.reordered;
+                spool_push(spool, MeshResult { latency: Some(sum), ..base }, log);
+            }
+            Err(e) => {
+                failures += 1;
+                if failures == 1 {
+                    log(&format!("agent: probes {me}→{}: {e}", dst.name));
+                }
+                let r = MeshResult { status: RunStatus::Failed, reason: Some(e.to_string()), ..base };
+                spool_push(spool, r, log);
+                let wait = (end - now_unix()).max(1.0);
+                if nap(stop, Duration::from_secs_f64(wait)) {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Runs this host's slots of the day's plan; reports the ones it could not run as missed.
+#[allow(clippy::too_many_arguments)]
+fn schedule(
+    me: &str,
+    exe: &std::path::Path,
+    key_path: Option<&std::path::Path>,
+    started: f64,
+    current: &Current,
+    spool: &Mutex<Spool>,
+    stop: &Arc<AtomicBool>,
+    log: &crate::Log,
+) {
+    let mut done: HashSet<(String, String, u64)> = HashSet::new();
+    let mut plan: Option<(String, f64, Vec<Slot>)> = None;
+    while !nap(stop, Duration::from_millis(250)) {
+        let mesh = current.get();
+        let now = now_unix();
+        let digest = mesh.digest();
+        let day = crate::view::day_start(now);
+        if !matches!(&plan, Some((d, t, _)) if *d == digest && *t == day) {
+            plan = Some((digest, day, day_plan(&mesh, now)));
+        }
+        let Some((_, _, slots)) = &plan else { continue };
+        let due: Vec<Slot> = slots
+            .iter()
+            .filter(|s| s.src == me && s.start <= now && s.start >= started - 1.0)
+            .filter(|s| !done.contains(&(s.test.clone(), s.dst.clone(), s.start.to_bits())))
+            .cloned()
+            .collect();
+        for slot in due {
+            done.insert((slot.test.clone(), slot.dst.clone(), slot.start.to_bits()));
+            let Some(test) = mesh.tests.iter().find(|t| t.name == slot.test) else { continue };
+            let Some(dst) = mesh.host(&slot.dst) else { continue };
+            let late = now_unix() - slot.start;
+            let r = if late > MISSED_AFTER_S {
+                MeshResult {
+                    seq: 0,
+                    test: slot.test.clone(),
+                    kind: ResultKind::Throughput,
+                    src: me.to_string(),
+                    dst: slot.dst.clone(),
+                    start: slot.start,
+                    end: slot.end,
+                    status: RunStatus::Missed,
+                    reason: Some(format!("the agent was busy or down at the slot's start ({late:.0} s ago)")),
+                    latency: None,
+                    throughput: None,
+                }
+            } else {
+                run_tput(me, exe, key_path, test, dst, stop)
+            };
+            if r.status != RunStatus::Ok {
+                log(&format!(
+                    "agent: {} {me}→{}: {:?}: {}",
+                    slot.test,
+                    slot.dst,
+                    r.status,
+                    r.reason.as_deref().unwrap_or("")
+                ));
+            }
+            spool_push(spool, r, log);
+        }
+        // Forget slots of days gone.
+        done.retain(|(_, _, t)| f64::from_bits(*t) > now - 2.0 * 86_400.0);
+    }
+}
+
+/// One throughput test as a `wanperf tput … --json` child; its end record becomes the result.
+fn run_tput(
+    me: &str,
+    exe: &std::path::Path,
+    key_path: Option<&std::path::Path>,
+    test: &Test,
+    dst: &wanperf_mesh::config::Host,
+    stop: &Arc<AtomicBool>,
+) -> MeshResult {
+    let start = now_unix();
+    let mut r = MeshResult {
+        seq: 0,
+        test: test.name.clone(),
+        kind: ResultKind::Throughput,
+        src: me.to_string(),
+        dst: dst.name.clone(),
+        start,
+        end: start,
+        status: RunStatus::Failed,
+        reason: None,
+        latency: None,
+        throughput: None,
+    };
+    let TestKind::Throughput { duration_s, streams, window, reverse, udp_rate } = test.kind else { return r };
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("tput")
+        .arg(&dst.address)
+        .args(["-p", &dst.port.to_string(), "-t", &format!("{duration_s}s"), "-P", &streams.to_string()])
+        .arg("--json");
+    if let Some(w) = window {
+        cmd.args(["-w", &w.to_string()]);
+    }
+    if reverse {
+        cmd.arg("-R");
+    }
+    if let Some(b) = udp_rate {
+        cmd.args(["-u", "-b", &b.to_string()]);
+    }
+    if let Some(k) = key_path {
+        cmd.arg("--key").arg(k);
+    }
+    cmd.env_remove("WANPERF_KEY")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            r.reason = Some(format!("cannot start {}: {e}", exe.display()));
+            return r;
+        }
+    };
+    // Bounded: the test's length and a margin, then the child is killed.
+    let pid = child.id();
+    let limit = Duration::from_secs_f64(duration_s + 30.0);
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let (done, stop) = (done.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let until = Instant::now() + limit;
+            while !done.load(Ordering::Acquire) && Instant::now() < until && !stop.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if !done.load(Ordering::Acquire) {
+                // SAFETY: kill(2) on the child's pid, which is not reaped before `done` is set.
+                unsafe {
+                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                }
+            }
+        })
+    };
+    let out = child.wait_with_output();
+    done.store(true, Ordering::Release);
+    let _ = watchdog.join();
+    r.end = now_unix();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            r.reason = Some(e.to_string());
+            return r;
+        }
+    };
+    let end = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v.get("event").and_then(|e| e.as_str()) == Some("end"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let why = stderr.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string());
+    match end {
+        Some(e) if out.status.success() && e.get("complete").and_then(|c| c.as_bool()) != Some(false) => {
+            let s = &e["summary"];
+            r.status = RunStatus::Ok;
+            r.throughput = Some(ThroughputResult {
+                bps: s["throughput_bps"].as_f64().unwrap_or(0.0),
+                streams,
+                window,
+                retransmits: s["retransmits"].as_u64(),
+                rtt_ms: None,
+                verdict: s
+                    .get("verdict")
+                    .and_then(|v| v.get("text").or(v.get("summary")))
+                    .and_then(|t| t.as_str())
+                    .map(str::to_string),
+            });
+        }
+        _ => {
+            let why = why.unwrap_or_else(|| format!("tput ended with {}", out.status));
+            if why.contains("busy") || why.contains("refused the test") {
+                r.status = RunStatus::Refused;
+            }
+            r.reason = Some(why);
+        }
+    }
+    r
+}
+
+/// Sends the spool to central, oldest first, until `stop`; an empty batch every heartbeat.
+fn forward(url: &str, me: &str, key: Option<&PrivateKey>, spool: &Mutex<Spool>, stop: &AtomicBool, log: &crate::Log) {
+    let endpoint = format!("{}/api/v1/results", url.trim_end_matches('/'));
+    let mut backoff = 1.0f64;
+    let mut failing = false;
+    let mut last_sent = Instant::now() - Duration::from_secs(3600);
+    while !stop.load(Ordering::Acquire) {
+        let dropped = spool.lock().unwrap().take_dropped().unwrap_or(0);
+        if dropped > 0 {
+            let t = now_unix();
+            let r = MeshResult {
+                seq: 0,
+                test: "spool".into(),
+                kind: ResultKind::Latency,
+                src: me.to_string(),
+                dst: String::new(),
+                start: t,
+                end: t,
+                status: RunStatus::Failed,
+                reason: Some(format!("the agent's spool was full: {dropped} results were dropped")),
+                latency: None,
+                throughput: None,
+            };
+            spool_push(spool, r, log);
+        }
+        let batch = match spool.lock().unwrap().peek(BATCH) {
+            Ok(b) => b,
+            Err(e) => {
+                log(&format!("agent: {e}"));
+                Vec::new()
+            }
+        };
+        let heartbeat_due = last_sent.elapsed() >= Duration::from_secs_f64(crate::view::HEARTBEAT_S);
+        if batch.is_empty() && !heartbeat_due {
+            if nap(stop, Duration::from_millis(500)) {
+                break;
+            }
+            continue;
+        }
+        let n = batch.len();
+        match send(&endpoint, me, key, Batch { agent: me.to_string(), results: batch }) {
+            Ok(ack) => {
+                last_sent = Instant::now();
+                if ack.upto > 0 {
+                    if let Err(e) = spool.lock().unwrap().remove_upto(ack.upto) {
+                        log(&format!("agent: {e}"));
+                    }
+                }
+                if failing {
+                    let left = spool.lock().unwrap().len();
+                    log(&format!("agent: central {url} reachable again; {left} results still spooled"));
+                    failing = false;
+                }
+                backoff = 1.0;
+                if n < BATCH && nap(stop, Duration::from_millis(500)) {
+                    break;
+                }
+            }
+            Err(e) => {
+                if !failing {
+                    let held = spool.lock().unwrap().len();
+                    log(&format!("agent: {e}; {held} results kept in the spool, retrying with backoff"));
+                    failing = true;
+                }
+                if nap(stop, Duration::from_secs_f64(backoff)) {
+                    break;
+                }
+                backoff = (backoff * 2.0).min(MAX_BACKOFF_S);
+            }
+        }
+    }
+}
+
+fn send(endpoint: &str, me: &str, key: Option<&PrivateKey>, batch: Batch) -> Result<Ack, String> {
+    let body = serde_json::to_vec(&batch).map_err(|e| e.to_string())?;
+    let time = now_unix() as i64;
+    let mut req = ureq::post(endpoint)
+        .timeout(Duration::from_secs(30))
+        .set("content-type", "application/json")
+        .set("x-wanperf-agent", me)
+        .set("x-wanperf-time", &time.to_string());
+    if let Some(k) = key {
+        req = req.set("x-wanperf-signature", &k.sign_message(&wanperf_mesh::wire::signing_message(me, time, &body)));
+    }
+    match req.send_bytes(&body) {
+        Ok(resp) => resp.into_json::<Ack>().map_err(|e| format!("central {endpoint}: not an acknowledgement: {e}")),
+        Err(ureq::Error::Status(code, resp)) => {
+            let msg = resp
+                .into_json::<serde_json::Value>()
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+                .unwrap_or_default();
+            Err(format!("central {endpoint} refused the results ({code}): {msg}"))
+        }
+        Err(e) => Err(format!("central {endpoint} unreachable: {e}")),
+    }
+}

@@ -1,0 +1,452 @@
+//! The central service's live view of the mesh, without I/O: results in (with the time they
+//! came), the grid, the pair pages, events and alerts out. Central rebuilds it from the
+//! archive at start ([`View::replay`]) and feeds it every acknowledged batch
+//! ([`View::ingest`]); [`View::tick`] finds agents gone silent. Time is always passed in.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use wanperf_archive::MeshRow;
+use wanperf_mesh::config::{Mesh, TestKind};
+use wanperf_mesh::events::{Detector, Event};
+use wanperf_mesh::plan::Slot;
+use wanperf_mesh::status::{self, Cell, Metric, Status};
+use wanperf_mesh::summary::LatencySummary;
+use wanperf_mesh::wire::{MeshResult, ResultKind, RunStatus, ThroughputResult};
+
+/// Values kept per pair and metric for its baseline.
+pub const HISTORY: usize = 500;
+/// Events kept in memory (the dashboard's and `/api/v1/events`' window).
+pub const MAX_EVENTS: usize = 10_000;
+/// The most recent values left out of a baseline, so that a fresh problem is judged against
+/// what came before it rather than absorbed into it.
+pub const BASELINE_SKIP: usize = 3;
+/// Agents send an empty batch at least this often, s.
+pub const HEARTBEAT_S: f64 = 30.0;
+/// Latency slots at most on a pair page.
+pub const MAX_SLOTS: usize = 1000;
+
+/// An event to announce (log and webhook).
+#[derive(Debug, Clone, Serialize)]
+pub struct Alert {
+    /// What happened.
+    pub event: Event,
+}
+
+#[derive(Default)]
+struct PairState {
+    rtt: VecDeque<f64>,
+    loss: VecDeque<f64>,
+    tput: VecDeque<f64>,
+    latency: Option<LatencySummary>,
+    latency_t: f64,
+    throughput: Option<ThroughputResult>,
+    throughput_t: f64,
+    detectors: Option<[Detector; 3]>,
+    updated: f64,
+}
+
+fn push(h: &mut VecDeque<f64>, v: f64) {
+    if h.len() == HISTORY {
+        h.pop_front();
+    }
+    h.push_back(v);
+}
+
+/// The live view.
+pub struct View {
+    mesh: Arc<Mesh>,
+    started: f64,
+    pairs: BTreeMap<(String, String), PairState>,
+    last_seen: HashMap<String, f64>,
+    high_seq: HashMap<String, u64>,
+    silent: HashSet<String>,
+    events: VecDeque<Event>,
+    plan: Option<(String, f64, Vec<Slot>)>,
+}
+
+/// Start of the UTC day of `t`.
+pub fn day_start(t: f64) -> f64 {
+    (t / 86_400.0).floor() * 86_400.0
+}
+
+/// The planner's seed for a mesh: its digest, so every agent and central agree.
+pub fn seed_of(mesh: &Mesh) -> u64 {
+    mesh.digest().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// The day's throughput plan that every agent follows (the UTC day of `t`, plus the first
+/// hour of the next so that a run near midnight is planned once). Pure: agents and central
+/// compute the same slots from the same mesh file, so no two runs ever need to negotiate.
+pub fn day_plan(mesh: &Mesh, t: f64) -> Vec<Slot> {
+    let d = day_start(t);
+    wanperf_mesh::plan::plan(mesh, d, d + 86_400.0 + 3600.0, seed_of(mesh))
+}
+
+impl View {
+    /// An empty view of `mesh` at `now`.
+    pub fn new(mesh: Arc<Mesh>, now: f64) -> View {
+        View {
+            mesh,
+            started: now,
+            pairs: BTreeMap::new(),
+            last_seen: HashMap::new(),
+            high_seq: HashMap::new(),
+            silent: HashSet::new(),
+            events: VecDeque::new(),
+            plan: None,
+        }
+    }
+
+    /// The mesh it shows.
+    pub fn mesh(&self) -> &Mesh {
+        &self.mesh
+    }
+
+    /// The mesh it shows, shared.
+    pub fn mesh_arc(&self) -> Arc<Mesh> {
+        self.mesh.clone()
+    }
+
+    /// A changed mesh file.
+    pub fn set_mesh(&mut self, mesh: Arc<Mesh>) {
+        self.mesh = mesh;
+        self.plan = None;
+    }
+
+    /// When each agent was last heard from.
+    pub fn last_seen(&self) -> &HashMap<String, f64> {
+        &self.last_seen
+    }
+
+    /// Results stored before central (re)started, in start order.
+    pub fn replay(&mut self, rows: &[MeshRow]) {
+        let mut rows: Vec<&MeshRow> = rows.iter().collect();
+        rows.sort_by(|a, b| a.agent.cmp(&b.agent).then(a.seq.cmp(&b.seq)));
+        for row in rows {
+            let seen = self.last_seen.entry(row.agent.clone()).or_insert(row.received_unix);
+            *seen = seen.max(row.received_unix);
+            if let Ok(r) = serde_json::from_value::<MeshResult>(row.detail.clone()) {
+                let high = self.high_seq.entry(row.agent.clone()).or_insert(0);
+                *high = (*high).max(r.seq);
+                self.apply(&r);
+            }
+        }
+    }
+
+    /// A batch acknowledged at `now`; returns the alerts it raised.
+    pub fn ingest(&mut self, agent: &str, results: &[MeshResult], now: f64) -> Vec<Alert> {
+        self.last_seen.insert(agent.to_string(), now);
+        let mut alerts = Vec::new();
+        if self.silent.remove(agent) {
+            let e = wanperf_mesh::events::back_event(agent, now);
+            alerts.push(self.record(e));
+        }
+        let mut sorted: Vec<&MeshResult> = results.iter().collect();
+        sorted.sort_by_key(|r| r.seq);
+        for r in sorted {
+            let high = self.high_seq.entry(agent.to_string()).or_insert(0);
+            if r.seq <= *high {
+                continue; // a retried result already in the view
+            }
+            *high = r.seq;
+            for e in self.apply(r) {
+                alerts.push(Alert { event: e });
+            }
+        }
+        alerts
+    }
+
+    fn record(&mut self, e: Event) -> Alert {
+        if self.events.len() == MAX_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back(e.clone());
+        Alert { event: e }
+    }
+
+    /// Feeds one result into its pair's state; returns the events it caused (recorded).
+    fn apply(&mut self, r: &MeshResult) -> Vec<Event> {
+        if r.status != RunStatus::Ok {
+            return Vec::new();
+        }
+        let p = self.pairs.entry((r.src.clone(), r.dst.clone())).or_default();
+        let dets = p.detectors.get_or_insert_with(|| {
+            [
+                Detector::new(&r.src, &r.dst, Metric::Throughput),
+                Detector::new(&r.src, &r.dst, Metric::Loss),
+                Detector::new(&r.src, &r.dst, Metric::Rtt),
+            ]
+        });
+        let mut out = Vec::new();
+        match r.kind {
+            ResultKind::Latency => {
+                if let Some(s) = &r.latency {
+                    if let Some(m) = s.median_ms {
+                        push(&mut p.rtt, m);
+                        out.extend(dets[2].push(r.end, m));
+                    }
+                    push(&mut p.loss, s.loss);
+                    out.extend(dets[1].push(r.end, s.loss));
+                    p.latency = Some(s.clone());
+                    p.latency_t = r.end;
+                }
+            }
+            ResultKind::Throughput => {
+                if let Some(t) = &r.throughput {
+                    push(&mut p.tput, t.bps);
+                    out.extend(dets[0].push(r.start, t.bps));
+                    p.throughput = Some(t.clone());
+                    p.throughput_t = r.start;
+                }
+            }
+            ResultKind::Trace => {}
+        }
+        p.updated = p.updated.max(r.end);
+        for e in &out {
+            if self.events.len() == MAX_EVENTS {
+                self.events.pop_front();
+            }
+            self.events.push_back(e.clone());
+        }
+        out
+    }
+
+    /// How often `host` must be heard from, s: its most frequent duty (a latency summary
+    /// period, a throughput interval), and at least the agents' heartbeat.
+    fn contact_interval(&self, host: &str) -> f64 {
+        let mut every = f64::INFINITY;
+        for (test, _) in self.mesh.tests_from(host) {
+            match (&test.kind, &test.schedule) {
+                (TestKind::Latency { .. }, _) => every = every.min(self.mesh.summary_s),
+                (_, Some(s)) => every = every.min(s.interval_s),
+                _ => {}
+            }
+        }
+        every.min(2.0 * HEARTBEAT_S).max(HEARTBEAT_S)
+    }
+
+    /// Agents gone silent since the last tick (each announced once).
+    pub fn tick(&mut self, now: f64) -> Vec<Alert> {
+        let mut alerts = Vec::new();
+        let hosts: Vec<String> = self.mesh.hosts.iter().map(|h| h.name.clone()).collect();
+        for h in hosts {
+            let last = self.last_seen.get(&h).copied();
+            let every = self.contact_interval(&h);
+            let since = last.unwrap_or(self.started);
+            if !self.silent.contains(&h)
+                && wanperf_mesh::events::silent(&h, Some(since), every, self.mesh.silent_after, now)
+            {
+                self.silent.insert(h.clone());
+                let e = wanperf_mesh::events::silent_event(&h, last, now);
+                alerts.push(self.record(e));
+            }
+        }
+        alerts
+    }
+
+    /// The newest `limit` events, newest first.
+    pub fn events(&self, limit: usize) -> Vec<Event> {
+        self.events.iter().rev().take(limit).cloned().collect()
+    }
+
+    /// The throughput slots in `[from, to)`, of one host (as source or destination) or all.
+    pub fn slots(&mut self, from: f64, to: f64, host: Option<&str>) -> Vec<Slot> {
+        let mut out = Vec::new();
+        let mut day = day_start(from);
+        while day < to {
+            let digest = self.mesh.digest();
+            let fresh = matches!(&self.plan, Some((d, t, _)) if *d == digest && *t == day);
+            if !fresh {
+                self.plan = Some((digest, day, day_plan(&self.mesh, day)));
+            }
+            if let Some((_, _, slots)) = &self.plan {
+                out.extend(
+                    slots
+                        .iter()
+                        .filter(|s| s.start >= from.max(day) && s.start < to.min(day + 86_400.0))
+                        .filter(|s| host.is_none_or(|h| s.src == h || s.dst == h))
+                        .cloned(),
+                );
+            }
+            day += 86_400.0;
+        }
+        out
+    }
+
+    fn judge(&self, metric: Metric, hist: &VecDeque<f64>, src: &str, dst: &str) -> Value {
+        let Some(&value) = hist.back() else { return Value::Null };
+        let earlier: Vec<f64> = hist.iter().take(hist.len().saturating_sub(BASELINE_SKIP)).copied().collect();
+        let base = status::baseline(&earlier);
+        let expect = self.mesh.expect_for(src, dst);
+        let st = status::classify(metric, value, base.as_ref(), &expect);
+        json!({ "value": value, "baseline": base.map(|b| b.median), "status": st })
+    }
+
+    /// The grid: every pair of every test, judged against its own baseline and the mesh's
+    /// expectations; rows and columns that fail together; silent hosts; recent events.
+    pub fn grid(&self, now: f64) -> Value {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for t in &self.mesh.tests {
+            pairs.extend(self.mesh.pairs(t));
+        }
+        pairs.sort();
+        pairs.dedup();
+        let empty = PairState::default();
+        let mut cells = Vec::new();
+        let mut judged = Vec::new();
+        for (src, dst) in &pairs {
+            let p = self.pairs.get(&(src.clone(), dst.clone())).unwrap_or(&empty);
+            let mut tput = self.judge(Metric::Throughput, &p.tput, src, dst);
+            if let (Some(t), Some(o)) = (&p.throughput, tput.as_object_mut()) {
+                o.insert("streams".into(), json!(t.streams));
+                o.insert("window".into(), json!(t.window));
+                o.insert("t".into(), json!(p.throughput_t));
+            }
+            let mut loss = self.judge(Metric::Loss, &p.loss, src, dst);
+            let mut rtt = self.judge(Metric::Rtt, &p.rtt, src, dst);
+            for v in [&mut loss, &mut rtt] {
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("t".into(), json!(p.latency_t));
+                }
+            }
+            let worst = [&tput, &loss, &rtt]
+                .iter()
+                .filter_map(|v| serde_json::from_value::<Status>(v.get("status")?.clone()).ok())
+                .max_by_key(|s| match s {
+                    Status::Bad => 3,
+                    Status::Warn => 2,
+                    Status::Ok => 1,
+                    Status::Unknown => 0,
+                })
+                .unwrap_or(Status::Unknown);
+            judged.push(Cell { src: src.clone(), dst: dst.clone(), status: worst });
+            cells.push(json!({
+                "src": src, "dst": dst, "updated": (p.updated > 0.0).then_some(p.updated),
+                "throughput": tput, "loss": loss, "rtt": rtt,
+            }));
+        }
+        let mesh = &self.mesh;
+        let site = |h: &str| mesh.site_of(h).map(str::to_string);
+        let callouts = status::callouts(&judged, &site);
+        let hosts: Vec<Value> = mesh
+            .hosts
+            .iter()
+            .map(|h| {
+                json!({ "name": h.name, "site": h.site, "last_seen": self.last_seen.get(&h.name),
+                        "silent": self.silent.contains(&h.name) })
+            })
+            .collect();
+        json!({
+            "mesh": mesh.name, "generated": now, "hosts": hosts, "cells": cells,
+            "callouts": callouts, "events": self.events(10),
+        })
+    }
+}
+
+/// A result as the archive's row.
+pub fn to_row(agent: &str, r: &MeshResult, received: f64) -> Result<MeshRow, String> {
+    if !(r.start.is_finite() && r.end.is_finite() && r.end >= r.start) {
+        return Err("start and end must be times, end not before start".into());
+    }
+    let (value, loss) = match (&r.latency, &r.throughput) {
+        (Some(l), _) => (l.median_ms, Some(l.loss)),
+        (None, Some(t)) => (Some(t.bps), None),
+        (None, None) => (None, None),
+    };
+    Ok(MeshRow {
+        agent: agent.to_string(),
+        seq: i64::try_from(r.seq).map_err(|_| "seq out of range")?,
+        test: r.test.clone(),
+        kind: crate::serde_name(&r.kind),
+        src: r.src.clone(),
+        dst: r.dst.clone(),
+        start_unix: r.start,
+        end_unix: r.end,
+        status: crate::serde_name(&r.status),
+        reason: r.reason.clone(),
+        value,
+        loss,
+        detail: serde_json::to_value(r).map_err(|e| e.to_string())?,
+        received_unix: received,
+    })
+}
+
+/// One latency slot of a pair page: several summaries merged.
+#[derive(Debug, Clone, Serialize)]
+struct SlotOut {
+    t: f64,
+    sent: u64,
+    loss: f64,
+    min: Option<f64>,
+    p25: Option<f64>,
+    median: Option<f64>,
+    p75: Option<f64>,
+    p90: Option<f64>,
+    max: Option<f64>,
+    owd_fwd: Option<f64>,
+    owd_rev: Option<f64>,
+}
+
+fn median_of(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+/// The pair page's data from the pair's stored rows in `[from, to)`: latency summaries merged
+/// into at most [`MAX_SLOTS`] slots (min of minima, max of maxima, medians of the quantiles,
+/// loss over all probes), every throughput test, failures, and the pair's events.
+pub fn pair_page(view: &View, src: &str, dst: &str, from: f64, to: f64, rows: &[MeshRow]) -> Value {
+    let period = view.mesh.summary_s.max(1.0);
+    let slot_s = ((to - from) / MAX_SLOTS as f64 / period).ceil().max(1.0) * period;
+    let mut slots: BTreeMap<i64, Vec<LatencySummary>> = BTreeMap::new();
+    let mut tput = Vec::new();
+    let mut failures = Vec::new();
+    for row in rows {
+        let Ok(r) = serde_json::from_value::<MeshResult>(row.detail.clone()) else { continue };
+        if r.status != RunStatus::Ok {
+            failures.push(json!({ "t": r.start, "kind": row.kind, "status": row.status, "reason": r.reason }));
+            continue;
+        }
+        match (&r.latency, &r.throughput) {
+            (Some(l), _) => slots.entry(((r.start - from) / slot_s).floor() as i64).or_default().push(l.clone()),
+            (None, Some(t)) => tput.push(json!({
+                "t": r.start, "bps": t.bps, "streams": t.streams, "window": t.window, "status": "ok",
+                "retransmits": t.retransmits, "rtt_ms": t.rtt_ms, "verdict": t.verdict, "reason": Value::Null,
+            })),
+            _ => {}
+        }
+    }
+    let latency: Vec<SlotOut> = slots
+        .into_iter()
+        .map(|(k, v)| {
+            let pick = |f: fn(&LatencySummary) -> Option<f64>| v.iter().filter_map(f).collect::<Vec<f64>>();
+            let sent: u64 = v.iter().map(|s| s.sent).sum();
+            let lost: u64 = v.iter().map(|s| s.lost).sum();
+            SlotOut {
+                t: from + k as f64 * slot_s,
+                sent,
+                loss: if sent > 0 { lost as f64 / sent as f64 } else { 0.0 },
+                min: pick(|s| s.min_ms).into_iter().reduce(f64::min),
+                p25: median_of(pick(|s| s.p25_ms)),
+                median: median_of(pick(|s| s.median_ms)),
+                p75: median_of(pick(|s| s.p75_ms)),
+                p90: median_of(pick(|s| s.p90_ms)),
+                max: pick(|s| s.max_ms).into_iter().reduce(f64::max),
+                owd_fwd: median_of(pick(|s| s.owd_fwd_median_ms)),
+                owd_rev: median_of(pick(|s| s.owd_rev_median_ms)),
+            }
+        })
+        .collect();
+    let events: Vec<&Event> =
+        view.events.iter().filter(|e| e.src == src && e.dst == dst && e.t >= from && e.t < to).collect();
+    json!({
+        "src": src, "dst": dst, "from": from, "to": to, "slot_s": slot_s,
+        "latency": latency, "throughput": tput, "failures": failures,
+        "clock_error_ms": Value::Null, "events": events,
+    })
+}

@@ -1,0 +1,328 @@
+//! `wanperf central` in-process on loopback: signed batches are stored once however often they
+//! are sent, strangers and forgers are refused, the grid and pair JSON follow the results, a
+//! throughput drop becomes an event that reaches the webhook, and a restarted central
+//! rebuilds its view from the archive.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+use wanperf_mesh::summary::LatencySummary;
+use wanperf_mesh::wire::{Ack, Batch, MeshResult, ResultKind, RunStatus, ThroughputResult};
+use wanperf_monitor::central::{run, CentralConfig};
+use wanperf_proto::auth::PrivateKey;
+
+struct Dir(PathBuf);
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmp(tag: &str) -> Dir {
+    let d = std::env::temp_dir().join(format!("wanperf-central-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    Dir(d)
+}
+
+fn key(i: u8) -> PrivateKey {
+    PrivateKey::from_seed([i; 32], &format!("h{i}"))
+}
+
+fn mesh_text(with_key_for_h3: bool) -> String {
+    let mut m = String::from("[mesh]\nname = \"m\"\nsummary = \"60s\"\n[[site]]\nname = \"s\"\n");
+    for i in 1..=3u8 {
+        m.push_str(&format!("[[host]]\nname = \"h{i}\"\nsite = \"s\"\naddress = \"127.0.0.{i}\"\n"));
+        if i < 3 || with_key_for_h3 {
+            m.push_str(&format!("key = \"{}\"\n", key(i).public().to_line()));
+        }
+    }
+    m.push_str("[[group]]\nname = \"all\"\ntype = \"mesh\"\nmembers = [\"h1\", \"h2\", \"h3\"]\n");
+    m.push_str("[[test]]\nname = \"rtt\"\ntype = \"latency\"\ngroup = \"all\"\n");
+    m.push_str("[[test]]\nname = \"bulk\"\ntype = \"throughput\"\ngroup = \"all\"\ninterval = \"10m\"\n");
+    m
+}
+
+struct Central {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    join: Option<std::thread::JoinHandle<()>>,
+    log: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Central {
+    fn start(dir: &Path, webhook: Option<String>) -> Central {
+        let cfg = CentralConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            db: dir.join("archive.sqlite").display().to_string(),
+            mesh_path: dir.join("mesh.toml"),
+            insecure: false,
+            webhook,
+            reload_every: Duration::from_millis(200),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (s, l) = (stop.clone(), log.clone());
+        let join = std::thread::spawn(move || {
+            let logf: wanperf_monitor::Log = Arc::new(move |m: &str| l.lock().unwrap().push(m.to_string()));
+            run(cfg, s, move |a| tx.send(a).unwrap(), logf).unwrap();
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(20)).expect("central did not become ready");
+        Central { addr, stop, join: Some(join), log }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn get(&self, path: &str) -> serde_json::Value {
+        ureq::get(&self.url(path)).call().unwrap().into_json().unwrap()
+    }
+}
+
+impl Drop for Central {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(j) = self.join.take() {
+            j.join().unwrap();
+        }
+    }
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+fn tput(seq: u64, src: &str, dst: &str, t: f64, bps: f64) -> MeshResult {
+    MeshResult {
+        seq,
+        test: "bulk".into(),
+        kind: ResultKind::Throughput,
+        src: src.into(),
+        dst: dst.into(),
+        start: t,
+        end: t + 10.0,
+        status: RunStatus::Ok,
+        reason: None,
+        latency: None,
+        throughput: Some(ThroughputResult {
+            bps,
+            streams: 1,
+            window: Some(262_144),
+            retransmits: Some(0),
+            rtt_ms: None,
+            verdict: None,
+        }),
+    }
+}
+
+fn latency(seq: u64, src: &str, dst: &str, t: f64, median: f64) -> MeshResult {
+    let probes: Vec<wanperf_mesh::summary::Probe> = (0..600)
+        .map(|i| wanperf_mesh::summary::Probe {
+            seq: i,
+            sent: t + i as f64 * 0.1,
+            rtt_ms: Some(median + (i % 7) as f64 * 0.01),
+            owd_fwd_ms: None,
+            owd_rev_ms: None,
+        })
+        .collect();
+    let s: LatencySummary = wanperf_mesh::summary::summarize(t, t + 60.0, &probes, 0);
+    MeshResult {
+        seq,
+        test: "rtt".into(),
+        kind: ResultKind::Latency,
+        src: src.into(),
+        dst: dst.into(),
+        start: t,
+        end: t + 60.0,
+        status: RunStatus::Ok,
+        reason: None,
+        latency: Some(s),
+        throughput: None,
+    }
+}
+
+/// Posts a batch as `agent` signed with `k` (None: unsigned); (HTTP status, body).
+fn post(c: &Central, agent: &str, k: Option<&PrivateKey>, results: Vec<MeshResult>) -> (u16, serde_json::Value) {
+    let body = serde_json::to_vec(&Batch { agent: agent.into(), results }).unwrap();
+    let time = now() as i64;
+    let mut req =
+        ureq::post(&c.url("/api/v1/results")).set("x-wanperf-agent", agent).set("x-wanperf-time", &time.to_string());
+    if let Some(k) = k {
+        req = req.set("x-wanperf-signature", &k.sign_message(&wanperf_mesh::wire::signing_message(agent, time, &body)));
+    }
+    match req.send_bytes(&body) {
+        Ok(r) => (r.status(), r.into_json().unwrap()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// A one-request HTTP server that hands over the body it receives.
+fn webhook() -> (String, mpsc::Receiver<String>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", l.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for s in l.incoming().take(4) {
+            let Ok(mut s) = s else { continue };
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; len];
+            r.read_exact(&mut body).unwrap();
+            let _ = s.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
+        }
+    });
+    (url, rx)
+}
+
+#[test]
+fn batches_are_stored_once_and_strangers_are_refused() {
+    let d = tmp("auth");
+    std::fs::write(d.0.join("mesh.toml"), mesh_text(false)).unwrap();
+    let c = Central::start(&d.0, None);
+    let t = now() - 3600.0;
+    let batch = vec![latency(1, "h1", "h2", t, 20.0), tput(2, "h1", "h2", t, 90e6)];
+    let (code, v) = post(&c, "h1", Some(&key(1)), batch.clone());
+    assert_eq!(code, 200, "{v}");
+    let ack: Ack = serde_json::from_value(v).unwrap();
+    assert_eq!((ack.accepted, ack.duplicates, ack.upto), (2, 0, 2));
+    // A retry (the answer was lost) stores nothing twice.
+    let mut again = batch.clone();
+    again.push(latency(3, "h1", "h2", t + 60.0, 20.0));
+    let ack: Ack = serde_json::from_value(post(&c, "h1", Some(&key(1)), again).1).unwrap();
+    assert_eq!((ack.accepted, ack.duplicates, ack.upto), (1, 2, 3));
+
+    // Another host's key, an unknown host, an unsigned batch, a host without a key.
+    let (code, v) = post(&c, "h1", Some(&key(2)), vec![latency(4, "h1", "h2", t, 1.0)]);
+    assert_eq!(code, 401, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("signature does not verify"), "{v}");
+    let (code, v) = post(&c, "mallory", Some(&key(9)), vec![]);
+    assert_eq!(code, 403, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("not a host of this mesh"), "{v}");
+    let (code, _) = post(&c, "h2", None, vec![]);
+    assert_eq!(code, 401);
+    let (code, v) = post(&c, "h3", Some(&key(3)), vec![]);
+    assert_eq!(code, 403, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("no key in the mesh file"), "{v}");
+    // A body altered after signing.
+    let body = serde_json::to_vec(&Batch { agent: "h1".into(), results: vec![] }).unwrap();
+    let time = now() as i64;
+    let sig = key(1).sign_message(&wanperf_mesh::wire::signing_message("h1", time, &body));
+    let forged = serde_json::to_vec(&Batch { agent: "h1".into(), results: vec![tput(9, "h1", "h2", t, 1.0)] }).unwrap();
+    let r = ureq::post(&c.url("/api/v1/results"))
+        .set("x-wanperf-agent", "h1")
+        .set("x-wanperf-time", &time.to_string())
+        .set("x-wanperf-signature", &sig)
+        .send_bytes(&forged);
+    assert!(matches!(r, Err(ureq::Error::Status(401, _))));
+
+    // Exactly the three genuine results are in the archive.
+    let mut store = wanperf_archive::open_read_only(d.0.join("archive.sqlite").to_str().unwrap()).unwrap();
+    let rows = store
+        .mesh_results(&wanperf_archive::MeshQuery { from_unix: 0.0, to_unix: 1e12, ..Default::default() })
+        .unwrap();
+    assert_eq!(rows.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+    let metrics = ureq::get(&c.url("/metrics")).call().unwrap().into_string().unwrap();
+    assert!(metrics.contains("wanperf_central_refused_batches_total 5"), "{metrics}");
+    assert!(metrics.contains("wanperf_central_duplicates_total 2"), "{metrics}");
+}
+
+#[test]
+fn a_throughput_drop_is_an_event_on_its_pair_and_reaches_the_webhook() {
+    let d = tmp("event");
+    std::fs::write(d.0.join("mesh.toml"), mesh_text(true)).unwrap();
+    let (hook, hooked) = webhook();
+    let c = Central::start(&d.0, Some(hook));
+    let t0 = now() - 86_400.0;
+    let mut seq = 0;
+    let mut results = Vec::new();
+    for k in 0..10 {
+        let t = t0 + k as f64 * 600.0;
+        let bps = if k < 7 { 74e6 + (k % 3) as f64 * 1e6 } else { 0.8e6 };
+        seq += 1;
+        results.push(tput(seq, "h1", "h2", t, bps));
+        seq += 1;
+        results.push(tput(seq, "h1", "h3", t + 20.0, 50e6 + (k % 2) as f64 * 1e6));
+        seq += 1;
+        results.push(latency(seq, "h1", "h2", t, 20.0 + (k % 2) as f64 * 0.1));
+    }
+    let (code, v) = post(&c, "h1", Some(&key(1)), results);
+    assert_eq!(code, 200, "{v}");
+    let body = hooked.recv_timeout(Duration::from_secs(10)).expect("no webhook call");
+    let alert: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(alert["event"]["src"], "h1");
+    assert_eq!(alert["event"]["dst"], "h2");
+    assert_eq!(alert["event"]["kind"], "drop");
+    let text = alert["event"]["text"].as_str().unwrap();
+    assert!(text.contains("h1→h2 throughput"), "{text}");
+    assert!(hooked.recv_timeout(Duration::from_millis(500)).is_err(), "more than one alert");
+
+    let ev = c.get("/api/v1/events");
+    assert_eq!(ev["events"].as_array().unwrap().len(), 1, "{ev}");
+    let grid = c.get("/api/v1/grid");
+    let cell = |s: &str, d: &str| {
+        grid["cells"].as_array().unwrap().iter().find(|c| c["src"] == s && c["dst"] == d).unwrap().clone()
+    };
+    assert_eq!(cell("h1", "h2")["throughput"]["status"], "bad", "{grid}");
+    assert_eq!(cell("h1", "h3")["throughput"]["status"], "ok", "{grid}");
+    assert_eq!(cell("h1", "h2")["rtt"]["status"], "ok", "{grid}");
+    assert_eq!(grid["cells"].as_array().unwrap().len(), 6);
+    let pair = c.get(&format!("/api/v1/pair?src=h1&dst=h2&from={}&to={}", t0 - 1.0, now()));
+    assert_eq!(pair["throughput"].as_array().unwrap().len(), 10, "{pair}");
+    assert_eq!(pair["latency"].as_array().unwrap().len(), 10, "{pair}");
+    assert_eq!(pair["events"].as_array().unwrap().len(), 1, "{pair}");
+
+    // Restarted, central rebuilds the same view from the archive (and alerts nothing anew).
+    drop(c);
+    let c = Central::start(&d.0, None);
+    let grid2 = c.get("/api/v1/grid");
+    assert_eq!(grid2["cells"], grid["cells"]);
+    assert_eq!(c.get("/api/v1/events")["events"].as_array().unwrap().len(), 1);
+    assert!(c.log.lock().unwrap().iter().all(|l| !l.starts_with("ALERT")));
+}
+
+#[test]
+fn a_changed_mesh_file_is_served_and_a_broken_one_is_not() {
+    let d = tmp("reload");
+    std::fs::write(d.0.join("mesh.toml"), mesh_text(true)).unwrap();
+    let c = Central::start(&d.0, None);
+    let first = c.get("/api/v1/mesh");
+    std::thread::sleep(Duration::from_millis(1100)); // a different mtime
+    std::fs::write(d.0.join("mesh.toml"), mesh_text(true).replace("interval = \"10m\"", "interval = \"20m\"")).unwrap();
+    let t = std::time::Instant::now();
+    let second = loop {
+        let m = c.get("/api/v1/mesh");
+        if m["digest"] != first["digest"] || t.elapsed() > Duration::from_secs(10) {
+            break m;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_ne!(second["digest"], first["digest"]);
+    assert!(second["text"].as_str().unwrap().contains("20m"));
+    std::thread::sleep(Duration::from_millis(1100));
+    std::fs::write(d.0.join("mesh.toml"), "[mesh]\nname = 3\n").unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(c.get("/api/v1/mesh")["digest"], second["digest"], "a broken file replaced a good one");
+    assert!(c.log.lock().unwrap().iter().any(|l| l.contains("keeping the previous mesh")));
+    // Slots: none shares a host with another at the same time.
+    let now = now();
+    let slots = c.get(&format!("/api/v1/slots?from={}&to={}", now, now + 7200.0));
+    let s = slots["slots"].as_array().unwrap();
+    assert!(s.len() >= 6, "{slots}");
+}
