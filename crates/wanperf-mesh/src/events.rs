@@ -85,8 +85,10 @@ pub struct Event {
 /// values before the last *k* (at least [`MIN_EARLIER`] of them, at most [`HISTORY`] in all).
 /// An event fires when all of the last *k* values are beyond the threshold:
 /// - throughput (*k* = 3 results): `Drop` when all `< 0.6·m`, `Rise` when all `> m / 0.6`;
-/// - RTT, ms (*k* = 5 summaries): `Rise` when all `> m + max(0.25·m, 2 ms)`, `Drop` when all
-///   `< m − max(0.2·m, 2 ms)` (the same step back: 0.2 = 1 − 1/1.25).
+/// - RTT, ms (*k* = 5 summaries): `Rise` when all `> max(m + max(0.25·m, 2 ms), p95 + 2 ms)`,
+///   `Drop` when all `< min(m − max(0.2·m, 2 ms), p5 − 2 ms)` (the same step back: 0.2 =
+///   1 − 1/1.25), p5 and p95 being those of the earlier values: a series that already swings
+///   (summaries with and without a bulk test in them) must leave its own range.
 ///
 /// It fires at the *k*-th value of the new level; its `t` is the first's. The history is then
 /// reset to the *k* new values, so one change gives one event.
@@ -140,22 +142,31 @@ impl Detector {
 
     /// The last `k` entries and the median of those before them.
     fn split(&self, k: usize) -> Option<(f64, Vec<(f64, f64)>)> {
+        let (m, _, last) = self.split_spread(k)?;
+        Some((m, last))
+    }
+
+    /// The last `k` entries, and the median, 5th and 95th percentiles of those before them.
+    fn split_spread(&self, k: usize) -> Option<(f64, (f64, f64), Vec<(f64, f64)>)> {
         let n = self.history.len();
         if n < k + MIN_EARLIER {
             return None;
         }
-        let m = median(self.history.iter().take(n - k).map(|e| e.1))?;
-        Some((m, self.history.iter().skip(n - k).copied().collect()))
+        let earlier = sorted_finite(&self.history.iter().take(n - k).map(|e| e.1).collect::<Vec<_>>());
+        let q = |p| quantile_sorted(&earlier, p);
+        Some(((q(0.5))?, (q(0.05)?, q(0.95)?), self.history.iter().skip(n - k).copied().collect()))
     }
 
     fn level(&mut self, k: usize) -> Option<Event> {
-        let (m, last) = self.split(k)?;
+        let (m, (lo, hi), last) = self.split_spread(k)?;
         let all = |f: &dyn Fn(f64) -> bool| last.iter().all(|e| f(e.1));
+        let rise = (m + (0.25 * m).max(2.0)).max(hi + 2.0);
+        let fall = (m - (0.2 * m).max(2.0)).min(lo - 2.0);
         let kind = match self.metric {
             Metric::Throughput if all(&|v| v < 0.6 * m) => EventKind::Drop,
             Metric::Throughput if all(&|v| v > m / 0.6) => EventKind::Rise,
-            Metric::Rtt if all(&|v| v > m + (0.25 * m).max(2.0)) => EventKind::Rise,
-            Metric::Rtt if all(&|v| v < m - (0.2 * m).max(2.0)) => EventKind::Drop,
+            Metric::Rtt if all(&|v| v > rise) => EventKind::Rise,
+            Metric::Rtt if all(&|v| v < fall) => EventKind::Drop,
             _ => return None,
         };
         Some(self.fire(kind, m, &last))
@@ -378,6 +389,22 @@ mod tests {
         let mut d = Detector::new("a", "b", Metric::Throughput);
         let values = [74.0, 75.0, 73.0, 74.0, 76.0, 74.0, 1.0, 1.0, 74.0, 75.0, 1.0, 74.0];
         assert!(values.iter().enumerate().all(|(i, &v)| d.push(T + i as f64, v * 1e6).is_none()));
+    }
+
+    #[test]
+    fn an_rtt_series_that_swings_with_scheduled_tests_does_not_flap() {
+        // Summaries with a bulk test in them (≈ 17 ms) beside those without (≈ 12 ms), in runs
+        // of up to six: the series' own spread, not a change.
+        let mut d = Detector::new("h1", "h2", Metric::Rtt);
+        let pattern = [12.2, 12.2, 16.9, 16.8, 16.9, 16.9, 16.9, 16.8, 12.2, 12.3, 12.2, 12.2, 12.2, 12.2, 16.9];
+        for i in 0..300 {
+            let e = d.push(T + 10.0 * i as f64, pattern[i % pattern.len()]);
+            assert!(e.is_none(), "at {i}: {e:?}");
+        }
+        // A real rise beyond that spread still fires once.
+        let fired: Vec<Event> = (300..320).filter_map(|i| d.push(T + 10.0 * i as f64, 40.0)).collect();
+        assert_eq!(fired.len(), 1, "{fired:?}");
+        assert_eq!(fired[0].kind, EventKind::Rise);
     }
 
     #[test]

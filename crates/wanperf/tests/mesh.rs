@@ -147,7 +147,7 @@ impl Drop for Daemon {
 
 fn keygen(dir: &Path, name: &str) -> (PathBuf, String) {
     let key = dir.join(format!("{name}.key"));
-    ok(&run(&["keygen", "-f", key.to_str().unwrap(), "-C", name], Duration::from_secs(10)));
+    ok(&run(&["keygen", "-o", key.to_str().unwrap(), "-C", name], Duration::from_secs(10)));
     let public = std::fs::read_to_string(dir.join(format!("{name}.key.pub"))).unwrap();
     (key, public.lines().find(|l| l.starts_with("wanperf")).unwrap().trim().to_string())
 }
@@ -307,7 +307,9 @@ fn a_mesh_on_an_emulated_network_finds_a_halved_link_and_loses_nothing() {
         let cells = grid.matches("data-src=").count();
         assert!(cells >= SITES * (SITES - 1), "grid has {cells} cells:\n{grid}");
         assert!(!grid.contains("data-status=\"unknown\""), "a cell has no data:\n{grid}");
-        let pair = dashboard_dom(&net, &dir, "#/pair/h1/h2");
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+        let range = format!("#/pair/h1/h2?from={:.0}&to={:.0}", now - t0.elapsed().as_secs_f64(), now + 5.0);
+        let pair = dashboard_dom(&net, &dir, &range);
         assert!(pair.matches("class=\"slot\"").count() > 5, "no RTT smoke:\n{pair}");
         assert!(pair.contains("class=\"point"), "no throughput series:\n{pair}");
         assert!(pair.contains("event-line"), "the event is not on the pair's time axis:\n{pair}");
