@@ -54,6 +54,10 @@ pub struct CentralConfig {
     pub webhook: Option<String>,
     /// How often the mesh file is checked for changes.
     pub reload_every: Duration,
+    /// Listening sockets bound elsewhere that serve the same API, e.g. one in another network
+    /// namespace (`wanperf mesh demo` hands the dashboard on the machine's loopback to a
+    /// central that runs inside an emulated host).
+    pub extra_listeners: Vec<Arc<std::net::TcpListener>>,
 }
 
 /// Why central could not start or stopped.
@@ -181,6 +185,22 @@ pub fn run(
             .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
             .with_state(app.clone());
 
+        let mut extra = Vec::new();
+        for l in &cfg.extra_listeners {
+            let l = l.try_clone()?;
+            l.set_nonblocking(true)?;
+            let l = tokio::net::TcpListener::from_std(l)?;
+            let (r, stop) = (router.clone(), shutdown.clone());
+            extra.push(tokio::spawn(async move {
+                let _ = axum::serve(l, r)
+                    .with_graceful_shutdown(async move {
+                        while !stop.load(Ordering::Acquire) {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    })
+                    .await;
+            }));
+        }
         let tick = tokio::spawn(ticker(app.clone(), cfg.clone(), shutdown.clone(), log.clone()));
         let alerts = tokio::spawn(alerter(alert_rx, cfg.webhook.clone(), log.clone()));
         ready(addr);
@@ -192,6 +212,9 @@ pub fn run(
                 }
             })
             .await?;
+        for e in extra {
+            let _ = e.await;
+        }
         tick.abort();
         drop(app);
         alerts.abort();
@@ -382,6 +405,12 @@ async fn pair(State(app): State<Arc<App>>, Query(q): Query<HashMap<String, Strin
     {
         Ok(r) => r,
         Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
+    };
+    // Without an asked-for range, the last day shrinks to the pair's data (a mesh started an
+    // hour ago shows its hour, not 23 empty hours).
+    let from = match (q.contains_key("from"), rows.iter().map(|r| r.start_unix).reduce(f64::min)) {
+        (false, Some(first)) => from.max(first - 60.0),
+        _ => from,
     };
     let view = app.view.lock().unwrap();
     Json(crate::view::pair_page(&view, src, dst, from, to, &rows)).into_response()

@@ -62,6 +62,7 @@ impl Central {
             insecure: false,
             webhook,
             reload_every: Duration::from_millis(200),
+            extra_listeners: Vec::new(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();

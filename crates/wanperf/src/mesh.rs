@@ -94,6 +94,9 @@ pub struct CentralArgs {
     /// Log lines as NDJSON on stderr.
     #[arg(long)]
     json: bool,
+    /// Internal: also serve on this inherited listening socket (`mesh demo`).
+    #[arg(long, hide = true, value_name = "FD")]
+    listen_fd: Option<i32>,
 }
 
 /// `wanperf mesh`.
@@ -107,6 +110,9 @@ pub enum MeshCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Bring up a small mesh on the seeds' IEPM 2000 network for a few minutes, with an
+    /// injected problem, and serve its dashboard on this machine.
+    Demo(DemoArgs),
     /// The throughput plan every agent follows: the slots of the next HOURS (no two share a host).
     Plan {
         /// The mesh file.
@@ -209,6 +215,10 @@ pub fn central(a: CentralArgs) -> Result<ExitCode> {
         insecure: a.insecure,
         webhook: a.webhook.clone(),
         reload_every: Duration::from_secs_f64(a.reload),
+        extra_listeners: match a.listen_fd {
+            Some(fd) => vec![Arc::new(inherited_listener(fd)?)],
+            None => Vec::new(),
+        },
     };
     let stop = stop_flag();
     wanperf_monitor::central::run(
@@ -219,6 +229,19 @@ pub fn central(a: CentralArgs) -> Result<ExitCode> {
     )
     .map_err(|e| anyhow!("{e}"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A listening TCP socket handed down by the parent as descriptor `fd`.
+fn inherited_listener(fd: i32) -> Result<std::net::TcpListener> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: fcntl on a descriptor number only reads its flags.
+    if fd < 3 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(anyhow!("--listen-fd {fd}: not an open descriptor"));
+    }
+    // SAFETY: the descriptor is open and was handed to this process to own.
+    let l = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+    l.local_addr().map_err(|e| anyhow!("--listen-fd {fd}: not a listening socket: {e}"))?;
+    Ok(l)
 }
 
 fn load(file: &std::path::Path) -> Result<wanperf_mesh::config::Mesh> {
@@ -263,5 +286,262 @@ pub fn mesh(cmd: MeshCmd) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        MeshCmd::Demo(a) => demo(a),
     }
+}
+
+/// `wanperf mesh demo`.
+#[derive(Args, Debug)]
+#[command(after_help = "Brings up the seeds' IEPM 2000 network (SLAC, CERN, IN2P3, Colorado, Caltech, FNAL;
+kernel routers at SLAC, ESnet, Chicago and Geneva), an agent on every site and the central
+service on SLAC's host, and prints the dashboard's address on this machine. The agents probe
+every pair ten times a second (summaries every 10 s) and test throughput both ways between
+SLAC and CERN and between FNAL and Caltech every 15 s; at 40 % of the run the Geneva→CERN link drops to 2 Mbit/s (the seed's
+\"70-80 Mbits/s to under 1 Mbit/s\"), and the dashboard shows where. Needs root, or
+unprivileged user namespaces, as `wanperf net` does.")]
+pub struct DemoArgs {
+    /// How long the mesh runs, minutes.
+    #[arg(long, default_value_t = 5.0)]
+    minutes: f64,
+    /// The dashboard's port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Archive: a SQLite file or a postgres:// URL (default: $WANPERF_DB, or
+    /// ~/.local/share/wanperf/archive.sqlite).
+    #[arg(long, value_name = "DB")]
+    db: Option<String>,
+}
+
+const DEMO_SITES: [&str; 6] = ["slac", "cern", "in2p3", "colorado", "caltech", "fnal"];
+
+fn demo_mesh(keys: &[String], addrs: &[String]) -> String {
+    let mut m =
+        String::from("# wanperf mesh demo: the IEPM 2000 sites\n[mesh]\nname = \"iepm-2000\"\nsummary = \"10s\"\n\n");
+    for s in DEMO_SITES {
+        m.push_str(&format!("[[site]]\nname = \"{s}\"\n"));
+    }
+    for (i, s) in DEMO_SITES.iter().enumerate() {
+        m.push_str(&format!(
+            "[[host]]\nname = \"{s}\"\nsite = \"{s}\"\naddress = \"{}\"\nkey = \"{}\"\n",
+            addrs[i], keys[i]
+        ));
+    }
+    m.push_str("[[group]]\nname = \"all\"\ntype = \"mesh\"\nmembers = [");
+    m.push_str(&DEMO_SITES.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", "));
+    m.push_str("]\n");
+    m.push_str("[[test]]\nname = \"rtt\"\ntype = \"latency\"\ngroup = \"all\"\nrate = 10\n");
+    // Two throughput pairs that share no host run side by side: SLAC↔CERN across the
+    // Atlantic, FNAL↔Caltech within the US.
+    for (g, a, b) in [("slac-cern", "slac", "cern"), ("fnal-caltech", "fnal", "caltech")] {
+        m.push_str(&format!("[[group]]\nname = \"{g}\"\ntype = \"mesh\"\nmembers = [\"{a}\", \"{b}\"]\n"));
+        m.push_str(&format!(
+            "[[test]]\nname = \"bulk-{g}\"\ntype = \"throughput\"\ngroup = \"{g}\"\ninterval = \"15s\"\nduration = \"3s\"\n"
+        ));
+    }
+    m.push_str("[[expect]]\ngroup = \"all\"\nloss_max = 0.05\n");
+    m
+}
+
+struct Child {
+    name: String,
+    child: std::process::Child,
+}
+
+impl Child {
+    fn term(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+    }
+    fn wait(&mut self, limit: Duration) {
+        let t = std::time::Instant::now();
+        while matches!(self.child.try_wait(), Ok(None)) && t.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The demo's processes and network, torn down whatever happens.
+struct DemoRun {
+    exe: PathBuf,
+    net: String,
+    children: Vec<Child>,
+    dir: PathBuf,
+}
+
+impl Drop for DemoRun {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            c.term();
+        }
+        for c in self.children.iter_mut().rev() {
+            c.wait(Duration::from_secs(30));
+        }
+        let _ = std::process::Command::new(&self.exe)
+            .args(["net", "down", &self.net])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A line above the progress bar, or on stderr when there is no bar (not a terminal).
+fn say(bar: &indicatif::ProgressBar, line: &str) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
+/// `wanperf mesh demo`.
+pub fn demo(a: DemoArgs) -> Result<ExitCode> {
+    use std::io::BufRead;
+    use std::os::fd::AsRawFd;
+    use std::process::{Command, Stdio};
+    if !(a.minutes >= 1.0 && a.minutes <= 120.0) {
+        return Err(anyhow!("--minutes must be 1 to 120"));
+    }
+    let exe = std::env::current_exe().context("cannot find the wanperf binary")?;
+    let id = std::process::id();
+    let dir = std::env::temp_dir().join(format!("wanperf-mesh-demo-{id}"));
+    std::fs::create_dir_all(&dir)?;
+    let net = format!("meshdemo{id}");
+    let mut run = DemoRun { exe: exe.clone(), net: net.clone(), children: Vec::new(), dir: dir.clone() };
+    // The dashboard's socket on this machine's loopback, handed to central (which runs inside
+    // SLAC's emulated host) as an inherited descriptor.
+    let listener = std::net::TcpListener::bind(("127.0.0.1", a.port))
+        .with_context(|| format!("cannot listen on 127.0.0.1:{} (try --port 0)", a.port))?;
+    let url = format!("http://{}/", listener.local_addr()?);
+
+    let mut keys = Vec::new();
+    for s in DEMO_SITES {
+        let mut seed = [0u8; 32];
+        getrandom::fill(&mut seed).map_err(|e| anyhow!("no randomness for keys: {e}"))?;
+        let k = wanperf_proto::auth::PrivateKey::from_seed(seed, s);
+        let path = dir.join(format!("{s}.key"));
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+            std::io::Write::write_all(&mut f, k.to_text().as_bytes())?;
+        }
+        keys.push((path, k.public().to_line()));
+    }
+    let ok = Command::new(&exe).args(["net", "up", "iepm-2000", &net]).stdout(Stdio::null()).output()?;
+    if !ok.status.success() {
+        return Err(anyhow!("cannot bring up the network: {}", String::from_utf8_lossy(&ok.stderr).trim()));
+    }
+    // "  host    slac         wan0 198.18.0.1 (slac-slac-gw)": a host's first address.
+    let info = Command::new(&exe).args(["net", "show", "iepm-2000"]).output()?;
+    let text = String::from_utf8_lossy(&info.stdout);
+    let addrs: Vec<String> = DEMO_SITES
+        .iter()
+        .map(|s| {
+            text.lines()
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .find(|w| w.len() >= 4 && w[0] == "host" && w[1] == *s)
+                .map(|w| w[3].to_string())
+                .ok_or_else(|| anyhow!("no address for {s} in `net show iepm-2000`"))
+        })
+        .collect::<Result<_>>()?;
+    let mesh_path = dir.join("mesh.toml");
+    std::fs::write(&mesh_path, demo_mesh(&keys.iter().map(|k| k.1.clone()).collect::<Vec<_>>(), &addrs))?;
+    let db = describe_db(a.db.as_deref());
+    let central_addr = format!("{}:8080", addrs[0]);
+
+    // Central, with the loopback socket inherited (descriptor flags cleared for exec).
+    let fd = listener.as_raw_fd();
+    // SAFETY: clears FD_CLOEXEC on our own open descriptor.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETFD, 0);
+    }
+    let alerts = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut central = Command::new(&exe)
+        .args(["net", "exec", &net, "slac", "--"])
+        .arg(&exe)
+        .args(["central", "--mesh"])
+        .arg(&mesh_path)
+        .args(["--listen", &central_addr, "--db", &db, "--reload", "2", "--listen-fd", &fd.to_string()])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    drop(listener);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let stderr = central.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+    let al = alerts.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(std::result::Result::ok) {
+            if line.contains("listening on") {
+                let _ = ready_tx.send(Ok(()));
+            } else if let Some(t) = line.strip_prefix("ALERT ") {
+                al.lock().unwrap().push(t.to_string());
+            } else if line.starts_with("error") {
+                let _ = ready_tx.send(Err(line.clone()));
+            }
+        }
+    });
+    run.children.push(Child { name: "central".into(), child: central });
+    match ready_rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(anyhow!("central: {e}")),
+        Err(_) => return Err(anyhow!("central did not start within 30 s")),
+    }
+    let central_url = format!("http://{central_addr}");
+    for (i, s) in DEMO_SITES.iter().enumerate() {
+        let c = Command::new(&exe)
+            .args(["net", "exec", &net, s, "--"])
+            .arg(&exe)
+            .args(["agent", "--name", s, "--central", &central_url, "--poll", "5", "--key"])
+            .arg(&keys[i].0)
+            .arg("--spool")
+            .arg(dir.join(format!("{s}.spool")))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        run.children.push(Child { name: s.to_string(), child: c });
+    }
+    eprintln!("wanperf mesh demo: the IEPM 2000 network, 6 agents, central on slac (archive {db})");
+    eprintln!("dashboard: {url}  (open it now; the mesh runs {} min)", a.minutes);
+    let total = a.minutes * 60.0;
+    let inject_at = 0.4 * total;
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} s  {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let t0 = std::time::Instant::now();
+    let mut injected = false;
+    let mut shown_alerts = 0;
+    while t0.elapsed().as_secs_f64() < total && !crate::INTERRUPTED.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(250));
+        bar.set_position(t0.elapsed().as_secs() as u64);
+        if !injected && t0.elapsed().as_secs_f64() >= inject_at {
+            injected = true;
+            let o = Command::new(&exe).args(["net", "set", &net, "geneva-cern", "rate_ab=2M"]).output()?;
+            if o.status.success() {
+                say(&bar, "injected: the Geneva→CERN link now carries 2 Mbit/s (was 100 Mbit/s)");
+            }
+        }
+        let new: Vec<String> = alerts.lock().unwrap()[shown_alerts..].to_vec();
+        for a in new {
+            say(&bar, &format!("event: {a}"));
+            shown_alerts += 1;
+        }
+        for c in &mut run.children {
+            if let Ok(Some(st)) = c.child.try_wait() {
+                bar.finish_and_clear();
+                return Err(anyhow!("{} stopped early ({st})", c.name));
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let events = alerts.lock().unwrap().len();
+    eprintln!("stopping: {events} events; the results are in the archive ({db})");
+    drop(run);
+    Ok(ExitCode::SUCCESS)
 }
