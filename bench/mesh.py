@@ -28,6 +28,7 @@ LOAD = os.path.join(ROOT, "target/release/examples/mesh_load")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 SECONDS = int(os.environ.get("SECONDS_PER_RUN", "20"))
 PG = os.environ.get("WANPERF_BENCH_POSTGRES")
+PARTS = os.environ.get("PARTS", "ingest,dashboard,agent").split(",")
 TMP = tempfile.mkdtemp(prefix="wanperf-mesh-bench-")
 
 
@@ -101,6 +102,15 @@ def main():
     mesh = os.path.join(TMP, "mesh.toml")
     with open(mesh, "w") as f:
         f.write(subprocess.check_output([LOAD, "mesh", str(agents)], text=True))
+    if "ingest" in PARTS:
+        ingest_part(mesh, agents)
+    if "dashboard" in PARTS:
+        dashboard_part(mesh, agents)
+    if "agent" in PARTS:
+        agent_part()
+
+
+def ingest_part(mesh, agents):
     print(f"== ingest: {agents} simulated agents, 4 threads, batches of 500 one-minute summaries, "
           f"{SECONDS} s per run, {ROUNDS} rounds (PostgreSQL and SQLite interleaved)")
     rows = {"postgres": [], "sqlite": []}
@@ -122,6 +132,9 @@ def main():
                   f"batch p99 {statistics.median(x['batch_ms_p99'] for x in rs):.0f} ms "
                   f"(target ≥ 5,000/s on PostgreSQL)")
 
+
+
+def dashboard_part(mesh, agents):
     print("== dashboard (headless Chromium, the page's performance marks, real time)")
     db = os.path.join(TMP, "dash.sqlite")
     if PG:
@@ -146,6 +159,9 @@ def main():
         if PG:
             pg_drop(dash_name)
 
+
+
+def agent_part():
     print("== one agent probing 200 peers at 1 probe/s for 60 s")
     mesh2 = os.path.join(TMP, "mesh200.toml")
     with open(mesh2, "w") as f:

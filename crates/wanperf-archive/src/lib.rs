@@ -139,6 +139,10 @@ pub trait Store {
     fn store_mesh(&mut self, rows: &[MeshRow]) -> Result<u64>;
     /// Mesh results that match, in start order.
     fn mesh_results(&mut self, q: &MeshQuery) -> Result<Vec<MeshRow>>;
+    /// One pair's `ok` latency summaries starting in `[from, to)`, aggregated per slot of
+    /// `slot_s` seconds in the database (a year of one-minute summaries is one index range
+    /// scan, not half a million rows to the caller).
+    fn mesh_slots(&mut self, src: &str, dst: &str, from: f64, to: f64, slot_s: f64) -> Result<Vec<MeshSlot>>;
 }
 
 /// How long a writer waits for another writer's transaction (or a migration) before it fails

@@ -346,10 +346,66 @@ pub struct MeshRow {
     pub value: Option<f64>,
     /// Loss fraction (latency).
     pub loss: Option<f64>,
+    /// A latency summary's figures as columns, so pair pages are aggregated in the database.
+    pub stats: Option<MeshStats>,
     /// The whole result as JSON.
     pub detail: serde_json::Value,
     /// When the central service stored it, Unix seconds.
     pub received_unix: f64,
+}
+
+/// A latency summary's figures (ms; probes sent and lost).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MeshStats {
+    /// Probes sent.
+    pub sent: i64,
+    /// Probes lost.
+    pub lost: i64,
+    /// Minimum RTT.
+    pub min_ms: Option<f64>,
+    /// 25th percentile.
+    pub p25_ms: Option<f64>,
+    /// 75th percentile.
+    pub p75_ms: Option<f64>,
+    /// 90th percentile.
+    pub p90_ms: Option<f64>,
+    /// Maximum.
+    pub max_ms: Option<f64>,
+    /// Median one-way delay forward.
+    pub owd_fwd_ms: Option<f64>,
+    /// Median one-way delay back.
+    pub owd_rev_ms: Option<f64>,
+}
+
+/// One time slot of a pair's latency summaries, aggregated in the database: slot `index`
+/// starts at `from + index × slot_s`. Quantiles are the mean of the summaries' quantiles;
+/// min and max are the extremes; loss is over all probes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MeshSlot {
+    /// Slot number from the range's start.
+    pub index: i64,
+    /// Summaries in the slot.
+    pub summaries: i64,
+    /// Probes sent.
+    pub sent: i64,
+    /// Probes lost.
+    pub lost: i64,
+    /// Minimum RTT.
+    pub min_ms: Option<f64>,
+    /// Mean 25th percentile.
+    pub p25_ms: Option<f64>,
+    /// Mean median.
+    pub median_ms: Option<f64>,
+    /// Mean 75th percentile.
+    pub p75_ms: Option<f64>,
+    /// Mean 90th percentile.
+    pub p90_ms: Option<f64>,
+    /// Maximum.
+    pub max_ms: Option<f64>,
+    /// Mean forward one-way delay.
+    pub owd_fwd_ms: Option<f64>,
+    /// Mean reverse one-way delay.
+    pub owd_rev_ms: Option<f64>,
 }
 
 /// Which mesh results to read: start in `[from_unix, to_unix)`, optionally one pair and kind.
@@ -365,4 +421,6 @@ pub struct MeshQuery {
     pub dst: Option<String>,
     /// Only this kind.
     pub kind: Option<String>,
+    /// Only results that are not `ok` (failed, refused, missed).
+    pub failed_only: bool,
 }

@@ -5,7 +5,7 @@ use crate::schema::{self, POSTGRES};
 use crate::sqlite::{from_i64, to_i64};
 use crate::{
     Access, ArchiveError, CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, MeshQuery, MeshRow,
-    NewRun, ProbeRow, Result, RunData, RunInfo, RunStatus, Store, StoredCell,
+    MeshSlot, MeshStats, NewRun, ProbeRow, Result, RunData, RunInfo, RunStatus, Store, StoredCell,
 };
 use ::postgres::binary_copy::BinaryCopyInWriter;
 use ::postgres::error::SqlState;
@@ -510,8 +510,10 @@ impl Store for PgStore {
     }
 
     fn mesh_results(&mut self, q: &MeshQuery) -> Result<Vec<MeshRow>> {
-        let rows =
-            self.client.query(schema::SELECT_MESH, &[&q.from_unix, &q.to_unix, &q.src, &q.dst, &q.kind]).map_err(db)?;
+        let rows = self
+            .client
+            .query(schema::SELECT_MESH, &[&q.from_unix, &q.to_unix, &q.src, &q.dst, &q.kind, &i64::from(q.failed_only)])
+            .map_err(db)?;
         rows.iter()
             .map(|r| {
                 Ok(MeshRow {
@@ -527,8 +529,44 @@ impl Store for PgStore {
                     reason: get(r, 9)?,
                     value: get(r, 10)?,
                     loss: get(r, 11)?,
-                    detail: get(r, 12)?,
-                    received_unix: get(r, 13)?,
+                    stats: match get::<Option<i64>>(r, 12)? {
+                        Some(sent) => Some(MeshStats {
+                            sent,
+                            lost: get::<Option<i64>>(r, 13)?.unwrap_or(0),
+                            min_ms: get(r, 14)?,
+                            p25_ms: get(r, 15)?,
+                            p75_ms: get(r, 16)?,
+                            p90_ms: get(r, 17)?,
+                            max_ms: get(r, 18)?,
+                            owd_fwd_ms: get(r, 19)?,
+                            owd_rev_ms: get(r, 20)?,
+                        }),
+                        None => None,
+                    },
+                    detail: get(r, 21)?,
+                    received_unix: get(r, 22)?,
+                })
+            })
+            .collect()
+    }
+
+    fn mesh_slots(&mut self, src: &str, dst: &str, from: f64, to: f64, slot_s: f64) -> Result<Vec<MeshSlot>> {
+        let rows = self.client.query(&schema::mesh_slots_postgres(), &[&src, &dst, &from, &to, &slot_s]).map_err(db)?;
+        rows.iter()
+            .map(|r| {
+                Ok(MeshSlot {
+                    index: get(r, 0)?,
+                    summaries: get(r, 1)?,
+                    sent: get::<Option<i64>>(r, 2)?.unwrap_or(0),
+                    lost: get::<Option<i64>>(r, 3)?.unwrap_or(0),
+                    min_ms: get(r, 4)?,
+                    p25_ms: get(r, 5)?,
+                    median_ms: get(r, 6)?,
+                    p75_ms: get(r, 7)?,
+                    p90_ms: get(r, 8)?,
+                    max_ms: get(r, 9)?,
+                    owd_fwd_ms: get(r, 10)?,
+                    owd_rev_ms: get(r, 11)?,
                 })
             })
             .collect()
@@ -541,6 +579,18 @@ impl PgStore {
         let st = tx.prepare(schema::INSERT_MESH).map_err(db)?;
         let mut new = 0u64;
         for r in rows {
+            let x = r.stats.clone();
+            let (sent, lost) = (x.as_ref().map(|x| x.sent), x.as_ref().map(|x| x.lost));
+            let f = |g: fn(&MeshStats) -> Option<f64>| x.as_ref().and_then(g);
+            let (a, b, c, d, e, g, h) = (
+                f(|x| x.min_ms),
+                f(|x| x.p25_ms),
+                f(|x| x.p75_ms),
+                f(|x| x.p90_ms),
+                f(|x| x.max_ms),
+                f(|x| x.owd_fwd_ms),
+                f(|x| x.owd_rev_ms),
+            );
             new += tx
                 .execute(
                     &st,
@@ -557,6 +607,15 @@ impl PgStore {
                         &r.reason,
                         &r.value,
                         &r.loss,
+                        &sent,
+                        &lost,
+                        &a,
+                        &b,
+                        &c,
+                        &d,
+                        &e,
+                        &g,
+                        &h,
                         &r.detail,
                         &r.received_unix,
                     ],

@@ -160,6 +160,15 @@ pub const MIGRATIONS: &[Migration] = &[
             reason TEXT,
             value DOUBLE PRECISION,
             loss DOUBLE PRECISION,
+            sent BIGINT,
+            lost BIGINT,
+            min_ms DOUBLE PRECISION,
+            p25_ms DOUBLE PRECISION,
+            p75_ms DOUBLE PRECISION,
+            p90_ms DOUBLE PRECISION,
+            max_ms DOUBLE PRECISION,
+            owd_fwd_ms DOUBLE PRECISION,
+            owd_rev_ms DOUBLE PRECISION,
             detail {json} NOT NULL,
             received_unix DOUBLE PRECISION NOT NULL,
             PRIMARY KEY (agent, seq)
@@ -242,16 +251,38 @@ pub const SELECT_COUNTERS: &str = "SELECT device, interface, source, at_unix, sp
 
 /// Inserts one mesh result unless `(agent, seq)` is already stored.
 pub const INSERT_MESH: &str = "INSERT INTO mesh_results (agent, seq, test, kind, src, dst, start_unix, end_unix,
-    status, reason, value, loss, detail, received_unix)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (agent, seq) DO NOTHING";
+    status, reason, value, loss, sent, lost, min_ms, p25_ms, p75_ms, p90_ms, max_ms, owd_fwd_ms, owd_rev_ms, detail,
+    received_unix)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+    ON CONFLICT (agent, seq) DO NOTHING";
 
 /// Mesh results that start in [$1, $2), optionally of one source ($3), destination ($4) and
-/// kind ($5) (NULL: any), in start order.
+/// kind ($5) (NULL: any), only failed ones when $6 is 1, in start order.
 pub const SELECT_MESH: &str = "SELECT agent, seq, test, kind, src, dst, start_unix, end_unix, status, reason, value,
-    loss, detail, received_unix FROM mesh_results WHERE start_unix >= $1 AND start_unix < $2
+    loss, sent, lost, min_ms, p25_ms, p75_ms, p90_ms, max_ms, owd_fwd_ms, owd_rev_ms, detail, received_unix
+    FROM mesh_results WHERE start_unix >= $1 AND start_unix < $2
     AND (CAST($3 AS TEXT) IS NULL OR src = $3) AND (CAST($4 AS TEXT) IS NULL OR dst = $4)
-    AND (CAST($5 AS TEXT) IS NULL OR kind = $5)
+    AND (CAST($5 AS TEXT) IS NULL OR kind = $5) AND (CAST($6 AS BIGINT) = 0 OR status <> 'ok')
     ORDER BY start_unix, agent, seq";
+
+/// A pair's ok latency summaries per slot: $1 src, $2 dst, $3 from, $4 to, $5 slot length;
+/// `{slot}` is the dialect's slot number of `start_unix` (floor((start − from) / slot)).
+const MESH_SLOTS: &str = "SELECT {slot} AS k, COUNT(*), CAST(SUM(sent) AS BIGINT), CAST(SUM(lost) AS BIGINT),
+    MIN(min_ms), AVG(p25_ms), AVG(value), AVG(p75_ms), AVG(p90_ms), MAX(max_ms), AVG(owd_fwd_ms), AVG(owd_rev_ms)
+    FROM mesh_results WHERE src = $1 AND dst = $2 AND kind = 'latency' AND start_unix >= $3 AND start_unix < $4
+    AND status = 'ok' GROUP BY k ORDER BY k";
+
+/// [`MESH_SLOTS`] for SQLite (a cast truncates, and the difference is never negative). SQLite
+/// reads `$3` as a *named* parameter numbered by first appearance, and here `$3` comes before
+/// `$1`: the numbered form `?3` keeps the positions.
+pub fn mesh_slots_sqlite() -> String {
+    MESH_SLOTS.replace("{slot}", "CAST((start_unix - $3) / $5 AS BIGINT)").replace('$', "?")
+}
+
+/// [`MESH_SLOTS`] for PostgreSQL (a cast rounds, so floor first).
+pub fn mesh_slots_postgres() -> String {
+    MESH_SLOTS.replace("{slot}", "CAST(FLOOR((start_unix - $3) / $5) AS BIGINT)")
+}
 
 // Queries shared by both stores. Placeholders are `$1`, `$2`, … which SQLite accepts too.
 

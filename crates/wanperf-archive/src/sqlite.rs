@@ -20,7 +20,7 @@
 use crate::schema::{self, SQLITE};
 use crate::{
     Access, ArchiveError, CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, MeshQuery, MeshRow,
-    NewRun, ProbeRow, Result, RunData, RunInfo, RunStatus, Store, StoredCell,
+    MeshSlot, MeshStats, NewRun, ProbeRow, Result, RunData, RunInfo, RunStatus, Store, StoredCell,
 };
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row, TransactionBehavior};
 use serde_json::Value;
@@ -723,7 +723,22 @@ impl Store for SqliteStore {
     fn mesh_results(&mut self, q: &MeshQuery) -> Result<Vec<MeshRow>> {
         let mut st = self.conn.prepare_cached(schema::SELECT_MESH).map_err(db)?;
         let rows = st
-            .query_map(params![q.from_unix, q.to_unix, q.src, q.dst, q.kind], |r| {
+            .query_map(params![q.from_unix, q.to_unix, q.src, q.dst, q.kind, i64::from(q.failed_only)], |r| {
+                let sent: Option<i64> = r.get(12)?;
+                let stats = match sent {
+                    Some(sent) => Some(MeshStats {
+                        sent,
+                        lost: r.get::<_, Option<i64>>(13)?.unwrap_or(0),
+                        min_ms: r.get(14)?,
+                        p25_ms: r.get(15)?,
+                        p75_ms: r.get(16)?,
+                        p90_ms: r.get(17)?,
+                        max_ms: r.get(18)?,
+                        owd_fwd_ms: r.get(19)?,
+                        owd_rev_ms: r.get(20)?,
+                    }),
+                    None => None,
+                };
                 Ok((
                     MeshRow {
                         agent: r.get(0)?,
@@ -738,10 +753,11 @@ impl Store for SqliteStore {
                         reason: r.get(9)?,
                         value: r.get(10)?,
                         loss: r.get(11)?,
+                        stats,
                         detail: Value::Null,
-                        received_unix: r.get(13)?,
+                        received_unix: r.get(22)?,
                     },
-                    r.get::<_, String>(12)?,
+                    r.get::<_, String>(21)?,
                 ))
             })
             .map_err(db)?;
@@ -752,6 +768,28 @@ impl Store for SqliteStore {
         })
         .collect()
     }
+    fn mesh_slots(&mut self, src: &str, dst: &str, from: f64, to: f64, slot_s: f64) -> Result<Vec<MeshSlot>> {
+        let mut st = self.conn.prepare_cached(&schema::mesh_slots_sqlite()).map_err(db)?;
+        let rows = st
+            .query_map(params![src, dst, from, to, slot_s], |r| {
+                Ok(MeshSlot {
+                    index: r.get(0)?,
+                    summaries: r.get(1)?,
+                    sent: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
+                    lost: r.get::<_, Option<i64>>(3)?.unwrap_or(0),
+                    min_ms: r.get(4)?,
+                    p25_ms: r.get(5)?,
+                    median_ms: r.get(6)?,
+                    p75_ms: r.get(7)?,
+                    p90_ms: r.get(8)?,
+                    max_ms: r.get(9)?,
+                    owd_fwd_ms: r.get(10)?,
+                    owd_rev_ms: r.get(11)?,
+                })
+            })
+            .map_err(db)?;
+        rows.collect::<std::result::Result<Vec<_>, _>>().map_err(db)
+    }
 }
 
 impl SqliteStore {
@@ -761,6 +799,9 @@ impl SqliteStore {
         {
             let mut st = tx.prepare_cached(schema::INSERT_MESH).map_err(db)?;
             for r in rows {
+                let x = r.stats.clone();
+                let (sent, lost) = (x.as_ref().map(|x| x.sent), x.as_ref().map(|x| x.lost));
+                let f = |g: fn(&MeshStats) -> Option<f64>| x.as_ref().and_then(g);
                 new += st
                     .execute(params![
                         r.agent,
@@ -775,6 +816,15 @@ impl SqliteStore {
                         r.reason,
                         r.value,
                         r.loss,
+                        sent,
+                        lost,
+                        f(|x| x.min_ms),
+                        f(|x| x.p25_ms),
+                        f(|x| x.p75_ms),
+                        f(|x| x.p90_ms),
+                        f(|x| x.max_ms),
+                        f(|x| x.owd_fwd_ms),
+                        f(|x| x.owd_rev_ms),
                         to_text(&r.detail)?,
                         r.received_unix
                     ])

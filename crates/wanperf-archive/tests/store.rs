@@ -219,7 +219,18 @@ fn mesh_row(agent: &str, seq: i64, src: &str, dst: &str, kind: &str, start: f64)
         status: if seq % 2 == 0 { "ok".into() } else { "refused".into() },
         reason: (seq % 2 == 1).then(|| "busy: retry at 14:10".into()),
         value: (seq % 2 == 0).then_some(166.25),
-        loss: None,
+        loss: (kind == "latency").then_some(0.01),
+        stats: (kind == "latency").then(|| MeshStats {
+            sent: 600,
+            lost: 6,
+            min_ms: Some(160.0 + seq as f64),
+            p25_ms: Some(165.0),
+            p75_ms: Some(167.0),
+            p90_ms: Some(168.0),
+            max_ms: Some(190.0 + seq as f64),
+            owd_fwd_ms: None,
+            owd_rev_ms: Some(83.0),
+        }),
         detail: serde_json::json!({"seq": seq, "median_ms": 166.25}),
         received_unix: start + 61.0,
     }
@@ -248,10 +259,32 @@ fn mesh_round_trip(store: &mut dyn Store) {
             src: Some("a".into()),
             dst: Some("b".into()),
             kind: Some("latency".into()),
+            failed_only: false,
         })
         .unwrap();
     assert_eq!(ab.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1, 3]);
     assert_eq!(ab[0], rows[0]);
+    // Only what failed (seq 1 and 3 of agent a are refused, by mesh_row's rule).
+    let failed = store
+        .mesh_results(&MeshQuery { from_unix: 0.0, to_unix: 1e9, failed_only: true, ..Default::default() })
+        .unwrap();
+    assert!(failed.iter().all(|r| r.status != "ok") && failed.len() == 3, "{failed:?}");
+    // Slots aggregated in the database: a → b's ok summaries (4 at 130 s, 6 at 150 s) in one
+    // slot; the refused ones (1 at 120 s, 3 at 180 s) and b → a's are left out.
+    let ok = mesh_row("a", 4, "a", "b", "latency", 130.0);
+    let mut ok2 = mesh_row("a", 6, "a", "b", "latency", 150.0);
+    ok2.value = Some(170.0);
+    assert_eq!(store.store_mesh(&[ok, ok2]).unwrap(), 2);
+    let slots = store.mesh_slots("a", "b", 100.0, 400.0, 60.0).unwrap();
+    assert_eq!(slots.len(), 1, "{slots:?}");
+    let s = &slots[0];
+    assert_eq!((s.index, s.summaries, s.sent, s.lost), (0, 2, 1200, 12));
+    assert_eq!(s.min_ms, Some(164.0));
+    assert_eq!(s.max_ms, Some(196.0));
+    assert_eq!(s.median_ms, Some((166.25 + 170.0) / 2.0));
+    assert_eq!(s.owd_fwd_ms, None);
+    assert_eq!(s.owd_rev_ms, Some(83.0));
+    assert!(store.mesh_slots("a", "b", 400.0, 500.0, 60.0).unwrap().is_empty());
 }
 
 fn flow(bin_unix: f64, src: &str, bytes: f64) -> FlowRow {

@@ -554,7 +554,7 @@ fn run_datagram(
         let next_send = (next_seq < cfg.count && !stop).then(|| start + cfg.interval * next_seq as u32);
         let next_timeout = pending.get(emitted).and_then(|p| p.as_ref()).map(|p| p.mono + cfg.timeout);
         let wake = [next_send, next_timeout].into_iter().flatten().min().unwrap_or(now + Duration::from_millis(10));
-        let wait = wake.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
+        let wait = wake.saturating_duration_since(Instant::now()).min(Duration::from_millis(250));
         let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         let ts =
             libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos() as libc::c_long };

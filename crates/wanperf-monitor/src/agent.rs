@@ -36,6 +36,8 @@ use wanperf_proto::server::Limits;
 pub const BATCH: usize = 500;
 /// Longest wait between two tries to reach central, s.
 pub const MAX_BACKOFF_S: f64 = 60.0;
+/// Stack of a probe thread.
+const PROBE_STACK: usize = 256 * 1024;
 /// A slot whose start passed more than this long ago without its run is reported missed, s.
 pub const MISSED_AFTER_S: f64 = 30.0;
 
@@ -286,8 +288,17 @@ pub fn run(
                 let stop = Arc::new(AtomicBool::new(false));
                 let (s, sp, l, me, period) =
                     (stop.clone(), spool.clone(), log.clone(), cfg.name.clone(), mesh.summary_s);
-                let h = std::thread::spawn(move || probe_peer(&me, &test, &dst, period, &sp, &s, &l));
-                probers.insert(k, (stop, h));
+                // A small stack: a mesh agent may probe hundreds of peers, one thread each.
+                let h = std::thread::Builder::new()
+                    .name("wanperf-probe".into())
+                    .stack_size(PROBE_STACK)
+                    .spawn(move || probe_peer(&me, &test, &dst, period, &sp, &s, &l));
+                match h {
+                    Ok(h) => {
+                        probers.insert(k, (stop, h));
+                    }
+                    Err(e) => log(&format!("agent: cannot start a probe thread: {e}")),
+                }
             }
             // A changed allow list or key set: a new server on the same address.
             if let Ok(sc) = server_config(&mesh) {

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
-use wanperf_archive::{MeshQuery, MeshRow, Store};
+use wanperf_archive::{MeshQuery, MeshRow, MeshSlot, Store};
 use wanperf_mesh::config::Mesh;
 use wanperf_mesh::wire::{Ack, Batch};
 
@@ -74,9 +74,13 @@ pub enum CentralError {
     Io(#[from] std::io::Error),
 }
 
+type Reply<T> = oneshot::Sender<wanperf_archive::Result<T>>;
+
 enum StoreCmd {
-    Store(Vec<MeshRow>, oneshot::Sender<wanperf_archive::Result<u64>>),
-    Query(MeshQuery, oneshot::Sender<wanperf_archive::Result<Vec<MeshRow>>>),
+    Store(Vec<MeshRow>, Reply<u64>),
+    Query(MeshQuery, Reply<Vec<MeshRow>>),
+    /// src, dst, from, to, slot length.
+    Slots((String, String, f64, f64, f64), Reply<Vec<wanperf_archive::MeshSlot>>),
 }
 
 /// The archive's owner: one thread, commands in order.
@@ -88,6 +92,9 @@ fn store_thread(mut store: Box<dyn Store>, mut rx: mpsc::Receiver<StoreCmd>) {
             }
             StoreCmd::Query(q, reply) => {
                 let _ = reply.send(store.mesh_results(&q));
+            }
+            StoreCmd::Slots((src, dst, from, to, slot), reply) => {
+                let _ = reply.send(store.mesh_slots(&src, &dst, from, to, slot));
             }
         }
     }
@@ -103,10 +110,18 @@ struct App {
 }
 
 impl App {
-    async fn query(&self, q: MeshQuery) -> Result<Vec<MeshRow>, String> {
+    async fn ask<T>(&self, cmd: impl FnOnce(Reply<T>) -> StoreCmd) -> Result<T, String> {
         let (tx, rx) = oneshot::channel();
-        self.store.send(StoreCmd::Query(q, tx)).await.map_err(|_| "the archive thread has stopped".to_string())?;
+        self.store.send(cmd(tx)).await.map_err(|_| "the archive thread has stopped".to_string())?;
         rx.await.map_err(|_| "the archive thread has stopped".to_string())?.map_err(|e| e.to_string())
+    }
+
+    async fn query(&self, q: MeshQuery) -> Result<Vec<MeshRow>, String> {
+        self.ask(|tx| StoreCmd::Query(q, tx)).await
+    }
+
+    async fn slots(&self, src: &str, dst: &str, from: f64, to: f64, slot: f64) -> Result<Vec<MeshSlot>, String> {
+        self.ask(|tx| StoreCmd::Slots((src.to_string(), dst.to_string(), from, to, slot), tx)).await
     }
 }
 
@@ -399,21 +414,41 @@ async fn pair(State(app): State<Arc<App>>, Query(q): Query<HashMap<String, Strin
     if !(to > from) {
         return error(StatusCode::BAD_REQUEST, "from must be before to");
     }
-    let rows = match app
-        .query(MeshQuery { from_unix: from, to_unix: to, src: Some(src.clone()), dst: Some(dst.clone()), kind: None })
-        .await
-    {
-        Ok(r) => r,
-        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
-    };
     // Without an asked-for range, the last day shrinks to the pair's data (a mesh started an
-    // hour ago shows its hour, not 23 empty hours).
-    let from = match (q.contains_key("from"), rows.iter().map(|r| r.start_unix).reduce(f64::min)) {
-        (false, Some(first)) => from.max(first - 60.0),
-        _ => from,
+    // hour ago shows its hour, not 23 empty hours): the first day-long slot with data, then
+    // the first summary period within it.
+    let period = app.view.lock().unwrap().mesh().summary_s.max(1.0);
+    let from = if q.contains_key("from") {
+        from
+    } else {
+        match app.slots(src, dst, from, to, 86_400.0).await {
+            Ok(days) => match days.first().map(|d| from + d.index as f64 * 86_400.0) {
+                Some(day) => match app.slots(src, dst, day, to.min(day + 86_400.0), period).await {
+                    Ok(s) => s.first().map_or(from, |s| from.max(day + (s.index - 1) as f64 * period)),
+                    Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
+                },
+                None => from,
+            },
+            Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
+        }
+    };
+    let slot_s = crate::view::slot_length(&app.view.lock().unwrap(), from, to);
+    let base = MeshQuery {
+        from_unix: from,
+        to_unix: to,
+        src: Some(src.clone()),
+        dst: Some(dst.clone()),
+        ..Default::default()
+    };
+    let slots = app.slots(src, dst, from, to, slot_s).await;
+    let tests = app.query(MeshQuery { kind: Some("throughput".into()), ..base.clone() }).await;
+    let failed = app.query(MeshQuery { kind: Some("latency".into()), failed_only: true, ..base }).await;
+    let (slots, tests, failed) = match (slots, tests, failed) {
+        (Ok(s), Ok(t), Ok(f)) => (s, t, f),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
     };
     let view = app.view.lock().unwrap();
-    Json(crate::view::pair_page(&view, src, dst, from, to, &rows)).into_response()
+    Json(crate::view::pair_page(&view, src, dst, (from, to, slot_s), &slots, &tests, &failed)).into_response()
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {

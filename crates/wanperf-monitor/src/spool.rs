@@ -42,6 +42,9 @@ impl Spool {
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
+        // A small page cache: the spool is a queue read from its head (an agent probing
+        // hundreds of peers should stay within a few tens of MB).
+        conn.pragma_update(None, "cache_size", -512).map_err(err)?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS results (seq INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);",

@@ -355,6 +355,17 @@ pub fn to_row(agent: &str, r: &MeshResult, received: f64) -> Result<MeshRow, Str
         (None, Some(t)) => (Some(t.bps), None),
         (None, None) => (None, None),
     };
+    let stats = r.latency.as_ref().map(|l| wanperf_archive::MeshStats {
+        sent: l.sent as i64,
+        lost: l.lost as i64,
+        min_ms: l.min_ms,
+        p25_ms: l.p25_ms,
+        p75_ms: l.p75_ms,
+        p90_ms: l.p90_ms,
+        max_ms: l.max_ms,
+        owd_fwd_ms: l.owd_fwd_median_ms,
+        owd_rev_ms: l.owd_rev_median_ms,
+    });
     Ok(MeshRow {
         agent: agent.to_string(),
         seq: i64::try_from(r.seq).map_err(|_| "seq out of range")?,
@@ -368,84 +379,61 @@ pub fn to_row(agent: &str, r: &MeshResult, received: f64) -> Result<MeshRow, Str
         reason: r.reason.clone(),
         value,
         loss,
+        stats,
         detail: serde_json::to_value(r).map_err(|e| e.to_string())?,
         received_unix: received,
     })
 }
 
-/// One latency slot of a pair page: several summaries merged.
-#[derive(Debug, Clone, Serialize)]
-struct SlotOut {
-    t: f64,
-    sent: u64,
-    loss: f64,
-    min: Option<f64>,
-    p25: Option<f64>,
-    median: Option<f64>,
-    p75: Option<f64>,
-    p90: Option<f64>,
-    max: Option<f64>,
-    owd_fwd: Option<f64>,
-    owd_rev: Option<f64>,
-}
-
-fn median_of(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[v.len() / 2])
-}
-
-/// The pair page's data from the pair's stored rows in `[from, to)`: latency summaries merged
-/// into at most [`MAX_SLOTS`] slots (min of minima, max of maxima, medians of the quantiles,
-/// loss over all probes), every throughput test, failures, and the pair's events.
-pub fn pair_page(view: &View, src: &str, dst: &str, from: f64, to: f64, rows: &[MeshRow]) -> Value {
+/// The slot length of a pair page over `[from, to)`: whole summary periods, at most
+/// [`MAX_SLOTS`] slots.
+pub fn slot_length(view: &View, from: f64, to: f64) -> f64 {
     let period = view.mesh.summary_s.max(1.0);
-    let slot_s = ((to - from) / MAX_SLOTS as f64 / period).ceil().max(1.0) * period;
-    let mut slots: BTreeMap<i64, Vec<LatencySummary>> = BTreeMap::new();
+    ((to - from) / MAX_SLOTS as f64 / period).ceil().max(1.0) * period
+}
+
+/// The pair page's data: latency summaries already merged per slot by the archive
+/// (`Store::mesh_slots`), every throughput test, the failed runs, and the pair's events.
+pub fn pair_page(
+    view: &View,
+    src: &str,
+    dst: &str,
+    (from, to, slot_s): (f64, f64, f64),
+    slots: &[wanperf_archive::MeshSlot],
+    tests: &[MeshRow],
+    failed: &[MeshRow],
+) -> Value {
+    let latency: Vec<Value> = slots
+        .iter()
+        .map(|s| {
+            json!({
+                "t": from + s.index as f64 * slot_s, "sent": s.sent,
+                "loss": if s.sent > 0 { s.lost as f64 / s.sent as f64 } else { 0.0 },
+                "min": s.min_ms, "p25": s.p25_ms, "median": s.median_ms, "p75": s.p75_ms, "p90": s.p90_ms,
+                "max": s.max_ms, "owd_fwd": s.owd_fwd_ms, "owd_rev": s.owd_rev_ms,
+            })
+        })
+        .collect();
     let mut tput = Vec::new();
-    let mut failures = Vec::new();
-    for row in rows {
+    for row in tests.iter().filter(|r| r.status == "ok") {
         let Ok(r) = serde_json::from_value::<MeshResult>(row.detail.clone()) else { continue };
-        if r.status != RunStatus::Ok {
-            failures.push(json!({ "t": r.start, "kind": row.kind, "status": row.status, "reason": r.reason }));
-            continue;
-        }
-        match (&r.latency, &r.throughput) {
-            (Some(l), _) => slots.entry(((r.start - from) / slot_s).floor() as i64).or_default().push(l.clone()),
-            (None, Some(t)) => tput.push(json!({
+        if let Some(t) = &r.throughput {
+            tput.push(json!({
                 "t": r.start, "bps": t.bps, "streams": t.streams, "window": t.window, "status": "ok",
                 "retransmits": t.retransmits, "rtt_ms": t.rtt_ms, "verdict": t.verdict, "reason": Value::Null,
-            })),
-            _ => {}
+            }));
         }
     }
-    let latency: Vec<SlotOut> = slots
-        .into_iter()
-        .map(|(k, v)| {
-            let pick = |f: fn(&LatencySummary) -> Option<f64>| v.iter().filter_map(f).collect::<Vec<f64>>();
-            let sent: u64 = v.iter().map(|s| s.sent).sum();
-            let lost: u64 = v.iter().map(|s| s.lost).sum();
-            SlotOut {
-                t: from + k as f64 * slot_s,
-                sent,
-                loss: if sent > 0 { lost as f64 / sent as f64 } else { 0.0 },
-                min: pick(|s| s.min_ms).into_iter().reduce(f64::min),
-                p25: median_of(pick(|s| s.p25_ms)),
-                median: median_of(pick(|s| s.median_ms)),
-                p75: median_of(pick(|s| s.p75_ms)),
-                p90: median_of(pick(|s| s.p90_ms)),
-                max: pick(|s| s.max_ms).into_iter().reduce(f64::max),
-                owd_fwd: median_of(pick(|s| s.owd_fwd_median_ms)),
-                owd_rev: median_of(pick(|s| s.owd_rev_median_ms)),
-            }
-        })
+    let failures: Vec<Value> = tests
+        .iter()
+        .filter(|r| r.status != "ok")
+        .chain(failed)
+        .map(|r| json!({ "t": r.start_unix, "kind": r.kind, "status": r.status, "reason": r.reason }))
         .collect();
     let events: Vec<&Event> =
         view.events.iter().filter(|e| e.src == src && e.dst == dst && e.t >= from && e.t < to).collect();
     json!({
-        "src": src, "dst": dst, "from": from, "to": to, "slot_s": slot_s,
+        "mesh": view.mesh.name, "src": src, "dst": dst, "from": from, "to": to, "slot_s": slot_s,
         "latency": latency, "throughput": tput, "failures": failures,
         "clock_error_ms": Value::Null, "events": events,
     })
