@@ -551,7 +551,12 @@ impl Store for PgStore {
     }
 
     fn mesh_slots(&mut self, src: &str, dst: &str, from: f64, to: f64, slot_s: f64) -> Result<Vec<MeshSlot>> {
-        let rows = self.client.query(&schema::mesh_slots_postgres(), &[&src, &dst, &from, &to, &slot_s]).map_err(db)?;
+        let q = if schema::hourly_slots(from, slot_s) {
+            schema::mesh_slots_hourly_postgres()
+        } else {
+            schema::mesh_slots_postgres()
+        };
+        let rows = self.client.query(&q, &[&src, &dst, &from, &to, &slot_s]).map_err(db)?;
         rows.iter()
             .map(|r| {
                 Ok(MeshSlot {
@@ -577,6 +582,7 @@ impl PgStore {
     fn store_mesh_(&mut self, rows: &[MeshRow]) -> Result<u64> {
         let mut tx = self.client.transaction().map_err(db)?;
         let st = tx.prepare(schema::INSERT_MESH).map_err(db)?;
+        let hour = tx.prepare(schema::UPSERT_MESH_HOUR).map_err(db)?;
         let mut new = 0u64;
         for r in rows {
             let x = r.stats.clone();
@@ -591,7 +597,7 @@ impl PgStore {
                 f(|x| x.owd_fwd_ms),
                 f(|x| x.owd_rev_ms),
             );
-            new += tx
+            let added = tx
                 .execute(
                     &st,
                     &[
@@ -621,6 +627,18 @@ impl PgStore {
                     ],
                 )
                 .map_err(db)?;
+            new += added;
+            if let (1, Some(x)) = (added, r.stats.as_ref().filter(|_| r.kind == "latency" && r.status == "ok")) {
+                let (h, [a, b, c, d, e, g]) = schema::hour_params(r.start_unix, x, r.value);
+                tx.execute(
+                    &hour,
+                    &[
+                        &r.src, &r.dst, &h, &x.sent, &x.lost, &x.min_ms, &x.max_ms, &a.0, &a.1, &b.0, &b.1, &c.0, &c.1,
+                        &d.0, &d.1, &e.0, &e.1, &g.0, &g.1,
+                    ],
+                )
+                .map_err(db)?;
+            }
         }
         tx.commit().map_err(db)?;
         Ok(new)

@@ -175,6 +175,31 @@ pub const MIGRATIONS: &[Migration] = &[
         )",
             "CREATE INDEX mesh_results_pair ON mesh_results (src, dst, kind, start_unix)",
             "CREATE INDEX mesh_results_time ON mesh_results (start_unix)",
+            // Hourly sums of each pair's ok latency summaries, kept with every insert, so a long
+            // range is read as hours (8,760 rows a year) rather than minutes.
+            "CREATE TABLE mesh_hourly (
+            src TEXT NOT NULL,
+            dst TEXT NOT NULL,
+            hour_unix DOUBLE PRECISION NOT NULL,
+            summaries BIGINT NOT NULL,
+            sent BIGINT NOT NULL,
+            lost BIGINT NOT NULL,
+            min_ms DOUBLE PRECISION,
+            max_ms DOUBLE PRECISION,
+            n_p25 BIGINT NOT NULL,
+            s_p25 DOUBLE PRECISION NOT NULL,
+            n_median BIGINT NOT NULL,
+            s_median DOUBLE PRECISION NOT NULL,
+            n_p75 BIGINT NOT NULL,
+            s_p75 DOUBLE PRECISION NOT NULL,
+            n_p90 BIGINT NOT NULL,
+            s_p90 DOUBLE PRECISION NOT NULL,
+            n_fwd BIGINT NOT NULL,
+            s_fwd DOUBLE PRECISION NOT NULL,
+            n_rev BIGINT NOT NULL,
+            s_rev DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (src, dst, hour_unix)
+        )",
         ],
     },
 ];
@@ -271,6 +296,59 @@ const MESH_SLOTS: &str = "SELECT {slot} AS k, COUNT(*), CAST(SUM(sent) AS BIGINT
     MIN(min_ms), AVG(p25_ms), AVG(value), AVG(p75_ms), AVG(p90_ms), MAX(max_ms), AVG(owd_fwd_ms), AVG(owd_rev_ms)
     FROM mesh_results WHERE src = $1 AND dst = $2 AND kind = 'latency' AND start_unix >= $3 AND start_unix < $4
     AND status = 'ok' GROUP BY k ORDER BY k";
+
+/// Adds one ok latency summary to its pair's hour: $1 src, $2 dst, $3 hour, $4 sent, $5 lost,
+/// $6 min, $7 max, then (count, value) for p25 ($8, $9), median ($10, $11), p75 ($12, $13),
+/// p90 ($14, $15), forward ($16, $17) and reverse ($18, $19) one-way delay (count 0 and value
+/// 0 where the summary has none).
+pub const UPSERT_MESH_HOUR: &str = "INSERT INTO mesh_hourly (src, dst, hour_unix, summaries, sent, lost, min_ms,
+    max_ms, n_p25, s_p25, n_median, s_median, n_p75, s_p75, n_p90, s_p90, n_fwd, s_fwd, n_rev, s_rev)
+    VALUES ($1, $2, $3, 1, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+    ON CONFLICT (src, dst, hour_unix) DO UPDATE SET summaries = mesh_hourly.summaries + 1,
+    sent = mesh_hourly.sent + excluded.sent, lost = mesh_hourly.lost + excluded.lost,
+    min_ms = CASE WHEN excluded.min_ms IS NULL THEN mesh_hourly.min_ms WHEN mesh_hourly.min_ms IS NULL
+        THEN excluded.min_ms WHEN excluded.min_ms < mesh_hourly.min_ms THEN excluded.min_ms ELSE mesh_hourly.min_ms END,
+    max_ms = CASE WHEN excluded.max_ms IS NULL THEN mesh_hourly.max_ms WHEN mesh_hourly.max_ms IS NULL
+        THEN excluded.max_ms WHEN excluded.max_ms > mesh_hourly.max_ms THEN excluded.max_ms ELSE mesh_hourly.max_ms END,
+    n_p25 = mesh_hourly.n_p25 + excluded.n_p25, s_p25 = mesh_hourly.s_p25 + excluded.s_p25,
+    n_median = mesh_hourly.n_median + excluded.n_median, s_median = mesh_hourly.s_median + excluded.s_median,
+    n_p75 = mesh_hourly.n_p75 + excluded.n_p75, s_p75 = mesh_hourly.s_p75 + excluded.s_p75,
+    n_p90 = mesh_hourly.n_p90 + excluded.n_p90, s_p90 = mesh_hourly.s_p90 + excluded.s_p90,
+    n_fwd = mesh_hourly.n_fwd + excluded.n_fwd, s_fwd = mesh_hourly.s_fwd + excluded.s_fwd,
+    n_rev = mesh_hourly.n_rev + excluded.n_rev, s_rev = mesh_hourly.s_rev + excluded.s_rev";
+
+/// [`MESH_SLOTS`] from the hourly sums (slots of whole hours from an hour boundary).
+const MESH_SLOTS_HOURLY: &str = "SELECT {slot} AS k, CAST(SUM(summaries) AS BIGINT), CAST(SUM(sent) AS BIGINT),
+    CAST(SUM(lost) AS BIGINT), MIN(min_ms), SUM(s_p25) / NULLIF(SUM(n_p25), 0),
+    SUM(s_median) / NULLIF(SUM(n_median), 0), SUM(s_p75) / NULLIF(SUM(n_p75), 0), SUM(s_p90) / NULLIF(SUM(n_p90), 0),
+    MAX(max_ms), SUM(s_fwd) / NULLIF(SUM(n_fwd), 0), SUM(s_rev) / NULLIF(SUM(n_rev), 0)
+    FROM mesh_hourly WHERE src = $1 AND dst = $2 AND hour_unix >= $3 AND hour_unix < $4 GROUP BY k ORDER BY k";
+
+/// Whether slots of `slot_s` from `from` can be read from the hourly sums.
+pub fn hourly_slots(from: f64, slot_s: f64) -> bool {
+    slot_s >= 3600.0 && slot_s % 3600.0 == 0.0 && from % 3600.0 == 0.0
+}
+
+/// The hour a summary starting at `t` is summed into.
+pub fn hour_of(t: f64) -> f64 {
+    (t / 3600.0).floor() * 3600.0
+}
+
+/// [`MESH_SLOTS_HOURLY`] for SQLite.
+pub fn mesh_slots_hourly_sqlite() -> String {
+    MESH_SLOTS_HOURLY.replace("{slot}", "CAST((hour_unix - $3) / $5 AS BIGINT)").replace('$', "?")
+}
+
+/// [`MESH_SLOTS_HOURLY`] for PostgreSQL.
+pub fn mesh_slots_hourly_postgres() -> String {
+    MESH_SLOTS_HOURLY.replace("{slot}", "CAST(FLOOR((hour_unix - $3) / $5) AS BIGINT)")
+}
+
+/// The parameters $3… of [`UPSERT_MESH_HOUR`] for a summary starting at `start`.
+pub fn hour_params(start: f64, x: &crate::MeshStats, median: Option<f64>) -> (f64, [(i64, f64); 6]) {
+    let c = |v: Option<f64>| (i64::from(v.is_some()), v.unwrap_or(0.0));
+    (hour_of(start), [c(x.p25_ms), c(median), c(x.p75_ms), c(x.p90_ms), c(x.owd_fwd_ms), c(x.owd_rev_ms)])
+}
 
 /// [`MESH_SLOTS`] for SQLite (a cast truncates, and the difference is never negative). SQLite
 /// reads `$3` as a *named* parameter numbered by first appearance, and here `$3` comes before

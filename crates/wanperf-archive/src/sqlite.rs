@@ -769,7 +769,12 @@ impl Store for SqliteStore {
         .collect()
     }
     fn mesh_slots(&mut self, src: &str, dst: &str, from: f64, to: f64, slot_s: f64) -> Result<Vec<MeshSlot>> {
-        let mut st = self.conn.prepare_cached(&schema::mesh_slots_sqlite()).map_err(db)?;
+        let q = if schema::hourly_slots(from, slot_s) {
+            schema::mesh_slots_hourly_sqlite()
+        } else {
+            schema::mesh_slots_sqlite()
+        };
+        let mut st = self.conn.prepare_cached(&q).map_err(db)?;
         let rows = st
             .query_map(params![src, dst, from, to, slot_s], |r| {
                 Ok(MeshSlot {
@@ -798,11 +803,12 @@ impl SqliteStore {
         let mut new = 0u64;
         {
             let mut st = tx.prepare_cached(schema::INSERT_MESH).map_err(db)?;
+            let mut hour = tx.prepare_cached(schema::UPSERT_MESH_HOUR).map_err(db)?;
             for r in rows {
                 let x = r.stats.clone();
                 let (sent, lost) = (x.as_ref().map(|x| x.sent), x.as_ref().map(|x| x.lost));
                 let f = |g: fn(&MeshStats) -> Option<f64>| x.as_ref().and_then(g);
-                new += st
+                let added = st
                     .execute(params![
                         r.agent,
                         r.seq,
@@ -829,6 +835,15 @@ impl SqliteStore {
                         r.received_unix
                     ])
                     .map_err(db)? as u64;
+                new += added;
+                if let (1, Some(x)) = (added, r.stats.as_ref().filter(|_| r.kind == "latency" && r.status == "ok")) {
+                    let (h, [a, b, c, d, e, g]) = schema::hour_params(r.start_unix, x, r.value);
+                    hour.execute(params![
+                        r.src, r.dst, h, x.sent, x.lost, x.min_ms, x.max_ms, a.0, a.1, b.0, b.1, c.0, c.1, d.0, d.1,
+                        e.0, e.1, g.0, g.1
+                    ])
+                    .map_err(db)?;
+                }
             }
         }
         tx.commit().map_err(db)?;

@@ -285,6 +285,41 @@ fn mesh_round_trip(store: &mut dyn Store) {
     assert_eq!(s.owd_fwd_ms, None);
     assert_eq!(s.owd_rev_ms, Some(83.0));
     assert!(store.mesh_slots("a", "b", 400.0, 500.0, 60.0).unwrap().is_empty());
+
+    // Long ranges are read from the hourly sums (slots of whole hours from an hour boundary):
+    // the same figures as the summaries themselves. Three hours of x → y, one summary without
+    // quantiles, one refused, and one retried (stored once, summed once).
+    let h0 = 1_700_000_000.0_f64.div_euclid(3600.0) * 3600.0;
+    let mut rows = Vec::new();
+    for i in 0..18i64 {
+        let mut r = mesh_row("x", 2 * i, "x", "y", "latency", h0 + i as f64 * 600.0);
+        r.value = Some(20.0 + i as f64);
+        if i == 5 {
+            r.stats.as_mut().unwrap().p25_ms = None;
+        }
+        rows.push(r);
+    }
+    rows.push(mesh_row("x", 101, "x", "y", "latency", h0 + 60.0)); // refused (odd seq)
+    assert_eq!(store.store_mesh(&rows).unwrap(), 19);
+    assert_eq!(store.store_mesh(&rows[..3]).unwrap(), 0);
+    let hourly = store.mesh_slots("x", "y", h0, h0 + 36_000.0, 36_000.0).unwrap();
+    let raw = store.mesh_slots("x", "y", h0 - 1.0, h0 + 36_000.0, 36_001.0).unwrap();
+    assert_eq!((hourly.len(), raw.len()), (1, 1));
+    let (h, r) = (&hourly[0], &raw[0]);
+    assert_eq!((h.summaries, h.sent, h.lost), (18, 18 * 600, 18 * 6));
+    assert_eq!((h.summaries, h.sent, h.lost, h.min_ms, h.max_ms), (r.summaries, r.sent, r.lost, r.min_ms, r.max_ms));
+    let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() < 1e-9,
+        (a, b) => a == b,
+    };
+    for (a, b) in [(h.p25_ms, r.p25_ms), (h.median_ms, r.median_ms), (h.p75_ms, r.p75_ms), (h.p90_ms, r.p90_ms)] {
+        assert!(close(a, b), "{h:?} vs {r:?}");
+    }
+    assert!(close(h.median_ms, Some(20.0 + 8.5)));
+    assert_eq!((h.owd_fwd_ms, h.owd_rev_ms), (None, Some(83.0)));
+    // Hour slots: three of them, each of six summaries.
+    let per_hour = store.mesh_slots("x", "y", h0, h0 + 3.0 * 3600.0, 3600.0).unwrap();
+    assert_eq!(per_hour.iter().map(|s| (s.index, s.summaries)).collect::<Vec<_>>(), vec![(0, 6), (1, 6), (2, 6)]);
 }
 
 fn flow(bin_unix: f64, src: &str, bytes: f64) -> FlowRow {

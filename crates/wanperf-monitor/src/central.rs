@@ -432,7 +432,13 @@ async fn pair(State(app): State<Arc<App>>, Query(q): Query<HashMap<String, Strin
             Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
         }
     };
-    let slot_s = crate::view::slot_length(&app.view.lock().unwrap(), from, to);
+    let mut slot_s = crate::view::slot_length(&app.view.lock().unwrap(), from, to);
+    let mut from = from;
+    if slot_s > 3600.0 {
+        // Whole hours from an hour boundary: the archive reads its hourly sums.
+        slot_s = (slot_s / 3600.0).ceil() * 3600.0;
+        from = (from / 3600.0).floor() * 3600.0;
+    }
     let base = MeshQuery {
         from_unix: from,
         to_unix: to,

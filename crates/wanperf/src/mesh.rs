@@ -130,15 +130,7 @@ pub enum MeshCmd {
 }
 
 fn logger(json: bool) -> wanperf_monitor::Log {
-    Arc::new(move |line: &str| {
-        if json {
-            let ts =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-            eprintln!("{}", serde_json::json!({"event": "log", "timestamp": ts, "message": line}));
-        } else {
-            eprintln!("{line}");
-        }
-    })
+    crate::output::stderr_log(json)
 }
 
 /// A flag set by SIGINT/SIGTERM, for daemons that take an `Arc<AtomicBool>`.

@@ -368,3 +368,17 @@ impl<W: Write> Sink for TableSink<W> {
         emit(&mut self.out, &s);
     }
 }
+
+/// A daemon's log: one line per event on stderr, as text or (`json`) as wanperf/1 `log`
+/// records with a Unix timestamp.
+pub fn stderr_log(json: bool) -> std::sync::Arc<dyn Fn(&str) + Send + Sync> {
+    std::sync::Arc::new(move |line: &str| {
+        if json {
+            let ts =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+            eprintln!("{}", serde_json::json!({"event": "log", "timestamp": ts, "message": line}));
+        } else {
+            eprintln!("{line}");
+        }
+    })
+}

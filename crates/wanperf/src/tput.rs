@@ -271,16 +271,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         },
         copy_root: a.root.clone(),
     };
-    let json = a.json;
-    let log: wanperf_engine::server::Log = Arc::new(move |line: &str| {
-        if json {
-            let ts =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-            eprintln!("{}", serde_json::json!({"event": "log", "timestamp": ts, "message": line}));
-        } else {
-            eprintln!("{line}");
-        }
-    });
+    let log: wanperf_engine::server::Log = crate::output::stderr_log(a.json);
     let mut who = if allow.is_empty() {
         "loopback clients only (use --allow CIDR for others)".to_string()
     } else {
