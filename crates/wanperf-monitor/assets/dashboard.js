@@ -176,10 +176,6 @@
   }
   async function load(r, gen, key) {
     setStatus(`loading ${r.view}`, 'busy');
-    if (!state.mesh && !state.meshAsked && r.view !== 'grid') { // the mesh's name is only in the grid
-      state.meshAsked = true;
-      getJSON('/api/v1/grid').then((g) => setMesh(g.mesh), () => { state.meshAsked = false; });
-    }
     try {
       if (r.view === 'grid') await loadGrid(gen);
       else if (r.view === 'pair') await loadPair(r, gen);
@@ -358,6 +354,7 @@
   async function loadEvents(gen) {
     const d = await getJSON('/api/v1/events?limit=200');
     if (gen !== state.gen) return;
+    if (d.mesh) setMesh(d.mesh);
     const ev = (d.events || []).filter((e) => e && typeof e === 'object').sort(byT).reverse();
     view.innerHTML = `<h2>Events</h2><p class="muted">The ${ev.length} most recent events, newest first.</p>${eventsTable(ev, 'events-table')}`;
     setStatus(`${ev.length} events`);
@@ -467,6 +464,7 @@
     const d = await getJSON(`/api/v1/pair?${q}`);
     if (gen !== state.gen) return;
     performance.mark('pair-fetched');
+    if (d.mesh) setMesh(d.mesh);
     if (r.from == null && fin(d.to)) state.skew = d.to - Date.now() / 1000;
     state.lastPair = { d, r };
     renderPair(d, r);

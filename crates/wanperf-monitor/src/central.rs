@@ -389,8 +389,11 @@ async fn grid(State(app): State<Arc<App>>) -> Response {
 
 async fn events(State(app): State<Arc<App>>, Query(q): Query<HashMap<String, String>>) -> Response {
     let limit = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(200usize).min(10_000);
-    let ev = app.view.lock().unwrap().events(limit);
-    Json(serde_json::json!({ "events": ev })).into_response()
+    let (ev, mesh) = {
+        let v = app.view.lock().unwrap();
+        (v.events(limit), v.mesh().name.clone())
+    };
+    Json(serde_json::json!({ "mesh": mesh, "events": ev })).into_response()
 }
 
 async fn slots(State(app): State<Arc<App>>, Query(q): Query<HashMap<String, String>>) -> Response {
