@@ -41,6 +41,7 @@
     return `${Math.round(sec / 86400)} d`;
   }
   function fmtSpan(sec) {
+    if (sec < 120) return `${Math.round(sec)} s`;
     if (sec < 3600) return `${Math.round(sec / 60)} min`;
     if (sec < 259200) return `${+(sec / 3600).toFixed(1)} h`;
     return `${+(sec / 86400).toFixed(1)} d`;
