@@ -47,7 +47,14 @@ pub struct PingConfig {
     pub dscp: Option<u8>,
     /// Mode.
     pub mode: PingMode,
+    /// Longest sleep between two looks at the interrupt flag when nothing else is due
+    /// ([`WAKE`] for a command a person stops; a daemon probing hundreds of peers may take
+    /// longer, for fewer wake-ups).
+    pub wake: Duration,
 }
+
+/// [`PingConfig::wake`] for interactive use.
+pub const WAKE: Duration = Duration::from_millis(250);
 
 /// Why pinging failed.
 #[derive(Debug, Error)]
@@ -430,7 +437,9 @@ fn run_datagram(
     interrupt: &AtomicBool,
 ) -> Result<(Vec<ProbeRecord>, PingSummary), PingError> {
     let fd = prober.fd();
-    let mut inb = vec![0u8; 65_536];
+    // Answers are our probes coming back (an ICMP echo reply may carry an IP header): room
+    // for the probe size and a margin; anything longer is truncated and not ours.
+    let mut inb = vec![0u8; (cfg.size + 256).max(2048)];
     let n = cfg.count as usize;
     let mut pending: Vec<Option<Pending>> = (0..n).map(|_| None).collect();
     let mut answers: Vec<Option<Answer>> = vec![None; n];
@@ -554,7 +563,7 @@ fn run_datagram(
         let next_send = (next_seq < cfg.count && !stop).then(|| start + cfg.interval * next_seq as u32);
         let next_timeout = pending.get(emitted).and_then(|p| p.as_ref()).map(|p| p.mono + cfg.timeout);
         let wake = [next_send, next_timeout].into_iter().flatten().min().unwrap_or(now + Duration::from_millis(10));
-        let wait = wake.saturating_duration_since(Instant::now()).min(Duration::from_millis(250));
+        let wait = wake.saturating_duration_since(Instant::now()).min(cfg.wake.max(Duration::from_millis(1)));
         let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         let ts =
             libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos() as libc::c_long };

@@ -407,6 +407,9 @@ fn probe_peer(
             timeout,
             dscp,
             mode: PingMode::Udp,
+            // One thread per peer: wake for sends, answers and timeouts only (a mesh change or
+            // shutdown is noticed within a second).
+            wake: Duration::from_secs(1),
         };
         let mut sink = Collect(Vec::new());
         let result = ping::run(&cfg, &mut sink, stop);

@@ -355,6 +355,7 @@ fn run_cell(
         timeout: Duration::from_secs_f64(timeout),
         dscp: a.dscp,
         mode: if a.iperf3 { PingMode::Icmp } else { PingMode::Udp },
+        wake: wanperf_engine::ping::WAKE,
     };
     let stop_probes = Arc::new(AtomicBool::new(false));
     let sp = stop_probes.clone();

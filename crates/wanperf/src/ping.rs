@@ -92,6 +92,7 @@ pub fn run(a: PingArgs) -> Result<ExitCode> {
             "icmp" => PingMode::Icmp,
             _ => PingMode::Udp,
         },
+        wake: wanperf_engine::ping::WAKE,
     };
     let mut live = Live { json: a.json };
     let (records, summary) = ping::run(&cfg, &mut live, &INTERRUPTED)?;
