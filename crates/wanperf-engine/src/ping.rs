@@ -206,6 +206,13 @@ pub trait PingSink {
     fn probe(&mut self, r: &ProbeRecord);
 }
 
+/// A sink for runs whose records are only wanted at the end (`run` returns them all).
+pub struct Quiet;
+
+impl PingSink for Quiet {
+    fn probe(&mut self, _: &ProbeRecord) {}
+}
+
 /// An answer in time: RTT ms, server turnaround µs, then t1 (client send, wall), t2 (server
 /// receive), t3 (server send) and t4 (client receive, wall), all ns since the epoch.
 type Answer = (f64, f64, u64, u64, u64, u64);

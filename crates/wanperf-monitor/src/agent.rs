@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use wanperf_engine::ping::{self, PingConfig, PingMode, PingSink, ProbeRecord};
+use wanperf_engine::ping::{self, PingConfig, PingMode};
 use wanperf_engine::server::{Gate, ServerConfig};
 use wanperf_mesh::config::{Mesh, Test, TestKind};
 use wanperf_mesh::plan::Slot;
@@ -120,10 +120,8 @@ impl Current {
 }
 
 fn fetch_mesh(src: &MeshSource) -> Result<(Mesh, String), String> {
-    let text = match src {
-        MeshSource::File(p) => {
-            std::fs::read_to_string(p).map_err(|e| format!("cannot read mesh file {}: {e}", p.display()))?
-        }
+    let mesh = match src {
+        MeshSource::File(p) => crate::read_mesh(p)?.0,
         MeshSource::Central(url) => {
             let u = format!("{}/api/v1/mesh", url.trim_end_matches('/'));
             let v: serde_json::Value = ureq::get(&u)
@@ -132,10 +130,10 @@ fn fetch_mesh(src: &MeshSource) -> Result<(Mesh, String), String> {
                 .map_err(|e| format!("cannot fetch the mesh from {u}: {e}"))?
                 .into_json()
                 .map_err(|e| format!("{u}: not a mesh answer: {e}"))?;
-            v.get("text").and_then(|t| t.as_str()).ok_or_else(|| format!("{u}: not a mesh answer"))?.to_string()
+            let text = v.get("text").and_then(|t| t.as_str()).ok_or_else(|| format!("{u}: not a mesh answer"))?;
+            wanperf_mesh::config::parse(text).map_err(|e| format!("the mesh from {u}: {e}"))?
         }
     };
-    let mesh = wanperf_mesh::config::parse(&text).map_err(|e| format!("mesh file: {e}"))?;
     let digest = mesh.digest();
     Ok((mesh, digest))
 }
@@ -179,6 +177,14 @@ struct Server {
     stop: Arc<AtomicBool>,
     join: JoinHandle<()>,
     key: String,
+}
+
+impl Server {
+    /// Stops it and waits for its tests to end (bounded by the engine's grace).
+    fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.join.join();
+    }
 }
 
 fn start_server(listen: SocketAddr, mesh: &Mesh, log: &crate::Log) -> Result<(Server, SocketAddr), AgentError> {
@@ -238,7 +244,8 @@ pub fn run(
     }
     let spool = Arc::new(Mutex::new(Spool::open(&cfg.spool, cfg.spool_max)?));
     let listen = cfg.listen.unwrap_or_else(|| SocketAddr::new(IpAddr::from([0u8; 4]), me.port));
-    let (mut server, addr) = start_server(listen, &mesh, &log)?;
+    let (server, addr) = start_server(listen, &mesh, &log)?;
+    let mut server = Some(server);
     let current = Arc::new(Current { mesh: RwLock::new((Arc::new(mesh), digest)), generation: AtomicU64::new(0) });
     let started = now_unix();
     let mut threads = Vec::new();
@@ -303,12 +310,10 @@ pub fn run(
             // A changed allow list or key set: a new server on the same address.
             if let Ok(sc) = server_config(&mesh) {
                 let key = format!("{:?}|{:?}", sc.allow, sc.auth);
-                if key != server.key {
-                    server.stop.store(true, Ordering::Release);
-                    let old = std::mem::replace(&mut server.join, std::thread::spawn(|| {}));
-                    let _ = old.join();
+                if server.as_ref().is_some_and(|s| s.key != key) {
+                    server.take().map(Server::stop);
                     match start_server(addr, &mesh, &log) {
-                        Ok((s, _)) => server = s,
+                        Ok((s, _)) => server = Some(s),
                         Err(e) => {
                             log(&format!("agent: cannot restart the server on {addr}: {e}"));
                             shutdown.store(true, Ordering::Release);
@@ -322,14 +327,16 @@ pub fn run(
     for (stop, _) in probers.values() {
         stop.store(true, Ordering::Release);
     }
-    server.stop.store(true, Ordering::Release);
+    if let Some(s) = &server {
+        s.stop.store(true, Ordering::Release);
+    }
     for (_, (_, h)) in probers {
         let _ = h.join();
     }
     for h in threads {
         let _ = h.join();
     }
-    let _ = server.join.join();
+    server.map(Server::stop);
     Ok(())
 }
 
@@ -371,14 +378,6 @@ fn spool_push(spool: &Mutex<Spool>, r: MeshResult, log: &crate::Log) {
     }
 }
 
-struct Collect(Vec<ProbeRecord>);
-
-impl PingSink for Collect {
-    fn probe(&mut self, r: &ProbeRecord) {
-        self.0.push(r.clone());
-    }
-}
-
 /// Continuous probes to one peer, one summary per period, until `stop`.
 fn probe_peer(
     me: &str,
@@ -411,8 +410,7 @@ fn probe_peer(
             // shutdown is noticed within a second).
             wake: Duration::from_secs(1),
         };
-        let mut sink = Collect(Vec::new());
-        let result = ping::run(&cfg, &mut sink, stop);
+        let result = ping::run(&cfg, &mut ping::Quiet, stop);
         let finished = now_unix();
         let base = MeshResult {
             seq: 0,
@@ -478,9 +476,8 @@ fn schedule(
     let mut done: HashSet<(String, String, u64)> = HashSet::new();
     let mut plan: Option<(String, f64, Vec<Slot>)> = None;
     while !nap(stop, Duration::from_millis(250)) {
-        let mesh = current.get();
+        let (mesh, digest) = current.mesh.read().unwrap().clone();
         let now = now_unix();
-        let digest = mesh.digest();
         let day = crate::view::day_start(now);
         if !matches!(&plan, Some((d, t, _)) if *d == digest && *t == day) {
             plan = Some((digest, day, day_plan(&mesh, now)));

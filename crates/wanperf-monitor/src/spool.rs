@@ -7,7 +7,7 @@
 //! The spool is bounded ([`Spool::max`] rows): a full spool refuses new results and counts
 //! them, and the agent says so in its log and, once there is room, in a result of its own.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension};
 use std::path::Path;
 use wanperf_mesh::wire::MeshResult;
 
@@ -70,9 +70,9 @@ impl Spool {
         self.len == 0
     }
 
-    /// Adds a result, numbering it (its `seq` is set here). Returns the number, or `None` when
-    /// the spool is full (the result is counted in [`Spool::dropped`]).
-    pub fn push(&mut self, mut r: MeshResult) -> Result<Option<u64>, SpoolError> {
+    /// Adds a result, numbered by the spool (the number comes back as its `seq` from
+    /// [`Spool::peek`]). Returns the number, or `None` when the spool is full (the result is counted in [`Spool::dropped`]).
+    pub fn push(&mut self, r: MeshResult) -> Result<Option<u64>, SpoolError> {
         if self.len >= self.max {
             self.dropped += 1;
             self.conn
@@ -84,28 +84,26 @@ impl Spool {
                 .map_err(|e| self.err(e))?;
             return Ok(None);
         }
-        let tx = self.conn.transaction().map_err(|e| SpoolError { path: self.path.clone(), msg: e.to_string() })?;
-        tx.execute("INSERT INTO results (body) VALUES ('')", [])
-            .map_err(|e| SpoolError { path: self.path.clone(), msg: e.to_string() })?;
-        let seq = tx.last_insert_rowid() as u64;
-        r.seq = seq;
-        let body = serde_json::to_string(&r).map_err(|e| SpoolError { path: self.path.clone(), msg: e.to_string() })?;
-        tx.execute("UPDATE results SET body = ?1 WHERE seq = ?2", params![body, seq as i64])
-            .map_err(|e| SpoolError { path: self.path.clone(), msg: e.to_string() })?;
-        tx.commit().map_err(|e| SpoolError { path: self.path.clone(), msg: e.to_string() })?;
+        // The row's number is the result's: `peek` sets it, the stored body's own is not read.
+        let body = serde_json::to_string(&r).map_err(|e| self.err(e))?;
+        self.conn.execute("INSERT INTO results (body) VALUES (?1)", [body]).map_err(|e| self.err(e))?;
         self.len += 1;
-        Ok(Some(seq))
+        Ok(Some(self.conn.last_insert_rowid() as u64))
     }
 
-    /// The oldest `n` results, in `seq` order.
+    /// The oldest `n` results, in `seq` order, each numbered by its row.
     pub fn peek(&self, n: usize) -> Result<Vec<MeshResult>, SpoolError> {
         let mut st =
-            self.conn.prepare_cached("SELECT body FROM results ORDER BY seq LIMIT ?1").map_err(|e| self.err(e))?;
-        let rows = st.query_map([n as i64], |r| r.get::<_, String>(0)).map_err(|e| self.err(e))?;
+            self.conn.prepare_cached("SELECT seq, body FROM results ORDER BY seq LIMIT ?1").map_err(|e| self.err(e))?;
+        let rows =
+            st.query_map([n as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).map_err(|e| self.err(e))?;
         let mut out = Vec::new();
-        for body in rows {
-            let body = body.map_err(|e| self.err(e))?;
-            out.push(serde_json::from_str(&body).map_err(|e| self.err(format!("a spooled result is damaged: {e}")))?);
+        for row in rows {
+            let (seq, body) = row.map_err(|e| self.err(e))?;
+            let mut r: MeshResult =
+                serde_json::from_str(&body).map_err(|e| self.err(format!("a spooled result is damaged: {e}")))?;
+            r.seq = seq as u64;
+            out.push(r);
         }
         Ok(out)
     }

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use wanperf_archive::MeshRow;
-use wanperf_mesh::config::{Mesh, TestKind};
+use wanperf_mesh::config::Mesh;
 use wanperf_mesh::events::{Detector, Event};
 use wanperf_mesh::plan::Slot;
 use wanperf_mesh::status::{self, Cell, Metric, Status};
@@ -57,6 +57,7 @@ fn push(h: &mut VecDeque<f64>, v: f64) {
 /// The live view.
 pub struct View {
     mesh: Arc<Mesh>,
+    digest: String,
     started: f64,
     pairs: BTreeMap<(String, String), PairState>,
     last_seen: HashMap<String, f64>,
@@ -71,9 +72,10 @@ pub fn day_start(t: f64) -> f64 {
     (t / 86_400.0).floor() * 86_400.0
 }
 
-/// The planner's seed for a mesh: its digest, so every agent and central agree.
+/// The planner's seed for a mesh: the first 64 bits of its digest (BLAKE3, hex), so every
+/// agent and central agree.
 pub fn seed_of(mesh: &Mesh) -> u64 {
-    mesh.digest().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    u64::from_str_radix(&mesh.digest()[..16], 16).unwrap_or(0)
 }
 
 /// The day's throughput plan that every agent follows (the UTC day of `t`, plus the first
@@ -88,6 +90,7 @@ impl View {
     /// An empty view of `mesh` at `now`.
     pub fn new(mesh: Arc<Mesh>, now: f64) -> View {
         View {
+            digest: mesh.digest(),
             mesh,
             started: now,
             pairs: BTreeMap::new(),
@@ -104,13 +107,9 @@ impl View {
         &self.mesh
     }
 
-    /// The mesh it shows, shared.
-    pub fn mesh_arc(&self) -> Arc<Mesh> {
-        self.mesh.clone()
-    }
-
     /// A changed mesh file.
     pub fn set_mesh(&mut self, mesh: Arc<Mesh>) {
+        self.digest = mesh.digest();
         self.mesh = mesh;
         self.plan = None;
     }
@@ -158,11 +157,17 @@ impl View {
         alerts
     }
 
-    fn record(&mut self, e: Event) -> Alert {
+    /// Keeps an event among the newest [`MAX_EVENTS`].
+    fn keep(&mut self, e: Event) {
         if self.events.len() == MAX_EVENTS {
             self.events.pop_front();
         }
-        self.events.push_back(e.clone());
+        self.events.push_back(e);
+    }
+
+    /// Keeps an event and announces it.
+    fn record(&mut self, e: Event) -> Alert {
+        self.keep(e.clone());
         Alert { event: e }
     }
 
@@ -205,10 +210,7 @@ impl View {
         }
         p.updated = p.updated.max(r.end);
         for e in &out {
-            if self.events.len() == MAX_EVENTS {
-                self.events.pop_front();
-            }
-            self.events.push_back(e.clone());
+            self.keep(e.clone());
         }
         out
     }
@@ -216,15 +218,7 @@ impl View {
     /// How often `host` must be heard from, s: its most frequent duty (a latency summary
     /// period, a throughput interval), and at least the agents' heartbeat.
     fn contact_interval(&self, host: &str) -> f64 {
-        let mut every = f64::INFINITY;
-        for (test, _) in self.mesh.tests_from(host) {
-            match (&test.kind, &test.schedule) {
-                (TestKind::Latency { .. }, _) => every = every.min(self.mesh.summary_s),
-                (_, Some(s)) => every = every.min(s.interval_s),
-                _ => {}
-            }
-        }
-        every.min(2.0 * HEARTBEAT_S).max(HEARTBEAT_S)
+        self.mesh.report_interval(host).unwrap_or(f64::INFINITY).min(2.0 * HEARTBEAT_S).max(HEARTBEAT_S)
     }
 
     /// Agents gone silent since the last tick (each announced once).
@@ -256,10 +250,9 @@ impl View {
         let mut out = Vec::new();
         let mut day = day_start(from);
         while day < to {
-            let digest = self.mesh.digest();
-            let fresh = matches!(&self.plan, Some((d, t, _)) if *d == digest && *t == day);
+            let fresh = matches!(&self.plan, Some((d, t, _)) if *d == self.digest && *t == day);
             if !fresh {
-                self.plan = Some((digest, day, day_plan(&self.mesh, day)));
+                self.plan = Some((self.digest.clone(), day, day_plan(&self.mesh, day)));
             }
             if let Some((_, _, slots)) = &self.plan {
                 out.extend(
@@ -275,13 +268,14 @@ impl View {
         out
     }
 
-    fn judge(&self, metric: Metric, hist: &VecDeque<f64>, src: &str, dst: &str) -> Value {
-        let Some(&value) = hist.back() else { return Value::Null };
+    /// One metric of a cell (measured at `t`): its newest value against the pair's baseline,
+    /// as the grid's JSON, and its status (Unknown without a value).
+    fn judge(&self, metric: Metric, hist: &VecDeque<f64>, (src, dst): (&str, &str), t: f64) -> (Value, Status) {
+        let Some(&value) = hist.back() else { return (Value::Null, Status::Unknown) };
         let earlier: Vec<f64> = hist.iter().take(hist.len().saturating_sub(BASELINE_SKIP)).copied().collect();
         let base = status::baseline(&earlier);
-        let expect = self.mesh.expect_for(src, dst);
-        let st = status::classify(metric, value, base.as_ref(), &expect);
-        json!({ "value": value, "baseline": base.map(|b| b.median), "status": st })
+        let st = status::classify(metric, value, base.as_ref(), &self.mesh.expect_for(src, dst));
+        (json!({ "value": value, "baseline": base.map(|b| b.median), "status": st, "t": t }), st)
     }
 
     /// The grid: every pair of every test, judged against its own baseline and the mesh's
@@ -298,29 +292,17 @@ impl View {
         let mut judged = Vec::new();
         for (src, dst) in &pairs {
             let p = self.pairs.get(&(src.clone(), dst.clone())).unwrap_or(&empty);
-            let mut tput = self.judge(Metric::Throughput, &p.tput, src, dst);
+            let pair = (src.as_str(), dst.as_str());
+            let (mut tput, t_st) = self.judge(Metric::Throughput, &p.tput, pair, p.throughput_t);
             if let (Some(t), Some(o)) = (&p.throughput, tput.as_object_mut()) {
                 o.insert("streams".into(), json!(t.streams));
                 o.insert("window".into(), json!(t.window));
-                o.insert("t".into(), json!(p.throughput_t));
             }
-            let mut loss = self.judge(Metric::Loss, &p.loss, src, dst);
-            let mut rtt = self.judge(Metric::Rtt, &p.rtt, src, dst);
-            for v in [&mut loss, &mut rtt] {
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("t".into(), json!(p.latency_t));
-                }
-            }
-            let worst = [&tput, &loss, &rtt]
-                .iter()
-                .filter_map(|v| serde_json::from_value::<Status>(v.get("status")?.clone()).ok())
-                .max_by_key(|s| match s {
-                    Status::Bad => 3,
-                    Status::Warn => 2,
-                    Status::Ok => 1,
-                    Status::Unknown => 0,
-                })
-                .unwrap_or(Status::Unknown);
+            let (loss, l_st) = self.judge(Metric::Loss, &p.loss, pair, p.latency_t);
+            let (rtt, r_st) = self.judge(Metric::Rtt, &p.rtt, pair, p.latency_t);
+            // The cell's worst metric (Status orders Ok < Warn < Bad; Unknown only if all are).
+            let worst =
+                [t_st, l_st, r_st].into_iter().filter(|s| *s != Status::Unknown).max().unwrap_or(Status::Unknown);
             judged.push(Cell { src: src.clone(), dst: dst.clone(), status: worst });
             cells.push(json!({
                 "src": src, "dst": dst, "updated": (p.updated > 0.0).then_some(p.updated),

@@ -35,6 +35,19 @@ extern "C" fn on_signal(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
+/// A thread that sets `stop` once SIGINT or SIGTERM arrives (for daemons that take a flag of
+/// their own), and ends when `stop` is set.
+pub fn stop_on_interrupt(stop: std::sync::Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Acquire) {
+            if INTERRUPTED.load(Ordering::Acquire) {
+                stop.store(true, Ordering::Release);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    })
+}
+
 /// SIGINT and SIGTERM set [`INTERRUPTED`].
 pub fn install_signal_handlers() {
     for sig in [libc::SIGINT, libc::SIGTERM] {

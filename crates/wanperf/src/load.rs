@@ -195,11 +195,6 @@ impl CellDetail {
     }
 }
 
-struct NoLive;
-impl ping::PingSink for NoLive {
-    fn probe(&mut self, _: &ProbeRecord) {}
-}
-
 fn list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
     let v: Vec<T> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(&parse).collect::<Result<_>>()?;
     if v.is_empty() {
@@ -360,7 +355,7 @@ fn run_cell(
     let stop_probes = Arc::new(AtomicBool::new(false));
     let sp = stop_probes.clone();
     let t0 = Instant::now();
-    let prober = std::thread::spawn(move || ping::run(&pcfg, &mut NoLive, &sp));
+    let prober = std::thread::spawn(move || ping::run(&pcfg, &mut ping::Quiet, &sp));
     let mut loaded_windows = Vec::new();
     let mut idle_windows = Vec::new();
     let (mut bytes, mut secs_loaded, mut retrans) = (0u64, 0.0f64, 0u64);

@@ -136,13 +136,7 @@ fn logger(json: bool) -> wanperf_monitor::Log {
 /// A flag set by SIGINT/SIGTERM, for daemons that take an `Arc<AtomicBool>`.
 fn stop_flag() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    std::thread::spawn(move || {
-        while !crate::INTERRUPTED.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        s.store(true, Ordering::Release);
-    });
+    drop(crate::stop_on_interrupt(stop.clone()));
     stop
 }
 
@@ -237,8 +231,7 @@ fn inherited_listener(fd: i32) -> Result<std::net::TcpListener> {
 }
 
 fn load(file: &std::path::Path) -> Result<wanperf_mesh::config::Mesh> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    wanperf_mesh::config::parse(&text).map_err(|e| anyhow!("{}: {e}", file.display()))
+    Ok(wanperf_monitor::read_mesh(file).map_err(|e| anyhow!("{e}"))?.0)
 }
 
 /// `wanperf mesh …`.
@@ -334,43 +327,19 @@ fn demo_mesh(keys: &[String], addrs: &[String]) -> String {
     m
 }
 
-struct Child {
-    name: String,
-    child: std::process::Child,
-}
-
-impl Child {
-    fn term(&mut self) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-    }
-    fn wait(&mut self, limit: Duration) {
-        let t = std::time::Instant::now();
-        while matches!(self.child.try_wait(), Ok(None)) && t.elapsed() < limit {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The demo's processes and network, torn down whatever happens.
 struct DemoRun {
     exe: PathBuf,
     net: String,
-    children: Vec<Child>,
+    /// (name, process), stopped in reverse order.
+    children: Vec<(String, std::process::Child)>,
     dir: PathBuf,
 }
 
 impl Drop for DemoRun {
     fn drop(&mut self) {
-        for c in &mut self.children {
-            c.term();
-        }
-        for c in self.children.iter_mut().rev() {
-            c.wait(Duration::from_secs(30));
+        for (_, c) in self.children.iter_mut().rev() {
+            crate::path::stop_child(c);
         }
         let _ = std::process::Command::new(&self.exe)
             .args(["net", "down", &self.net])
@@ -427,17 +396,18 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
     if !ok.status.success() {
         return Err(anyhow!("cannot bring up the network: {}", String::from_utf8_lossy(&ok.stderr).trim()));
     }
-    // "  host    slac         wan0 198.18.0.1 (slac-slac-gw)": a host's first address.
-    let info = Command::new(&exe).args(["net", "show", "iepm-2000"]).output()?;
-    let text = String::from_utf8_lossy(&info.stdout);
+    // Every host's first address, from the same plan `net up` builds.
+    let preset = wanperf_net::presets::find("iepm-2000").ok_or_else(|| anyhow!("no iepm-2000 preset"))?;
+    let topo = wanperf_net::topo::Topology::parse(&preset.toml, &|f| Err(format!("no file {f} in a preset")))
+        .map_err(|e| anyhow!("iepm-2000: {e}"))?;
+    let plan = wanperf_net::plan::Plan::new(&topo).map_err(|e| anyhow!("iepm-2000: {e}"))?;
     let addrs: Vec<String> = DEMO_SITES
         .iter()
         .map(|s| {
-            text.lines()
-                .map(|l| l.split_whitespace().collect::<Vec<_>>())
-                .find(|w| w.len() >= 4 && w[0] == "host" && w[1] == *s)
-                .map(|w| w[3].to_string())
-                .ok_or_else(|| anyhow!("no address for {s} in `net show iepm-2000`"))
+            topo.node(s)
+                .and_then(|n| plan.addr_of(n))
+                .map(|a| a.to_string())
+                .ok_or_else(|| anyhow!("no address for {s} in the iepm-2000 preset"))
         })
         .collect::<Result<_>>()?;
     let mesh_path = dir.join("mesh.toml");
@@ -476,7 +446,7 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
             }
         }
     });
-    run.children.push(Child { name: "central".into(), child: central });
+    run.children.push(("central".into(), central));
     match ready_rx.recv_timeout(Duration::from_secs(30)) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(anyhow!("central: {e}")),
@@ -495,7 +465,7 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        run.children.push(Child { name: s.to_string(), child: c });
+        run.children.push((s.to_string(), c));
     }
     eprintln!("wanperf mesh demo: the IEPM 2000 network, 6 agents, central on slac (archive {db})");
     eprintln!("dashboard: {url}  (open it now; the mesh runs {} min)", a.minutes);
@@ -524,10 +494,10 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
             say(&bar, &format!("event: {a}"));
             shown_alerts += 1;
         }
-        for c in &mut run.children {
-            if let Ok(Some(st)) = c.child.try_wait() {
+        for (name, c) in &mut run.children {
+            if let Ok(Some(st)) = c.try_wait() {
                 bar.finish_and_clear();
-                return Err(anyhow!("{} stopped early ({st})", c.name));
+                return Err(anyhow!("{name} stopped early ({st})"));
             }
         }
     }

@@ -307,15 +307,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         software(),
         l.local_addr().map_or_else(|_| a.listen.to_string(), |x| x.to_string())
     ));
-    let s2 = stop.clone();
-    let watcher = std::thread::spawn(move || {
-        while !s2.load(Ordering::Acquire) {
-            if INTERRUPTED.load(Ordering::Acquire) {
-                s2.store(true, Ordering::Release);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    });
+    let watcher = crate::stop_on_interrupt(stop.clone());
     wanperf_engine::server::serve_with(l, udp.ok(), cfg, stop.clone(), log.clone())?;
     stop.store(true, Ordering::Release);
     let _ = watcher.join();
