@@ -94,27 +94,32 @@ fn zerocopy_moves_the_same_bytes() {
 
 #[test]
 fn small_window_limits_inflight_to_the_window() {
-    // Little's law: bytes in flight = goodput × RTT, and TCP never has more in flight than the
-    // receiver's advertised window. With a 64 KiB window the product must stay under it, and
-    // goodput must fall well below an autotuned run.
+    // TCP never has more unacknowledged data in flight than the receiver's advertised window,
+    // and with `-w 64k` that window is bounded by the 128 KiB buffer the kernel grants. Both
+    // figures come from one TCP_INFO snapshot per interval, so the check holds at every sample.
+    // (An earlier version checked Little's law, goodput × srtt ≤ window; srtt is a smoothed
+    // value sampled at one instant and on a busy 2-core loopback it can be twice the interval's
+    // mean RTT, so that product was not a bound.)
     let s = Server::start(&[]);
     let recs = tput_json(&s, &["-w", "64k", "-t", "2", "-i", "0.5"]);
     let st = &end(&recs)["summary"]["streams"][0];
     assert_eq!(u(&st["sender_sndbuf"]), 128 * 1024, "kernel grants twice the request");
-    let mut inflight = Vec::new();
+    let mut samples = 0;
     for iv in intervals(&recs) {
         let s0 = &iv["streams"][0];
         if let Some(t) = s0["tcp"].as_object() {
-            let srtt = t["srtt_us"].as_f64().unwrap() / 1e6;
             let wnd = t["snd_wnd"].as_f64().unwrap();
             assert!(wnd <= 2.0 * 65536.0, "advertised window {wnd} exceeds the buffer");
-            inflight.push((f(&s0["throughput_bps"]) / 8.0 * srtt, wnd));
+            let mss = t["snd_mss"].as_f64().unwrap();
+            let inflight = t["unacked"].as_f64().unwrap() * mss;
+            assert!(
+                inflight <= wnd + mss,
+                "{inflight} bytes unacknowledged with a {wnd}-byte window (MSS {mss})"
+            );
+            samples += 1;
         }
     }
-    assert!(!inflight.is_empty());
-    let mean_ratio: f64 = inflight.iter().map(|(b, w)| b / w).sum::<f64>() / inflight.len() as f64;
-    assert!(mean_ratio < 1.5, "goodput × srtt / window = {mean_ratio:.2}: more in flight than the window allows");
-    assert!(mean_ratio > 0.05, "goodput × srtt / window = {mean_ratio:.2}: window not the limit?");
+    assert!(samples > 0, "no interval carried TCP_INFO");
     let small = f(&end(&recs)["summary"]["throughput_bps"]);
     let tiny = tput_json(&s, &["-w", "4k", "-t", "1"]);
     let tiny_bps = f(&end(&tiny)["summary"]["throughput_bps"]);
