@@ -342,7 +342,8 @@ pub struct MeshRow {
     pub status: String,
     /// Why it was not `ok`.
     pub reason: Option<String>,
-    /// The headline number: median RTT in ms (latency) or bit/s (throughput).
+    /// The headline number: median RTT in ms (latency), bit/s (throughput), or the
+    /// destination's median RTT in ms (trace).
     pub value: Option<f64>,
     /// Loss fraction (latency).
     pub loss: Option<f64>,

@@ -97,6 +97,10 @@
 //! - `throughput`: `duration` 1 s – 1 h (default `10s`); `streams` 1–128 (default 1);
 //!   `window` a size, 1k–2G (optional); `reverse` true/false (default false: the source
 //!   sends); `udp_rate` a rate of at least 1k (optional: a UDP test at this rate instead of TCP).
+//! - `trace` (`wanperf trace` from the source to the destination, Paris-style: one flow
+//!   identifier, per-hop RTT and loss): `rounds` 1–100 (default 3, one a second); `method`
+//!   `udp` (default) or `icmp`; `max_ttl` 1–64 (default 30). A trace whose route differs
+//!   from the pair's previous one is a route-change event.
 //! - `throughput` and `trace` are scheduled:
 //!   - `interval` (required) — how often each pair runs, 10 s – 7 days; for throughput at least
 //!     one run's slot (`duration` + the guard of 2 s + 10 % of `duration`).
@@ -126,6 +130,8 @@ use wanperf_proto::units;
 
 /// The agent's port when the file does not give one (its embedded `wanperf serve`).
 pub const DEFAULT_PORT: u16 = 5301;
+/// Rounds of a trace test when the file does not give them.
+pub const DEFAULT_TRACE_ROUNDS: u32 = 3;
 /// The latency summary period when the file does not give one, seconds.
 pub const DEFAULT_SUMMARY_S: f64 = 60.0;
 /// Result intervals without results before a host is silent, by default.
@@ -255,8 +261,15 @@ pub enum TestKind {
         /// A UDP test at this rate, bit/s (None: TCP).
         udp_rate: Option<u64>,
     },
-    /// A path trace (`wanperf trace`).
-    Trace,
+    /// A path trace (`wanperf trace`: Paris-style probes, per-hop RTT and loss).
+    Trace {
+        /// Rounds (each probes every hop once, one a second).
+        rounds: u32,
+        /// ICMP echo probes instead of UDP.
+        icmp: bool,
+        /// Highest TTL probed.
+        max_ttl: u8,
+    },
 }
 
 impl TestKind {
@@ -265,7 +278,7 @@ impl TestKind {
         match self {
             TestKind::Latency { .. } => "latency",
             TestKind::Throughput { .. } => "throughput",
-            TestKind::Trace => "trace",
+            TestKind::Trace { .. } => "trace",
         }
     }
 }
@@ -911,7 +924,20 @@ pub fn parse(text: &str) -> Result<Mesh, MeshError> {
                 };
                 (kind, vec!["duration", "streams", "window", "reverse", "udp_rate"])
             }
-            "trace" => (TestKind::Trace, vec![]),
+            "trace" => {
+                let icmp = match r.string("method")? {
+                    None => false,
+                    Some((_, m)) if m == "udp" => false,
+                    Some((_, m)) if m == "icmp" => true,
+                    Some((l, m)) => return Err(err(l, format!("`method` must be udp or icmp, not `{m}`"))),
+                };
+                let kind = TestKind::Trace {
+                    rounds: r.uint("rounds", 1..=100)?.unwrap_or(DEFAULT_TRACE_ROUNDS as u64) as u32,
+                    icmp,
+                    max_ttl: r.uint("max_ttl", 1..=64)?.unwrap_or(30) as u8,
+                };
+                (kind, vec!["rounds", "method", "max_ttl"])
+            }
             other => return Err(err(lt, format!("`type` must be latency, throughput or trace, not `{other}`"))),
         };
         let schedule = match kind {
@@ -1091,6 +1117,7 @@ name = "route"
 type = "trace"
 group = "hub"
 interval = "1h"
+rounds = 3
 
 [[expect]]
 group = "all"
@@ -1142,7 +1169,7 @@ rtt_max = "180ms"
             m.tests[1].schedule,
             Some(Schedule { interval_s: 1800.0, slip_s: 300.0, windows: vec![(0, 21_600), (72_000, 86_400)] })
         );
-        assert_eq!(m.tests[2].kind, TestKind::Trace);
+        assert_eq!(m.tests[2].kind, TestKind::Trace { rounds: 3, icmp: false, max_ttl: 30 });
         assert_eq!(m.tests[2].schedule.as_ref().unwrap().interval_s, 3600.0);
         assert_eq!(m.expects[0].throughput_min, Some(10e6));
         assert_eq!(m.expects[0].rtt_max_ms, Some(200.0));
@@ -1283,6 +1310,10 @@ rtt_max = "180ms"
             (ex.replace("streams = 4", "colour = \"red\""), at("streams = 4"), "unknown key `colour` in a throughput test"),
             (ex.replace("type = \"star\"", "type = \"ring\""), at("type = \"star\""), "mesh, disjoint or star"),
             (ex.replace("type = \"trace\"", "type = \"owamp\""), at("type = \"trace\""), "latency, throughput or trace"),
+            (ex.replace("rounds = 3", "rounds = 0"), at("rounds = 3"), "`rounds`"),
+            (ex.replace("rounds = 3", "method = \"tcp\""), at("rounds = 3"), "`method` must be udp or icmp, not `tcp`"),
+            (ex.replace("rounds = 3", "max_ttl = 65"), at("rounds = 3"), "`max_ttl`"),
+            (ex.replace("rounds = 3", "streams = 2"), at("rounds = 3"), "unknown key `streams` in a trace test"),
             (ex.replace("b = [\"cern1\", \"cern2\"]", "b = [\"cern1\", \"slac1\"]"), at("b = [\"cern1\", \"cern2\"]"), "in both `a` and `b`"),
             (ex.replace(hub, "members = [\"in2p3\", \"cern2\"]"), at(hub), "lists the center"),
             (ex.replace(hub, "members = []"), at(hub), "at least one host"),

@@ -16,8 +16,10 @@
 //! ```
 
 use crate::status::Metric;
+use crate::wire::TraceResult;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
+use wanperf_stats::events::{Plateau, PlateauConfig};
 use wanperf_stats::summary::{quantile_sorted, sorted_finite};
 
 /// Values a detector keeps.
@@ -53,6 +55,8 @@ pub enum EventKind {
     Silent,
     /// A silent agent delivers results again.
     Back,
+    /// A trace found other routers than the pair's previous trace.
+    RouteChange,
 }
 
 /// A detected change.
@@ -81,17 +85,19 @@ pub struct Event {
 
 /// Watches one pair's values of one metric and reports level shifts and loss episodes.
 ///
-/// **Throughput and RTT: level shifts.** Each value is compared with the median *m* of the
-/// values before the last *k* (at least [`MIN_EARLIER`] of them, at most [`HISTORY`] in all).
-/// An event fires when all of the last *k* values are beyond the threshold:
-/// - throughput (*k* = 3 results): `Drop` when all `< 0.6·m`, `Rise` when all `> m / 0.6`;
-/// - RTT, ms (*k* = 5 summaries): `Rise` when all `> max(m + max(0.25·m, 2 ms), p95 + 2 ms)`,
-///   `Drop` when all `< min(m − max(0.2·m, 2 ms), p5 − 2 ms)` (the same step back: 0.2 =
-///   1 − 1/1.25), p5 and p95 being those of the earlier values: a series that already swings
-///   (summaries with and without a bulk test in them) must leave its own range.
+/// **Throughput and RTT: level shifts**, by the plateau detector of IEPM-BW
+/// ([`wanperf_stats::events::Plateau`], run online): the history buffer (the last values
+/// that looked normal) describes the pair; a value beyond β = 2 standard deviations of the
+/// history's mean is a trigger candidate, and an event fires when *k* candidates in a row
+/// have a mean that differs from the history's by more than δ — then the candidates become
+/// the history, so one change gives one event. Values are judged once the history holds
+/// [`MIN_EARLIER`] of them.
+/// - throughput (*k* = 3 results, history 20, δ = 40 %): `Drop` or `Rise`;
+/// - RTT, ms (*k* = 5 summaries, history 30, δ = 25 % and at least 2 ms): `Rise` or `Drop`.
+///   A series that already swings (summaries with and without a bulk test in them) has a
+///   wide σ and must leave it.
 ///
-/// It fires at the *k*-th value of the new level; its `t` is the first's. The history is then
-/// reset to the *k* new values, so one change gives one event.
+/// An event's `t` is the first value of the new level, `before` and `after` the two means.
 ///
 /// **Loss** (fractions): `LossOnset` when the last 3 values are all ≥ 1 % and the median of
 /// the values before them (at least [`MIN_EARLIER`]) is < 0.5 %; then `LossEnd` when 5
@@ -103,9 +109,27 @@ pub struct Detector {
     src: String,
     dst: String,
     metric: Metric,
+    /// Loss values and their times.
     history: VecDeque<(f64, f64)>,
     /// The first time of the loss episode under way.
     onset: Option<f64>,
+    /// The level-shift detector (throughput and RTT).
+    level: Option<Plateau>,
+    /// Times of the values given to `level`, by their index there (the newest [`HISTORY`]).
+    times: VecDeque<(usize, f64)>,
+    pushed: usize,
+}
+
+/// The plateau detector's settings for a metric's level shifts (`None`: not a level metric).
+pub fn plateau_config(metric: Metric) -> Option<PlateauConfig> {
+    let base = PlateauConfig { min_history: MIN_EARLIER, beta: 2.0, ..PlateauConfig::default() };
+    match metric {
+        Metric::Throughput => Some(PlateauConfig { history: 20, trigger: THROUGHPUT_RUN, delta_pct: 40.0, ..base }),
+        Metric::Rtt => {
+            Some(PlateauConfig { history: 30, trigger: RTT_RUN, delta_pct: 25.0, min_change: 2.0, ..base })
+        }
+        _ => None,
+    }
 }
 
 fn median(v: impl Iterator<Item = f64>) -> Option<f64> {
@@ -113,9 +137,19 @@ fn median(v: impl Iterator<Item = f64>) -> Option<f64> {
 }
 
 impl Detector {
-    /// A detector for `metric` on src → dst (a detector of [`Metric::Agent`] never fires).
+    /// A detector for `metric` on src → dst (one of [`Metric::Agent`] or [`Metric::Route`]
+    /// never fires: those events come from [`silent_event`] and [`route_change`]).
     pub fn new(src: impl Into<String>, dst: impl Into<String>, metric: Metric) -> Detector {
-        Detector { src: src.into(), dst: dst.into(), metric, history: VecDeque::new(), onset: None }
+        Detector {
+            src: src.into(),
+            dst: dst.into(),
+            metric,
+            history: VecDeque::new(),
+            onset: None,
+            level: plateau_config(metric).map(Plateau::new),
+            times: VecDeque::new(),
+            pushed: 0,
+        }
     }
 
     /// Whether a loss episode is under way.
@@ -128,48 +162,39 @@ impl Detector {
         if !t.is_finite() || !value.is_finite() {
             return None;
         }
+        if let Some(level) = &mut self.level {
+            let i = self.pushed;
+            self.pushed += 1;
+            self.times.push_back((i, t));
+            if self.times.len() > HISTORY {
+                self.times.pop_front();
+            }
+            let e = level.push(value)?;
+            let kind = match (self.metric, e.after < e.before) {
+                (Metric::Throughput, true) | (Metric::Rtt, true) => EventKind::Drop,
+                _ => EventKind::Rise,
+            };
+            let start = self.times.iter().find(|x| x.0 == e.start).map_or(t, |x| x.1);
+            return Some(self.event(kind, start, e.before, e.after, e.confirmed - e.start + 1));
+        }
         self.history.push_back((t, value));
         if self.history.len() > HISTORY {
             self.history.pop_front();
         }
         match self.metric {
-            Metric::Throughput => self.level(THROUGHPUT_RUN),
-            Metric::Rtt => self.level(RTT_RUN),
             Metric::Loss => self.loss(),
-            Metric::Agent => None,
+            _ => None,
         }
     }
 
-    /// The last `k` entries and the median of those before them.
+    /// The last `k` entries and the median of those before them (at least [`MIN_EARLIER`]).
     fn split(&self, k: usize) -> Option<(f64, Vec<(f64, f64)>)> {
-        let (m, _, last) = self.split_spread(k)?;
-        Some((m, last))
-    }
-
-    /// The last `k` entries, and the median, 5th and 95th percentiles of those before them.
-    fn split_spread(&self, k: usize) -> Option<(f64, (f64, f64), Vec<(f64, f64)>)> {
         let n = self.history.len();
         if n < k + MIN_EARLIER {
             return None;
         }
-        let earlier = sorted_finite(&self.history.iter().take(n - k).map(|e| e.1).collect::<Vec<_>>());
-        let q = |p| quantile_sorted(&earlier, p);
-        Some(((q(0.5))?, (q(0.05)?, q(0.95)?), self.history.iter().skip(n - k).copied().collect()))
-    }
-
-    fn level(&mut self, k: usize) -> Option<Event> {
-        let (m, (lo, hi), last) = self.split_spread(k)?;
-        let all = |f: &dyn Fn(f64) -> bool| last.iter().all(|e| f(e.1));
-        let rise = (m + (0.25 * m).max(2.0)).max(hi + 2.0);
-        let fall = (m - (0.2 * m).max(2.0)).min(lo - 2.0);
-        let kind = match self.metric {
-            Metric::Throughput if all(&|v| v < 0.6 * m) => EventKind::Drop,
-            Metric::Throughput if all(&|v| v > m / 0.6) => EventKind::Rise,
-            Metric::Rtt if all(&|v| v > rise) => EventKind::Rise,
-            Metric::Rtt if all(&|v| v < fall) => EventKind::Drop,
-            _ => return None,
-        };
-        Some(self.fire(kind, m, &last))
+        let m = median(self.history.iter().take(n - k).map(|e| e.1))?;
+        Some((m, self.history.iter().skip(n - k).copied().collect()))
     }
 
     fn loss(&mut self) -> Option<Event> {
@@ -201,15 +226,19 @@ impl Detector {
     }
 
     /// The event made by `last`, the new level; the history restarts from it.
+    /// A loss event: `after` is the median of `last`, `t` its first time.
     fn fire(&mut self, kind: EventKind, before: f64, last: &[(f64, f64)]) -> Event {
         let after = median(last.iter().map(|e| e.1)).unwrap_or(before);
         let t = last.first().map_or(0.0, |e| e.0);
         if kind != EventKind::LossOnset {
             self.history = last.iter().copied().collect();
         }
+        self.event(kind, t, before, after, last.len())
+    }
+
+    fn event(&self, kind: EventKind, t: f64, before: f64, after: f64, n: usize) -> Event {
         let pair = format!("{}→{}", self.src, self.dst);
         let since = format!("since {} UTC", hhmm(t));
-        let n = last.len();
         let text = match self.metric {
             Metric::Throughput => {
                 let (b, a, unit) = rate_pair(before, after);
@@ -319,6 +348,53 @@ pub fn back_event(host: &str, now: f64) -> Event {
     agent_event(host, EventKind::Back, now, format!("{host} back at {} UTC", hhmm(now)))
 }
 
+/// Where two routes differ: `(ttl, before, after)` for each TTL at which both traces have
+/// answers and no address answered in both (a hop one trace did not hear from is not a
+/// change, and a load-balanced hop that keeps one of its addresses has not changed), and for
+/// the destination's TTL when both reached it at different TTLs (the path got longer or
+/// shorter). Addresses of a hop are joined with `|`; a hop without answers is `*`.
+pub fn route_diff(before: &TraceResult, after: &TraceResult) -> Vec<(u8, String, String)> {
+    let at = |t: &TraceResult, ttl: u8| t.hops.iter().find(|h| h.ttl == ttl).map(|h| h.addrs.clone()).unwrap_or_default();
+    let show = |a: &[String]| if a.is_empty() { "*".to_string() } else { a.join("|") };
+    let mut out = Vec::new();
+    let ttls: std::collections::BTreeSet<u8> = before.hops.iter().chain(&after.hops).map(|h| h.ttl).collect();
+    for ttl in ttls {
+        let (b, a) = (at(before, ttl), at(after, ttl));
+        if !b.is_empty() && !a.is_empty() && !a.iter().any(|x| b.contains(x)) {
+            out.push((ttl, show(&b), show(&a)));
+        }
+    }
+    let dest = |t: &TraceResult| t.reached.then(|| t.hops.last().map(|h| h.ttl)).flatten();
+    if let (Some(b), Some(a)) = (dest(before), dest(after)) {
+        if a != b && !out.iter().any(|c| c.0 == a.min(b)) {
+            out.push((a.min(b), show(&at(before, a.min(b))), show(&at(after, a.min(b)))));
+            out.sort();
+        }
+    }
+    out
+}
+
+/// The event of a route change on src → dst seen by the trace at `t` (`None` if the routes
+/// are the same by [`route_diff`]): `before` and `after` are the hop counts, e.g.
+/// "slac1→cern1 route changed at 14:05 UTC: hop 2 198.18.1.2 → 198.18.3.2 (5 → 5 hops)".
+pub fn route_change(src: &str, dst: &str, t: f64, before: &TraceResult, after: &TraceResult) -> Option<Event> {
+    let diff = route_diff(before, after);
+    let (ttl, b, a) = diff.first()?;
+    let more = if diff.len() > 1 { format!(" and {} more hop(s)", diff.len() - 1) } else { String::new() };
+    let (nb, na) = (before.hops.len(), after.hops.len());
+    Some(Event {
+        t,
+        src: src.to_string(),
+        dst: dst.to_string(),
+        metric: Metric::Route,
+        kind: EventKind::RouteChange,
+        before: Some(nb as f64),
+        after: Some(na as f64),
+        n: diff.len(),
+        text: format!("{src}→{dst} route changed at {} UTC: hop {ttl} {b} → {a}{more} ({nb} → {na} hops)", hhmm(t)),
+    })
+}
+
 fn agent_event(host: &str, kind: EventKind, t: f64, text: String) -> Event {
     Event {
         t,
@@ -363,7 +439,7 @@ mod tests {
         );
         assert_eq!(e.t, T);
         assert_eq!(e.after, Some(0.8e6));
-        assert_eq!(e.before, Some(74e6));
+        assert!((e.before.unwrap() - 73.99e6).abs() < 1.0, "the history's mean: {:?}", e.before);
         assert_eq!(e.text, "slac1→cern1 throughput 74.0 → 0.8 Mbit/s since 14:05 UTC (3 tests)");
         // Recovery is one rise.
         let up: Vec<Event> = (20..40).filter_map(|i| d.push(T + 1800.0 * i as f64, 74e6)).collect();
@@ -491,5 +567,56 @@ mod tests {
         assert_eq!(rate_pair(9.41e9, 940e6), ("9.4".into(), "0.9".into(), "Gbit/s"));
         assert_eq!(rate_pair(500e6, 20e3), ("500".into(), "0.02".into(), "Mbit/s"));
         assert_eq!(rate_pair(0.0, 0.0), ("0.0".into(), "0.0".into(), "bit/s"));
+    }
+
+    fn trace(reached: bool, hops: &[&[&str]]) -> TraceResult {
+        use crate::wire::TraceHop;
+        TraceResult {
+            hops: hops
+                .iter()
+                .enumerate()
+                .map(|(i, a)| TraceHop {
+                    ttl: i as u8 + 1,
+                    addrs: a.iter().map(|s| s.to_string()).collect(),
+                    loss_pct: 0.0,
+                    path_loss_pct: 0.0,
+                    rtt_ms: None,
+                    note: None,
+                })
+                .collect(),
+            reached,
+            path_mtu: None,
+            rounds: 3,
+        }
+    }
+
+    #[test]
+    fn a_route_change_is_a_hop_with_other_routers_not_a_silent_one() {
+        let a = trace(true, &[&["10.0.0.1"], &["10.0.1.2"], &["10.0.9.9"]]);
+        // The same route, or one with a hop that did not answer this time: no change.
+        assert_eq!(route_change("s", "d", T, &a, &a), None);
+        let quiet = trace(true, &[&["10.0.0.1"], &[], &["10.0.9.9"]]);
+        assert_eq!(route_change("s", "d", T, &a, &quiet), None);
+        assert_eq!(route_change("s", "d", T, &quiet, &a), None);
+        // A load-balanced hop that keeps one of its addresses: no change.
+        let lb = trace(true, &[&["10.0.0.1"], &["10.0.3.2", "10.0.1.2"], &["10.0.9.9"]]);
+        assert_eq!(route_change("s", "d", T, &a, &lb), None);
+        // Hop 2 through another router: one event, with the hop and both addresses.
+        let b = trace(true, &[&["10.0.0.1"], &["10.0.3.2"], &["10.0.9.9"]]);
+        let e = route_change("s", "d", T, &a, &b).unwrap();
+        assert_eq!((e.kind, e.metric, e.n, e.t), (EventKind::RouteChange, Metric::Route, 1, T));
+        assert_eq!(e.text, "s→d route changed at 14:05 UTC: hop 2 10.0.1.2 → 10.0.3.2 (3 → 3 hops)");
+        // A longer path: the destination now answers one hop later.
+        let long = trace(true, &[&["10.0.0.1"], &["10.0.1.2"], &["10.0.5.1"], &["10.0.9.9"]]);
+        assert_eq!(route_diff(&a, &long), vec![(3, "10.0.9.9".into(), "10.0.5.1".into())]);
+        let e = route_change("s", "d", T, &a, &long).unwrap();
+        assert_eq!((e.before, e.after), (Some(3.0), Some(4.0)));
+        // Two changed hops are counted.
+        let c = trace(true, &[&["10.0.7.1"], &["10.0.3.2"], &["10.0.9.9"]]);
+        let e = route_change("s", "d", T, &a, &c).unwrap();
+        assert!(e.text.ends_with("hop 1 10.0.0.1 → 10.0.7.1 and 1 more hop(s) (3 → 3 hops)"), "{}", e.text);
+        // A trace that did not reach the destination compares only the hops it heard.
+        let cut = trace(false, &[&["10.0.0.1"], &["10.0.1.2"]]);
+        assert_eq!(route_change("s", "d", T, &a, &cut), None);
     }
 }

@@ -41,6 +41,33 @@ pub struct Batch {
     pub agent: String,
     /// Its results, in `seq` order.
     pub results: Vec<MeshResult>,
+    /// The state of the agent's clock when it sent the batch (for one-way delays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<Clock>,
+}
+
+/// What an agent knows of its clock's error (the kernel's NTP state, or what its operator
+/// stated): one-way delays between two hosts are good to the sum of their errors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Clock {
+    /// Whether the clock is synchronized (the kernel's NTP state, or stated).
+    pub synced: bool,
+    /// Its estimated error, ms (`None`: unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_ms: Option<f64>,
+    /// Where the figure comes from: `kernel` (adjtimex) or `stated` (the agent's option).
+    pub source: String,
+}
+
+impl Clock {
+    /// The error of a one-way delay measured between clocks `a` and `b`, ms: the sum of
+    /// their errors when both are synchronized and state one.
+    pub fn pair_error_ms(a: Option<&Clock>, b: Option<&Clock>) -> Option<f64> {
+        match (a, b) {
+            (Some(a), Some(b)) if a.synced && b.synced => Some(a.error_ms? + b.error_ms?),
+            _ => None,
+        }
+    }
 }
 
 /// One result: a latency summary period, a throughput run or a trace.
@@ -71,6 +98,49 @@ pub struct MeshResult {
     /// The outcome of a throughput run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<ThroughputResult>,
+    /// The outcome of a trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceResult>,
+}
+
+/// The outcome of a trace: the hops in TTL order, as `wanperf trace` reports them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceResult {
+    /// Hops in TTL order (a TTL nobody answered at has no address).
+    pub hops: Vec<TraceHop>,
+    /// Whether the destination answered.
+    pub reached: bool,
+    /// The smallest MTU a router reported, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_mtu: Option<u32>,
+    /// Rounds completed.
+    pub rounds: u32,
+}
+
+/// One hop of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceHop {
+    /// TTL.
+    pub ttl: u8,
+    /// Addresses that answered, most frequent first (several: a load-balanced hop).
+    pub addrs: Vec<String>,
+    /// Share of probes unanswered, %.
+    pub loss_pct: f64,
+    /// Loss the path has up to this hop, % (the rest is the router not answering).
+    pub path_loss_pct: f64,
+    /// Median RTT of the answered probes, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
+    /// `rate-limited`, `loss starts here`, or nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl TraceResult {
+    /// The route: each hop's addresses, up to the destination (or the last hop probed).
+    pub fn route(&self) -> Vec<&[String]> {
+        self.hops.iter().map(|h| h.addrs.as_slice()).collect()
+    }
 }
 
 /// A result's kind (as the test's).
@@ -143,7 +213,7 @@ impl MeshResult {
         let kind = match test.kind {
             TestKind::Latency { .. } => ResultKind::Latency,
             TestKind::Throughput { .. } => ResultKind::Throughput,
-            TestKind::Trace => ResultKind::Trace,
+            TestKind::Trace { .. } => ResultKind::Trace,
         };
         if kind != self.kind {
             return Err(format!("result {}: test `{}` is a {} test", self.seq, self.test, test.kind.name()));
@@ -161,7 +231,7 @@ impl MeshResult {
             let missing = match self.kind {
                 ResultKind::Latency => self.latency.is_none(),
                 ResultKind::Throughput => self.throughput.is_none(),
-                ResultKind::Trace => false,
+                ResultKind::Trace => self.trace.is_none(),
             };
             if missing {
                 return Err(format!("result {}: an ok {} result without its payload", self.seq, test.kind.name()));
@@ -245,6 +315,7 @@ mod tests {
             reason: None,
             latency: Some(summarize(60.0, 120.0, &probes, 0)),
             throughput: None,
+            trace: None,
         }
     }
 
@@ -264,7 +335,7 @@ mod tests {
             rtt_ms: Some(150.2),
             verdict: None,
         });
-        let b = Batch { agent: "slac1".into(), results: vec![result(1), t] };
+        let b = Batch { agent: "slac1".into(), results: vec![result(1), t], clock: None };
         let json = serde_json::to_string(&b).unwrap();
         assert!(json.contains("\"kind\":\"throughput\"") && json.contains("\"status\":\"refused\""), "{json}");
         assert!(json.contains("\"kind\":\"latency\"") && json.contains("\"status\":\"ok\""), "{json}");
@@ -277,7 +348,32 @@ mod tests {
         // Missing optional fields read as None.
         let min = r#"{"seq":3,"test":"route","kind":"trace","src":"a","dst":"b","start":1,"end":2,"status":"failed"}"#;
         let r: MeshResult = serde_json::from_str(min).unwrap();
-        assert_eq!((r.reason, r.latency, r.throughput), (None, None, None));
+        assert_eq!((r.reason, r.latency, r.throughput, r.trace), (None, None, None, None));
+        // A trace and the clock round trip too; a batch without `clock` reads as None.
+        let mut tr = result(3);
+        tr.kind = ResultKind::Trace;
+        tr.latency = None;
+        tr.trace = Some(TraceResult {
+            hops: vec![
+                TraceHop { ttl: 1, addrs: vec!["198.18.0.1".into()], loss_pct: 0.0, path_loss_pct: 0.0, rtt_ms: Some(1.5), note: None },
+                TraceHop { ttl: 2, addrs: vec![], loss_pct: 100.0, path_loss_pct: 0.0, rtt_ms: None, note: Some("rate-limited".into()) },
+            ],
+            reached: false,
+            path_mtu: Some(1400),
+            rounds: 3,
+        });
+        let clock = Clock { synced: true, error_ms: Some(0.5), source: "kernel".into() };
+        let b = Batch { agent: "slac1".into(), results: vec![tr], clock: Some(clock.clone()) };
+        assert_eq!(serde_json::from_str::<Batch>(&serde_json::to_string(&b).unwrap()).unwrap(), b);
+        let old: Batch = serde_json::from_str(r#"{"agent":"a","results":[]}"#).unwrap();
+        assert_eq!(old.clock, None);
+        // One-way delays are good to the sum of both clocks' errors, when both are synced.
+        let unsynced = Clock { synced: false, ..clock.clone() };
+        let unknown = Clock { error_ms: None, ..clock.clone() };
+        assert_eq!(Clock::pair_error_ms(Some(&clock), Some(&clock)), Some(1.0));
+        assert_eq!(Clock::pair_error_ms(Some(&clock), Some(&unsynced)), None);
+        assert_eq!(Clock::pair_error_ms(Some(&unknown), Some(&clock)), None);
+        assert_eq!(Clock::pair_error_ms(None, Some(&clock)), None);
     }
 
     #[test]
@@ -290,7 +386,7 @@ mod tests {
     fn signatures_verify_only_for_the_same_key_agent_time_and_body() {
         let key = PrivateKey::from_seed([3; 32], "slac1");
         let other = PrivateKey::from_seed([4; 32], "cern1");
-        let body = serde_json::to_vec(&Batch { agent: "slac1".into(), results: vec![result(1)] }).unwrap();
+        let body = serde_json::to_vec(&Batch { agent: "slac1".into(), results: vec![result(1)], clock: None }).unwrap();
         let now = 1_700_000_000.0;
         let t = now as i64 - 100;
         let sig = key.sign_message(&signing_message("slac1", t, &body));
@@ -346,6 +442,13 @@ mod tests {
         r.latency = None;
         assert!(r.validate(&mesh, "slac1").is_err());
         r.status = RunStatus::Failed;
+        assert_eq!(r.validate(&mesh, "slac1"), Ok(()));
+        // An ok trace needs its hops.
+        let mut r = ok.clone();
+        (r.test, r.kind, r.dst, r.latency) = ("route".into(), ResultKind::Trace, "cern2".into(), None);
+        r.src = "slac1".into();
+        assert!(r.validate(&mesh, "slac1").unwrap_err().contains("without its payload"), "{r:?}");
+        r.trace = Some(TraceResult { hops: vec![], reached: true, path_mtu: None, rounds: 1 });
         assert_eq!(r.validate(&mesh, "slac1"), Ok(()));
     }
 }

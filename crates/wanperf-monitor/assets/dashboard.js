@@ -569,7 +569,10 @@
 
     // (c) one-way delays
     const owd = lat.filter((s) => fin(s.owd_fwd) || fin(s.owd_rev));
-    const clock = fin(d.clock_error_ms) ? `clock error ± ${+d.clock_error_ms.toPrecision(2)} ms` : 'clock error unknown';
+    const clocks = d.clocks || {};
+    const unsynced = [clocks.src, clocks.dst].some((c) => c && c.synced === false);
+    const clock = fin(d.clock_error_ms) ? `clock error ± ${+d.clock_error_ms.toPrecision(2)} ms`
+      : unsynced ? 'a clock is not synchronized: clock error unknown' : 'clock error unknown';
     if (owd.length) {
       const vals = owd.flatMap((s) => [s.owd_fwd, s.owd_rev]).filter(fin);
       const olo = Math.min(...vals), ohi = Math.max(...vals), opad = (ohi - olo) * 0.1 || 0.5;
@@ -586,7 +589,25 @@
       out.push(`<h3>One-way delay</h3><p class="muted" id="owd-none">No one-way delay measurements in this range (${esc(clock)}).</p>`);
     }
 
-    // (d) events
+    // (d) the route: the latest trace, hop by hop (route changes are events below)
+    const rt = d.route && d.route.trace;
+    if (rt && Array.isArray(rt.hops)) {
+      const rows = rt.hops.map((h) => {
+        const addrs = Array.isArray(h.addrs) && h.addrs.length ? h.addrs.map(esc).join('<br>') : '*';
+        return `<tr><td class="t">${esc(h.ttl)}</td><td>${addrs}</td><td class="t">${esc(fmtMs(h.rtt_ms))}</td>` +
+          `<td class="t">${esc(fmtLoss(h.loss_pct / 100))}</td><td class="t">${esc(fmtLoss(h.path_loss_pct / 100))}</td>` +
+          `<td>${esc(h.note ?? '')}</td></tr>`;
+      });
+      const note = `trace at ${fmtTime(d.route.t)}, ${rt.rounds} rounds` + (rt.reached ? '' : ', the destination did not answer') +
+        (fin(rt.path_mtu) ? `, path MTU ${rt.path_mtu} B` : '');
+      out.push(`<h3>Route <span class="muted">(${esc(note)})</span></h3><table id="route" class="events"><thead><tr><th>Hop</th>` +
+        `<th>Address</th><th>RTT median</th><th>Loss</th><th>Path loss</th><th>Note</th></tr></thead><tbody>${rows.join('')}</tbody></table>` +
+        '<p class="muted">Path loss is what the path loses up to that hop; the rest of a hop\'s loss is the router not answering (rate limiting).</p>');
+    } else {
+      out.push('<h3>Route</h3><p class="muted" id="route-none">No trace of this path yet.</p>');
+    }
+
+    // (e) events
     out.push(`<h3>Events on this path</h3>${eventsTable(events.slice().sort(byT).reverse(), 'pair-events')}`);
     view.innerHTML = out.join('');
   }

@@ -61,11 +61,12 @@ fn result(seq: u64, src: usize, dst: usize, t: f64) -> MeshResult {
         reason: None,
         latency: Some(summary(t, seq)),
         throughput: None,
+        trace: None,
     }
 }
 
 fn post(url: &str, k: &PrivateKey, agent: &str, results: Vec<MeshResult>) -> Result<Ack, String> {
-    let body = serde_json::to_vec(&Batch { agent: agent.into(), results }).map_err(|e| e.to_string())?;
+    let body = serde_json::to_vec(&Batch { agent: agent.into(), results, clock: None }).map_err(|e| e.to_string())?;
     let time = now() as i64;
     let sig = k.sign_message(&wanperf_mesh::wire::signing_message(agent, time, &body));
     ureq::post(&format!("{url}/api/v1/results"))

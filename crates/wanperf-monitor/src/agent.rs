@@ -7,7 +7,12 @@
 //!   tests, summarized per period (one minute by default), and the throughput tests of the
 //!   day's plan ([`crate::view::day_plan`]) in which it is the source. The plan is a pure
 //!   function of the mesh file, so every agent knows every slot and no two throughput tests
-//!   touch one host at once; there is nothing to negotiate.
+//!   touch one host at once; there is nothing to negotiate. Trace tests (light, not
+//!   exclusive) run in-process with `wanperf trace`'s engine at each pair's times
+//!   ([`wanperf_mesh::plan::next_run`]), one at a time.
+//! * Every batch carries the state of the host's clock (the kernel's NTP error estimate from
+//!   adjtimex(2), or the error the operator stated), so one-way delays are shown with the
+//!   error they have.
 //! * Every result, and every run that failed, was refused or was missed, goes first into the
 //!   spool ([`crate::spool::Spool`]) and from there to the central service, signed with the
 //!   agent's key, with retries and backoff; it leaves the spool only once acknowledged.
@@ -28,7 +33,7 @@ use wanperf_engine::server::{Gate, ServerConfig};
 use wanperf_mesh::config::{Mesh, Test, TestKind};
 use wanperf_mesh::plan::Slot;
 use wanperf_mesh::summary::{self, Probe};
-use wanperf_mesh::wire::{Ack, Batch, MeshResult, ResultKind, RunStatus, ThroughputResult};
+use wanperf_mesh::wire::{Ack, Batch, Clock, MeshResult, ResultKind, RunStatus, ThroughputResult, TraceHop, TraceResult};
 use wanperf_proto::auth::{AuthorizedKeys, PrivateKey};
 use wanperf_proto::server::Limits;
 
@@ -71,6 +76,8 @@ pub struct AgentConfig {
     pub exe: PathBuf,
     /// How often the mesh file is checked.
     pub poll_every: Duration,
+    /// The clock's error as the operator states it, ms (None: the kernel's NTP estimate).
+    pub clock_error_ms: Option<f64>,
 }
 
 /// Why the agent could not start.
@@ -259,9 +266,14 @@ pub fn run(
         let key_path = cfg.key_path.clone();
         threads.push(std::thread::spawn(move || schedule(&me, &exe, key_path.as_deref(), started, &c, &sp, &s, &l)));
     }
+    {
+        let (c, s, l, sp, me) = (current.clone(), shutdown.clone(), log.clone(), spool.clone(), cfg.name.clone());
+        threads.push(std::thread::spawn(move || traces(&me, &c, &sp, &s, &l)));
+    }
     if let Some(url) = cfg.central.clone() {
         let (s, l, sp, me, k) = (shutdown.clone(), log.clone(), spool.clone(), cfg.name.clone(), key.clone());
-        threads.push(std::thread::spawn(move || forward(&url, &me, k.as_deref(), &sp, &s, &l)));
+        let stated = cfg.clock_error_ms;
+        threads.push(std::thread::spawn(move || forward(&url, &me, k.as_deref(), stated, &sp, &s, &l)));
     }
     ready(addr);
     log(&format!("agent {}: serving tests on {addr}", cfg.name));
@@ -311,7 +323,9 @@ pub fn run(
             if let Ok(sc) = server_config(&mesh) {
                 let key = format!("{:?}|{:?}", sc.allow, sc.auth);
                 if server.as_ref().is_some_and(|s| s.key != key) {
-                    server.take().map(Server::stop);
+                    if let Some(s) = server.take() {
+                        s.stop();
+                    }
                     match start_server(addr, &mesh, &log) {
                         Ok((s, _)) => server = Some(s),
                         Err(e) => {
@@ -336,7 +350,9 @@ pub fn run(
     for h in threads {
         let _ = h.join();
     }
-    server.map(Server::stop);
+    if let Some(s) = server {
+        s.stop();
+    }
     Ok(())
 }
 
@@ -367,7 +383,7 @@ fn spool_push(spool: &Mutex<Spool>, r: MeshResult, log: &crate::Log) {
     match s.push(r) {
         Ok(Some(_)) => {}
         Ok(None) => {
-            if s.dropped == 1 || s.dropped % 1000 == 0 {
+            if s.dropped == 1 || s.dropped.is_multiple_of(1000) {
                 log(&format!(
                     "agent: spool full ({} results): {} new results dropped until central takes some",
                     s.max, s.dropped
@@ -424,6 +440,7 @@ fn probe_peer(
             reason: None,
             latency: None,
             throughput: None,
+            trace: None,
         };
         match result {
             Ok((records, s)) => {
@@ -507,6 +524,7 @@ fn schedule(
                     reason: Some(format!("the agent was busy or down at the slot's start ({late:.0} s ago)")),
                     latency: None,
                     throughput: None,
+                    trace: None,
                 }
             } else {
                 run_tput(me, exe, key_path, test, dst, stop)
@@ -525,6 +543,135 @@ fn schedule(
         // Forget slots of days gone.
         done.retain(|(_, _, t)| f64::from_bits(*t) > now - 2.0 * 86_400.0);
     }
+}
+
+/// The clock's state: the error the operator stated, or the kernel's NTP estimate.
+pub fn clock(stated_ms: Option<f64>) -> Clock {
+    if let Some(ms) = stated_ms {
+        return Clock { synced: true, error_ms: Some(ms), source: "stated".into() };
+    }
+    // SAFETY: adjtimex(2) with modes = 0 only reads the kernel's NTP state into `tx`, a
+    // zeroed struct owned here.
+    let (state, tx) = unsafe {
+        let mut tx: libc::timex = std::mem::zeroed();
+        (libc::adjtimex(&mut tx), tx)
+    };
+    let synced = state >= 0 && state != libc::TIME_ERROR && tx.status & libc::STA_UNSYNC == 0;
+    // esterror is the estimated error in µs; maxerror bounds it.
+    let error_ms = (state >= 0).then(|| tx.esterror.max(0) as f64 / 1000.0);
+    Clock { synced, error_ms, source: "kernel".into() }
+}
+
+/// Runs this host's trace tests at each pair's times, one at a time, until `stop`.
+fn traces(me: &str, current: &Current, spool: &Mutex<Spool>, stop: &AtomicBool, log: &crate::Log) {
+    // (test, destination) → when it runs next; recomputed when the mesh changes.
+    let mut next: HashMap<(String, String), f64> = HashMap::new();
+    let mut digest = String::new();
+    while !nap(stop, Duration::from_millis(250)) {
+        let (mesh, d) = current.mesh.read().unwrap().clone();
+        if d != digest {
+            next.clear();
+            digest = d;
+        }
+        let seed = crate::view::seed_of(&mesh);
+        let now = now_unix();
+        let pairs: Vec<(Test, wanperf_mesh::config::Host)> = mesh
+            .tests_from(me)
+            .into_iter()
+            .filter(|(t, _)| matches!(t.kind, TestKind::Trace { .. }))
+            .filter_map(|(t, dst)| Some((t.clone(), mesh.host(&dst)?.clone())))
+            .collect();
+        for (test, dst) in pairs {
+            let Some(schedule) = &test.schedule else { continue };
+            let key = (test.name.clone(), dst.name.clone());
+            let when = |after: f64| {
+                wanperf_mesh::plan::next_run(schedule, seed, &test.name, me, &dst.name, after).unwrap_or(f64::INFINITY)
+            };
+            let at = *next.entry(key.clone()).or_insert_with(|| when(now));
+            if at > now_unix() {
+                continue;
+            }
+            let r = run_trace(me, &test, &dst, stop);
+            if stop.load(Ordering::Acquire) {
+                return; // cut short: not a whole trace
+            }
+            if r.status != RunStatus::Ok {
+                log(&format!("agent: {} {me}→{}: {}", test.name, dst.name, r.reason.as_deref().unwrap_or("")));
+            }
+            spool_push(spool, r, log);
+            next.insert(key, when(now_unix().max(at + 1e-3)));
+        }
+    }
+}
+
+/// One trace with `wanperf trace`'s engine (Paris-style UDP or ICMP probes, unprivileged).
+fn run_trace(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &AtomicBool) -> MeshResult {
+    use wanperf_diag::probe::{overhead, Method};
+    let start = now_unix();
+    let mut r = MeshResult {
+        seq: 0,
+        test: test.name.clone(),
+        kind: ResultKind::Trace,
+        src: me.to_string(),
+        dst: dst.name.clone(),
+        start,
+        end: start,
+        status: RunStatus::Failed,
+        reason: None,
+        latency: None,
+        throughput: None,
+        trace: None,
+    };
+    let TestKind::Trace { rounds, icmp, max_ttl } = test.kind else { return r };
+    let ip = match (dst.address.as_str(), 0).to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(a)) => a.ip(),
+        Ok(None) => {
+            r.reason = Some(format!("{} has no address", dst.address));
+            return r;
+        }
+        Err(e) => {
+            r.reason = Some(format!("cannot resolve {}: {e}", dst.address));
+            return r;
+        }
+    };
+    let o = wanperf_diag::run::Options {
+        method: if icmp { Method::Icmp } else { Method::Udp },
+        port: 33434,
+        rounds,
+        interval: Duration::from_secs(1),
+        wait: Duration::from_secs(2),
+        first_ttl: 1,
+        max_ttl,
+        size: overhead(ip.is_ipv6()) + 32,
+        mtu: false,
+        gap: Duration::from_millis(5),
+    };
+    let report = wanperf_diag::run::trace(ip, &o, |_, _| !stop.load(Ordering::Acquire));
+    r.end = now_unix();
+    match report {
+        Ok(rep) => {
+            r.status = RunStatus::Ok;
+            r.trace = Some(TraceResult {
+                hops: rep
+                    .hops
+                    .iter()
+                    .map(|h| TraceHop {
+                        ttl: h.ttl,
+                        addrs: h.addrs.iter().map(|a| a.0.to_string()).collect(),
+                        loss_pct: h.loss_pct,
+                        path_loss_pct: h.path_loss_pct,
+                        rtt_ms: h.rtt_ms.as_ref().map(|x| x.median),
+                        note: h.note.clone(),
+                    })
+                    .collect(),
+                reached: rep.reached,
+                path_mtu: rep.path_mtu,
+                rounds: rep.rounds,
+            });
+        }
+        Err(e) => r.reason = Some(format!("trace to {ip}: {e}")),
+    }
+    r
 }
 
 /// One throughput test as a `wanperf tput … --json` child; its end record becomes the result.
@@ -549,6 +696,7 @@ fn run_tput(
         reason: None,
         latency: None,
         throughput: None,
+        trace: None,
     };
     let TestKind::Throughput { duration_s, streams, window, reverse, udp_rate } = test.kind else { return r };
     let mut cmd = std::process::Command::new(exe);
@@ -644,7 +792,15 @@ fn run_tput(
 }
 
 /// Sends the spool to central, oldest first, until `stop`; an empty batch every heartbeat.
-fn forward(url: &str, me: &str, key: Option<&PrivateKey>, spool: &Mutex<Spool>, stop: &AtomicBool, log: &crate::Log) {
+fn forward(
+    url: &str,
+    me: &str,
+    key: Option<&PrivateKey>,
+    stated_clock_ms: Option<f64>,
+    spool: &Mutex<Spool>,
+    stop: &AtomicBool,
+    log: &crate::Log,
+) {
     let endpoint = format!("{}/api/v1/results", url.trim_end_matches('/'));
     let mut backoff = 1.0f64;
     let mut failing = false;
@@ -665,6 +821,7 @@ fn forward(url: &str, me: &str, key: Option<&PrivateKey>, spool: &Mutex<Spool>, 
                 reason: Some(format!("the agent's spool was full: {dropped} results were dropped")),
                 latency: None,
                 throughput: None,
+                trace: None,
             };
             spool_push(spool, r, log);
         }
@@ -683,7 +840,7 @@ fn forward(url: &str, me: &str, key: Option<&PrivateKey>, spool: &Mutex<Spool>, 
             continue;
         }
         let n = batch.len();
-        match send(&endpoint, me, key, Batch { agent: me.to_string(), results: batch }) {
+        match send(&endpoint, me, key, Batch { agent: me.to_string(), results: batch, clock: Some(clock(stated_clock_ms)) }) {
             Ok(ack) => {
                 last_sent = Instant::now();
                 if ack.upto > 0 {
@@ -738,5 +895,21 @@ fn send(endpoint: &str, me: &str, key: Option<&PrivateKey>, batch: Batch) -> Res
             Err(format!("central {endpoint} refused the results ({code}): {msg}"))
         }
         Err(e) => Err(format!("central {endpoint} unreachable: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_is_the_stated_one_or_the_kernels() {
+        let stated = clock(Some(0.25));
+        assert_eq!(stated, Clock { synced: true, error_ms: Some(0.25), source: "stated".into() });
+        // adjtimex(2) with modes 0 needs no privilege: the kernel always has an answer.
+        let k = clock(None);
+        assert_eq!(k.source, "kernel");
+        let e = k.error_ms.expect("adjtimex answered");
+        assert!(e >= 0.0 && e.is_finite(), "{k:?}");
     }
 }

@@ -363,7 +363,13 @@ async fn results(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
         Err(_) => return error(StatusCode::SERVICE_UNAVAILABLE, "the archive thread has stopped"),
     };
     app.metrics.batch(&batch, accepted, received);
-    let alerts = app.view.lock().unwrap().ingest(&agent, &batch.results, received);
+    let alerts = {
+        let mut view = app.view.lock().unwrap();
+        if let Some(c) = batch.clock.clone() {
+            view.set_clock(&agent, c);
+        }
+        view.ingest(&agent, &batch.results, received)
+    };
     for a in alerts {
         let _ = app.alerts.send(a);
     }

@@ -145,6 +145,7 @@ mod tests {
             reason: None,
             latency: None,
             throughput: None,
+            trace: None,
         }
     }
 

@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use wanperf_archive::MeshRow;
 use wanperf_mesh::config::Mesh;
-use wanperf_mesh::events::{Detector, Event};
+use wanperf_mesh::events::{route_change, Detector, Event};
 use wanperf_mesh::plan::Slot;
 use wanperf_mesh::status::{self, Cell, Metric, Status};
 use wanperf_mesh::summary::LatencySummary;
-use wanperf_mesh::wire::{MeshResult, ResultKind, RunStatus, ThroughputResult};
+use wanperf_mesh::wire::{Clock, MeshResult, ResultKind, RunStatus, ThroughputResult, TraceResult};
 
 /// Values kept per pair and metric for its baseline.
 pub const HISTORY: usize = 500;
@@ -43,6 +43,11 @@ struct PairState {
     latency_t: f64,
     throughput: Option<ThroughputResult>,
     throughput_t: f64,
+    /// The last trace that reached the destination: the route new traces are compared with.
+    route: Option<TraceResult>,
+    /// The last trace, and when it ran.
+    trace: Option<TraceResult>,
+    trace_t: f64,
     detectors: Option<[Detector; 3]>,
     updated: f64,
 }
@@ -63,6 +68,8 @@ pub struct View {
     last_seen: HashMap<String, f64>,
     high_seq: HashMap<String, u64>,
     silent: HashSet<String>,
+    /// Each agent's clock as its last batch stated it.
+    clocks: HashMap<String, Clock>,
     events: VecDeque<Event>,
     plan: Option<(String, f64, Vec<Slot>)>,
 }
@@ -97,9 +104,15 @@ impl View {
             last_seen: HashMap::new(),
             high_seq: HashMap::new(),
             silent: HashSet::new(),
+            clocks: HashMap::new(),
             events: VecDeque::new(),
             plan: None,
         }
+    }
+
+    /// The state of `agent`'s clock, as its latest batch states it.
+    pub fn set_clock(&mut self, agent: &str, clock: Clock) {
+        self.clocks.insert(agent.to_string(), clock);
     }
 
     /// The mesh it shows.
@@ -206,7 +219,20 @@ impl View {
                     p.throughput_t = r.start;
                 }
             }
-            ResultKind::Trace => {}
+            ResultKind::Trace => {
+                if let Some(t) = &r.trace {
+                    if let Some(e) = p.route.as_ref().and_then(|prev| route_change(&r.src, &r.dst, r.start, prev, t)) {
+                        out.push(e);
+                    }
+                    // A trace that did not reach the destination is compared, but the route
+                    // to compare with stays the last whole one.
+                    if t.reached {
+                        p.route = Some(t.clone());
+                    }
+                    p.trace = Some(t.clone());
+                    p.trace_t = r.start;
+                }
+            }
         }
         p.updated = p.updated.max(r.end);
         for e in &out {
@@ -332,10 +358,12 @@ pub fn to_row(agent: &str, r: &MeshResult, received: f64) -> Result<MeshRow, Str
     if !(r.start.is_finite() && r.end.is_finite() && r.end >= r.start) {
         return Err("start and end must be times, end not before start".into());
     }
-    let (value, loss) = match (&r.latency, &r.throughput) {
-        (Some(l), _) => (l.median_ms, Some(l.loss)),
-        (None, Some(t)) => (Some(t.bps), None),
-        (None, None) => (None, None),
+    let (value, loss) = match (&r.latency, &r.throughput, &r.trace) {
+        (Some(l), _, _) => (l.median_ms, Some(l.loss)),
+        (None, Some(t), _) => (Some(t.bps), None),
+        // A trace's headline: the destination's median RTT.
+        (None, None, Some(t)) => (t.hops.last().filter(|_| t.reached).and_then(|h| h.rtt_ms), None),
+        (None, None, None) => (None, None),
     };
     let stats = r.latency.as_ref().map(|l| wanperf_archive::MeshStats {
         sent: l.sent as i64,
@@ -414,9 +442,13 @@ pub fn pair_page(
         .collect();
     let events: Vec<&Event> =
         view.events.iter().filter(|e| e.src == src && e.dst == dst && e.t >= from && e.t < to).collect();
+    let pair = view.pairs.get(&(src.to_string(), dst.to_string()));
+    let route = pair.and_then(|p| Some(json!({ "t": p.trace_t, "trace": p.trace.as_ref()? })));
+    let (cs, cd) = (view.clocks.get(src), view.clocks.get(dst));
     json!({
         "mesh": view.mesh.name, "src": src, "dst": dst, "from": from, "to": to, "slot_s": slot_s,
         "latency": latency, "throughput": tput, "failures": failures,
-        "clock_error_ms": Value::Null, "events": events,
+        "clock_error_ms": Clock::pair_error_ms(cs, cd), "clocks": { "src": cs, "dst": cd },
+        "route": route, "events": events,
     })
 }

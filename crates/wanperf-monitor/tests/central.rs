@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use wanperf_mesh::summary::LatencySummary;
-use wanperf_mesh::wire::{Ack, Batch, MeshResult, ResultKind, RunStatus, ThroughputResult};
+use wanperf_mesh::wire::{Ack, Batch, Clock, MeshResult, ResultKind, RunStatus, ThroughputResult, TraceHop, TraceResult};
 use wanperf_monitor::central::{run, CentralConfig};
 use wanperf_proto::auth::PrivateKey;
 
@@ -43,6 +43,7 @@ fn mesh_text(with_key_for_h3: bool) -> String {
     m.push_str("[[group]]\nname = \"all\"\ntype = \"mesh\"\nmembers = [\"h1\", \"h2\", \"h3\"]\n");
     m.push_str("[[test]]\nname = \"rtt\"\ntype = \"latency\"\ngroup = \"all\"\n");
     m.push_str("[[test]]\nname = \"bulk\"\ntype = \"throughput\"\ngroup = \"all\"\ninterval = \"10m\"\n");
+    m.push_str("[[test]]\nname = \"route\"\ntype = \"trace\"\ngroup = \"all\"\ninterval = \"10m\"\n");
     m
 }
 
@@ -118,6 +119,7 @@ fn tput(seq: u64, src: &str, dst: &str, t: f64, bps: f64) -> MeshResult {
             rtt_ms: None,
             verdict: None,
         }),
+        trace: None,
     }
 }
 
@@ -144,12 +146,54 @@ fn latency(seq: u64, src: &str, dst: &str, t: f64, median: f64) -> MeshResult {
         reason: None,
         latency: Some(s),
         throughput: None,
+        trace: None,
+    }
+}
+
+/// A trace result of src → dst through `hops` (addresses), reaching the destination.
+fn trace(seq: u64, src: &str, dst: &str, t: f64, hops: &[&str]) -> MeshResult {
+    let hops = hops
+        .iter()
+        .enumerate()
+        .map(|(i, a)| TraceHop {
+            ttl: i as u8 + 1,
+            addrs: vec![a.to_string()],
+            loss_pct: 0.0,
+            path_loss_pct: 0.0,
+            rtt_ms: Some(10.0 * (i + 1) as f64),
+            note: None,
+        })
+        .collect();
+    MeshResult {
+        seq,
+        test: "route".into(),
+        kind: ResultKind::Trace,
+        src: src.into(),
+        dst: dst.into(),
+        start: t,
+        end: t + 3.0,
+        status: RunStatus::Ok,
+        reason: None,
+        latency: None,
+        throughput: None,
+        trace: Some(TraceResult { hops, reached: true, path_mtu: None, rounds: 3 }),
     }
 }
 
 /// Posts a batch as `agent` signed with `k` (None: unsigned); (HTTP status, body).
 fn post(c: &Central, agent: &str, k: Option<&PrivateKey>, results: Vec<MeshResult>) -> (u16, serde_json::Value) {
-    let body = serde_json::to_vec(&Batch { agent: agent.into(), results }).unwrap();
+    post_clock(c, agent, k, results, None)
+}
+
+/// [`post`] with the agent's clock.
+fn post_clock(
+    c: &Central,
+    agent: &str,
+    k: Option<&PrivateKey>,
+    results: Vec<MeshResult>,
+    clock: Option<Clock>,
+) -> (u16, serde_json::Value) {
+    let body = serde_json::to_vec(&Batch { agent: agent.into(), results, clock }).unwrap();
     let time = now() as i64;
     let mut req =
         ureq::post(&c.url("/api/v1/results")).set("x-wanperf-agent", agent).set("x-wanperf-time", &time.to_string());
@@ -222,10 +266,10 @@ fn batches_are_stored_once_and_strangers_are_refused() {
     assert_eq!(code, 403, "{v}");
     assert!(v["error"].as_str().unwrap().contains("no key in the mesh file"), "{v}");
     // A body altered after signing.
-    let body = serde_json::to_vec(&Batch { agent: "h1".into(), results: vec![] }).unwrap();
+    let body = serde_json::to_vec(&Batch { agent: "h1".into(), results: vec![], clock: None }).unwrap();
     let time = now() as i64;
     let sig = key(1).sign_message(&wanperf_mesh::wire::signing_message("h1", time, &body));
-    let forged = serde_json::to_vec(&Batch { agent: "h1".into(), results: vec![tput(9, "h1", "h2", t, 1.0)] }).unwrap();
+    let forged = serde_json::to_vec(&Batch { agent: "h1".into(), results: vec![tput(9, "h1", "h2", t, 1.0)], clock: None }).unwrap();
     let r = ureq::post(&c.url("/api/v1/results"))
         .set("x-wanperf-agent", "h1")
         .set("x-wanperf-time", &time.to_string())
@@ -326,4 +370,55 @@ fn a_changed_mesh_file_is_served_and_a_broken_one_is_not() {
     let slots = c.get(&format!("/api/v1/slots?from={}&to={}", now, now + 7200.0));
     let s = slots["slots"].as_array().unwrap();
     assert!(s.len() >= 6, "{slots}");
+}
+
+#[test]
+fn a_changed_route_is_an_event_and_the_pair_page_shows_the_route_and_the_clock_error() {
+    let d = tmp("route");
+    std::fs::write(d.0.join("mesh.toml"), mesh_text(true)).unwrap();
+    let c = Central::start(&d.0, None);
+    let t0 = now() - 3600.0;
+    let a = ["198.18.0.1", "198.18.1.2", "198.18.9.2"];
+    let b = ["198.18.0.1", "198.18.3.2", "198.18.9.2"];
+    let results = vec![
+        trace(1, "h1", "h2", t0, &a),
+        trace(2, "h1", "h2", t0 + 600.0, &a),
+        // h1→h3 changes nothing; h1→h2 goes through another router at hop 2.
+        trace(3, "h1", "h3", t0 + 700.0, &a),
+        trace(4, "h1", "h2", t0 + 1200.0, &b),
+        trace(5, "h1", "h3", t0 + 1300.0, &a),
+    ];
+    let synced = |ms: f64| Clock { synced: true, error_ms: Some(ms), source: "kernel".into() };
+    let (code, v) = post_clock(&c, "h1", Some(&key(1)), results, Some(synced(0.4)));
+    assert_eq!(code, 200, "{v}");
+    let ev = c.get("/api/v1/events")["events"].clone();
+    let ev = ev.as_array().unwrap();
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!((ev[0]["kind"].as_str(), ev[0]["metric"].as_str()), (Some("route_change"), Some("route")));
+    assert_eq!((ev[0]["src"].as_str(), ev[0]["dst"].as_str(), ev[0]["t"].as_f64()), (Some("h1"), Some("h2"), Some(t0 + 1200.0)));
+    assert!(ev[0]["text"].as_str().unwrap().contains("hop 2 198.18.1.2 → 198.18.3.2"), "{ev:?}");
+    assert!(c.log.lock().unwrap().iter().any(|l| l.starts_with("ALERT") && l.contains("route changed")));
+
+    // The pair page: the latest route, and no clock error until both ends stated theirs.
+    let page = |c: &Central| c.get(&format!("/api/v1/pair?src=h1&dst=h2&from={}&to={}", t0 - 1.0, now()));
+    let p = page(&c);
+    assert_eq!(p["route"]["t"], t0 + 1200.0, "{p}");
+    let hops: Vec<&str> = p["route"]["trace"]["hops"].as_array().unwrap().iter().map(|h| h["addrs"][0].as_str().unwrap()).collect();
+    assert_eq!(hops, b);
+    assert!(p["clock_error_ms"].is_null(), "{p}");
+    assert_eq!(p["clocks"]["src"]["error_ms"], 0.4);
+    // h2's clock: synced, then not.
+    assert_eq!(post_clock(&c, "h2", Some(&key(2)), vec![], Some(synced(0.35))).0, 200);
+    assert!((page(&c)["clock_error_ms"].as_f64().unwrap() - 0.75).abs() < 1e-9);
+    let unsynced = Clock { synced: false, ..synced(16.0) };
+    assert_eq!(post_clock(&c, "h2", Some(&key(2)), vec![], Some(unsynced)).0, 200);
+    assert!(page(&c)["clock_error_ms"].is_null());
+
+    // Restarted, central finds the same route change in the archive (and announces nothing).
+    drop(c);
+    let c = Central::start(&d.0, None);
+    let ev2 = c.get("/api/v1/events")["events"].clone();
+    assert_eq!(ev2.as_array().unwrap().len(), 1, "{ev2}");
+    assert_eq!(ev2[0]["text"], ev[0]["text"]);
+    assert_eq!(page(&c)["route"]["trace"]["hops"].as_array().unwrap().len(), 3);
 }

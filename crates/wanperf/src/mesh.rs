@@ -24,9 +24,15 @@ open only to the mesh's hosts, one test at a time, their keys required when the 
 keys), probes every peer of its latency tests continuously (one summary a minute: median,
 IQR, min, p90, loss, reordering, one-way delays), runs the throughput tests of the day's plan
 in which it is the source (the plan is computed from the mesh file by every agent alike, so
-no two throughput tests ever touch one host at once), and keeps every result — failed,
-refused and missed runs too — in its spool until the central service has acknowledged it.
-A changed mesh file is followed within --poll seconds, without a restart.")]
+no two throughput tests ever touch one host at once), traces the path to each peer of its
+trace tests (a changed route is an event), and keeps every result — failed, refused and
+missed runs too — in its spool until the central service has acknowledged it. A changed
+mesh file is followed within --poll seconds, without a restart.
+
+One-way delays are only as good as the two hosts' clocks: every batch carries the kernel's
+NTP state (adjtimex: synchronized or not, the estimated error), and central shows a pair's
+one-way delays with the sum of both errors. --clock-error states the error instead (hosts
+with PTP, or hosts sharing one clock).")]
 pub struct AgentArgs {
     /// This host's name in the mesh file.
     #[arg(long)]
@@ -52,9 +58,21 @@ pub struct AgentArgs {
     /// How often the mesh file is checked for changes, seconds.
     #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
     poll: f64,
+    /// The clock's error as you know it, e.g. 0.05ms or 2ms (default: the kernel's NTP estimate).
+    #[arg(long, value_name = "DURATION", value_parser = parse_clock_error)]
+    clock_error: Option<f64>,
     /// Log lines as NDJSON on stderr.
     #[arg(long)]
     json: bool,
+}
+
+/// A clock error: a duration of at most 10 s, in ms.
+fn parse_clock_error(s: &str) -> Result<f64, String> {
+    let v = wanperf_proto::units::parse_duration(s).map_err(|e| e.to_string())?;
+    if !(0.0..=10.0).contains(&v) {
+        return Err(format!("{s}: a clock error between 0 and 10 s"));
+    }
+    Ok(v * 1e3)
 }
 
 /// `wanperf central`.
@@ -176,6 +194,7 @@ pub fn agent(a: AgentArgs) -> Result<ExitCode> {
         listen: a.listen,
         exe: std::env::current_exe().context("cannot find the wanperf binary")?,
         poll_every: Duration::from_secs_f64(a.poll),
+        clock_error_ms: a.clock_error,
     };
     let log = logger(a.json);
     let stop = stop_flag();
@@ -280,9 +299,11 @@ pub fn mesh(cmd: MeshCmd) -> Result<ExitCode> {
 #[command(after_help = "Brings up the seeds' IEPM 2000 network (SLAC, CERN, IN2P3, Colorado, Caltech, FNAL;
 kernel routers at SLAC, ESnet, Chicago and Geneva), an agent on every site and the central
 service on SLAC's host, and prints the dashboard's address on this machine. The agents probe
-every pair ten times a second (summaries every 10 s) and test throughput both ways between
-SLAC and CERN and between FNAL and Caltech every 15 s; at 40 % of the run the Geneva→CERN link drops to 2 Mbit/s (the seed's
-\"70-80 Mbits/s to under 1 Mbit/s\"), and the dashboard shows where. Needs root, or
+every pair ten times a second (summaries every 10 s), test throughput both ways between
+SLAC and CERN and between FNAL and Caltech every 15 s, and trace every path every minute
+(the routers hop by hop on each pair page); at 40 % of the run the Geneva→CERN link drops
+to 2 Mbit/s (the seed's \"70-80 Mbits/s to under 1 Mbit/s\"), and the dashboard shows
+where. Needs root, or
 unprivileged user namespaces, as `wanperf net` does.")]
 pub struct DemoArgs {
     /// How long the mesh runs, minutes.
@@ -323,6 +344,8 @@ fn demo_mesh(keys: &[String], addrs: &[String]) -> String {
             "[[test]]\nname = \"bulk-{g}\"\ntype = \"throughput\"\ngroup = \"{g}\"\ninterval = \"15s\"\nduration = \"3s\"\n"
         ));
     }
+    // Every path traced every minute: the routers of the emulated network, hop by hop.
+    m.push_str("[[test]]\nname = \"route\"\ntype = \"trace\"\ngroup = \"all\"\ninterval = \"60s\"\nslip = \"30s\"\n");
     m.push_str("[[expect]]\ngroup = \"all\"\nloss_max = 0.05\n");
     m
 }
@@ -457,7 +480,9 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
         let c = Command::new(&exe)
             .args(["net", "exec", &net, s, "--"])
             .arg(&exe)
-            .args(["agent", "--name", s, "--central", &central_url, "--poll", "5", "--key"])
+            // All the demo's hosts read one kernel clock: their one-way delays have no clock error.
+            .args(["agent", "--name", s, "--central", &central_url, "--poll", "5", "--clock-error", "0"])
+            .arg("--key")
             .arg(&keys[i].0)
             .arg("--spool")
             .arg(dir.join(format!("{s}.spool")))

@@ -389,3 +389,114 @@ fn a_mesh_on_an_emulated_network_finds_a_halved_link_and_loses_nothing() {
     assert!(after.iter().all(|v| *v < 12e6), "h1→h2 after the change: {after:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Trace tests in a mesh: the diamond network (a and b joined over r1–r2, or r1–r3–r2 when
+/// r1–r2 costs more), an agent on each end and central on a. When r1–r2's cost rises
+/// mid-run, the next traces of both directions go through r3: a route-change event on each
+/// pair, with the hop and both addresses; the pair page shows the new route hop by hop and
+/// the one-way delays with the clock error both agents stated.
+#[test]
+fn trace_tests_turn_a_route_change_into_an_event() {
+    let _g = serial();
+    if !paths_available() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("wanperf-mesh-trace-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let topo = topo_file("mesh-diamond", DIAMOND.split("[[route]]").next().unwrap());
+    let net = format!("mt{}", std::process::id());
+    let _up = Up::new(&topo, &net);
+    // a is 198.18.0.1 (the a–r1 link), b 198.18.2.2 (the r2–b link).
+    let mesh = "[mesh]\nname = \"diamond\"\nsummary = \"10s\"\n[[site]]\nname = \"s\"\n\
+        [[host]]\nname = \"a\"\nsite = \"s\"\naddress = \"198.18.0.1\"\n\
+        [[host]]\nname = \"b\"\nsite = \"s\"\naddress = \"198.18.2.2\"\n\
+        [[group]]\nname = \"ab\"\nmembers = [\"a\", \"b\"]\n\
+        [[test]]\nname = \"rtt\"\ntype = \"latency\"\ngroup = \"ab\"\nrate = 5\n\
+        [[test]]\nname = \"route\"\ntype = \"trace\"\ngroup = \"ab\"\ninterval = \"10s\"\nrounds = 2\n";
+    let mesh_path = dir.join("mesh.toml");
+    std::fs::write(&mesh_path, mesh).unwrap();
+    let db = dir.join("central.sqlite");
+    let m = mesh_path.to_str().unwrap();
+    let central = Daemon::start(
+        &net,
+        "a",
+        &["central", "--mesh", m, "--listen", "0.0.0.0:8080", "--db", db.to_str().unwrap(), "--insecure"],
+        "wanperf central listening on",
+    );
+    let mut agents = Vec::new();
+    for h in ["a", "b"] {
+        let spool = dir.join(format!("{h}.spool"));
+        let args = [
+            "agent",
+            "--name",
+            h,
+            "--mesh",
+            m,
+            "--central",
+            "http://198.18.0.1:8080",
+            "--spool",
+            spool.to_str().unwrap(),
+            "--clock-error",
+            "0.1ms",
+        ];
+        agents.push(Daemon::start(&net, h, &args, "listening on"));
+    }
+    // Two traces of each direction on the first route, then the change.
+    let traces = |src: &str| {
+        results(&db).into_iter().filter(|r| r.kind == "trace" && r.src == src && r.status == "ok").count()
+    };
+    let t = Instant::now();
+    while (traces("a") < 2 || traces("b") < 2) && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(traces("a") >= 2 && traces("b") >= 2, "no traces stored:\n{}", central.text());
+    assert!(!central.text().contains("route changed"), "a route change before any:\n{}", central.text());
+    ok(&run(&["net", "set", &net, "r1-r2", "cost=10"], Duration::from_secs(10)));
+    for (pair, hop) in [("a→b", "hop 2 198.18.1.2 → 198.18.3.2"), ("b→a", "hop 2 198.18.1.1 → 198.18.4.1")] {
+        let found = central.wait_for(&format!("{pair} route changed"), Duration::from_secs(40));
+        assert!(found, "no route change event for {pair}:\n{}", central.text());
+        let text = central.text();
+        let line = text.lines().find(|l| l.contains(&format!("{pair} route changed"))).unwrap();
+        assert!(line.contains("ALERT") && line.contains(hop) && line.contains("(3 → 4 hops)"), "{line}");
+    }
+    // The archive holds every trace with its hops: the last of a→b goes a, r1, r3, r2, b.
+    let rows = results(&db);
+    let last = rows.iter().filter(|r| r.kind == "trace" && r.src == "a").max_by(|x, y| x.start_unix.total_cmp(&y.start_unix)).unwrap();
+    let hops: Vec<&str> =
+        last.detail["trace"]["hops"].as_array().unwrap().iter().filter_map(|h| h["addrs"][0].as_str()).collect();
+    assert_eq!(hops, ["198.18.0.2", "198.18.3.2", "198.18.4.2", "198.18.2.2"], "{:?}", last.detail);
+
+    if chromium_here() {
+        let profile = dir.join("chromium");
+        let out = run(
+            &[
+                "net",
+                "exec",
+                &net,
+                "a",
+                "--",
+                "chromium",
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--virtual-time-budget=8000",
+                &format!("--user-data-dir={}", profile.display()),
+                "--dump-dom",
+                "http://198.18.0.1:8080/#/pair/a/b",
+            ],
+            Duration::from_secs(120),
+        );
+        let dom = String::from_utf8_lossy(&out.stdout);
+        let route = dom.split("id=\"route\"").nth(1).unwrap_or_else(|| panic!("no route table:\n{dom}"));
+        let route = route.split("</table>").next().unwrap();
+        assert!(route.contains("198.18.3.2") && route.contains("198.18.4.2"), "{route}");
+        assert!(dom.contains("clock error ± 0.2 ms"), "the clock error is not shown:\n{dom}");
+        assert!(dom.contains("route changed"), "the route change is not among the pair's events");
+    }
+    for a in agents {
+        a.stop(Duration::from_secs(15));
+    }
+    central.stop(Duration::from_secs(15));
+    let _ = std::fs::remove_dir_all(&dir);
+}
