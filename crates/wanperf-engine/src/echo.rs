@@ -1,6 +1,7 @@
 //! The server's UDP echo responder for `wanperf ping`: on the server's port, it stamps each
 //! probe with the kernel's receive time and its own send time and returns it to allowed
-//! clients (others get nothing, so the server is no reflector).
+//! clients (others get nothing, so the server is no reflector) — as large as it came, or only
+//! its header when the probe asks for a short reply (`wanperf capacity`'s trains).
 
 use crate::sys;
 use std::net::UdpSocket;
@@ -29,6 +30,7 @@ pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, sto
             ..p
         };
         reply.write(&mut buf);
-        let _ = sock.send_to(&buf[..r.len], from);
+        let len = if p.short { PROBE_HEADER_LEN } else { r.len };
+        let _ = sock.send_to(&buf[..len], from);
     }
 }

@@ -4,6 +4,7 @@
 //! 0       4       6       8               16              24              32              40
 //! | WNPE  | ver   | flags | seq (u64)     | client tx     | server rx     | server tx     | padding…
 //! ```
+//! Flags: 1 = reply, 2 = short (answer with the header only).
 //! All big endian. The client's timestamp is opaque to the server; the server's two
 //! timestamps are its wall clock (ns since the Unix epoch) when the request arrived (kernel
 //! receive time where available) and when the reply left. Their difference is the server's
@@ -16,12 +17,16 @@ pub const PROBE_MAGIC: [u8; 4] = *b"WNPE";
 /// Header length.
 pub const PROBE_HEADER_LEN: usize = 40;
 const FLAG_REPLY: u16 = 1;
+const FLAG_SHORT: u16 = 2;
 
 /// A probe request or reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Probe {
     /// True for replies.
     pub reply: bool,
+    /// The reply carries only the header, whatever the request's size (`wanperf capacity`'s
+    /// trains: large packets out, small ones back, so the reverse path is not loaded).
+    pub short: bool,
     /// Probe number.
     pub seq: u64,
     /// Client's send time (its own clock, opaque to the server).
@@ -37,7 +42,8 @@ impl Probe {
     pub fn write(&self, buf: &mut [u8]) {
         buf[..4].copy_from_slice(&PROBE_MAGIC);
         buf[4..6].copy_from_slice(&PROTOCOL_VERSION.to_be_bytes());
-        buf[6..8].copy_from_slice(&(if self.reply { FLAG_REPLY } else { 0 }).to_be_bytes());
+        let flags = if self.reply { FLAG_REPLY } else { 0 } | if self.short { FLAG_SHORT } else { 0 };
+        buf[6..8].copy_from_slice(&flags.to_be_bytes());
         buf[8..16].copy_from_slice(&self.seq.to_be_bytes());
         buf[16..24].copy_from_slice(&self.client_tx_ns.to_be_bytes());
         buf[24..32].copy_from_slice(&self.server_rx_ns.to_be_bytes());
@@ -59,6 +65,7 @@ impl Probe {
         };
         Some(Probe {
             reply: u16::from_be_bytes([buf[6], buf[7]]) & FLAG_REPLY != 0,
+            short: u16::from_be_bytes([buf[6], buf[7]]) & FLAG_SHORT != 0,
             seq: u(8),
             client_tx_ns: u(16),
             server_rx_ns: u(24),
@@ -73,7 +80,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_rejects() {
-        let p = Probe { reply: true, seq: 7, client_tx_ns: 1, server_rx_ns: 2, server_tx_ns: 3 };
+        let p = Probe { reply: true, short: false, seq: 7, client_tx_ns: 1, server_rx_ns: 2, server_tx_ns: 3 };
         let mut b = [0u8; 64];
         p.write(&mut b);
         assert_eq!(Probe::read(&b), Some(p));

@@ -512,8 +512,8 @@ fn write_encoder_seeds() {
     }
     put("udp_datagram", "flow", &flow);
     let mut b = vec![0u8; 64];
-    Probe { reply: false, seq: 9, client_tx_ns: 123, server_rx_ns: 0, server_tx_ns: 0 }.write(&mut b);
+    Probe { reply: false, short: false, seq: 9, client_tx_ns: 123, server_rx_ns: 0, server_tx_ns: 0 }.write(&mut b);
     put("ping_probe", "request64", &b);
-    Probe { reply: true, seq: 9, client_tx_ns: 123, server_rx_ns: 456, server_tx_ns: 789 }.write(&mut b);
+    Probe { reply: true, short: false, seq: 9, client_tx_ns: 123, server_rx_ns: 456, server_tx_ns: 789 }.write(&mut b);
     put("ping_probe", "reply64", &b);
 }
