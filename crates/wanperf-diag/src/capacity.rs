@@ -224,9 +224,11 @@ pub enum Trend {
 /// about √n groups, each reduced to its median; PCT is the share of consecutive medians that
 /// rise, PDT the net rise over the sum of absolute steps. Increasing when one test says so
 /// strongly (PCT > 0.66 or PDT > 0.55) and the other does not say flat (PCT > 0.54, PDT >
-/// 0.45); flat when both say flat (PCT < 0.54 and PDT < 0.45); otherwise unclear. `None`
-/// below 10 delays.
-pub fn trend(owd_ns: &[f64]) -> Option<Trend> {
+/// 0.45); flat when both say flat (PCT < 0.54 and PDT < 0.45); otherwise unclear. A rise
+/// from the first group's median to the last's of less than `min_rise` (the delays' unit) is
+/// flat whatever the tests say: timer noise and clock drift make small monotonic drifts that
+/// no queue makes. `None` below 10 delays.
+pub fn trend(owd_ns: &[f64], min_rise: f64) -> Option<Trend> {
     let d: Vec<f64> = owd_ns.iter().copied().filter(|x| x.is_finite()).collect();
     if d.len() < 10 {
         return None;
@@ -247,8 +249,9 @@ pub fn trend(owd_ns: &[f64]) -> Option<Trend> {
     let pct = steps.iter().filter(|s| **s > 0.0).count() as f64 / steps.len() as f64;
     let abs: f64 = steps.iter().map(|s| s.abs()).sum();
     let pdt = if abs > 0.0 { (medians[medians.len() - 1] - medians[0]) / abs } else { 0.0 };
-    let up = (pct > 0.66 && pdt > 0.45) || (pdt > 0.55 && pct > 0.54);
-    let flat = pct < 0.54 && pdt < 0.45;
+    let rise = medians[medians.len() - 1] - medians[0];
+    let up = ((pct > 0.66 && pdt > 0.45) || (pdt > 0.55 && pct > 0.54)) && rise >= min_rise;
+    let flat = (pct < 0.54 && pdt < 0.45) || rise < min_rise;
     Some(match (up, flat) {
         (true, false) => Trend::Increasing,
         (false, true) => Trend::Flat,
@@ -515,15 +518,19 @@ mod tests {
         let (mut up, mut false_up, mut flat) = (0, 0, 0);
         for _ in 0..100 {
             let rising: Vec<f64> = (0..100).map(|i| 1e6 + 2_000.0 * f64::from(i) + 50_000.0 * r.next()).collect();
-            up += usize::from(trend(&rising) == Some(Trend::Increasing));
+            up += usize::from(trend(&rising, 0.0) == Some(Trend::Increasing));
             let noise: Vec<f64> = (0..100).map(|_| 1e6 + 50_000.0 * r.next()).collect();
-            false_up += usize::from(trend(&noise) == Some(Trend::Increasing));
-            flat += usize::from(trend(&noise) == Some(Trend::Flat));
+            false_up += usize::from(trend(&noise, 0.0) == Some(Trend::Increasing));
+            flat += usize::from(trend(&noise, 0.0) == Some(Trend::Flat));
         }
         assert!(up >= 95, "{up} of 100 rising streams seen rising");
         assert!(false_up <= 5, "{false_up} of 100 flat streams seen rising");
         assert!(flat >= 50, "{flat} of 100 flat streams seen flat");
-        assert_eq!(trend(&[1.0; 5]), None);
+        assert_eq!(trend(&[1.0; 5], 0.0), None);
+        // A steady drift of 30 µs over the stream is no queue when a packet takes 1.2 ms.
+        let drift: Vec<f64> = (0..48).map(|i| 1e6 + 600.0 * f64::from(i)).collect();
+        assert_eq!(trend(&drift, 0.0), Some(Trend::Increasing));
+        assert_eq!(trend(&drift, 600_000.0), Some(Trend::Flat));
     }
 
     #[test]

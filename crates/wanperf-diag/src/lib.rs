@@ -10,6 +10,8 @@
 //! stamps and the routers' ICMP answers.
 
 pub mod capacity;
+pub mod measure;
 pub mod probe;
 pub mod run;
 pub mod trace;
+pub mod train;

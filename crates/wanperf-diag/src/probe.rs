@@ -219,58 +219,101 @@ impl Prober {
     /// address and the kernel's receive time.
     fn recv_error(&self) -> io::Result<Option<Got>> {
         let mut buf = [0u8; 2048];
-        let mut cmsg = [0u64; 64];
-        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-        // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
-        let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cmsg.as_mut_ptr().cast();
-        msg.msg_controllen = size_of_val(&cmsg) as _;
-        // SAFETY: msg points at live buffers of the sizes given.
-        let n = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_ERRQUEUE) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
-                _ => Err(e),
-            };
+        let Some(e) = recv_error(self.sock.as_raw_fd(), &mut buf)? else { return Ok(None) };
+        if e.origin == SO_EE_ORIGIN_LOCAL && e.errno == libc::EMSGSIZE as u32 {
+            return Ok(Some(Got::LocalMtu(e.info)));
         }
-        let data = &buf[..n as usize];
-        let mut at = None;
-        let mut err: Option<(libc::sock_extended_err, Option<IpAddr>)> = None;
-        // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, within
-        // msg_controllen; each payload is read unaligned as the type its level and type say.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
-                let d = libc::CMSG_DATA(c);
-                if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
-                    let ts = std::ptr::read_unaligned(d.cast::<libc::timespec>());
-                    at = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
-                } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
-                    || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
-                {
-                    let ee = std::ptr::read_unaligned(d.cast::<libc::sock_extended_err>());
-                    let offender = d.add(size_of::<libc::sock_extended_err>()).cast::<libc::sockaddr>();
-                    err = Some((ee, read_sockaddr(offender)));
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
-            }
-        }
-        let Some((ee, from)) = err else { return Ok(Some(Got::Other)) };
-        if ee.ee_origin == SO_EE_ORIGIN_LOCAL && ee.ee_errno == libc::EMSGSIZE as u32 {
-            return Ok(Some(Got::LocalMtu(ee.ee_info)));
-        }
-        let answer = classify(self.v6, ee.ee_origin, ee.ee_type, ee.ee_code, ee.ee_info);
-        Ok(Some(match (answer, from, probe_number(data)) {
+        let answer = classify(self.v6, e.origin, e.kind, e.code, e.info);
+        Ok(Some(match (answer, e.from, probe_number(&buf[..e.len])) {
             (Some(answer), Some(from), Some(seq)) => {
-                Got::Reply(Reply { seq, from, at_ns: at.unwrap_or_else(realtime_ns), answer })
+                Got::Reply(Reply { seq, from, at_ns: e.at_ns.unwrap_or_else(realtime_ns), answer })
             }
             _ => Got::Other,
         }))
     }
+}
+
+/// An extended socket error read from the error queue (IP_RECVERR / IPV6_RECVERR).
+#[derive(Debug, Clone, Copy)]
+pub struct SockError {
+    /// Bytes of the quoted payload in the buffer.
+    pub len: usize,
+    /// The kernel's receive time, ns since the epoch.
+    pub at_ns: Option<u64>,
+    /// `ee_origin`: local, ICMP or ICMPv6.
+    pub origin: u8,
+    /// `ee_errno`.
+    pub errno: u32,
+    /// ICMP type.
+    pub kind: u8,
+    /// ICMP code.
+    pub code: u8,
+    /// `ee_info` (an MTU for fragmentation needed).
+    pub info: u32,
+    /// The offender (the router or host that sent the ICMP error).
+    pub from: Option<IpAddr>,
+}
+
+impl SockError {
+    /// An ICMP (v4 or v6) time exceeded.
+    pub fn time_exceeded(&self) -> bool {
+        matches!((self.origin, self.kind), (SO_EE_ORIGIN_ICMP, 11) | (SO_EE_ORIGIN_ICMP6, 3))
+    }
+}
+
+/// Reads one message from `fd`'s error queue into `buf` (the quoted payload); `None` when
+/// the queue is empty. The socket must have IP_RECVERR (or IPV6_RECVERR) set and, for
+/// `at_ns`, receive timestamps enabled.
+pub fn recv_error(fd: std::os::fd::RawFd, buf: &mut [u8]) -> io::Result<Option<SockError>> {
+    let mut cmsg = [0u64; 64];
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.as_mut_ptr().cast();
+    msg.msg_controllen = size_of_val(&cmsg) as _;
+    // SAFETY: msg points at live buffers of the sizes given.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_ERRQUEUE) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let mut at = None;
+    let mut err: Option<(libc::sock_extended_err, Option<IpAddr>)> = None;
+    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, within
+    // msg_controllen; each payload is read unaligned as the type its level and type say.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+            let d = libc::CMSG_DATA(c);
+            if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(d.cast::<libc::timespec>());
+                at = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
+                || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
+            {
+                let ee = std::ptr::read_unaligned(d.cast::<libc::sock_extended_err>());
+                let offender = d.add(size_of::<libc::sock_extended_err>()).cast::<libc::sockaddr>();
+                err = Some((ee, read_sockaddr(offender)));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(err.map(|(ee, from)| SockError {
+        len: (n as usize).min(buf.len()),
+        at_ns: at,
+        origin: ee.ee_origin,
+        errno: ee.ee_errno,
+        kind: ee.ee_type,
+        code: ee.ee_code,
+        info: ee.ee_info,
+        from,
+    }))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! these modules; fuzz targets and tests reach the pure parsers (study files) through it.
 
 pub mod calc;
+pub mod capacity;
 pub mod copy;
 pub mod flows;
 pub mod keep;

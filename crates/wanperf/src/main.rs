@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use wanperf::{
-    calc, copy, flows, install_signal_handlers, keep, keys, load, mesh, net, output, path, pathd, ping, study, tput,
+    calc, capacity, copy, flows, install_signal_handlers, keep, keys, load, mesh, net, output, path, pathd, ping, study, tput,
     trace, util,
 };
 
@@ -44,6 +44,9 @@ enum Command {
     /// Per-hop path: routers in order with RTT, loss (the path's, or only a router's ICMP rate
     /// limit), MTU and route changes (Paris-style probes, unprivileged).
     Trace(trace::TraceArgs),
+    /// How fast the path to a `wanperf serve` can go: its capacity (packet trains), available
+    /// bandwidth (self-loading streams) and the bottleneck's hop (recursive packet trains).
+    Capacity(capacity::CapacityArgs),
     /// Seed 000's experiment: RTT and loss with and without a bulk load, over streams × windows.
     Load(load::LoadArgs),
     /// Emulate a wide-area path between two network namespaces (delay, rate, queue, loss,
@@ -160,6 +163,7 @@ fn main() -> ExitCode {
         Command::Util(util::UtilCmd::Poll(a)) => util::poll(a),
         Command::Util(util::UtilCmd::Show(a)) => util::show(a),
         Command::Trace(a) => trace::run(a),
+        Command::Capacity(a) => capacity::run(a),
         Command::Load(a) => load::run(a),
         Command::Path(path::PathCmd::Run(a)) => path::run(a),
         Command::Path(path::PathCmd::Presets) => path::list_presets(),

@@ -1,0 +1,359 @@
+//! `wanperf capacity`'s measurement: the RTT, back-to-back trains for the capacity, recursive
+//! packet trains for the bottleneck's hop, paced streams for the available bandwidth — within
+//! a budget of bytes and seconds — fed to the pure estimators of [`crate::capacity`].
+
+use crate::capacity::{self, AvailSearch, Capacity, Location, RptResult, Train, Trend};
+use crate::train::{overhead, pace_until, Heard, Pkt, Trainer};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+/// Settings of a measurement.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Most bytes sent (IP bytes of every packet), all phases together.
+    pub budget_bytes: u64,
+    /// Most time spent.
+    pub time: Duration,
+    /// Size of the large packets on the wire, IP header included.
+    pub size: usize,
+    /// Packets per capacity train.
+    pub train_len: u32,
+    /// Find the bottleneck's hop (recursive packet trains; needs routers that answer).
+    pub locate: bool,
+    /// Estimate the available bandwidth (self-loading streams).
+    pub avail: bool,
+    /// Highest TTL of the head and tail packets.
+    pub max_ttl: u8,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            budget_bytes: 1_000_000,
+            time: Duration::from_secs(10),
+            size: 1500,
+            train_len: 33,
+            locate: true,
+            avail: true,
+            max_ttl: 16,
+        }
+    }
+}
+
+/// A hop of the located bottleneck, with the router's address.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bottleneck {
+    /// TTL of the hop the link leads into.
+    pub ttl: u8,
+    /// The router there (none: the destination, or a router that did not answer).
+    pub address: Option<IpAddr>,
+    /// Whether that hop is the destination.
+    pub destination: bool,
+    /// The estimator's view: gaps per hop, the growth.
+    pub location: Location,
+    /// The router answering at each TTL.
+    pub routers: Vec<(u8, IpAddr)>,
+}
+
+/// What a measurement found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Minimum round-trip time to the server's echo, ms.
+    pub rtt_ms: f64,
+    /// The capacity of the path from here to the server.
+    pub capacity: Option<Capacity>,
+    /// Its available bandwidth.
+    pub available: Option<capacity::Avail>,
+    /// The bottleneck's hop.
+    pub bottleneck: Option<Bottleneck>,
+    /// Hops to the server (the TTL at which it answers), when the trains found it.
+    pub hops: Option<u8>,
+    /// Trains sent for the capacity, recursive trains, streams.
+    pub trains: u32,
+    /// See `trains`.
+    pub rpts: u32,
+    /// See `trains`.
+    pub streams: u32,
+    /// Bytes sent, all phases (IP bytes).
+    pub bytes_sent: u64,
+    /// Packets sent that the server did not echo.
+    pub lost: u64,
+    /// Seconds spent.
+    pub seconds: f64,
+}
+
+/// Why a measurement could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// Sockets.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// No echo came back.
+    #[error("no answer from the UDP echo of `wanperf serve` at {0} (is it running there, and does it allow this host?)")]
+    NoServer(SocketAddr),
+}
+
+struct Run<'a> {
+    t: Trainer,
+    o: &'a Options,
+    started: Instant,
+    seq: u64,
+    sent_bytes: u64,
+    lost: u64,
+    rtt: Duration,
+}
+
+impl Run<'_> {
+    fn left(&self) -> Duration {
+        self.o.time.saturating_sub(self.started.elapsed())
+    }
+
+    fn affordable(&self, bytes: u64) -> bool {
+        self.sent_bytes + bytes <= self.o.budget_bytes && !self.left().is_zero()
+    }
+
+    fn quiet(&self) -> Duration {
+        (self.rtt * 4).max(Duration::from_millis(100))
+    }
+
+    fn next_seqs(&mut self, n: u64) -> u64 {
+        let base = self.seq;
+        self.seq += n;
+        base
+    }
+
+    /// Sends `pkts` as one train and collects echoes (and answers) until all `expect_echo`
+    /// echoes came, nothing came for a while, or 2 s passed.
+    fn train(&mut self, pkts: &[Pkt], expect_echo: usize) -> io::Result<Vec<Heard>> {
+        self.sent_bytes += pkts.iter().map(|p| p.size as u64).sum::<u64>();
+        self.t.send_train(pkts)?;
+        let until = Instant::now() + Duration::from_secs(2).min(self.left() + self.quiet());
+        let lo = pkts.first().map_or(0, |p| p.seq);
+        let hi = pkts.last().map_or(0, |p| p.seq);
+        let heard = self.t.collect(until, self.quiet(), |h| {
+            h.iter().filter(|x| matches!(x, Heard::Echo { seq, .. } if (lo..=hi).contains(seq))).count() >= expect_echo
+        })?;
+        Ok(heard)
+    }
+}
+
+/// Measures the path from here to the `wanperf serve` whose UDP echo is at `dst`. `progress`
+/// is told each phase and the share of the time budget used; returning false stops early
+/// (what was measured so far is reported).
+pub fn measure(dst: SocketAddr, o: &Options, mut progress: impl FnMut(&str, f64) -> bool) -> Result<Report, MeasureError> {
+    let t = Trainer::new(dst)?;
+    let v6 = t.v6();
+    let small = overhead(v6) + wanperf_proto::probe::PROBE_HEADER_LEN;
+    let size = o.size.clamp(small, 9000);
+    let mut r = Run { t, o, started: Instant::now(), seq: 1, sent_bytes: 0, lost: 0, rtt: Duration::ZERO };
+    let share = |r: &Run| r.started.elapsed().as_secs_f64() / o.time.as_secs_f64().max(1e-9);
+
+    // RTT: three small probes, one at a time.
+    let mut rtt_ns: Option<u64> = None;
+    for _ in 0..3 {
+        let seq = r.next_seqs(1);
+        r.t.send_one(&Pkt { seq, size: small, ttl: None })?;
+        r.sent_bytes += small as u64;
+        let heard = r.t.collect(Instant::now() + Duration::from_secs(1), Duration::from_secs(1), |h| {
+            h.iter().any(|x| matches!(x, Heard::Echo { seq: s, .. } if *s == seq))
+        })?;
+        for h in heard {
+            if let Heard::Echo { seq: s, client_tx_ns, at_ns, .. } = h {
+                if s == seq && at_ns > client_tx_ns {
+                    rtt_ns = Some(rtt_ns.map_or(at_ns - client_tx_ns, |x| x.min(at_ns - client_tx_ns)));
+                }
+            }
+        }
+    }
+    let Some(rtt_ns) = rtt_ns else { return Err(MeasureError::NoServer(dst)) };
+    r.rtt = Duration::from_nanos(rtt_ns);
+    let mut report = Report {
+        rtt_ms: rtt_ns as f64 / 1e6,
+        capacity: None,
+        available: None,
+        bottleneck: None,
+        hops: None,
+        trains: 0,
+        rpts: 0,
+        streams: 0,
+        bytes_sent: 0,
+        lost: 0,
+        seconds: 0.0,
+    };
+
+    // Capacity: back-to-back trains, a quarter of the budget (at least 4 trains if it allows).
+    let train_bytes = u64::from(o.train_len) * size as u64;
+    let want_trains = ((o.budget_bytes as f64 * 0.25) / train_bytes as f64).floor().max(4.0) as u32;
+    let mut trains = Vec::new();
+    while report.trains < want_trains && r.affordable(train_bytes) && r.left() > o.time / 2 {
+        if !progress("capacity", share(&r)) {
+            break;
+        }
+        let base = r.next_seqs(u64::from(o.train_len));
+        let pkts: Vec<Pkt> = (0..u64::from(o.train_len)).map(|i| Pkt { seq: base + i, size, ttl: None }).collect();
+        let heard = r.train(&pkts, pkts.len())?;
+        let arrivals: Vec<(u32, u64)> = heard
+            .iter()
+            .filter_map(|h| match *h {
+                Heard::Echo { seq, server_rx_ns, .. } if seq >= base && seq < base + u64::from(o.train_len) => {
+                    Some(((seq - base) as u32, server_rx_ns))
+                }
+                _ => None,
+            })
+            .collect();
+        r.lost += u64::from(o.train_len).saturating_sub(arrivals.len() as u64);
+        trains.push(Train { wire_bytes: size as u32, sent: o.train_len, arrivals });
+        report.trains += 1;
+        std::thread::sleep(r.rtt.max(Duration::from_millis(20)));
+    }
+    report.capacity = capacity::capacity(&trains);
+
+    // The bottleneck's hop: recursive packet trains, a second apart (routers' ICMP rate limits
+    // refill), 15 % of the budget.
+    if o.locate {
+        let loads = 20u64;
+        let heads = u64::from(o.max_ttl);
+        let rpt_bytes = loads * size as u64 + 2 * heads * small as u64;
+        let want = ((o.budget_bytes as f64 * 0.15) / rpt_bytes as f64).floor().clamp(3.0, 8.0) as u32;
+        let mut rpts = Vec::new();
+        let mut routers: HashMap<u8, HashMap<IpAddr, u32>> = HashMap::new();
+        let mut dest_ttl: Option<u8> = None;
+        while report.rpts < want && r.affordable(rpt_bytes) && r.left() > o.time / 4 {
+            if !progress("bottleneck", share(&r)) {
+                break;
+            }
+            let base = r.next_seqs(3 * 256);
+            let mut pkts = Vec::new();
+            for ttl in 1..=o.max_ttl {
+                pkts.push(Pkt { seq: base + u64::from(ttl), size: small, ttl: Some(ttl) });
+            }
+            for i in 0..loads {
+                pkts.push(Pkt { seq: base + 512 + i, size, ttl: None });
+            }
+            for ttl in (1..=o.max_ttl).rev() {
+                pkts.push(Pkt { seq: base + 256 + u64::from(ttl), size: small, ttl: Some(ttl) });
+            }
+            let started = Instant::now();
+            let heard = r.train(&pkts, loads as usize)?;
+            let (mut head, mut tail) = (HashMap::new(), HashMap::new());
+            let mut load_rx = Vec::new();
+            for h in &heard {
+                match *h {
+                    Heard::TimeExceeded { seq, from, at_ns } if seq > base && seq < base + 512 => {
+                        let (ttl, is_tail) = if seq >= base + 256 { (seq - base - 256, true) } else { (seq - base, false) };
+                        let ttl = ttl as u8;
+                        *routers.entry(ttl).or_default().entry(from).or_default() += 1;
+                        if is_tail {
+                            tail.insert(ttl, at_ns);
+                        } else {
+                            head.insert(ttl, at_ns);
+                        }
+                    }
+                    Heard::Echo { seq, server_rx_ns, .. } if seq >= base + 512 && seq < base + 512 + loads => {
+                        load_rx.push(server_rx_ns);
+                    }
+                    Heard::Echo { seq, .. } if seq > base && seq < base + 256 => {
+                        // A head packet reached the server: the destination is at most this far.
+                        let ttl = (seq - base) as u8;
+                        dest_ttl = Some(dest_ttl.map_or(ttl, |d| d.min(ttl)));
+                    }
+                    _ => {}
+                }
+            }
+            r.lost += loads.saturating_sub(load_rx.len() as u64);
+            load_rx.sort_unstable();
+            let mut hops: Vec<(u8, u64, u64)> =
+                head.iter().filter_map(|(ttl, h)| tail.get(ttl).map(|t| (*ttl, *h, *t))).collect();
+            hops.sort_unstable();
+            rpts.push(RptResult { hops, dest: (load_rx.len() >= 2).then(|| (load_rx[0], load_rx[load_rx.len() - 1])) });
+            report.rpts += 1;
+            // Routers answer ICMP at a limited rate: a second between trains.
+            let wait = Duration::from_secs(1).saturating_sub(started.elapsed());
+            std::thread::sleep(wait.min(r.left()));
+        }
+        report.hops = dest_ttl;
+        if let Some(d) = dest_ttl {
+            if let Some(l) = capacity::locate(&rpts, d) {
+                let mut rs: Vec<(u8, IpAddr)> = routers
+                    .iter()
+                    .filter(|(ttl, _)| **ttl < d)
+                    .filter_map(|(ttl, m)| m.iter().max_by_key(|x| x.1).map(|(a, _)| (*ttl, *a)))
+                    .collect();
+                rs.sort_unstable();
+                let address = rs.iter().find(|x| x.0 == l.ttl).map(|x| x.1).or((l.ttl == d).then_some(dst.ip()));
+                report.bottleneck =
+                    Some(Bottleneck { ttl: l.ttl, address, destination: l.ttl == d, location: l, routers: rs });
+            }
+        }
+    }
+
+    // Available bandwidth: paced streams, binary search below the capacity, with what is left.
+    if let (true, Some(c)) = (o.avail, &report.capacity) {
+        let k = 48u64;
+        let stream_bytes = k * size as u64;
+        let mut search = AvailSearch::new(c.bps);
+        while r.affordable(stream_bytes) && !search.done(0.02 * c.bps) {
+            if !progress("available bandwidth", share(&r)) {
+                break;
+            }
+            let rate = search.next();
+            let gap = Duration::from_secs_f64(size as f64 * 8.0 / rate.max(1.0));
+            if gap * k as u32 > r.left() {
+                break;
+            }
+            let base = r.next_seqs(k);
+            let t0 = Instant::now();
+            for i in 0..k {
+                pace_until(t0 + gap * i as u32);
+                r.t.send_one(&Pkt { seq: base + i, size, ttl: None })?;
+            }
+            r.sent_bytes += stream_bytes;
+            let until = Instant::now() + Duration::from_secs(2).min(r.left() + r.quiet());
+            let heard = r.t.collect(until, r.quiet(), |h| {
+                h.iter().filter(|x| matches!(x, Heard::Echo { seq, .. } if *seq >= base && *seq < base + k)).count()
+                    >= k as usize
+            })?;
+            let mut owd: Vec<(u64, f64)> = heard
+                .iter()
+                .filter_map(|h| match *h {
+                    Heard::Echo { seq, client_tx_ns, server_rx_ns, .. } if seq >= base && seq < base + k => {
+                        Some((seq, server_rx_ns as f64 - client_tx_ns as f64))
+                    }
+                    _ => None,
+                })
+                .collect();
+            owd.sort_by_key(|x| x.0);
+            owd.dedup_by_key(|x| x.0);
+            let lost = k - owd.len() as u64;
+            r.lost += lost;
+            // A stream that overflowed a queue was above the available bandwidth. The first
+            // packet is left out (it leaves a sleeping sender and may find the path's threads
+            // asleep: tens to hundreds of µs late). A rise counts from 1.5 packet times at the
+            // capacity, or 100 µs (the timers' noise): a stream 5 % of the capacity above the
+            // available bandwidth builds a queue of at least 48 × 5 % = 2.4 packet times,
+            // while a queue that only fluctuates (cross traffic below the capacity) moves its
+            // group medians by less.
+            let min_rise = (1.5 * size as f64 * 8.0 / c.bps * 1e9).max(100_000.0);
+            let tr = if lost * 10 > k {
+                Trend::Increasing
+            } else {
+                let d: Vec<f64> = owd.iter().filter(|x| x.0 != base).map(|x| x.1).collect();
+                capacity::trend(&d, min_rise).unwrap_or(Trend::Unclear)
+            };
+            search.record(rate, tr);
+            report.streams += 1;
+            // Let the stream's queue drain before the next.
+            std::thread::sleep((r.rtt + gap * k as u32 / 2).min(Duration::from_millis(500)));
+        }
+        if report.streams > 0 {
+            report.available = Some(search.estimate());
+        }
+    }
+    report.bytes_sent = r.sent_bytes;
+    report.lost = r.lost;
+    report.seconds = r.started.elapsed().as_secs_f64();
+    Ok(report)
+}

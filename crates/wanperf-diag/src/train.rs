@@ -1,0 +1,282 @@
+//! The I/O shell of `wanperf capacity`: one unprivileged UDP socket toward a `wanperf serve`,
+//! which sends back-to-back trains (one sendmmsg, each packet optionally TTL-limited), paced
+//! streams, and reads back what comes: the server's echo of each probe, stamped with the
+//! kernel's receive time at the server, and the routers' ICMP time-exceeded answers to
+//! TTL-limited packets, stamped with the kernel's receive time here.
+//!
+//! Every packet is a `wanperf ping` probe asking for a short reply, so the server answers a
+//! 1500-byte packet with 68 bytes and the reverse path stays nearly idle; a probe's number
+//! is in its first bytes, which routers quote back in their ICMP errors.
+
+use crate::probe::{recv_error, SockError};
+use socket2::{Domain, SockAddr, Socket, Type};
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+use wanperf_engine::sys::{enable_rx_timestamps, realtime_ns, recv_timestamped, setsockopt_raw};
+use wanperf_proto::probe::{Probe, PROBE_HEADER_LEN};
+
+/// One packet of a train.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pkt {
+    /// Probe number (unique within a run).
+    pub seq: u64,
+    /// Size on the wire at the IP layer, bytes (header included).
+    pub size: usize,
+    /// TTL (hop limit), or the system's default.
+    pub ttl: Option<u8>,
+}
+
+/// Something that came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// The server echoed probe `seq`: when it left here (as stamped in it) and when it
+    /// arrived there (the server's kernel time).
+    Echo {
+        /// Probe number.
+        seq: u64,
+        /// Send time here, ns since the epoch.
+        client_tx_ns: u64,
+        /// Receive time at the server, ns since the epoch (its clock).
+        server_rx_ns: u64,
+        /// When the echo arrived here.
+        at_ns: u64,
+    },
+    /// A router answered probe `seq` with time exceeded.
+    TimeExceeded {
+        /// Probe number.
+        seq: u64,
+        /// The router.
+        from: IpAddr,
+        /// When the answer arrived here (kernel time).
+        at_ns: u64,
+    },
+}
+
+/// The socket.
+pub struct Trainer {
+    sock: Socket,
+    v6: bool,
+}
+
+fn setopt(sock: &Socket, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    setsockopt_raw(sock.as_raw_fd(), level, name, &v.to_ne_bytes())
+}
+
+/// IP and UDP header bytes of a packet to `v6` or not.
+pub fn overhead(v6: bool) -> usize {
+    crate::probe::overhead(v6)
+}
+
+impl Trainer {
+    /// A socket toward the server's UDP port `dst` (its echo).
+    pub fn new(dst: SocketAddr) -> io::Result<Trainer> {
+        let v6 = dst.is_ipv6();
+        let sock = Socket::new(if v6 { Domain::IPV6 } else { Domain::IPV4 }, Type::DGRAM, None)?;
+        if v6 {
+            setopt(&sock, libc::SOL_IPV6, libc::IPV6_RECVERR, 1)?;
+            setopt(&sock, libc::SOL_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_DONT)?;
+        } else {
+            setopt(&sock, libc::SOL_IP, libc::IP_RECVERR, 1)?;
+            setopt(&sock, libc::SOL_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DONT)?;
+        }
+        // A train of 64 large packets must fit in the send buffer at once; the answers too.
+        let _ = sock.set_send_buffer_size(4 << 20);
+        let _ = sock.set_recv_buffer_size(4 << 20);
+        enable_rx_timestamps(sock.as_raw_fd())?;
+        sock.connect(&SockAddr::from(dst))?;
+        sock.set_nonblocking(true)?;
+        Ok(Trainer { sock, v6 })
+    }
+
+    /// Whether the server is reached over IPv6.
+    pub fn v6(&self) -> bool {
+        self.v6
+    }
+
+    fn payload(&self, p: &Pkt, tx_ns: u64) -> Vec<u8> {
+        let mut b = vec![0u8; p.size.saturating_sub(overhead(self.v6)).max(PROBE_HEADER_LEN)];
+        Probe { reply: false, short: true, seq: p.seq, client_tx_ns: tx_ns, server_rx_ns: 0, server_tx_ns: 0 }
+            .write(&mut b);
+        b
+    }
+
+    /// Sends `pkts` back to back (sendmmsg, as few calls as the send buffer allows); returns
+    /// the time just before the first left.
+    pub fn send_train(&self, pkts: &[Pkt]) -> io::Result<u64> {
+        let t0 = realtime_ns();
+        let mut bufs: Vec<Vec<u8>> = pkts.iter().map(|p| self.payload(p, t0)).collect();
+        let mut iovs: Vec<libc::iovec> =
+            bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }).collect();
+        // One control buffer per packet, for its TTL (a cmsg of one int fits in 32 bytes).
+        let mut ctl: Vec<[u64; 4]> = vec![[0; 4]; pkts.len()];
+        // SAFETY: zeroed mmsghdrs are valid; every pointer set below points into `iovs` or
+        // `ctl`, which outlive the sendmmsg calls.
+        let mut hdrs: Vec<libc::mmsghdr> = (0..pkts.len()).map(|_| unsafe { zeroed() }).collect();
+        let (level, kind) = if self.v6 { (libc::SOL_IPV6, libc::IPV6_HOPLIMIT) } else { (libc::SOL_IP, libc::IP_TTL) };
+        for (i, p) in pkts.iter().enumerate() {
+            let h = &mut hdrs[i].msg_hdr;
+            h.msg_iov = &mut iovs[i];
+            h.msg_iovlen = 1;
+            if let Some(ttl) = p.ttl {
+                h.msg_control = ctl[i].as_mut_ptr().cast();
+                // SAFETY: CMSG_SPACE of an int is at most 32 bytes, the buffer's size; the
+                // header and its data are written within it.
+                unsafe {
+                    h.msg_controllen = libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as _;
+                    let c = libc::CMSG_FIRSTHDR(h);
+                    (*c).cmsg_level = level;
+                    (*c).cmsg_type = kind;
+                    (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), libc::c_int::from(ttl));
+                }
+            }
+        }
+        let mut done = 0usize;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while done < hdrs.len() {
+            // SAFETY: hdrs[done..] are valid mmsghdrs (see above).
+            let n = unsafe {
+                libc::sendmmsg(self.sock.as_raw_fd(), hdrs[done..].as_mut_ptr(), (hdrs.len() - done) as u32, 0)
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) if Instant::now() < deadline => {
+                        self.wait(libc::POLLOUT, 5)?;
+                        continue;
+                    }
+                    Some(libc::EINTR) => continue,
+                    // An ICMP error queued for the socket fails the next send once: the
+                    // answer is read from the queue later.
+                    Some(libc::ECONNREFUSED) | Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => continue,
+                    _ => return Err(e),
+                }
+            }
+            done += n as usize;
+        }
+        Ok(t0)
+    }
+
+    /// Sends one packet now, stamped with its send time; returns that time.
+    pub fn send_one(&self, p: &Pkt) -> io::Result<u64> {
+        let t = realtime_ns();
+        let b = self.payload(p, t);
+        loop {
+            match self.sock.send(&b) {
+                Ok(_) => return Ok(t),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(libc::POLLOUT, 5).map(|_| ())?,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNREFUSED) | Some(libc::EINTR)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn wait(&self, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
+        let mut p = libc::pollfd { fd: self.sock.as_raw_fd(), events, revents: 0 };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+        }
+        Ok(n > 0)
+    }
+
+    /// Everything that can be read now.
+    pub fn drain(&self, out: &mut Vec<Heard>) -> io::Result<()> {
+        let mut buf = [0u8; 2048];
+        loop {
+            let mut any = false;
+            while let Some(e) = recv_error(self.sock.as_raw_fd(), &mut buf)? {
+                any = true;
+                if let Some(h) = time_exceeded(&e, &buf[..e.len]) {
+                    out.push(h);
+                }
+            }
+            match recv_timestamped(self.sock.as_raw_fd(), &mut buf) {
+                Ok(r) => {
+                    if let Some(p) = Probe::read(&buf[..r.len]).filter(|p| p.reply) {
+                        out.push(Heard::Echo {
+                            seq: p.seq,
+                            client_tx_ns: p.client_tx_ns,
+                            server_rx_ns: p.server_rx_ns,
+                            at_ns: r.kernel_ns.unwrap_or_else(realtime_ns),
+                        });
+                    }
+                }
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EAGAIN) => {
+                        if !any {
+                            return Ok(());
+                        }
+                    }
+                    // A pending ICMP error fails a plain read once; it is on the queue.
+                    Some(libc::EINTR) | Some(libc::ECONNREFUSED) | Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => {
+                    }
+                    _ => return Err(e),
+                },
+            }
+        }
+    }
+
+    /// Reads until `until`, or until `enough` says so (checked after each read), or until
+    /// nothing has come for `quiet` after the first answer.
+    pub fn collect(
+        &self,
+        until: Instant,
+        quiet: Duration,
+        mut enough: impl FnMut(&[Heard]) -> bool,
+    ) -> io::Result<Vec<Heard>> {
+        let mut out = Vec::new();
+        let mut last = None::<Instant>;
+        loop {
+            let before = out.len();
+            self.drain(&mut out)?;
+            if out.len() > before {
+                last = Some(Instant::now());
+                if enough(&out) {
+                    return Ok(out);
+                }
+            }
+            let now = Instant::now();
+            let mut end = until;
+            if let Some(l) = last {
+                end = end.min(l + quiet);
+            }
+            if now >= end {
+                return Ok(out);
+            }
+            let ms = (end - now).as_micros().div_ceil(1000).min(50) as i32;
+            self.wait(libc::POLLIN | libc::POLLERR, ms)?;
+        }
+    }
+}
+
+/// A time-exceeded answer quoting one of our probes.
+fn time_exceeded(e: &SockError, quoted: &[u8]) -> Option<Heard> {
+    if !e.time_exceeded() {
+        return None;
+    }
+    let p = Probe::read(quoted)?;
+    Some(Heard::TimeExceeded { seq: p.seq, from: e.from?, at_ns: e.at_ns.unwrap_or_else(realtime_ns) })
+}
+
+/// Waits until `at` (a `Instant`): sleeps while more than 200 µs are left, then spins, so
+/// streams can be paced to a few µs.
+pub fn pace_until(at: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= at {
+            return;
+        }
+        let left = at - now;
+        if left > Duration::from_micros(200) {
+            std::thread::sleep(left - Duration::from_micros(150));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! `wanperf capacity`: argument parsing and output around `wanperf_diag::measure`.
+
+use crate::INTERRUPTED;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use wanperf_diag::measure::{self, Options, Report};
+use wanperf_proto::msg::DEFAULT_PORT;
+use wanperf_proto::units::{fmt_rate, parse_duration, parse_size};
+
+/// Flags of `wanperf capacity`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  wanperf capacity 198.18.2.2               # capacity, available bandwidth, bottleneck hop
+  wanperf capacity HOST --budget 4M --time 20s --json
+  wanperf capacity HOST --no-locate         # no TTL-limited packets (routers need not answer)
+
+Measures the path from this host to a `wanperf serve` (its UDP echo on the server's port
+stamps every packet with the kernel's receive time there), in three phases within a budget
+of bytes (--budget, 1 MB by default) and time (--time, 10 s):
+
+capacity   back-to-back trains of 33 large packets; every window of 2, 3, 5 … 33 consecutive
+           packets gives an estimate (bytes / dispersion at the receiver). Cross traffic
+           widens windows, timer noise and interrupt coalescing move them both ways, so each
+           window length's estimates are reduced to their modes, and the capacity is the
+           fastest mode that several window lengths agree on. The range is the 10th-90th
+           percentile of the estimates in that mode.
+bottleneck recursive packet trains (Pathneck): small packets with TTL 1, 2, … at the head and
+           … 2, 1 at the tail of 20 large ones; every router answers its head and tail
+           packet, so the gap between its two answers is the train's length as it left that
+           router. The train lengthens at a link narrower than all before it: the hop into
+           which it grew most is named, with the gap per hop. Needs routers that answer ICMP
+           (a second between trains, for their rate limits).
+available  pathload's self-loading streams: 48 packets paced at a rate; above the available
+           bandwidth their one-way delays rise (pairwise comparison and difference tests), so
+           a binary search between 0 and the capacity brackets it.
+
+Only this direction is measured (run it from the other end for the reverse). The narrow link
+(least capacity) and the tight link (least available bandwidth) need not be the same: the
+bottleneck hop is where the train's dispersion grows, i.e. the narrow link.")]
+pub struct CapacityArgs {
+    /// The `wanperf serve` host (address or name).
+    host: String,
+    /// Server port (its UDP echo).
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Most bytes sent, all phases (e.g. 1M, 500k).
+    #[arg(long, default_value = "1M", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
+    budget: u64,
+    /// Most time spent.
+    #[arg(long, default_value = "10s", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    time: f64,
+    /// Size of the large packets on the wire, bytes (IP header included).
+    #[arg(short, long, default_value_t = 1500, value_parser = clap::value_parser!(u16).range(100..=9000))]
+    size: u16,
+    /// Do not look for the bottleneck's hop (no TTL-limited packets).
+    #[arg(long)]
+    no_locate: bool,
+    /// Do not estimate the available bandwidth (no self-loading streams).
+    #[arg(long)]
+    no_avail: bool,
+    /// Highest TTL of the bottleneck trains' head and tail packets.
+    #[arg(short = 'm', long, default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=64))]
+    max_ttl: u8,
+    /// One JSON record (`capacity`) instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+    let mut addrs = (host, port).to_socket_addrs().with_context(|| format!("cannot resolve {host}"))?;
+    addrs.next().with_context(|| format!("{host} has no address"))
+}
+
+fn range(lo: f64, hi: f64) -> String {
+    format!("{} – {}", fmt_rate(lo), fmt_rate(hi))
+}
+
+fn print_table(host: &str, dst: SocketAddr, r: &Report) {
+    println!("capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms);
+    match &r.capacity {
+        Some(c) => println!(
+            "  capacity             {:>12}   ({}; windows of {} packets, {} of {} in the mode)",
+            fmt_rate(c.bps),
+            range(c.low_bps, c.high_bps),
+            c.span + 1,
+            c.in_mode,
+            c.samples
+        ),
+        None => println!("  capacity             unknown (too few trains arrived whole)"),
+    }
+    match &r.available {
+        Some(a) => println!(
+            "  available bandwidth  {:>12}   (between {}; {} streams)",
+            fmt_rate(a.bps),
+            range(a.low_bps, a.high_bps),
+            a.streams
+        ),
+        None if r.capacity.is_some() => println!("  available bandwidth  not measured"),
+        None => {}
+    }
+    match &r.bottleneck {
+        Some(b) => {
+            let at = match (b.destination, b.address) {
+                (true, _) => "the last link, into the destination".to_string(),
+                (false, Some(a)) => format!("the link into hop {} ({a})", b.ttl),
+                (false, None) => format!("the link into hop {} (no answer from its router)", b.ttl),
+            };
+            println!(
+                "  bottleneck           {at}: the train grew by {:.0} µs there, {:.0} % of its growth",
+                b.location.growth_us,
+                100.0 * b.location.share
+            );
+            println!("  {:>4}  {:<28} {:>12}", "hop", "router", "train gap");
+            for g in &b.location.gaps {
+                let who = if Some(g.ttl) == r.hops {
+                    "destination".to_string()
+                } else {
+                    b.routers.iter().find(|x| x.0 == g.ttl).map_or("*".into(), |x| x.1.to_string())
+                };
+                println!("  {:>4}  {:<28} {:>9.0} µs", g.ttl, who, g.gap_us);
+            }
+        }
+        None if r.rpts > 0 => println!("  bottleneck           not located (routers did not answer the trains)"),
+        None => {}
+    }
+    println!(
+        "  cost                 {:.2} MB in {:.1} s ({} trains, {} bottleneck trains, {} streams; {} packets unanswered)",
+        r.bytes_sent as f64 / 1e6,
+        r.seconds,
+        r.trains,
+        r.rpts,
+        r.streams,
+        r.lost
+    );
+}
+
+/// `wanperf capacity`.
+pub fn run(a: CapacityArgs) -> Result<ExitCode> {
+    if !(a.time > 0.0 && a.time <= 600.0) {
+        bail!("--time must be more than 0 s and at most 10 minutes");
+    }
+    if !(100_000..=1_000_000_000).contains(&a.budget) {
+        bail!("--budget must be between 100k and 1G bytes");
+    }
+    let dst = resolve(&a.host, a.port)?;
+    let o = Options {
+        budget_bytes: a.budget,
+        time: Duration::from_secs_f64(a.time),
+        size: usize::from(a.size),
+        locate: !a.no_locate,
+        avail: !a.no_avail,
+        max_ttl: a.max_ttl,
+        ..Options::default()
+    };
+    let bar = (!a.json && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
+        let b = indicatif::ProgressBar::new(1000);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg:20} {wide_bar} {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let report = measure::measure(dst, &o, |phase, share| {
+        if let Some(b) = &bar {
+            b.set_message(phase.to_string());
+            b.set_position((share * 1000.0).min(1000.0) as u64);
+        }
+        !INTERRUPTED.load(Ordering::Acquire)
+    })?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"event": "capacity", "host": a.host, "address": dst.ip(), "port": dst.port(),
+                "complete": !INTERRUPTED.load(Ordering::Acquire), "report": report})
+        );
+    } else {
+        print_table(&a.host, dst, &report);
+    }
+    Ok(if INTERRUPTED.load(Ordering::Acquire) {
+        ExitCode::from(130)
+    } else if report.capacity.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
