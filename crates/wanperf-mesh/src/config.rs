@@ -89,7 +89,7 @@
 //!
 //! **`[[test]]`**
 //! - `name` — required.
-//! - `type` — required: `latency`, `throughput` or `trace`.
+//! - `type` — required: `latency`, `throughput`, `trace` or `capacity`.
 //! - `group` — required; a `[[group]]`'s name. The test runs on every pair of the group, the
 //!   pair's first host (the source) running it.
 //! - `latency` (continuous UDP probes): `rate` probes/s, 0.1–1000 (default 10); `size` bytes,
@@ -101,9 +101,13 @@
 //!   identifier, per-hop RTT and loss): `rounds` 1–100 (default 3, one a second); `method`
 //!   `udp` (default) or `icmp`; `max_ttl` 1–64 (default 30). A trace whose route differs
 //!   from the pair's previous one is a route-change event.
-//! - `throughput` and `trace` are scheduled:
-//!   - `interval` (required) — how often each pair runs, 10 s – 7 days; for throughput at least
-//!     one run's slot (`duration` + the guard of 2 s + 10 % of `duration`).
+//! - `capacity` (`wanperf capacity` from the source to the destination's agent: the narrow
+//!   link's rate, the available bandwidth, the bottleneck's hop): `budget` bytes a run may
+//!   send, 100k–100M (default 1M); `time` seconds it may take, 1–60 s (default `10s`). A
+//!   capacity that moves by a fifth, twice in a row, is an event.
+//! - `throughput`, `trace` and `capacity` are scheduled:
+//!   - `interval` (required) — how often each pair runs, 10 s – 7 days; for throughput and
+//!     capacity at least one run's slot (`duration` or `time` + the guard of 2 s + 10 %).
 //!   - `slip` — each run starts at a pseudo-random offset in [0, slip) after its interval's
 //!     start, 0 – `interval` (default 0).
 //!   - `windows` — UTC times of day `"HH:MM-HH:MM"` when runs may start; the end may be `24:00`
@@ -270,15 +274,23 @@ pub enum TestKind {
         /// Highest TTL probed.
         max_ttl: u8,
     },
+    /// The path's capacity, available bandwidth and bottleneck hop (`wanperf capacity`).
+    Capacity {
+        /// Most bytes a run sends.
+        budget: u64,
+        /// Most seconds a run takes.
+        time_s: f64,
+    },
 }
 
 impl TestKind {
-    /// `latency`, `throughput` or `trace`.
+    /// `latency`, `throughput`, `trace` or `capacity`.
     pub fn name(&self) -> &'static str {
         match self {
             TestKind::Latency { .. } => "latency",
             TestKind::Throughput { .. } => "throughput",
             TestKind::Trace { .. } => "trace",
+            TestKind::Capacity { .. } => "capacity",
         }
     }
 }
@@ -894,7 +906,8 @@ pub fn parse(text: &str) -> Result<Mesh, MeshError> {
         let mut r = Reader::new(&lines, t, "test");
         let (l, name) = r.required("name")?;
         test_names.define(&name, l, false)?;
-        let (lt, kind) = r.string("type")?.ok_or_else(|| r.missing("type", " (latency, throughput or trace)"))?;
+        let (lt, kind) =
+            r.string("type")?.ok_or_else(|| r.missing("type", " (latency, throughput, trace or capacity)"))?;
         let (lg, group) = r.required("group")?;
         group_names.check("group", &group, lg)?;
         r.what = format!("{kind} test");
@@ -904,7 +917,7 @@ pub fn parse(text: &str) -> Result<Mesh, MeshError> {
                 if let Some((k, l, _)) = r.entries.iter().find(|e| SCHEDULE.contains(&e.0.as_str())) {
                     return Err(err(
                         *l,
-                        format!("a latency test runs continuously: `{k}` is for throughput and trace tests"),
+                        format!("a latency test runs continuously: `{k}` is for scheduled tests (throughput, trace, capacity)"),
                     ));
                 }
                 let kind = TestKind::Latency {
@@ -938,7 +951,16 @@ pub fn parse(text: &str) -> Result<Mesh, MeshError> {
                 };
                 (kind, vec!["rounds", "method", "max_ttl"])
             }
-            other => return Err(err(lt, format!("`type` must be latency, throughput or trace, not `{other}`"))),
+            "capacity" => {
+                let kind = TestKind::Capacity {
+                    budget: r.size("budget", 100 * 1024..=100 << 20)?.unwrap_or(1 << 20),
+                    time_s: r.duration("time", 1.0..=60.0)?.map_or(10.0, |d| d.1),
+                };
+                (kind, vec!["budget", "time"])
+            }
+            other => {
+                return Err(err(lt, format!("`type` must be latency, throughput, trace or capacity, not `{other}`")))
+            }
         };
         let schedule = match kind {
             TestKind::Latency { .. } => None,
@@ -1010,7 +1032,7 @@ fn kind_name(k: &GroupKind) -> &'static str {
 fn schedule(r: &mut Reader, kind: &TestKind) -> Result<Schedule, MeshError> {
     let hint = " (how often each pair runs, e.g. \"30m\")";
     let (l, interval_s) = r.duration("interval", 10.0..=7.0 * DAY)?.ok_or_else(|| r.missing("interval", hint))?;
-    if let TestKind::Throughput { duration_s, .. } = kind {
+    if let TestKind::Throughput { duration_s, .. } | TestKind::Capacity { time_s: duration_s, .. } = kind {
         let slot = slot_length(*duration_s);
         if interval_s < slot {
             return Err(err(
@@ -1309,11 +1331,12 @@ rtt_max = "180ms"
             (ex.replace("rate = 5", "colour = \"red\""), at("rate = 5"), "unknown key `colour` in a latency test"),
             (ex.replace("streams = 4", "colour = \"red\""), at("streams = 4"), "unknown key `colour` in a throughput test"),
             (ex.replace("type = \"star\"", "type = \"ring\""), at("type = \"star\""), "mesh, disjoint or star"),
-            (ex.replace("type = \"trace\"", "type = \"owamp\""), at("type = \"trace\""), "latency, throughput or trace"),
+            (ex.replace("type = \"trace\"", "type = \"owamp\""), at("type = \"trace\""), "latency, throughput, trace or capacity"),
             (ex.replace("rounds = 3", "rounds = 0"), at("rounds = 3"), "`rounds`"),
             (ex.replace("rounds = 3", "method = \"tcp\""), at("rounds = 3"), "`method` must be udp or icmp, not `tcp`"),
             (ex.replace("rounds = 3", "max_ttl = 65"), at("rounds = 3"), "`max_ttl`"),
             (ex.replace("rounds = 3", "streams = 2"), at("rounds = 3"), "unknown key `streams` in a trace test"),
+            (ex.replace("type = \"trace\"\ngroup = \"hub\"\ninterval = \"1h\"\nrounds = 3", "type = \"capacity\"\ngroup = \"hub\"\ninterval = \"1h\"\nbudget = \"10k\""), at("rounds = 3"), "`budget`"),
             (ex.replace("b = [\"cern1\", \"cern2\"]", "b = [\"cern1\", \"slac1\"]"), at("b = [\"cern1\", \"cern2\"]"), "in both `a` and `b`"),
             (ex.replace(hub, "members = [\"in2p3\", \"cern2\"]"), at(hub), "lists the center"),
             (ex.replace(hub, "members = []"), at(hub), "at least one host"),

@@ -28,6 +28,8 @@ pub const HISTORY: usize = 200;
 pub const MIN_EARLIER: usize = 5;
 /// Consecutive throughput results beyond the threshold for a throughput event.
 pub const THROUGHPUT_RUN: usize = 3;
+/// Consecutive capacity runs beyond the threshold for a capacity event.
+pub const CAPACITY_RUN: usize = 2;
 /// Consecutive RTT summaries beyond the threshold for an RTT event.
 pub const RTT_RUN: usize = 5;
 /// Consecutive loss summaries ≥ [`LOSS_ON`] for a loss onset.
@@ -94,6 +96,7 @@ pub struct Event {
 /// [`MIN_EARLIER`] of them.
 /// - throughput (*k* = 3 results, history 20, δ = 40 %): `Drop` or `Rise`;
 /// - RTT, ms (*k* = 5 summaries, history 30, δ = 25 % and at least 2 ms): `Rise` or `Drop`.
+/// - capacity (*k* = 2 runs, history 10, judged from 3, δ = 20 %): `Drop` or `Rise`.
 ///   A series that already swings (summaries with and without a bulk test in them) has a
 ///   wide σ and must leave it.
 ///
@@ -127,6 +130,11 @@ pub fn plateau_config(metric: Metric) -> Option<PlateauConfig> {
         Metric::Throughput => Some(PlateauConfig { history: 20, trigger: THROUGHPUT_RUN, delta_pct: 40.0, ..base }),
         Metric::Rtt => {
             Some(PlateauConfig { history: 30, trigger: RTT_RUN, delta_pct: 25.0, min_change: 2.0, ..base })
+        }
+        // A capacity is steady (the narrow link's rate): a fifth off, twice in a row, after
+        // three runs.
+        Metric::Capacity => {
+            Some(PlateauConfig { history: 10, min_history: 3, trigger: CAPACITY_RUN, delta_pct: 20.0, ..base })
         }
         _ => None,
     }
@@ -170,10 +178,7 @@ impl Detector {
                 self.times.pop_front();
             }
             let e = level.push(value)?;
-            let kind = match (self.metric, e.after < e.before) {
-                (Metric::Throughput, true) | (Metric::Rtt, true) => EventKind::Drop,
-                _ => EventKind::Rise,
-            };
+            let kind = if e.after < e.before { EventKind::Drop } else { EventKind::Rise };
             let start = self.times.iter().find(|x| x.0 == e.start).map_or(t, |x| x.1);
             return Some(self.event(kind, start, e.before, e.after, e.confirmed - e.start + 1));
         }
@@ -245,6 +250,10 @@ impl Detector {
                 format!("{pair} throughput {b} → {a} {unit} {since} ({n} tests)")
             }
             Metric::Rtt => format!("{pair} RTT {} → {} ms {since} ({n} summaries)", ms(before), ms(after)),
+            Metric::Capacity => {
+                let (b, a, unit) = rate_pair(before, after);
+                format!("{pair} capacity {b} → {a} {unit} {since} ({n} runs)")
+            }
             _ => format!("{pair} loss {:.1} % → {:.1} % {since}", 100.0 * before, 100.0 * after),
         };
         Event {
@@ -618,5 +627,21 @@ mod tests {
         // A trace that did not reach the destination compares only the hops it heard.
         let cut = trace(false, &[&["10.0.0.1"], &["10.0.1.2"]]);
         assert_eq!(route_change("s", "d", T, &a, &cut), None);
+    }
+
+    #[test]
+    fn a_capacity_change_fires_at_the_second_run() {
+        let mut d = Detector::new("a", "b", Metric::Capacity);
+        for (i, v) in [20.0e6, 19.9e6, 20.1e6, 20.0e6].iter().enumerate() {
+            assert!(d.push(T - 600.0 * (4 - i) as f64, *v).is_none());
+        }
+        assert!(d.push(T, 8.0e6).is_none());
+        let e = d.push(T + 600.0, 8.1e6).unwrap();
+        assert_eq!((e.kind, e.metric, e.n, e.t), (EventKind::Drop, Metric::Capacity, 2, T));
+        assert_eq!(e.text, "a→b capacity 20.0 → 8.1 Mbit/s since 14:05 UTC (2 runs)");
+        // One odd run is not a change.
+        let mut d = Detector::new("a", "b", Metric::Capacity);
+        let runs = [20e6, 20e6, 20e6, 20e6, 9e6, 20e6, 20e6, 9e6, 20e6];
+        assert!(runs.iter().enumerate().all(|(i, v)| d.push(T + i as f64, *v).is_none()));
     }
 }

@@ -2,6 +2,8 @@
 //!
 //! Two throughput tests that share a host measure each other, so the central gives every
 //! throughput run a slot in which neither of its hosts is in any other throughput test.
+//! Capacity runs (`wanperf capacity`: trains of back-to-back packets, which a bulk transfer on
+//! the same path turns into nonsense) are planned the same way, for their time limit.
 //! Latency probes run all the time alongside (they are light); trace tests are not planned
 //! (agents run them on their own with [`next_run`]).
 //!
@@ -119,7 +121,14 @@ pub fn plan_around(mesh: &Mesh, from: f64, to: f64, seed: u64, busy: &[Slot]) ->
     }
     let mut runs: Vec<Run> = Vec::new();
     for t in &mesh.tests {
-        let (TestKind::Throughput { duration_s, .. }, Some(s)) = (&t.kind, &t.schedule) else { continue };
+        // Capacity runs are load tests too (trains of back-to-back packets): planned like
+        // throughput runs, for their time limit.
+        let duration_s = match &t.kind {
+            TestKind::Throughput { duration_s, .. } => duration_s,
+            TestKind::Capacity { time_s, .. } => time_s,
+            _ => continue,
+        };
+        let Some(s) = &t.schedule else { continue };
         if !(s.interval_s.is_finite() && s.interval_s > 0.0) {
             continue;
         }

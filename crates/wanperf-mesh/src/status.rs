@@ -26,6 +26,8 @@ pub enum Metric {
     Agent,
     /// The path's hops (the metric of route-change events).
     Route,
+    /// The narrow link's capacity, bit/s (`wanperf capacity`).
+    Capacity,
 }
 
 /// How a value looks.
@@ -69,7 +71,8 @@ pub fn baseline(history: &[f64]) -> Option<Baseline> {
 /// The status of one new `value` of `metric` for a pair.
 ///
 /// The rule, in order (m = the baseline's median, d = its MAD):
-/// 1. A value that is not finite, or of [`Metric::Agent`] or [`Metric::Route`], is `Unknown`.
+/// 1. A value that is not finite, or of [`Metric::Agent`], [`Metric::Route`] or
+///    [`Metric::Capacity`] (not a grid metric), is `Unknown`.
 /// 2. A broken fixed threshold of `expect` is `Bad`: throughput `< throughput_min`, loss
 ///    `> loss_max`, RTT `> rtt_max_ms`.
 /// 3. Without a baseline: `Ok` if the expect has a threshold for this metric (and it held),
@@ -90,7 +93,7 @@ pub fn classify(metric: Metric, value: f64, base: Option<&Baseline>, expect: &Ex
         Metric::Throughput => expect.throughput_min.map(|t| value < t),
         Metric::Loss => expect.loss_max.map(|t| value > t),
         Metric::Rtt => expect.rtt_max_ms.map(|t| value > t),
-        Metric::Agent | Metric::Route => return Status::Unknown,
+        Metric::Agent | Metric::Route | Metric::Capacity => return Status::Unknown,
     };
     if broken == Some(true) {
         return Status::Bad;
@@ -103,7 +106,7 @@ pub fn classify(metric: Metric, value: f64, base: Option<&Baseline>, expect: &Ex
         Metric::Throughput => (value < m - (4.0 * d).max(0.3 * m), value < m - (2.0 * d).max(0.15 * m)),
         Metric::Rtt => (value > m + (4.0 * d).max(0.25 * m).max(1.0), value > m + (2.0 * d).max(0.1 * m).max(0.5)),
         Metric::Loss => (value - m > (4.0 * d).max(0.02), value - m > (2.0 * d).max(0.005)),
-        Metric::Agent | Metric::Route => (false, false),
+        Metric::Agent | Metric::Route | Metric::Capacity => (false, false),
     };
     if bad {
         Status::Bad

@@ -101,6 +101,33 @@ pub struct MeshResult {
     /// The outcome of a trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceResult>,
+    /// The outcome of a capacity run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityResult>,
+}
+
+/// The outcome of a capacity run (`wanperf capacity`, source → destination).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityResult {
+    /// The narrow link's capacity, bit/s.
+    pub bps: f64,
+    /// Its uncertainty: the 10th and 90th percentiles of the estimates in the mode, bit/s.
+    pub low_bps: f64,
+    /// See `low_bps`.
+    pub high_bps: f64,
+    /// The available bandwidth, bit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_bps: Option<f64>,
+    /// The hop the bottleneck link leads into (TTL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck_ttl: Option<u8>,
+    /// That hop's router (or the destination).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck_address: Option<String>,
+    /// Bytes the run sent.
+    pub bytes: u64,
+    /// Seconds it took.
+    pub seconds: f64,
 }
 
 /// The outcome of a trace: the hops in TTL order, as `wanperf trace` reports them.
@@ -153,6 +180,8 @@ pub enum ResultKind {
     Throughput,
     /// A trace.
     Trace,
+    /// A capacity run.
+    Capacity,
 }
 
 /// How a run went.
@@ -214,6 +243,7 @@ impl MeshResult {
             TestKind::Latency { .. } => ResultKind::Latency,
             TestKind::Throughput { .. } => ResultKind::Throughput,
             TestKind::Trace { .. } => ResultKind::Trace,
+            TestKind::Capacity { .. } => ResultKind::Capacity,
         };
         if kind != self.kind {
             return Err(format!("result {}: test `{}` is a {} test", self.seq, self.test, test.kind.name()));
@@ -232,6 +262,7 @@ impl MeshResult {
                 ResultKind::Latency => self.latency.is_none(),
                 ResultKind::Throughput => self.throughput.is_none(),
                 ResultKind::Trace => self.trace.is_none(),
+                ResultKind::Capacity => self.capacity.is_none(),
             };
             if missing {
                 return Err(format!("result {}: an ok {} result without its payload", self.seq, test.kind.name()));
@@ -316,6 +347,7 @@ mod tests {
             latency: Some(summarize(60.0, 120.0, &probes, 0)),
             throughput: None,
             trace: None,
+            capacity: None,
         }
     }
 

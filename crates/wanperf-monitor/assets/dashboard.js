@@ -542,8 +542,9 @@
       LOSS_CLASSES.map(([, col, label]) => `<span class="item"><span class="line-sw" style="border-color:${col}"></span>${label}</span>`).join('') +
       '<span class="item"><span class="dash-sw"></span>event</span><span class="item"><span class="x-sw">✕</span> failed test</span></div>');
 
-    // (b) throughput chart
-    const maxBps = Math.max(0, ...tput.map((p) => (fin(p.bps) ? p.bps : 0)));
+    // (b) throughput chart, with the capacity runs (narrow link, available bandwidth) on it
+    const caps = (d.capacity || []).filter((c) => c && fin(c.t) && fin(c.bps));
+    const maxBps = Math.max(0, ...tput.map((p) => (fin(p.bps) ? p.bps : 0)), ...caps.map((c) => c.bps));
     const [div, unit] = maxBps >= 2e9 ? [1e9, 'Gbit/s'] : [1e6, 'Mbit/s'];
     const tyt = niceTicks(0, (maxBps / div) * 1.1 || 1, 4);
     const tc = chart('tput', w, 220, from, to, tyt, `throughput (${unit})`);
@@ -558,13 +559,24 @@
       if (!ok || p.reason) tip.push(`${p.status}${p.reason ? ': ' + p.reason : ''}`);
       tc.s.push(`<circle class="point" cx="${f1(tc.x(p.t))}" cy="${f1(tc.y(p.bps / div))}" r="3.5" fill="${ok ? '#1f77b4' : '#e67e22'}" data-t="${p.t}"><title>${esc(tip.join(', '))}</title></circle>`);
     }
+    for (const c of caps) {
+      const x = f1(tc.x(c.t)), y = f1(tc.y(c.bps / div));
+      const tip = [`${fmtTime(c.t, true)}: capacity ${fmtRate(c.bps)} (${fmtRate(c.low_bps)} – ${fmtRate(c.high_bps)})`];
+      if (fin(c.available_bps)) tip.push(`available ${fmtRate(c.available_bps)}`);
+      if (fin(c.bottleneck_ttl)) tip.push(`bottleneck: hop ${c.bottleneck_ttl}${c.bottleneck_address ? ' (' + c.bottleneck_address + ')' : ''}`);
+      tc.s.push(`<path class="capacity-point" d="M${x} ${f1(y - 5)}L${f1(+x + 5)} ${y}L${x} ${f1(+y + 5)}L${f1(x - 5)} ${y}Z" fill="#555" data-t="${c.t}"><title>${esc(tip.join(', '))}</title></path>`);
+      if (fin(c.available_bps)) {
+        tc.s.push(`<line class="avail-mark" x1="${f1(x - 5)}" x2="${f1(+x + 5)}" y1="${f1(tc.y(c.available_bps / div))}" y2="${f1(tc.y(c.available_bps / div))}" stroke="#555" stroke-width="2"/>`);
+      }
+    }
     tc.s.push('</g>');
-    if (!tput.length) nodata(tc, 'no throughput tests in this range');
+    if (!tput.length && !caps.length) nodata(tc, 'no throughput tests in this range');
     failureMarks(tc, fails.filter(isTput), from, to);
     eventLines(tc, events, from, to);
     out.push(`<h3>Throughput</h3><div class="chart-box">${closeChart(tc)}</div>`);
     out.push('<div class="legend"><span class="item"><span style="color:#1f77b4">●</span> test (hover: streams, window)</span>' +
       '<span class="item"><span style="color:#e67e22">●</span> test with a warning</span><span class="item"><span class="x-sw">✕</span> failed or refused test</span>' +
+      (caps.length ? '<span class="item"><span style="color:#555">◆</span> capacity (— available bandwidth)</span>' : '') +
       '<span class="item"><span class="dash-sw"></span>event</span></div>');
 
     // (c) one-way delays

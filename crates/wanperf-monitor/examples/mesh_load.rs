@@ -62,6 +62,7 @@ fn result(seq: u64, src: usize, dst: usize, t: f64) -> MeshResult {
         latency: Some(summary(t, seq)),
         throughput: None,
         trace: None,
+        capacity: None,
     }
 }
 

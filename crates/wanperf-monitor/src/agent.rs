@@ -9,7 +9,9 @@
 //!   function of the mesh file, so every agent knows every slot and no two throughput tests
 //!   touch one host at once; there is nothing to negotiate. Trace tests (light, not
 //!   exclusive) run in-process with `wanperf trace`'s engine at each pair's times
-//!   ([`wanperf_mesh::plan::next_run`]), one at a time.
+//!   ([`wanperf_mesh::plan::next_run`]), one at a time. Capacity tests are in the plan like
+//!   throughput tests (their trains would measure a bulk transfer on the same host, not the
+//!   path) and run in-process with `wanperf capacity`'s engine.
 //! * Every batch carries the state of the host's clock (the kernel's NTP error estimate from
 //!   adjtimex(2), or the error the operator stated), so one-way delays are shown with the
 //!   error they have.
@@ -33,7 +35,9 @@ use wanperf_engine::server::{Gate, ServerConfig};
 use wanperf_mesh::config::{Mesh, Test, TestKind};
 use wanperf_mesh::plan::Slot;
 use wanperf_mesh::summary::{self, Probe};
-use wanperf_mesh::wire::{Ack, Batch, Clock, MeshResult, ResultKind, RunStatus, ThroughputResult, TraceHop, TraceResult};
+use wanperf_mesh::wire::{
+    Ack, Batch, CapacityResult, Clock, MeshResult, ResultKind, RunStatus, ThroughputResult, TraceHop, TraceResult,
+};
 use wanperf_proto::auth::{AuthorizedKeys, PrivateKey};
 use wanperf_proto::server::Limits;
 
@@ -441,6 +445,7 @@ fn probe_peer(
             latency: None,
             throughput: None,
             trace: None,
+            capacity: None,
         };
         match result {
             Ok((records, s)) => {
@@ -515,7 +520,10 @@ fn schedule(
                 MeshResult {
                     seq: 0,
                     test: slot.test.clone(),
-                    kind: ResultKind::Throughput,
+                    kind: match test.kind {
+                        TestKind::Capacity { .. } => ResultKind::Capacity,
+                        _ => ResultKind::Throughput,
+                    },
                     src: me.to_string(),
                     dst: slot.dst.clone(),
                     start: slot.start,
@@ -525,7 +533,10 @@ fn schedule(
                     latency: None,
                     throughput: None,
                     trace: None,
+                    capacity: None,
                 }
+            } else if matches!(test.kind, TestKind::Capacity { .. }) {
+                run_capacity(me, test, dst, stop)
             } else {
                 run_tput(me, exe, key_path, test, dst, stop)
             };
@@ -604,6 +615,71 @@ fn traces(me: &str, current: &Current, spool: &Mutex<Spool>, stop: &AtomicBool, 
     }
 }
 
+/// One capacity run with `wanperf capacity`'s engine against the destination agent's
+/// embedded server (its UDP echo).
+fn run_capacity(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &AtomicBool) -> MeshResult {
+    let start = now_unix();
+    let mut r = MeshResult {
+        seq: 0,
+        test: test.name.clone(),
+        kind: ResultKind::Capacity,
+        src: me.to_string(),
+        dst: dst.name.clone(),
+        start,
+        end: start,
+        status: RunStatus::Failed,
+        reason: None,
+        latency: None,
+        throughput: None,
+        trace: None,
+        capacity: None,
+    };
+    let TestKind::Capacity { budget, time_s } = test.kind else { return r };
+    let addr = match (dst.address.as_str(), dst.port).to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            r.reason = Some(format!("{} has no address", dst.address));
+            return r;
+        }
+        Err(e) => {
+            r.reason = Some(format!("cannot resolve {}: {e}", dst.address));
+            return r;
+        }
+    };
+    let o = wanperf_diag::measure::Options {
+        budget_bytes: budget,
+        time: Duration::from_secs_f64(time_s),
+        ..Default::default()
+    };
+    let m = wanperf_diag::measure::measure(addr, &o, |_, _| !stop.load(Ordering::Acquire));
+    r.end = now_unix();
+    match m {
+        Ok(rep) => match &rep.capacity {
+            Some(c) => {
+                r.status = RunStatus::Ok;
+                r.capacity = Some(CapacityResult {
+                    bps: c.bps,
+                    low_bps: c.low_bps,
+                    high_bps: c.high_bps,
+                    available_bps: rep.available.as_ref().map(|a| a.bps),
+                    bottleneck_ttl: rep.bottleneck.as_ref().map(|b| b.ttl),
+                    bottleneck_address: rep.bottleneck.as_ref().and_then(|b| b.address).map(|a| a.to_string()),
+                    bytes: rep.bytes_sent,
+                    seconds: rep.seconds,
+                });
+            }
+            None => {
+                r.reason = Some(format!(
+                    "no capacity estimate: {} of the trains' packets unanswered",
+                    rep.lost
+                ))
+            }
+        },
+        Err(e) => r.reason = Some(e.to_string()),
+    }
+    r
+}
+
 /// One trace with `wanperf trace`'s engine (Paris-style UDP or ICMP probes, unprivileged).
 fn run_trace(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &AtomicBool) -> MeshResult {
     use wanperf_diag::probe::{overhead, Method};
@@ -621,6 +697,7 @@ fn run_trace(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &Ato
         latency: None,
         throughput: None,
         trace: None,
+        capacity: None,
     };
     let TestKind::Trace { rounds, icmp, max_ttl } = test.kind else { return r };
     let ip = match (dst.address.as_str(), 0).to_socket_addrs().map(|mut a| a.next()) {
@@ -697,6 +774,7 @@ fn run_tput(
         latency: None,
         throughput: None,
         trace: None,
+        capacity: None,
     };
     let TestKind::Throughput { duration_s, streams, window, reverse, udp_rate } = test.kind else { return r };
     let mut cmd = std::process::Command::new(exe);
@@ -822,6 +900,7 @@ fn forward(
                 latency: None,
                 throughput: None,
                 trace: None,
+                capacity: None,
             };
             spool_push(spool, r, log);
         }

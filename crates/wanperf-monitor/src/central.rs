@@ -450,13 +450,16 @@ async fn pair(State(app): State<Arc<App>>, Query(q): Query<HashMap<String, Strin
     };
     let slots = app.slots(src, dst, from, to, slot_s).await;
     let tests = app.query(MeshQuery { kind: Some("throughput".into()), ..base.clone() }).await;
+    let caps = app.query(MeshQuery { kind: Some("capacity".into()), ..base.clone() }).await;
     let failed = app.query(MeshQuery { kind: Some("latency".into()), failed_only: true, ..base }).await;
-    let (slots, tests, failed) = match (slots, tests, failed) {
-        (Ok(s), Ok(t), Ok(f)) => (s, t, f),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
+    let (slots, tests, failed, caps) = match (slots, tests, failed, caps) {
+        (Ok(s), Ok(t), Ok(f), Ok(c)) => (s, t, f, c),
+        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
+            return error(StatusCode::SERVICE_UNAVAILABLE, e)
+        }
     };
     let view = app.view.lock().unwrap();
-    Json(crate::view::pair_page(&view, src, dst, (from, to, slot_s), &slots, &tests, &failed)).into_response()
+    Json(crate::view::pair_page(&view, src, dst, (from, to, slot_s), &slots, &tests, &failed, &caps)).into_response()
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {

@@ -146,6 +146,7 @@ mod tests {
             latency: None,
             throughput: None,
             trace: None,
+            capacity: None,
         }
     }
 

@@ -13,7 +13,7 @@ use wanperf_mesh::events::{route_change, Detector, Event};
 use wanperf_mesh::plan::Slot;
 use wanperf_mesh::status::{self, Cell, Metric, Status};
 use wanperf_mesh::summary::LatencySummary;
-use wanperf_mesh::wire::{Clock, MeshResult, ResultKind, RunStatus, ThroughputResult, TraceResult};
+use wanperf_mesh::wire::{CapacityResult, Clock, MeshResult, ResultKind, RunStatus, ThroughputResult, TraceResult};
 
 /// Values kept per pair and metric for its baseline.
 pub const HISTORY: usize = 500;
@@ -48,7 +48,10 @@ struct PairState {
     /// The last trace, and when it ran.
     trace: Option<TraceResult>,
     trace_t: f64,
-    detectors: Option<[Detector; 3]>,
+    detectors: Option<[Detector; 4]>,
+    /// The last capacity run, and when it ran.
+    capacity: Option<CapacityResult>,
+    capacity_t: f64,
     updated: f64,
 }
 
@@ -195,6 +198,7 @@ impl View {
                 Detector::new(&r.src, &r.dst, Metric::Throughput),
                 Detector::new(&r.src, &r.dst, Metric::Loss),
                 Detector::new(&r.src, &r.dst, Metric::Rtt),
+                Detector::new(&r.src, &r.dst, Metric::Capacity),
             ]
         });
         let mut out = Vec::new();
@@ -217,6 +221,13 @@ impl View {
                     out.extend(dets[0].push(r.start, t.bps));
                     p.throughput = Some(t.clone());
                     p.throughput_t = r.start;
+                }
+            }
+            ResultKind::Capacity => {
+                if let Some(c) = &r.capacity {
+                    out.extend(dets[3].push(r.start, c.bps));
+                    p.capacity = Some(c.clone());
+                    p.capacity_t = r.start;
                 }
             }
             ResultKind::Trace => {
@@ -363,7 +374,7 @@ pub fn to_row(agent: &str, r: &MeshResult, received: f64) -> Result<MeshRow, Str
         (None, Some(t), _) => (Some(t.bps), None),
         // A trace's headline: the destination's median RTT.
         (None, None, Some(t)) => (t.hops.last().filter(|_| t.reached).and_then(|h| h.rtt_ms), None),
-        (None, None, None) => (None, None),
+        (None, None, None) => (r.capacity.as_ref().map(|c| c.bps), None),
     };
     let stats = r.latency.as_ref().map(|l| wanperf_archive::MeshStats {
         sent: l.sent as i64,
@@ -412,6 +423,7 @@ pub fn pair_page(
     slots: &[wanperf_archive::MeshSlot],
     tests: &[MeshRow],
     failed: &[MeshRow],
+    capacity_rows: &[MeshRow],
 ) -> Value {
     let latency: Vec<Value> = slots
         .iter()
@@ -442,6 +454,19 @@ pub fn pair_page(
         .collect();
     let events: Vec<&Event> =
         view.events.iter().filter(|e| e.src == src && e.dst == dst && e.t >= from && e.t < to).collect();
+    let capacity: Vec<Value> = capacity_rows
+        .iter()
+        .filter(|r| r.status == "ok")
+        .filter_map(|row| serde_json::from_value::<MeshResult>(row.detail.clone()).ok())
+        .filter_map(|r| {
+            let c = r.capacity?;
+            Some(json!({
+                "t": r.start, "bps": c.bps, "low_bps": c.low_bps, "high_bps": c.high_bps,
+                "available_bps": c.available_bps, "bottleneck_ttl": c.bottleneck_ttl,
+                "bottleneck_address": c.bottleneck_address,
+            }))
+        })
+        .collect();
     let pair = view.pairs.get(&(src.to_string(), dst.to_string()));
     let route = pair.and_then(|p| Some(json!({ "t": p.trace_t, "trace": p.trace.as_ref()? })));
     let (cs, cd) = (view.clocks.get(src), view.clocks.get(dst));
@@ -449,6 +474,6 @@ pub fn pair_page(
         "mesh": view.mesh.name, "src": src, "dst": dst, "from": from, "to": to, "slot_s": slot_s,
         "latency": latency, "throughput": tput, "failures": failures,
         "clock_error_ms": Clock::pair_error_ms(cs, cd), "clocks": { "src": cs, "dst": cd },
-        "route": route, "events": events,
+        "route": route, "capacity": capacity, "events": events,
     })
 }

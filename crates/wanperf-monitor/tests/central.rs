@@ -120,6 +120,7 @@ fn tput(seq: u64, src: &str, dst: &str, t: f64, bps: f64) -> MeshResult {
             verdict: None,
         }),
         trace: None,
+        capacity: None,
     }
 }
 
@@ -147,6 +148,7 @@ fn latency(seq: u64, src: &str, dst: &str, t: f64, median: f64) -> MeshResult {
         latency: Some(s),
         throughput: None,
         trace: None,
+        capacity: None,
     }
 }
 
@@ -177,6 +179,7 @@ fn trace(seq: u64, src: &str, dst: &str, t: f64, hops: &[&str]) -> MeshResult {
         latency: None,
         throughput: None,
         trace: Some(TraceResult { hops, reached: true, path_mtu: None, rounds: 3 }),
+        capacity: None,
     }
 }
 

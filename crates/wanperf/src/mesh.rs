@@ -300,8 +300,9 @@ pub fn mesh(cmd: MeshCmd) -> Result<ExitCode> {
 kernel routers at SLAC, ESnet, Chicago and Geneva), an agent on every site and the central
 service on SLAC's host, and prints the dashboard's address on this machine. The agents probe
 every pair ten times a second (summaries every 10 s), test throughput both ways between
-SLAC and CERN and between FNAL and Caltech every 15 s, and trace every path every minute
-(the routers hop by hop on each pair page); at 40 % of the run the Geneva→CERN link drops
+SLAC and CERN and between FNAL and Caltech every 15 s (and their capacity, narrow link and
+bottleneck hop every 30 s), and trace every path every minute (the routers hop by hop on
+each pair page); at 40 % of the run the Geneva→CERN link drops
 to 2 Mbit/s (the seed's \"70-80 Mbits/s to under 1 Mbit/s\"), and the dashboard shows
 where. Needs root, or
 unprivileged user namespaces, as `wanperf net` does.")]
@@ -342,6 +343,10 @@ fn demo_mesh(keys: &[String], addrs: &[String]) -> String {
         m.push_str(&format!("[[group]]\nname = \"{g}\"\ntype = \"mesh\"\nmembers = [\"{a}\", \"{b}\"]\n"));
         m.push_str(&format!(
             "[[test]]\nname = \"bulk-{g}\"\ntype = \"throughput\"\ngroup = \"{g}\"\ninterval = \"15s\"\nduration = \"3s\"\n"
+        ));
+        // And the same pairs' capacity, narrow link and bottleneck hop, every 30 s.
+        m.push_str(&format!(
+            "[[test]]\nname = \"capacity-{g}\"\ntype = \"capacity\"\ngroup = \"{g}\"\ninterval = \"30s\"\nslip = \"10s\"\nbudget = \"600k\"\ntime = \"5s\"\n"
         ));
     }
     // Every path traced every minute: the routers of the emulated network, hop by hop.

@@ -390,13 +390,15 @@ fn a_mesh_on_an_emulated_network_finds_a_halved_link_and_loses_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Trace tests in a mesh: the diamond network (a and b joined over r1–r2, or r1–r3–r2 when
-/// r1–r2 costs more), an agent on each end and central on a. When r1–r2's cost rises
-/// mid-run, the next traces of both directions go through r3: a route-change event on each
-/// pair, with the hop and both addresses; the pair page shows the new route hop by hop and
-/// the one-way delays with the clock error both agents stated.
+/// Trace and capacity tests in a mesh: the diamond network (a and b joined over r1–r2 at 20
+/// Mbit/s, or over r1–r3–r2, 8 Mbit/s, when r1–r2 costs more), an agent on each end and
+/// central on a. When r1–r2's cost rises mid-run, the next traces of both directions go
+/// through r3: a route-change event on each pair, with the hop and both addresses; the
+/// capacity runs find 20 and then 8 Mbit/s, a capacity event; the pair page shows the new
+/// route hop by hop, the capacity runs, and the one-way delays with the clock error both
+/// agents stated.
 #[test]
-fn trace_tests_turn_a_route_change_into_an_event() {
+fn trace_and_capacity_tests_turn_a_route_change_into_events() {
     let _g = serial();
     if !paths_available() {
         return;
@@ -413,7 +415,8 @@ fn trace_tests_turn_a_route_change_into_an_event() {
         [[host]]\nname = \"b\"\nsite = \"s\"\naddress = \"198.18.2.2\"\n\
         [[group]]\nname = \"ab\"\nmembers = [\"a\", \"b\"]\n\
         [[test]]\nname = \"rtt\"\ntype = \"latency\"\ngroup = \"ab\"\nrate = 5\n\
-        [[test]]\nname = \"route\"\ntype = \"trace\"\ngroup = \"ab\"\ninterval = \"10s\"\nrounds = 2\n";
+        [[test]]\nname = \"route\"\ntype = \"trace\"\ngroup = \"ab\"\ninterval = \"10s\"\nrounds = 2\n\
+        [[test]]\nname = \"cap\"\ntype = \"capacity\"\ngroup = \"ab\"\ninterval = \"10s\"\nbudget = \"300k\"\ntime = \"4s\"\n";
     let mesh_path = dir.join("mesh.toml");
     std::fs::write(&mesh_path, mesh).unwrap();
     let db = dir.join("central.sqlite");
@@ -442,23 +445,57 @@ fn trace_tests_turn_a_route_change_into_an_event() {
         ];
         agents.push(Daemon::start(&net, h, &args, "listening on"));
     }
-    // Two traces of each direction on the first route, then the change.
-    let traces = |src: &str| {
-        results(&db).into_iter().filter(|r| r.kind == "trace" && r.src == src && r.status == "ok").count()
+    // Two traces of each direction and three capacity runs of a→b on the first route, then
+    // the change.
+    let count = |kind: &str, src: &str| {
+        results(&db).into_iter().filter(|r| r.kind == kind && r.src == src && r.status == "ok").count()
     };
     let t = Instant::now();
-    while (traces("a") < 2 || traces("b") < 2) && t.elapsed() < Duration::from_secs(60) {
+    let ready = || count("trace", "a") >= 2 && count("trace", "b") >= 2 && count("capacity", "a") >= 3;
+    while !ready() && t.elapsed() < Duration::from_secs(90) {
         std::thread::sleep(Duration::from_millis(500));
     }
-    assert!(traces("a") >= 2 && traces("b") >= 2, "no traces stored:\n{}", central.text());
+    assert!(ready(), "not enough traces and capacity runs stored:\n{}", central.text());
     assert!(!central.text().contains("route changed"), "a route change before any:\n{}", central.text());
     ok(&run(&["net", "set", &net, "r1-r2", "cost=10"], Duration::from_secs(10)));
+    let changed_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
     for (pair, hop) in [("a→b", "hop 2 198.18.1.2 → 198.18.3.2"), ("b→a", "hop 2 198.18.1.1 → 198.18.4.1")] {
         let found = central.wait_for(&format!("{pair} route changed"), Duration::from_secs(40));
         assert!(found, "no route change event for {pair}:\n{}", central.text());
         let text = central.text();
         let line = text.lines().find(|l| l.contains(&format!("{pair} route changed"))).unwrap();
         assert!(line.contains("ALERT") && line.contains(hop) && line.contains("(3 → 4 hops)"), "{line}");
+    }
+    // The capacity runs: 20 Mbit/s before (the link into r2, hop 2), 8 after (into r3).
+    let found = central.wait_for("a→b capacity", Duration::from_secs(60));
+    assert!(found, "no capacity event for a→b:\n{}", central.text());
+    let text = central.text();
+    let line = text.lines().find(|l| l.contains("a→b capacity")).unwrap();
+    // "a→b capacity 20.0 → 8.0 Mbit/s since …": before is the earlier runs' mean, after the
+    // two new runs' (one of which may straddle the change).
+    let nums: Vec<f64> = line
+        .split("capacity ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .filter_map(|w| w.parse::<f64>().ok())
+        .take(2)
+        .collect();
+    assert!(line.contains("ALERT") && line.contains("Mbit/s"), "{line}");
+    assert!((nums[0] - 20.0).abs() <= 0.4 && nums[1] < 14.0, "{line}");
+    let caps: Vec<(f64, f64, Option<u64>)> = results(&db)
+        .iter()
+        .filter(|r| r.kind == "capacity" && r.src == "a" && r.status == "ok")
+        .map(|r| (r.start_unix, r.value.unwrap(), r.detail["capacity"]["bottleneck_ttl"].as_u64()))
+        .collect();
+    for (t, bps, ttl) in &caps {
+        // A run that straddles the change is either; the others are one or the other.
+        if (*t - changed_at).abs() < 6.0 {
+            continue;
+        }
+        let want = if *t < changed_at { 20e6 } else { 8e6 };
+        assert!((bps - want).abs() <= 0.02 * want, "a→b capacity {bps} at {t} (change at {changed_at}): {caps:?}");
+        assert_eq!(*ttl, Some(2), "{caps:?}");
     }
     // The archive holds every trace with its hops: the last of a→b goes a, r1, r3, r2, b.
     let rows = results(&db);
@@ -493,6 +530,7 @@ fn trace_tests_turn_a_route_change_into_an_event() {
         assert!(route.contains("198.18.3.2") && route.contains("198.18.4.2"), "{route}");
         assert!(dom.contains("clock error ± 0.2 ms"), "the clock error is not shown:\n{dom}");
         assert!(dom.contains("route changed"), "the route change is not among the pair's events");
+        assert!(dom.contains("capacity-point"), "no capacity runs on the throughput chart");
     }
     for a in agents {
         a.stop(Duration::from_secs(15));
