@@ -92,7 +92,7 @@ pub enum MeasureError {
     #[error("{0}")]
     Io(#[from] io::Error),
     /// No echo came back.
-    #[error("no answer from the UDP echo of `wanperf serve` at {0} (is it running there, and does it allow this host?)")]
+    #[error("no answer from the UDP echo of `wanperf serve` at {0} to 3 probes in 3 s (not running there, not allowing this host, or the path dropping everything)")]
     NoServer(SocketAddr),
 }
 
