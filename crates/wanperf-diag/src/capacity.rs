@@ -23,8 +23,8 @@
 //! router *i* drops one head and one tail packet and answers both with ICMP time exceeded, so
 //! the gap between its two answers is the train's length as it left router *i* — and at the
 //! destination the large packets' own receive times give the last. The train lengthens only at
-//! a link narrower than all before it: the hop into which the gap grows most is the
-//! bottleneck ([`locate`]).
+//! a link narrower than all before it, and is longest after the narrowest: the first hop at
+//! which the gap reaches (90 % of) its largest value is the bottleneck ([`locate`]).
 
 use serde::Serialize;
 
@@ -371,16 +371,18 @@ pub struct HopGap {
 pub struct Location {
     /// The median gap per hop, routers then the destination (`ttl` = the destination's).
     pub gaps: Vec<HopGap>,
-    /// The hop into which the gap grew most (the link ending there is the bottleneck).
+    /// The first hop whose gap is 90 % of the largest (the link ending there is the
+    /// bottleneck).
     pub ttl: u8,
-    /// The gap's growth into it, µs.
+    /// The gap's growth into it over the largest gap before it, µs.
     pub growth_us: f64,
-    /// The growth's share of the train's whole lengthening (from the first gap to the last).
+    /// That growth's share of the largest gap.
     pub share: f64,
 }
 
-/// The hop where the train lengthened most, from several trains (median gap per hop; the
-/// destination counts as hop `dest_ttl`). `None` with fewer than two hops measured.
+/// The hop where the train reached its length, from several trains (median gap per hop; the
+/// destination counts as hop `dest_ttl`): the first whose gap is 90 % of the largest. `None`
+/// with fewer than two hops measured.
 pub fn locate(trains: &[RptResult], dest_ttl: u8) -> Option<Location> {
     let mut per: std::collections::BTreeMap<u8, Vec<f64>> = Default::default();
     for t in trains {
@@ -405,19 +407,16 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8) -> Option<Location> {
     if gaps.len() < 2 {
         return None;
     }
-    // The train leaves the sender at its own line rate: before hop 1 its length is ~0, so the
-    // first hop's growth is its whole gap. A gap only grows at a link narrower than all before
-    // it; a smaller later gap is noise (or an answer's own delay), so growth is measured
-    // against the largest gap before.
-    let mut max_before = 0.0f64;
-    let (mut at, mut growth) = (gaps[0].ttl, f64::MIN);
-    for g in &gaps {
-        let grow = g.gap_us - max_before;
-        if grow > growth {
-            (at, growth) = (g.ttl, grow);
-        }
-        max_before = max_before.max(g.gap_us);
-    }
+    // The train leaves the sender at its own line rate, and after each link it is as long as
+    // the narrowest link so far makes it: the gap grows to its largest at the narrow link and
+    // stays there (Pathneck's choke point with the largest gap). The bottleneck is the first
+    // hop whose gap reaches 90 % of the largest — not the hop of the largest step, which a
+    // link only twice as fast as the sender's can take before the narrow one.
+    let largest = gaps.iter().map(|g| g.gap_us).fold(0.0f64, f64::max);
+    let at = gaps.iter().find(|g| g.gap_us >= 0.9 * largest).map_or(gaps[0].ttl, |g| g.ttl);
+    let before = gaps.iter().take_while(|g| g.ttl < at).map(|g| g.gap_us).fold(0.0f64, f64::max);
+    let growth = gaps.iter().find(|g| g.ttl == at).map_or(0.0, |g| g.gap_us) - before;
+    let max_before = largest;
     let total = max_before.max(1e-9);
     Some(Location { ttl: at, growth_us: growth, share: (growth / total).clamp(0.0, 1.0), gaps })
 }
@@ -580,6 +579,11 @@ mod tests {
         // On the first link.
         let l = locate(&[rpt(&[72 * ms, 72 * ms], 72 * ms)], 3).unwrap();
         assert_eq!(l.ttl, 1);
+        // 20 Mbit/s links, then 10 Mbit/s into the destination: the first link makes the
+        // biggest step (0 → 12.8 ms) but the train is longest after the last (22.8 ms).
+        let l = locate(&[rpt(&[12_800_000, 13_300_000], 22_800_000)], 3).unwrap();
+        assert_eq!(l.ttl, 3, "{l:?}");
+        assert!((l.growth_us - 9_500.0).abs() < 1.0 && l.share > 0.4, "{l:?}");
         assert_eq!(locate(&[RptResult::default()], 3), None);
     }
 }

@@ -268,7 +268,14 @@ pub fn measure(dst: SocketAddr, o: &Options, mut progress: impl FnMut(&str, f64)
             let mut hops: Vec<(u8, u64, u64)> =
                 head.iter().filter_map(|(ttl, h)| tail.get(ttl).map(|t| (*ttl, *h, *t))).collect();
             hops.sort_unstable();
-            rpts.push(RptResult { hops, dest: (load_rx.len() >= 2).then(|| (load_rx[0], load_rx[load_rx.len() - 1])) });
+            // The routers' gaps span the large packets and the small ones around them; the
+            // destination's spans the large ones first to last: scaled to n gaps for n packets.
+            let dest = (load_rx.len() >= 2).then(|| {
+                let (a, b) = (load_rx[0], load_rx[load_rx.len() - 1]);
+                let n = load_rx.len() as u64;
+                (a, a + (b - a) * n / (n - 1))
+            });
+            rpts.push(RptResult { hops, dest });
             report.rpts += 1;
             // Routers answer ICMP at a limited rate: a second between trains.
             let wait = Duration::from_secs(1).saturating_sub(started.elapsed());

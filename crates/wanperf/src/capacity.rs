@@ -32,9 +32,10 @@ capacity   back-to-back trains of 33 large packets; every window of 2, 3, 5 … 
 bottleneck recursive packet trains (Pathneck): small packets with TTL 1, 2, … at the head and
            … 2, 1 at the tail of 20 large ones; every router answers its head and tail
            packet, so the gap between its two answers is the train's length as it left that
-           router. The train lengthens at a link narrower than all before it: the hop into
-           which it grew most is named, with the gap per hop. Needs routers that answer ICMP
-           (a second between trains, for their rate limits).
+           router. The train lengthens at a link narrower than all before it and is longest
+           after the narrowest: the first hop where it reaches 90 % of its longest is named,
+           with the gap per hop. Needs routers that answer ICMP (a second between trains, for
+           their rate limits).
 available  pathload's self-loading streams: 48 packets paced at a rate; above the available
            bandwidth their one-way delays rise (pairwise comparison and difference tests), so
            a binary search between 0 and the capacity brackets it.
@@ -110,10 +111,11 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
                 (false, Some(a)) => format!("the link into hop {} ({a})", b.ttl),
                 (false, None) => format!("the link into hop {} (no answer from its router)", b.ttl),
             };
+            let gap = b.location.gaps.iter().find(|g| g.ttl == b.ttl).map_or(0.0, |g| g.gap_us);
             println!(
-                "  bottleneck           {at}: the train grew by {:.0} µs there, {:.0} % of its growth",
-                b.location.growth_us,
-                100.0 * b.location.share
+                "  bottleneck           {at}: the train is {:.0} µs long after it ({:.0} µs before)",
+                gap,
+                gap - b.location.growth_us
             );
             println!("  {:>4}  {:<28} {:>12}", "hop", "router", "train gap");
             for g in &b.location.gaps {

@@ -93,7 +93,8 @@ fn request(name: &str, req: Value) -> Result<Value> {
 /// Sends one request to the daemon of the `what` (path or network) called `name` on `sock`.
 pub(crate) fn ask(sock: &std::path::Path, what: &str, name: &str, req: Value) -> Result<Value> {
     let mut s = UnixStream::connect(sock).map_err(|_| {
-        anyhow!("no {what} named `{name}` is up (see `wanperf {} list`)", what.split(' ').next().unwrap_or(what))
+        let cmd = if what == "network" { "net" } else { what };
+        anyhow!("no {what} named `{name}` is up (see `wanperf {cmd} list`)")
     })?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     writeln!(s, "{req}")?;

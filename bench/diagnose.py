@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Accuracy and cost of `wanperf capacity` (capacity, available bandwidth, bottleneck hop)
+and the completion time of `wanperf trace` against mtr and traceroute, on TOPOLOGIES seeded
+random chains a - r1 - ... - rN - b built with `wanperf net` (hosts, kernel routers,
+emulated links). Every chain has one narrow link at least 20 % below the next-narrowest,
+sometimes loaded by Poisson cross traffic at 30 % or 60 % of its rate (the truth for the
+available bandwidth is its rate minus the cross traffic's mean). Prints a row per topology,
+then medians, worst cases and ratios; everything is bounded in time and torn down."""
+
+import json, os, random, shutil, statistics, subprocess, sys, tempfile, time
+
+BIN = os.path.abspath("target/release/wanperf")
+SBIN_PATH = os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin"
+MTR = shutil.which("mtr", path=SBIN_PATH) or "mtr"
+TRACEROUTE = shutil.which("traceroute", path=SBIN_PATH) or "traceroute"
+N = int(os.environ.get("TOPOLOGIES", "20"))
+SEED = int(os.environ.get("SEED", "1"))
+RATES = [10e6, 20e6, 50e6, 100e6, 300e6, 1e9]
+
+
+def rate_text(bps):
+    return f"{bps / 1e6:g}M"
+
+
+def topology(rng, i):
+    routers = rng.randint(2, 5)
+    links = routers + 1
+    narrow = rng.randrange(links)
+    c = rng.choice(RATES[:5])
+    # Every other link at least 25 % faster than the narrow one (the 20 % rule with a margin).
+    faster = [r for r in RATES if r >= 1.25 * c] or [1e9]
+    rates = [rng.choice(faster) for _ in range(links)]
+    rates[narrow] = c
+    load = rng.choice([0.0, 0.0, 0.3, 0.6])
+    nodes = ["a"] + [f"r{k}" for k in range(1, routers + 1)] + ["b"]
+    t = [f'name = "d{i}"', '[[host]]\nname = "a"', '[[host]]\nname = "b"']
+    for k in range(1, routers + 1):
+        t.append(f'[[router]]\nname = "r{k}"\nicmp_ratelimit = "0ms"')
+    for k in range(links):
+        delay = rng.choice([1, 2, 5, 10, 20])
+        t.append(
+            f'[[link]]\na = "{nodes[k]}"\nb = "{nodes[k + 1]}"\nrate = "{rate_text(rates[k])}"\n'
+            f'delay = "{delay}ms"\nqueue = "400kB"'
+        )
+    if load > 0:
+        t.append(
+            f'[[traffic]]\nlink = "{nodes[narrow]}-{nodes[narrow + 1]}"\ndirection = "ab"\n'
+            f'rate = "{rate_text(load * c)}"\npattern = "poisson"\npacket = 1500'
+        )
+    # The addresses: link k is 198.18.k.0/24, the a-side .1, the b-side .2.
+    dest = f"198.18.{links - 1}.2"
+    hop_addr = f"198.18.{narrow}.2"  # the router (or host) the narrow link leads into
+    return "\n".join(t) + "\n", dict(routers=routers, narrow_ttl=narrow + 1, c=c, load=load,
+                                       dest=dest, hop_addr=hop_addr, rates=rates)
+
+
+def run(args, limit):
+    t = time.monotonic()
+    p = subprocess.run(args, capture_output=True, text=True, timeout=limit)
+    return p, time.monotonic() - t
+
+
+def main():
+    rng = random.Random(SEED)
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-")
+    for i in range(N):
+        text, truth = topology(rng, i)
+        path = os.path.join(tmp, f"d{i}.toml")
+        with open(path, "w") as f:
+            f.write(text)
+        name = f"diag{os.getpid()}x{i}"
+        up, _ = run([BIN, "net", "up", path, name], 60)
+        if up.returncode != 0:
+            print(f"topology {i}: net up failed: {up.stderr.strip()}", file=sys.stderr)
+            continue
+        server = subprocess.Popen(
+            [BIN, "net", "exec", name, "b", "--", BIN, "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            server.stderr.readline()  # the banner: listening
+            if truth["load"] > 0:
+                time.sleep(1)
+            cap, secs = run([BIN, "net", "exec", name, "a", "--", BIN, "capacity", truth["dest"], "--json"], 60)
+            rep = json.loads(cap.stdout.strip().splitlines()[-1])["report"] if cap.returncode == 0 else None
+            ex = lambda cmd: run([BIN, "net", "exec", name, "a", "--"] + cmd, 120)
+            # Three probes per hop each, as fast as each tool goes: wanperf's rounds 10 ms apart,
+            # mtr's cycles 0.1 s apart (its floor as root), traceroute's probes in parallel.
+            tr, t_trace = ex([BIN, "trace", truth["dest"], "-c", "3", "-i", "0.01", "--json"])
+            mtr, t_mtr = ex([MTR, "-n", "-r", "-c", "3", "-i", "0.1", truth["dest"]])
+            trt, t_trt = ex([TRACEROUTE, "-n", "-q", "3", truth["dest"]])
+            for tool, p in (("trace", tr), ("mtr", mtr), ("traceroute", trt)):
+                if p.returncode != 0:
+                    print(f"topology {i}: {tool} failed: {(p.stderr or p.stdout).strip()[:200]}", file=sys.stderr)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+            run([BIN, "net", "down", name], 60)
+        row = dict(i=i, routers=truth["routers"], c=truth["c"], load=truth["load"], ttl=truth["narrow_ttl"],
+                   t_trace=t_trace, t_mtr=t_mtr, t_traceroute=t_trt,
+                   trace_ok=tr.returncode == 0, mtr_ok=mtr.returncode == 0, traceroute_ok=trt.returncode == 0)
+        if rep and rep.get("capacity"):
+            c = rep["capacity"]["bps"]
+            row["cap_err"] = (c - truth["c"]) / truth["c"]
+            b = rep.get("bottleneck") or {}
+            row["hop_ok"] = b.get("ttl") == truth["narrow_ttl"]
+            a = (rep.get("available") or {}).get("bps")
+            avail_truth = truth["c"] * (1 - truth["load"])
+            row["avail_err"] = None if a is None else (a - avail_truth) / truth["c"]
+            row["bytes"] = rep["bytes_sent"]
+            row["seconds"] = rep["seconds"]
+        rows.append(row)
+        fmt = lambda x, f: "-" if x is None else f.format(x)
+        print(f"{i:>3} {truth['routers']} routers, narrow {truth['c'] / 1e6:>5g} Mbit/s at hop {truth['narrow_ttl']}, "
+              f"cross {truth['load'] * 100:>2.0f} %: capacity err {fmt(row.get('cap_err'), '{:+.2%}')}, "
+              f"hop {'ok' if row.get('hop_ok') else 'WRONG'}, avail err {fmt(row.get('avail_err'), '{:+.1%}')} of C, "
+              f"{fmt(row.get('bytes'), '{:,}')} B in {fmt(row.get('seconds'), '{:.1f}')} s; "
+              f"trace {t_trace:.1f} s, mtr {t_mtr:.1f} s, traceroute {t_trt:.1f} s", flush=True)
+    os.rmdir(tmp) if not os.listdir(tmp) else None
+    est = [r for r in rows if "cap_err" in r]
+    if not est:
+        print("no estimates")
+        return 1
+    abs_cap = [abs(r["cap_err"]) for r in est]
+    avail = [abs(r["avail_err"]) for r in est if r.get("avail_err") is not None]
+    print()
+    print(f"topologies {len(rows)}, with a capacity estimate {len(est)}")
+    print(f"capacity error: median {statistics.median(abs_cap):.2%}, worst {max(abs_cap):.2%}, "
+          f"within 2 %: {sum(e <= 0.02 for e in abs_cap)}/{len(est)}, within 10 %: {sum(e <= 0.10 for e in abs_cap)}/{len(est)}")
+    print(f"bottleneck hop right: {sum(1 for r in est if r['hop_ok'])}/{len(est)}")
+    if avail:
+        print(f"available bandwidth error (share of capacity): median {statistics.median(avail):.1%}, worst {max(avail):.1%}, "
+              f"within 5 %: {sum(e <= 0.05 for e in avail)}/{len(avail)}")
+    print(f"cost per estimate: median {statistics.median(r['bytes'] for r in est) / 1e6:.2f} MB, "
+          f"{statistics.median(r['seconds'] for r in est):.1f} s; worst {max(r['bytes'] for r in est) / 1e6:.2f} MB, "
+          f"{max(r['seconds'] for r in est):.1f} s")
+    med = lambda k: statistics.median(r[k] for r in rows)
+    print(f"trace completion (3 probes a hop): wanperf trace {med('t_trace'):.2f} s, mtr {med('t_mtr'):.2f} s "
+          f"({med('t_mtr') / med('t_trace'):.2f}x), traceroute -q 3 {med('t_traceroute'):.2f} s "
+          f"({med('t_traceroute') / med('t_trace'):.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
