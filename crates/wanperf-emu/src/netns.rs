@@ -371,3 +371,52 @@ fn route_request(dst: IpAddr, prefix: u8, gateway: IpAddr, oif: u32, flags: u16)
 pub fn sysctl(key: &'static str, value: &str) -> Result<(), EnvError> {
     std::fs::write(format!("/proc/sys/{key}"), value).map_err(|err| EnvError::Sys { what: key, err })
 }
+
+/// The inode of the network namespace `fd` refers to (as `/proc/PID/ns/net` links show it:
+/// `net:[INODE]`).
+pub fn ns_inode(fd: std::os::fd::RawFd) -> io::Result<u64> {
+    // SAFETY: fstat writes into a zeroed stat owned here; fd is only read.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.st_ino)
+}
+
+/// Processes (other than this one) whose network namespace is one of `inodes`: those that
+/// joined an emulated node with `path exec` / `net exec` and would keep its namespace alive
+/// after the network is gone.
+pub fn processes_in(inodes: &[u64]) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/ns/net")).ok().and_then(|l| {
+                let s = l.to_string_lossy().into_owned();
+                s.strip_prefix("net:[")?.strip_suffix(']')?.parse::<u64>().ok()
+            })
+            .is_some_and(|ino| inodes.contains(&ino))
+        })
+        .collect()
+}
+
+/// Ends the processes left in the namespaces of `fds` (see [`processes_in`]): SIGTERM, then
+/// SIGKILL for those still there after `grace`. Returns how many there were.
+pub fn end_processes_in(fds: &[std::os::fd::RawFd], grace: std::time::Duration) -> usize {
+    let inodes: Vec<u64> = fds.iter().filter_map(|&fd| ns_inode(fd).ok()).collect();
+    let pids = processes_in(&inodes);
+    for &p in &pids {
+        // SAFETY: kill(2) on a pid; at worst it is gone (ESRCH).
+        unsafe { libc::kill(p, libc::SIGTERM) };
+    }
+    let until = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < until && !processes_in(&inodes).is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for p in processes_in(&inodes) {
+        // SAFETY: as above.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    pids.len()
+}

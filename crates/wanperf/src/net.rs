@@ -701,6 +701,10 @@ pub fn daemon(name: &str, topology: &str, nice: i32) -> Result<ExitCode> {
                 Some("stats") => Answer::Reply(json!({ "links": s.net.stats(), "export": s.net.export_stats() })),
                 Some("set") => Answer::Reply(set_link(&mut s.net, req)),
                 Some("down") => {
+                    // Commands started with `net exec` would keep the nodes' namespaces (and
+                    // themselves) alive after the network is gone: they end with it.
+                    let fds: Vec<i32> = (0..t.nodes.len()).map(|i| s.net.ns_fd(i)).collect();
+                    wanperf_emu::netns::end_processes_in(&fds, Duration::from_secs(2));
                     let (stats, export) = guard.take().map(Session::stop).unwrap_or_default();
                     Answer::Last(json!({ "links": stats, "export": export }))
                 }

@@ -245,7 +245,13 @@ pub fn daemon(name: &str, cfg_json: &str) -> Result<ExitCode> {
                 "config": cfg,
             })),
             Some("stats") => Answer::Reply(json!({ "stats": path.stats() })),
-            Some("down") => Answer::Last(json!({ "stats": path.stats() })),
+            Some("down") => {
+                // Commands started with `path exec` end with the path (they would keep its
+                // namespaces alive).
+                let fds = [path.ns_fd(Host::Left), path.ns_fd(Host::Right)];
+                wanperf_emu::netns::end_processes_in(&fds, Duration::from_secs(2));
+                Answer::Last(json!({ "stats": path.stats() }))
+            }
             _ => Answer::Reply(json!({ "error": "unknown request" })),
         },
     )?;

@@ -486,6 +486,23 @@ fn kill_9_and_down_leave_nothing_behind() {
     let listed = ok(&run(&["net", "list"], Duration::from_secs(10)));
     assert!(!listed.contains(&name), "{listed}");
     let _ = netns_before;
+    // `net down`, on the other hand, ends what `net exec` left running in the network: it
+    // would keep a namespace of a network that is gone (and itself) alive.
+    let name = format!("d{}", std::process::id());
+    let up = Up::new(&f, &name);
+    let mut sleepers: Vec<std::process::Child> = ["a", "r3"]
+        .iter()
+        .map(|node| Command::new(BIN).args(["net", "exec", &name, node, "--", "sleep", "1000"]).spawn().unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(sleepers.iter_mut().all(|c| c.try_wait().unwrap().is_none()), "a sleeper ended early");
+    ok(&run(&["net", "down", &name], Duration::from_secs(20)));
+    std::mem::forget(up); // already down
+    let t = std::time::Instant::now();
+    while sleepers.iter_mut().any(|c| c.try_wait().unwrap().is_none()) && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(sleepers.iter_mut().all(|c| c.try_wait().unwrap().is_some()), "`net exec` processes outlived `net down`");
 }
 
 #[test]

@@ -341,8 +341,21 @@ fn named_path_up_exec_stats_down_list() {
     assert_eq!(c, Some(0));
     let st: Value = serde_json::from_str(out.trim()).unwrap();
     assert!(st["stats"]["up"]["classes"]["best_effort"]["packets_in"].as_u64().unwrap() >= 5);
+    // What `path exec` left running ends with `path down`.
+    let mut sleeper = Command::new(BIN)
+        .args(["path", "exec", "study-1", "right", "--", "sleep", "1000"])
+        .env("WANPERF_RUNTIME_DIR", &envd)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(sleeper.try_wait().unwrap().is_none(), "the sleeper ended early");
     let (c, _, _) = wp(&["path", "down", "study-1"]);
     assert_eq!(c, Some(0));
+    let t = std::time::Instant::now();
+    while sleeper.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(sleeper.try_wait().unwrap().is_some(), "a `path exec` process outlived `path down`");
     let (_, out, _) = wp(&["path", "list"]);
     assert!(out.contains("no paths are up"), "{out}");
     let (c, _, e) = wp(&["path", "exec", "study-1", "left", "--", "true"]);
