@@ -575,24 +575,33 @@ pub fn clock(stated_ms: Option<f64>) -> Clock {
 
 /// Runs this host's trace tests at each pair's times, one at a time, until `stop`.
 fn traces(me: &str, current: &Current, spool: &Mutex<Spool>, stop: &AtomicBool, log: &crate::Log) {
-    // (test, destination) → when it runs next; recomputed when the mesh changes.
+    // (test, destination) → when it runs next; recomputed when the mesh changes, as are the
+    // pairs (a mesh of hundreds of hosts has tens of thousands of pairs: not every 250 ms).
     let mut next: HashMap<(String, String), f64> = HashMap::new();
     let mut digest = String::new();
+    let mut pairs: Vec<(Test, wanperf_mesh::config::Host)> = Vec::new();
+    let mut seed = 0;
     while !nap(stop, Duration::from_millis(250)) {
         let (mesh, d) = current.mesh.read().unwrap().clone();
         if d != digest {
             next.clear();
             digest = d;
+            seed = crate::view::seed_of(&mesh);
+            pairs = mesh
+                .tests
+                .iter()
+                .any(|t| matches!(t.kind, TestKind::Trace { .. }))
+                .then(|| {
+                    mesh.tests_from(me)
+                        .into_iter()
+                        .filter(|(t, _)| matches!(t.kind, TestKind::Trace { .. }))
+                        .filter_map(|(t, dst)| Some((t.clone(), mesh.host(&dst)?.clone())))
+                        .collect()
+                })
+                .unwrap_or_default();
         }
-        let seed = crate::view::seed_of(&mesh);
         let now = now_unix();
-        let pairs: Vec<(Test, wanperf_mesh::config::Host)> = mesh
-            .tests_from(me)
-            .into_iter()
-            .filter(|(t, _)| matches!(t.kind, TestKind::Trace { .. }))
-            .filter_map(|(t, dst)| Some((t.clone(), mesh.host(&dst)?.clone())))
-            .collect();
-        for (test, dst) in pairs {
+        for (test, dst) in &pairs {
             let Some(schedule) = &test.schedule else { continue };
             let key = (test.name.clone(), dst.name.clone());
             let when = |after: f64| {
@@ -602,7 +611,7 @@ fn traces(me: &str, current: &Current, spool: &Mutex<Spool>, stop: &AtomicBool, 
             if at > now_unix() {
                 continue;
             }
-            let r = run_trace(me, &test, &dst, stop);
+            let r = run_trace(me, test, dst, stop);
             if stop.load(Ordering::Acquire) {
                 return; // cut short: not a whole trace
             }
