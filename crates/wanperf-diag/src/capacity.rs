@@ -479,13 +479,13 @@ mod tests {
     #[test]
     fn cross_traffic_and_noise_and_coalescing_stay_within_two_percent() {
         for (rate, p, noise, batch, seed) in [
-            (10e6, 0.3, 20_000.0, 1, 2),   // 30 % of gaps widened, 20 µs noise on 1.2 ms gaps
-            (10e6, 0.6, 20_000.0, 1, 3),   // 60 %
-            (100e6, 0.3, 30_000.0, 1, 4),  // 30 µs noise on 120 µs gaps: longer spans win
-            (1e9, 0.0, 100_000.0, 1, 5),   // 100 µs noise on 12 µs gaps
-            (1e9, 0.3, 20_000.0, 1, 6),    // 30 % cross traffic at 1 Gbit/s
-            (1e9, 0.0, 60_000.0, 4, 8),    // coalescing in fours
-            (100e6, 0.0, 5_000.0, 8, 7),   // coalescing in eights
+            (10e6, 0.3, 20_000.0, 1, 2),  // 30 % of gaps widened, 20 µs noise on 1.2 ms gaps
+            (10e6, 0.6, 20_000.0, 1, 3),  // 60 %
+            (100e6, 0.3, 30_000.0, 1, 4), // 30 µs noise on 120 µs gaps: longer spans win
+            (1e9, 0.0, 100_000.0, 1, 5),  // 100 µs noise on 12 µs gaps
+            (1e9, 0.3, 20_000.0, 1, 6),   // 30 % cross traffic at 1 Gbit/s
+            (1e9, 0.0, 60_000.0, 4, 8),   // coalescing in fours
+            (100e6, 0.0, 5_000.0, 8, 7),  // coalescing in eights
         ] {
             let mut r = Lcg(seed);
             let trains: Vec<Train> = (0..20).map(|_| train(33, 1500, rate, p, noise, batch, &mut r)).collect();

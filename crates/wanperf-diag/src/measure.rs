@@ -143,7 +143,11 @@ impl Run<'_> {
 /// Measures the path from here to the `wanperf serve` whose UDP echo is at `dst`. `progress`
 /// is told each phase and the share of the time budget used; returning false stops early
 /// (what was measured so far is reported).
-pub fn measure(dst: SocketAddr, o: &Options, mut progress: impl FnMut(&str, f64) -> bool) -> Result<Report, MeasureError> {
+pub fn measure(
+    dst: SocketAddr,
+    o: &Options,
+    mut progress: impl FnMut(&str, f64) -> bool,
+) -> Result<Report, MeasureError> {
     let t = Trainer::new(dst)?;
     let v6 = t.v6();
     let small = overhead(v6) + wanperf_proto::probe::PROBE_HEADER_LEN;
@@ -243,7 +247,8 @@ pub fn measure(dst: SocketAddr, o: &Options, mut progress: impl FnMut(&str, f64)
             for h in &heard {
                 match *h {
                     Heard::TimeExceeded { seq, from, at_ns } if seq > base && seq < base + 512 => {
-                        let (ttl, is_tail) = if seq >= base + 256 { (seq - base - 256, true) } else { (seq - base, false) };
+                        let (ttl, is_tail) =
+                            if seq >= base + 256 { (seq - base - 256, true) } else { (seq - base, false) };
                         let ttl = ttl as u8;
                         *routers.entry(ttl).or_default().entry(from).or_default() += 1;
                         if is_tail {

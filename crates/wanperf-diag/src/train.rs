@@ -214,8 +214,10 @@ impl Trainer {
                         }
                     }
                     // A pending ICMP error fails a plain read once; it is on the queue.
-                    Some(libc::EINTR) | Some(libc::ECONNREFUSED) | Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => {
-                    }
+                    Some(libc::EINTR)
+                    | Some(libc::ECONNREFUSED)
+                    | Some(libc::EHOSTUNREACH)
+                    | Some(libc::ENETUNREACH) => {}
                     _ => return Err(e),
                 },
             }

@@ -392,11 +392,13 @@ pub fn processes_in(inodes: &[u64]) -> Vec<i32> {
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| pid != me)
         .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/ns/net")).ok().and_then(|l| {
-                let s = l.to_string_lossy().into_owned();
-                s.strip_prefix("net:[")?.strip_suffix(']')?.parse::<u64>().ok()
-            })
-            .is_some_and(|ino| inodes.contains(&ino))
+            std::fs::read_link(format!("/proc/{pid}/ns/net"))
+                .ok()
+                .and_then(|l| {
+                    let s = l.to_string_lossy().into_owned();
+                    s.strip_prefix("net:[")?.strip_suffix(']')?.parse::<u64>().ok()
+                })
+                .is_some_and(|ino| inodes.contains(&ino))
         })
         .collect()
 }

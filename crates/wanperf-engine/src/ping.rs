@@ -339,7 +339,8 @@ impl Prober for UdpProber {
         self.sock.as_raw_fd()
     }
     fn send(&mut self, seq: u64, wall_ns: u64) -> std::io::Result<()> {
-        Probe { reply: false, short: false, seq, client_tx_ns: wall_ns, server_rx_ns: 0, server_tx_ns: 0 }.write(&mut self.out);
+        Probe { reply: false, short: false, seq, client_tx_ns: wall_ns, server_rx_ns: 0, server_tx_ns: 0 }
+            .write(&mut self.out);
         self.sock.send(&self.out)?;
         if let Some(sent) = self.tx.as_mut() {
             sent.push(seq);

@@ -128,9 +128,7 @@ pub fn plateau_config(metric: Metric) -> Option<PlateauConfig> {
     let base = PlateauConfig { min_history: MIN_EARLIER, beta: 2.0, ..PlateauConfig::default() };
     match metric {
         Metric::Throughput => Some(PlateauConfig { history: 20, trigger: THROUGHPUT_RUN, delta_pct: 40.0, ..base }),
-        Metric::Rtt => {
-            Some(PlateauConfig { history: 30, trigger: RTT_RUN, delta_pct: 25.0, min_change: 2.0, ..base })
-        }
+        Metric::Rtt => Some(PlateauConfig { history: 30, trigger: RTT_RUN, delta_pct: 25.0, min_change: 2.0, ..base }),
         // A capacity is steady (the narrow link's rate): a fifth off, twice in a row, after
         // three runs.
         Metric::Capacity => {
@@ -363,7 +361,8 @@ pub fn back_event(host: &str, now: f64) -> Event {
 /// the destination's TTL when both reached it at different TTLs (the path got longer or
 /// shorter). Addresses of a hop are joined with `|`; a hop without answers is `*`.
 pub fn route_diff(before: &TraceResult, after: &TraceResult) -> Vec<(u8, String, String)> {
-    let at = |t: &TraceResult, ttl: u8| t.hops.iter().find(|h| h.ttl == ttl).map(|h| h.addrs.clone()).unwrap_or_default();
+    let at =
+        |t: &TraceResult, ttl: u8| t.hops.iter().find(|h| h.ttl == ttl).map(|h| h.addrs.clone()).unwrap_or_default();
     let show = |a: &[String]| if a.is_empty() { "*".to_string() } else { a.join("|") };
     let mut out = Vec::new();
     let ttls: std::collections::BTreeSet<u8> = before.hops.iter().chain(&after.hops).map(|h| h.ttl).collect();

@@ -369,8 +369,12 @@ mod tests {
     fn trace_and_latency_tests_are_not_planned_and_next_run_follows_the_rule() {
         let g = Group { name: "all".into(), kind: GroupKind::Mesh(names(&["a", "b"])) };
         let s = sched(3600.0, 600.0, vec![(0, 21_600)]);
-        let trace =
-            Test { name: "route".into(), group: "all".into(), kind: TestKind::Trace { rounds: 3, icmp: false, max_ttl: 30 }, schedule: Some(s.clone()) };
+        let trace = Test {
+            name: "route".into(),
+            group: "all".into(),
+            kind: TestKind::Trace { rounds: 3, icmp: false, max_ttl: 30 },
+            schedule: Some(s.clone()),
+        };
         let lat = Test {
             name: "rtt".into(),
             group: "all".into(),

@@ -387,8 +387,22 @@ mod tests {
         tr.latency = None;
         tr.trace = Some(TraceResult {
             hops: vec![
-                TraceHop { ttl: 1, addrs: vec!["198.18.0.1".into()], loss_pct: 0.0, path_loss_pct: 0.0, rtt_ms: Some(1.5), note: None },
-                TraceHop { ttl: 2, addrs: vec![], loss_pct: 100.0, path_loss_pct: 0.0, rtt_ms: None, note: Some("rate-limited".into()) },
+                TraceHop {
+                    ttl: 1,
+                    addrs: vec!["198.18.0.1".into()],
+                    loss_pct: 0.0,
+                    path_loss_pct: 0.0,
+                    rtt_ms: Some(1.5),
+                    note: None,
+                },
+                TraceHop {
+                    ttl: 2,
+                    addrs: vec![],
+                    loss_pct: 100.0,
+                    path_loss_pct: 0.0,
+                    rtt_ms: None,
+                    note: Some("rate-limited".into()),
+                },
             ],
             reached: false,
             path_mtu: Some(1400),

@@ -677,12 +677,7 @@ fn run_capacity(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &
                     seconds: rep.seconds,
                 });
             }
-            None => {
-                r.reason = Some(format!(
-                    "no capacity estimate: {} of the trains' packets unanswered",
-                    rep.lost
-                ))
-            }
+            None => r.reason = Some(format!("no capacity estimate: {} of the trains' packets unanswered", rep.lost)),
         },
         Err(e) => r.reason = Some(e.to_string()),
     }
@@ -928,7 +923,12 @@ fn forward(
             continue;
         }
         let n = batch.len();
-        match send(&endpoint, me, key, Batch { agent: me.to_string(), results: batch, clock: Some(clock(stated_clock_ms)) }) {
+        match send(
+            &endpoint,
+            me,
+            key,
+            Batch { agent: me.to_string(), results: batch, clock: Some(clock(stated_clock_ms)) },
+        ) {
             Ok(ack) => {
                 last_sent = Instant::now();
                 if ack.upto > 0 {

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use wanperf_mesh::summary::LatencySummary;
-use wanperf_mesh::wire::{Ack, Batch, Clock, MeshResult, ResultKind, RunStatus, ThroughputResult, TraceHop, TraceResult};
+use wanperf_mesh::wire::{
+    Ack, Batch, Clock, MeshResult, ResultKind, RunStatus, ThroughputResult, TraceHop, TraceResult,
+};
 use wanperf_monitor::central::{run, CentralConfig};
 use wanperf_proto::auth::PrivateKey;
 
@@ -272,7 +274,9 @@ fn batches_are_stored_once_and_strangers_are_refused() {
     let body = serde_json::to_vec(&Batch { agent: "h1".into(), results: vec![], clock: None }).unwrap();
     let time = now() as i64;
     let sig = key(1).sign_message(&wanperf_mesh::wire::signing_message("h1", time, &body));
-    let forged = serde_json::to_vec(&Batch { agent: "h1".into(), results: vec![tput(9, "h1", "h2", t, 1.0)], clock: None }).unwrap();
+    let forged =
+        serde_json::to_vec(&Batch { agent: "h1".into(), results: vec![tput(9, "h1", "h2", t, 1.0)], clock: None })
+            .unwrap();
     let r = ureq::post(&c.url("/api/v1/results"))
         .set("x-wanperf-agent", "h1")
         .set("x-wanperf-time", &time.to_string())
@@ -398,7 +402,10 @@ fn a_changed_route_is_an_event_and_the_pair_page_shows_the_route_and_the_clock_e
     let ev = ev.as_array().unwrap();
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!((ev[0]["kind"].as_str(), ev[0]["metric"].as_str()), (Some("route_change"), Some("route")));
-    assert_eq!((ev[0]["src"].as_str(), ev[0]["dst"].as_str(), ev[0]["t"].as_f64()), (Some("h1"), Some("h2"), Some(t0 + 1200.0)));
+    assert_eq!(
+        (ev[0]["src"].as_str(), ev[0]["dst"].as_str(), ev[0]["t"].as_f64()),
+        (Some("h1"), Some("h2"), Some(t0 + 1200.0))
+    );
     assert!(ev[0]["text"].as_str().unwrap().contains("hop 2 198.18.1.2 → 198.18.3.2"), "{ev:?}");
     assert!(c.log.lock().unwrap().iter().any(|l| l.starts_with("ALERT") && l.contains("route changed")));
 
@@ -406,7 +413,8 @@ fn a_changed_route_is_an_event_and_the_pair_page_shows_the_route_and_the_clock_e
     let page = |c: &Central| c.get(&format!("/api/v1/pair?src=h1&dst=h2&from={}&to={}", t0 - 1.0, now()));
     let p = page(&c);
     assert_eq!(p["route"]["t"], t0 + 1200.0, "{p}");
-    let hops: Vec<&str> = p["route"]["trace"]["hops"].as_array().unwrap().iter().map(|h| h["addrs"][0].as_str().unwrap()).collect();
+    let hops: Vec<&str> =
+        p["route"]["trace"]["hops"].as_array().unwrap().iter().map(|h| h["addrs"][0].as_str().unwrap()).collect();
     assert_eq!(hops, b);
     assert!(p["clock_error_ms"].is_null(), "{p}");
     assert_eq!(p["clocks"]["src"]["error_ms"], 0.4);

@@ -56,7 +56,8 @@ fn the_narrow_link_is_measured_and_named_with_and_without_cross_traffic() {
     }
     // 10 Mbit/s into hop 3 (r3, whose address on that link is 198.18.2.2); then the same with
     // Poisson cross traffic at 30 % of it on that link.
-    let cross = "[[traffic]]\nlink = \"r2-r3\"\ndirection = \"ab\"\nrate = \"3M\"\npattern = \"poisson\"\npacket = 1500\n";
+    let cross =
+        "[[traffic]]\nlink = \"r2-r3\"\ndirection = \"ab\"\nrate = \"3M\"\npattern = \"poisson\"\npacket = 1500\n";
     for (tag, extra) in [("plain", ""), ("cross", cross)] {
         let f = topo_file(&format!("cap-{tag}"), &chain("cap", ["200M", "200M", "10M", "200M", "200M"], extra));
         let net = format!("cap{tag}{}", std::process::id());

@@ -499,7 +499,11 @@ fn trace_and_capacity_tests_turn_a_route_change_into_events() {
     }
     // The archive holds every trace with its hops: the last of a→b goes a, r1, r3, r2, b.
     let rows = results(&db);
-    let last = rows.iter().filter(|r| r.kind == "trace" && r.src == "a").max_by(|x, y| x.start_unix.total_cmp(&y.start_unix)).unwrap();
+    let last = rows
+        .iter()
+        .filter(|r| r.kind == "trace" && r.src == "a")
+        .max_by(|x, y| x.start_unix.total_cmp(&y.start_unix))
+        .unwrap();
     let hops: Vec<&str> =
         last.detail["trace"]["hops"].as_array().unwrap().iter().filter_map(|h| h["addrs"][0].as_str()).collect();
     assert_eq!(hops, ["198.18.0.2", "198.18.3.2", "198.18.4.2", "198.18.2.2"], "{:?}", last.detail);

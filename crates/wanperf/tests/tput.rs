@@ -112,10 +112,7 @@ fn small_window_limits_inflight_to_the_window() {
             assert!(wnd <= 2.0 * 65536.0, "advertised window {wnd} exceeds the buffer");
             let mss = t["snd_mss"].as_f64().unwrap();
             let inflight = t["unacked"].as_f64().unwrap() * mss;
-            assert!(
-                inflight <= wnd + mss,
-                "{inflight} bytes unacknowledged with a {wnd}-byte window (MSS {mss})"
-            );
+            assert!(inflight <= wnd + mss, "{inflight} bytes unacknowledged with a {wnd}-byte window (MSS {mss})");
             samples += 1;
         }
     }
