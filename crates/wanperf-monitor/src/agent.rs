@@ -624,14 +624,13 @@ fn traces(me: &str, current: &Current, spool: &Mutex<Spool>, stop: &AtomicBool, 
     }
 }
 
-/// One capacity run with `wanperf capacity`'s engine against the destination agent's
-/// embedded server (its UDP echo).
-fn run_capacity(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &AtomicBool) -> MeshResult {
+/// A run of `test` from `me` to `dst` starting now, failed until it is measured.
+fn failed_run(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, kind: ResultKind) -> MeshResult {
     let start = now_unix();
-    let mut r = MeshResult {
+    MeshResult {
         seq: 0,
         test: test.name.clone(),
-        kind: ResultKind::Capacity,
+        kind,
         src: me.to_string(),
         dst: dst.name.clone(),
         start,
@@ -642,18 +641,26 @@ fn run_capacity(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &
         throughput: None,
         trace: None,
         capacity: None,
-    };
+    }
+}
+
+/// The address of `dst`'s agent (its host and port), or why there is none.
+fn resolve(dst: &wanperf_mesh::config::Host) -> Result<SocketAddr, String> {
+    match (dst.address.as_str(), dst.port).to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(a)) => Ok(a),
+        Ok(None) => Err(format!("{} has no address", dst.address)),
+        Err(e) => Err(format!("cannot resolve {}: {e}", dst.address)),
+    }
+}
+
+/// One capacity run with `wanperf capacity`'s engine against the destination agent's
+/// embedded server (its UDP echo).
+fn run_capacity(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &AtomicBool) -> MeshResult {
+    let mut r = failed_run(me, test, dst, ResultKind::Capacity);
     let TestKind::Capacity { budget, time_s } = test.kind else { return r };
-    let addr = match (dst.address.as_str(), dst.port).to_socket_addrs().map(|mut a| a.next()) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            r.reason = Some(format!("{} has no address", dst.address));
-            return r;
-        }
-        Err(e) => {
-            r.reason = Some(format!("cannot resolve {}: {e}", dst.address));
-            return r;
-        }
+    let addr = match resolve(dst) {
+        Ok(a) => a,
+        Err(e) => return MeshResult { reason: Some(e), ..r },
     };
     let o = wanperf_diag::measure::Options {
         budget_bytes: budget,
@@ -687,33 +694,11 @@ fn run_capacity(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &
 /// One trace with `wanperf trace`'s engine (Paris-style UDP or ICMP probes, unprivileged).
 fn run_trace(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &AtomicBool) -> MeshResult {
     use wanperf_diag::probe::{overhead, Method};
-    let start = now_unix();
-    let mut r = MeshResult {
-        seq: 0,
-        test: test.name.clone(),
-        kind: ResultKind::Trace,
-        src: me.to_string(),
-        dst: dst.name.clone(),
-        start,
-        end: start,
-        status: RunStatus::Failed,
-        reason: None,
-        latency: None,
-        throughput: None,
-        trace: None,
-        capacity: None,
-    };
+    let mut r = failed_run(me, test, dst, ResultKind::Trace);
     let TestKind::Trace { rounds, icmp, max_ttl } = test.kind else { return r };
-    let ip = match (dst.address.as_str(), 0).to_socket_addrs().map(|mut a| a.next()) {
-        Ok(Some(a)) => a.ip(),
-        Ok(None) => {
-            r.reason = Some(format!("{} has no address", dst.address));
-            return r;
-        }
-        Err(e) => {
-            r.reason = Some(format!("cannot resolve {}: {e}", dst.address));
-            return r;
-        }
+    let ip = match resolve(dst) {
+        Ok(a) => a.ip(),
+        Err(e) => return MeshResult { reason: Some(e), ..r },
     };
     let o = wanperf_diag::run::Options {
         method: if icmp { Method::Icmp } else { Method::Udp },
@@ -764,22 +749,7 @@ fn run_tput(
     dst: &wanperf_mesh::config::Host,
     stop: &Arc<AtomicBool>,
 ) -> MeshResult {
-    let start = now_unix();
-    let mut r = MeshResult {
-        seq: 0,
-        test: test.name.clone(),
-        kind: ResultKind::Throughput,
-        src: me.to_string(),
-        dst: dst.name.clone(),
-        start,
-        end: start,
-        status: RunStatus::Failed,
-        reason: None,
-        latency: None,
-        throughput: None,
-        trace: None,
-        capacity: None,
-    };
+    let mut r = failed_run(me, test, dst, ResultKind::Throughput);
     let TestKind::Throughput { duration_s, streams, window, reverse, udp_rate } = test.kind else { return r };
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("tput")
