@@ -139,9 +139,12 @@ pub fn modes(v: &[f64], width: f64) -> Vec<(f64, Vec<f64>)> {
     out
 }
 
+/// A mode: its centre and the estimates within it (sorted).
+type Mode = (f64, Vec<f64>);
+
 /// A span's significant modes: those holding at least a quarter as many estimates as the
 /// densest (and at least 3).
-fn significant_modes(v: &[f64]) -> Vec<(f64, Vec<f64>)> {
+fn significant_modes(v: &[f64]) -> Vec<Mode> {
     let ms = modes(v, MODE_WIDTH);
     let densest = ms.first().map_or(0, |m| m.1.len());
     ms.into_iter().filter(|m| m.1.len() * 4 >= densest).collect()
@@ -164,7 +167,7 @@ fn score(n: usize, samples: usize) -> f64 {
 /// densest) at two spans or more, reported from the span where its score is best; without
 /// one, the densest mode of the span whose densest mode scores best.
 pub fn capacity(trains: &[Train]) -> Option<Capacity> {
-    let mut per_span: Vec<(u32, usize, Vec<(f64, Vec<f64>)>)> = Vec::new();
+    let mut per_span: Vec<(u32, usize, Vec<Mode>)> = Vec::new();
     for span in SPANS {
         let v = samples(trains, span);
         if v.len() >= MIN_SAMPLES {
