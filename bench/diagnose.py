@@ -7,7 +7,7 @@ sometimes loaded by Poisson cross traffic at 30 % or 60 % of its rate (the truth
 available bandwidth is its rate minus the cross traffic's mean). Prints a row per topology,
 then medians, worst cases and ratios; everything is bounded in time and torn down."""
 
-import json, os, random, shutil, statistics, subprocess, sys, tempfile, time
+import json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 BIN = os.path.abspath("target/release/wanperf")
 SBIN_PATH = os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin"
@@ -142,4 +142,6 @@ def main():
 
 
 if __name__ == "__main__":
+    # Killed (timeout, Ctrl-C from a wrapper): unwind, so the `finally` takes the network down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())

@@ -14,11 +14,13 @@
 //! noise dominates. Windows whose dispersion
 //! is below what [`MAX_RATE_BPS`] allows are batched arrivals (coalescing, GRO) and dropped.
 //!
-//! **Available bandwidth** by self-loading periodic streams, as pathload does: a stream sent at
-//! a rate above the path's available bandwidth builds a queue, so its one-way delays rise
-//! through the stream; one below does not. [`trend`] judges a stream with pathload's pairwise
-//! comparison (PCT) and difference (PDT) tests on medians of groups; [`AvailSearch`] is the
-//! binary search between 0 and the capacity.
+//! **Available bandwidth** by self-loading streams and their rate response ([`AvailProbe`]):
+//! a stream paced above the available bandwidth into a FIFO bottleneck leaves it spread by
+//! the cross traffic that shares it, and the spread says how much there is. Pathload's way
+//! (a binary search on whether each stream's one-way delays rise) spends each stream on one
+//! yes-or-no answer that Poisson cross traffic flips near the answer (it was within 5 % of
+//! the capacity in only 10 of bench/diagnose.sh's 20 topologies); the spread is a number from every stream,
+//! and pooling the streams averages the cross traffic over all of them.
 //!
 //! **The bottleneck's hop** from a recursive packet train, as Pathneck does: small
 //! TTL-limited packets at the head (TTL 1, 2, …) and tail (…, 2, 1) of a train of large ones;
@@ -259,139 +261,165 @@ pub fn capacity(trains: &[Train]) -> Option<Capacity> {
     Some(make(refined.0, refined.1))
 }
 
-/// How one-way delays move through a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Trend {
-    /// They rise: the stream's rate is above the available bandwidth.
-    Increasing,
-    /// They do not.
-    Flat,
-    /// Neither test is sure (the grey region).
-    Unclear,
-}
-
-/// Pathload's trend of one stream's one-way delays (ns, any offset): the delays are cut into
-/// about √n groups, each reduced to its median; PCT is the share of consecutive medians that
-/// rise, PDT the net rise over the sum of absolute steps. Increasing when one test says so
-/// strongly (PCT > 0.66 or PDT > 0.55) and the other does not say flat (PCT > 0.54, PDT >
-/// 0.45); flat when both say flat (PCT < 0.54 and PDT < 0.45); otherwise unclear. A rise
-/// from the first group's median to the last's of less than `min_rise` (the delays' unit) is
-/// flat whatever the tests say: timer noise and clock drift make small monotonic drifts that
-/// no queue makes. `None` below 10 delays.
-pub fn trend(owd_ns: &[f64], min_rise: f64) -> Option<Trend> {
-    let d: Vec<f64> = owd_ns.iter().copied().filter(|x| x.is_finite()).collect();
-    if d.len() < 10 {
-        return None;
-    }
-    let g = (d.len() as f64).sqrt().floor() as usize;
-    let medians: Vec<f64> = d
-        .chunks(d.len().div_ceil(g))
-        .map(|c| {
-            let mut c = c.to_vec();
-            c.sort_by(f64::total_cmp);
-            quantile(&c, 0.5)
-        })
-        .collect();
-    let steps: Vec<f64> = medians.windows(2).map(|w| w[1] - w[0]).collect();
-    if steps.is_empty() {
-        return None;
-    }
-    let pct = steps.iter().filter(|s| **s > 0.0).count() as f64 / steps.len() as f64;
-    let abs: f64 = steps.iter().map(|s| s.abs()).sum();
-    let pdt = if abs > 0.0 { (medians[medians.len() - 1] - medians[0]) / abs } else { 0.0 };
-    let rise = medians[medians.len() - 1] - medians[0];
-    let up = ((pct > 0.66 && pdt > 0.45) || (pdt > 0.55 && pct > 0.54)) && rise >= min_rise;
-    let flat = (pct < 0.54 && pdt < 0.45) || rise < min_rise;
-    Some(match (up, flat) {
-        (true, false) => Trend::Increasing,
-        (false, true) => Trend::Flat,
-        _ => Trend::Unclear,
-    })
-}
-
-/// Binary search of the available bandwidth between 0 and the capacity: [`next`] is the
-/// rate of the next stream, [`record`] its trend. A rate whose stream rose bounds the
-/// answer from above, one that stayed flat from below; an unclear stream narrows the grey
-/// region from the side it is on (its rate stays a candidate on both).
-///
-/// [`next`]: AvailSearch::next
-/// [`record`]: AvailSearch::record
+/// One self-loading stream as sent and received.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AvailSearch {
-    /// Highest rate known to be below the available bandwidth, bit/s.
-    pub lo: f64,
-    /// Lowest rate known to be above it, bit/s.
-    pub hi: f64,
-    /// Streams judged.
+pub struct Stream {
+    /// Bytes of each packet at the IP layer.
+    pub wire_bytes: u32,
+    /// Packets sent.
+    pub sent: u32,
+    /// (position in the stream, send time ns, receive time ns) of the packets that arrived.
+    pub packets: Vec<(u32, u64, u64)>,
+}
+
+/// What a stream says of the path: its input rate and how much the path spread it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Response {
+    /// Bits sent from the first measured packet to the last.
+    bits: f64,
+    /// Their spread at the sender and at the receiver, ns.
+    din: f64,
+    dout: f64,
+}
+
+impl Response {
+    /// The stream's rate as sent, bit/s.
+    fn rate_in(&self) -> f64 {
+        self.bits / self.din * 1e9
+    }
+
+    /// Its rate as received, bit/s.
+    fn rate_out(&self) -> f64 {
+        self.bits / self.dout * 1e9
+    }
+
+    /// `capacity − cross traffic` seen by this stream alone (see [`AvailProbe`]).
+    fn avail(&self, capacity: f64) -> f64 {
+        capacity + self.rate_in() - capacity * self.rate_in() / self.rate_out()
+    }
+}
+
+/// A stream's response: the packets from the second (the first leaves a sleeping sender and
+/// may find the path's threads asleep) to the last, by position, so that packets lost on
+/// the way do not count as sent faster. `None` below 10 packets, with more than 2 % of the
+/// stream lost (a queue overflowed: the receiver's spread then misses the dropped packets'
+/// time), or with timestamps out of order.
+fn response(s: &Stream) -> Option<Response> {
+    let mut p: Vec<(u32, u64, u64)> = s.packets.iter().copied().filter(|x| x.0 > 0).collect();
+    p.sort_unstable();
+    p.dedup_by_key(|x| x.0);
+    if p.len() < 10 || (s.sent as usize).saturating_sub(p.len() + 1) * 50 > s.sent as usize {
+        return None;
+    }
+    let (f, l) = (p[0], p[p.len() - 1]);
+    if l.1 <= f.1 || l.2 <= f.2 {
+        return None;
+    }
+    let bits = f64::from(l.0 - f.0) * f64::from(s.wire_bytes) * 8.0;
+    Some(Response { bits, din: (l.1 - f.1) as f64, dout: (l.2 - f.2) as f64 })
+}
+
+/// The available bandwidth by direct probing of the rate response (TOPP's model, as Spruce
+/// and pathChirp use it): a stream sent at `R` above the available bandwidth `A` into a FIFO
+/// bottleneck of capacity `C` carrying cross traffic `X = C − A` leaves it at `R·C / (R + X)`,
+/// so the spread it gains gives `X = C·Δout/Δin − R` directly — no search, no trend test.
+/// Streams are pooled (spreads summed, so that each counts by its length) and the cross
+/// traffic's randomness averages out over all of them; a stream at or below `A` gains no
+/// spread and says only `A ≥ R`, so streams are sent well above the estimate so far
+/// ([`next`]) and those that turn out not to be are left out ([`estimate`]).
+///
+/// [`next`]: AvailProbe::next
+/// [`estimate`]: AvailProbe::estimate
+#[derive(Debug, Clone, PartialEq)]
+pub struct AvailProbe {
+    capacity: f64,
+    responses: Vec<Response>,
+    /// Streams recorded, whether or not they could be used.
     pub streams: u32,
-    /// Unclear streams.
-    pub unclear: u32,
-    grey: Option<(f64, f64)>,
 }
 
 /// The available-bandwidth estimate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Avail {
-    /// The estimate (the middle of the range), bit/s.
+    /// The estimate, bit/s.
     pub bps: f64,
-    /// The range it is known to lie in, bit/s.
+    /// Two standard errors below and above it (from the spread of the streams' own
+    /// estimates; equal to `bps` with a single stream), bit/s.
     pub low_bps: f64,
     /// See `low_bps`.
     pub high_bps: f64,
     /// Streams sent.
     pub streams: u32,
+    /// Streams the estimate is made of.
+    pub used: u32,
 }
 
-impl AvailSearch {
-    /// A search below `capacity` bit/s.
-    pub fn new(capacity: f64) -> AvailSearch {
-        AvailSearch { lo: 0.0, hi: capacity, streams: 0, unclear: 0, grey: None }
+impl AvailProbe {
+    /// Probing below `capacity` bit/s.
+    pub fn new(capacity: f64) -> AvailProbe {
+        AvailProbe { capacity, responses: Vec::new(), streams: 0 }
     }
 
-    /// The rate of the next stream, bit/s.
+    /// The rate of the next stream, bit/s: the capacity first, then 40 % of the way from the
+    /// estimate so far to the capacity (at least 10 % of the capacity above it), where a
+    /// stream is surely above the available bandwidth and spends the longest for its bytes.
     pub fn next(&self) -> f64 {
-        match self.grey {
-            // Probe outside the grey region first, on its wider side.
-            Some((g0, g1)) if g0 - self.lo > self.hi - g1 => (self.lo + g0) / 2.0,
-            Some((_, g1)) => (g1 + self.hi) / 2.0,
-            None => (self.lo + self.hi) / 2.0,
-        }
-    }
-
-    /// The stream at `rate` had `t`.
-    pub fn record(&mut self, rate: f64, t: Trend) {
-        self.streams += 1;
-        match t {
-            Trend::Increasing => self.hi = self.hi.min(rate),
-            Trend::Flat => self.lo = self.lo.max(rate),
-            Trend::Unclear => {
-                self.unclear += 1;
-                self.grey = Some(match self.grey {
-                    Some((a, b)) => (a.min(rate), b.max(rate)),
-                    None => (rate, rate),
-                });
+        match self.estimate() {
+            None => self.capacity,
+            Some(a) => {
+                let c = self.capacity;
+                (a.bps + 0.4 * (c - a.bps)).max(a.bps + 0.1 * c).min(c)
             }
         }
-        if let Some((a, b)) = self.grey {
-            let (a, b) = (a.max(self.lo), b.min(self.hi));
-            self.grey = (a <= b).then_some((a, b));
-        }
-        if self.lo > self.hi {
-            // Contradictory streams (cross traffic changed): keep the newer bound's side.
-            std::mem::swap(&mut self.lo, &mut self.hi);
+    }
+
+    /// A stream was sent and received.
+    pub fn record(&mut self, s: &Stream) {
+        self.streams += 1;
+        if let Some(r) = response(s) {
+            self.responses.push(r);
         }
     }
 
-    /// Whether the range is within `resolution` bit/s (grey regions count as known).
-    pub fn done(&self, resolution: f64) -> bool {
-        let (a, b) = self.grey.unwrap_or((self.next(), self.next()));
-        (a - self.lo).max(self.hi - b) <= resolution || self.hi - self.lo <= resolution
-    }
-
-    /// The estimate so far.
-    pub fn estimate(&self) -> Avail {
-        Avail { bps: (self.lo + self.hi) / 2.0, low_bps: self.lo, high_bps: self.hi, streams: self.streams }
+    /// The estimate so far: `C − X` from the pooled streams sent at least 5 % above it (all
+    /// of them when none is: a path whose available bandwidth is about its capacity), within
+    /// [0, capacity]. `None` before a usable stream.
+    pub fn estimate(&self) -> Option<Avail> {
+        let c = self.capacity;
+        let pooled = |rs: &[&Response]| {
+            let (bits, din, dout) = rs.iter().fold((0.0, 0.0, 0.0), |(b, i, o), r| (b + r.bits, i + r.din, o + r.dout));
+            let x = c * dout / din - bits / din * 1e9;
+            (c - x).clamp(0.0, c)
+        };
+        let all: Vec<&Response> = self.responses.iter().collect();
+        if all.is_empty() {
+            return None;
+        }
+        let mut a = pooled(&all);
+        let mut used = all.clone();
+        for _ in 0..3 {
+            let above: Vec<&Response> = all.iter().copied().filter(|r| r.rate_in() >= 1.05 * a).collect();
+            if above.is_empty() || above.len() == used.len() {
+                break;
+            }
+            a = pooled(&above);
+            used = above;
+        }
+        let n = used.len() as f64;
+        let se = if used.len() >= 2 {
+            let each: Vec<f64> = used.iter().map(|r| r.avail(c)).collect();
+            let mean = each.iter().sum::<f64>() / n;
+            (each.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() / n.sqrt()
+        } else {
+            0.0
+        };
+        Some(Avail {
+            bps: a,
+            low_bps: (a - 2.0 * se).max(0.0),
+            high_bps: (a + 2.0 * se).min(c),
+            streams: self.streams,
+            used: used.len() as u32,
+        })
     }
 }
 
@@ -592,48 +620,95 @@ mod tests {
         assert_eq!(capacity(&[]), None);
     }
 
-    #[test]
-    fn trends_follow_the_queue() {
-        // 100 streams each: rising by 2 µs a packet under 50 µs of noise, and noise alone.
-        let mut r = Lcg(11);
-        let (mut up, mut false_up, mut flat) = (0, 0, 0);
-        for _ in 0..100 {
-            let rising: Vec<f64> = (0..100).map(|i| 1e6 + 2_000.0 * f64::from(i) + 50_000.0 * r.next()).collect();
-            up += usize::from(trend(&rising, 0.0) == Some(Trend::Increasing));
-            let noise: Vec<f64> = (0..100).map(|_| 1e6 + 50_000.0 * r.next()).collect();
-            false_up += usize::from(trend(&noise, 0.0) == Some(Trend::Increasing));
-            flat += usize::from(trend(&noise, 0.0) == Some(Trend::Flat));
+    /// A stream of `k` 1500-byte packets paced at `rate` into a FIFO link of `c` bit/s that
+    /// also carries 1500-byte cross packets at `cross` bit/s (Poisson, or evenly spaced), in
+    /// virtual time: each packet leaves at max(its arrival, the previous departure) plus its
+    /// transmission time.
+    fn fifo_stream(c: f64, cross: f64, poisson: bool, rate: f64, k: u32, r: &mut Lcg) -> Stream {
+        let tx = 12_000.0 / c * 1e9;
+        let start = 50e6; // ns: cross traffic runs for 50 ms before the stream
+        let mut arrivals: Vec<(f64, Option<u32>)> =
+            (0..k).map(|i| (start + f64::from(i) * 12_000.0 / rate * 1e9, Some(i))).collect();
+        let end = arrivals.last().unwrap().0;
+        if cross > 0.0 {
+            let mean = 12_000.0 / cross * 1e9;
+            let mut t = r.next() * mean;
+            while t < end {
+                arrivals.push((t, None));
+                t += if poisson { -mean * (1.0 - r.next()).ln() } else { mean };
+            }
         }
-        assert!(up >= 95, "{up} of 100 rising streams seen rising");
-        assert!(false_up <= 5, "{false_up} of 100 flat streams seen rising");
-        assert!(flat >= 50, "{flat} of 100 flat streams seen flat");
-        assert_eq!(trend(&[1.0; 5], 0.0), None);
-        // A steady drift of 30 µs over the stream is no queue when a packet takes 1.2 ms.
-        let drift: Vec<f64> = (0..48).map(|i| 1e6 + 600.0 * f64::from(i)).collect();
-        assert_eq!(trend(&drift, 0.0), Some(Trend::Increasing));
-        assert_eq!(trend(&drift, 600_000.0), Some(Trend::Flat));
+        arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut free = 0.0f64;
+        let mut packets = Vec::new();
+        for (at, probe) in arrivals {
+            free = free.max(at) + tx;
+            if let Some(i) = probe {
+                packets.push((i, at as u64, (free + 1e6) as u64));
+            }
+        }
+        Stream { wire_bytes: 1500, sent: k, packets }
+    }
+
+    /// [`AvailProbe`] run for `streams` streams of 64 on a `fifo_stream` path.
+    fn probe_avail(c: f64, cross: f64, poisson: bool, streams: u32, r: &mut Lcg) -> Avail {
+        let mut p = AvailProbe::new(c);
+        for _ in 0..streams {
+            let s = fifo_stream(c, cross, poisson, p.next(), 64, r);
+            p.record(&s);
+        }
+        p.estimate().unwrap()
     }
 
     #[test]
-    fn the_search_converges_on_the_available_bandwidth() {
-        // A path of 100 Mbit/s carrying 40: streams above 60 rise, below stay flat, and
-        // within ±2 of it they are unclear.
-        let mut s = AvailSearch::new(100e6);
-        while !s.done(2e6) && s.streams < 20 {
-            let rate = s.next();
-            let t = if rate > 62e6 {
-                Trend::Increasing
-            } else if rate < 58e6 {
-                Trend::Flat
-            } else {
-                Trend::Unclear
-            };
-            s.record(rate, t);
+    fn the_rate_response_gives_the_available_bandwidth() {
+        // Even cross traffic: the FIFO's spread is the model's, within 2 % of the capacity.
+        for share in [0.0, 0.3, 0.6, 0.9] {
+            let mut r = Lcg(21);
+            let a = probe_avail(100e6, share * 100e6, false, 6, &mut r);
+            let truth = 100e6 * (1.0 - share);
+            assert!((a.bps - truth).abs() <= 2e6, "even cross traffic at {share}: {a:?}");
+            assert!(a.low_bps <= a.bps && a.bps <= a.high_bps && a.high_bps <= 100e6, "{a:?}");
+            assert_eq!(a.streams, 6);
         }
-        let a = s.estimate();
-        assert!(within(a.bps, 60e6, 0.05), "{a:?} {s:?}");
-        assert!(a.low_bps <= 60e6 && 60e6 <= a.high_bps, "{a:?}");
-        assert!(s.streams <= 10, "{s:?}");
+        // Poisson cross traffic at 30 % and 60 %, 6 streams (what 1 MiB leaves): pooled,
+        // within 5 % of the capacity in 88 of 100 runs at 30 % and 75 at 60 %, never 10 %
+        // off. The streams sample 55 to 70 ms of the cross traffic, whose Poisson count over
+        // that time alone varies by 2.5 to 3.2 % of the capacity (one standard deviation):
+        // the 5 % target in 95 % of runs needs about twice the bytes at 60 %.
+        for (share, want) in [(0.3, 88), (0.6, 75)] {
+            let mut r = Lcg(22);
+            let mut good = 0;
+            for _ in 0..100 {
+                let a = probe_avail(100e6, share * 100e6, true, 6, &mut r);
+                let err = (a.bps - 100e6 * (1.0 - share)).abs() / 100e6;
+                assert!(err <= 0.10, "Poisson cross traffic at {share}: {a:?}");
+                good += usize::from(err <= 0.05);
+            }
+            assert!(good >= want, "Poisson at {share}: {good} of 100 within 5 %");
+        }
+    }
+
+    #[test]
+    fn streams_that_lost_packets_or_are_too_short_do_not_count() {
+        let mut r = Lcg(23);
+        let mut p = AvailProbe::new(100e6);
+        assert_eq!(p.next(), 100e6);
+        assert_eq!(p.estimate(), None);
+        let mut s = fifo_stream(100e6, 40e6, false, 100e6, 64, &mut r);
+        s.packets.truncate(40); // a queue overflowed
+        p.record(&s);
+        s.packets.truncate(8);
+        s.sent = 9;
+        p.record(&s);
+        assert_eq!(p.estimate(), None);
+        assert_eq!(p.streams, 2);
+        // An unloaded path: streams at the capacity are not spread, and the next goes there.
+        let s = fifo_stream(100e6, 0.0, false, 100e6, 64, &mut r);
+        p.record(&s);
+        let a = p.estimate().unwrap();
+        assert!((a.bps - 100e6).abs() < 1e5, "{a:?}");
+        assert_eq!(p.next(), 100e6);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! packet trains for the bottleneck's hop, paced streams for the available bandwidth — within
 //! a budget of bytes and seconds — fed to the pure estimators of [`crate::capacity`].
 
-use crate::capacity::{self, AvailSearch, Capacity, Location, RptResult, Train, Trend};
+use crate::capacity::{self, AvailProbe, Capacity, Location, RptResult, Stream, Train};
 use crate::train::{overhead, pace_until, Heard, Pkt, Trainer};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -302,16 +302,16 @@ pub fn measure(
         }
     }
 
-    // Available bandwidth: paced streams, binary search below the capacity, with what is left.
+    // Available bandwidth: paced streams above it, their spread pooled, with what is left.
     if let (true, Some(c)) = (o.avail, &report.capacity) {
-        let k = 48u64;
+        let k = 64u64;
         let stream_bytes = k * size as u64;
-        let mut search = AvailSearch::new(c.bps);
-        while r.affordable(stream_bytes) && !search.done(0.02 * c.bps) {
+        let mut probe = AvailProbe::new(c.bps);
+        while r.affordable(stream_bytes) {
             if !progress("available bandwidth", share(&r)) {
                 break;
             }
-            let rate = search.next();
+            let rate = probe.next();
             let gap = Duration::from_secs_f64(size as f64 * 8.0 / rate.max(1.0));
             if gap * k as u32 > r.left() {
                 break;
@@ -328,41 +328,23 @@ pub fn measure(
                 h.iter().filter(|x| matches!(x, Heard::Echo { seq, .. } if *seq >= base && *seq < base + k)).count()
                     >= k as usize
             })?;
-            let mut owd: Vec<(u64, f64)> = heard
+            let packets: Vec<(u32, u64, u64)> = heard
                 .iter()
                 .filter_map(|h| match *h {
                     Heard::Echo { seq, client_tx_ns, server_rx_ns, .. } if seq >= base && seq < base + k => {
-                        Some((seq, server_rx_ns as f64 - client_tx_ns as f64))
+                        Some(((seq - base) as u32, client_tx_ns, server_rx_ns))
                     }
                     _ => None,
                 })
                 .collect();
-            owd.sort_by_key(|x| x.0);
-            owd.dedup_by_key(|x| x.0);
-            let lost = k - owd.len() as u64;
-            r.lost += lost;
-            // A stream that overflowed a queue was above the available bandwidth. The first
-            // packet is left out (it leaves a sleeping sender and may find the path's threads
-            // asleep: tens to hundreds of µs late). A rise counts from 1.5 packet times at the
-            // capacity, or 100 µs (the timers' noise): a stream 5 % of the capacity above the
-            // available bandwidth builds a queue of at least 48 × 5 % = 2.4 packet times,
-            // while a queue that only fluctuates (cross traffic below the capacity) moves its
-            // group medians by less.
-            let min_rise = (1.5 * size as f64 * 8.0 / c.bps * 1e9).max(100_000.0);
-            let tr = if lost * 10 > k {
-                Trend::Increasing
-            } else {
-                let d: Vec<f64> = owd.iter().filter(|x| x.0 != base).map(|x| x.1).collect();
-                capacity::trend(&d, min_rise).unwrap_or(Trend::Unclear)
-            };
-            search.record(rate, tr);
+            let s = Stream { wire_bytes: size as u32, sent: k as u32, packets };
+            r.lost += k.saturating_sub(s.packets.len() as u64);
+            probe.record(&s);
             report.streams += 1;
             // Let the stream's queue drain before the next.
             std::thread::sleep((r.rtt + gap * k as u32 / 2).min(Duration::from_millis(500)));
         }
-        if report.streams > 0 {
-            report.available = Some(search.estimate());
-        }
+        report.available = probe.estimate();
     }
     report.bytes_sent = r.sent_bytes;
     report.lost = r.lost;

@@ -588,17 +588,11 @@ fn traces(me: &str, current: &Current, spool: &Mutex<Spool>, stop: &AtomicBool, 
             digest = d;
             seed = crate::view::seed_of(&mesh);
             pairs = mesh
-                .tests
-                .iter()
-                .any(|t| matches!(t.kind, TestKind::Trace { .. }))
-                .then(|| {
-                    mesh.tests_from(me)
-                        .into_iter()
-                        .filter(|(t, _)| matches!(t.kind, TestKind::Trace { .. }))
-                        .filter_map(|(t, dst)| Some((t.clone(), mesh.host(&dst)?.clone())))
-                        .collect()
-                })
-                .unwrap_or_default();
+                .tests_from(me)
+                .into_iter()
+                .filter(|(t, _)| matches!(t.kind, TestKind::Trace { .. }))
+                .filter_map(|(t, dst)| Some((t.clone(), mesh.host(&dst)?.clone())))
+                .collect();
         }
         let now = now_unix();
         for (test, dst) in &pairs {

@@ -26,8 +26,9 @@ of bytes (--budget, 1 MB by default) and time (--time, 10 s):
 capacity   back-to-back trains of 33 large packets; every window of 2, 3, 5 … 33 consecutive
            packets gives an estimate (bytes / dispersion at the receiver). Cross traffic
            widens windows, timer noise and interrupt coalescing move them both ways, so each
-           window length's estimates are reduced to their modes, and the capacity is the
-           fastest mode that several window lengths agree on. The range is the 10th-90th
+           window length's estimates are reduced to their modes (as wide as that length's
+           timing noise), the capacity is the fastest mode that several window lengths agree
+           on, and the most precise length that agrees places it. The range is the 10th-90th
            percentile of the estimates in that mode.
 bottleneck recursive packet trains (Pathneck): small packets with TTL 1, 2, … at the head and
            … 2, 1 at the tail of 20 large ones; every router answers its head and tail
@@ -36,9 +37,11 @@ bottleneck recursive packet trains (Pathneck): small packets with TTL 1, 2, … 
            after the narrowest: the first hop where it reaches 90 % of its longest is named,
            with the gap per hop. Needs routers that answer ICMP (a second between trains, for
            their rate limits).
-available  pathload's self-loading streams: 48 packets paced at a rate; above the available
-           bandwidth their one-way delays rise (pairwise comparison and difference tests), so
-           a binary search between 0 and the capacity brackets it.
+available  self-loading streams of 64 packets paced above the available bandwidth (first at
+           the capacity, then between the estimate and the capacity): cross traffic sharing
+           the bottleneck spreads them, by C·Δout/Δin − R = the cross traffic's rate, and the
+           streams are pooled until the budget is spent. The range is ±2 standard errors of
+           the streams' own estimates.
 
 Only this direction is measured (run it from the other end for the reverse). The narrow link
 (least capacity) and the tight link (least available bandwidth) need not be the same: the
@@ -96,9 +99,10 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
     }
     match &r.available {
         Some(a) => println!(
-            "  available bandwidth  {:>12}   (between {}; {} streams)",
+            "  available bandwidth  {:>12}   (between {}; {} of {} streams)",
             fmt_rate(a.bps),
             range(a.low_bps, a.high_bps),
+            a.used,
             a.streams
         ),
         None if r.capacity.is_some() => println!("  available bandwidth  not measured"),
