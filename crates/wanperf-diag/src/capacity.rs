@@ -277,15 +277,21 @@ pub struct Stream {
 struct Response {
     /// Bits sent from the first measured packet to the last.
     bits: f64,
-    /// Their spread at the sender and at the receiver, ns.
-    din: f64,
+    /// Their spread at the receiver, ns.
     dout: f64,
+    /// Their spread after a link of the capacity with nothing else on it (the sender's own
+    /// unevenness: a late packet makes the ones after it queue behind it), ns.
+    dsim: f64,
 }
 
+/// Extra spread below this share of a stream, or 100 µs, is the path's timing noise, not
+/// cross traffic.
+const SPREAD_NOISE: f64 = 0.01;
+
 impl Response {
-    /// The stream's rate as sent, bit/s.
-    fn rate_in(&self) -> f64 {
-        self.bits / self.din * 1e9
+    /// The stream's rate as it left a link of the capacity with nothing else on it, bit/s.
+    fn rate_sim(&self) -> f64 {
+        self.bits / self.dsim * 1e9
     }
 
     /// Its rate as received, bit/s.
@@ -293,18 +299,24 @@ impl Response {
         self.bits / self.dout * 1e9
     }
 
+    /// Whether the path spread it more than the capacity alone does: cross traffic shared
+    /// the bottleneck with it, and it was above the available bandwidth.
+    fn spread(&self) -> bool {
+        self.dout - self.dsim > (self.dsim * SPREAD_NOISE).max(100_000.0)
+    }
+
     /// `capacity − cross traffic` seen by this stream alone (see [`AvailProbe`]).
     fn avail(&self, capacity: f64) -> f64 {
-        capacity + self.rate_in() - capacity * self.rate_in() / self.rate_out()
+        capacity + self.rate_sim() - capacity * self.dout / self.dsim
     }
 }
 
-/// A stream's response: the packets from the second (the first leaves a sleeping sender and
-/// may find the path's threads asleep) to the last, by position, so that packets lost on
-/// the way do not count as sent faster. `None` below 10 packets, with more than 2 % of the
-/// stream lost (a queue overflowed: the receiver's spread then misses the dropped packets'
-/// time), or with timestamps out of order.
-fn response(s: &Stream) -> Option<Response> {
+/// A stream's response at `capacity`: the packets from the second (the first leaves a
+/// sleeping sender and may find the path's threads asleep) to the last, by position, so that
+/// packets lost on the way do not count as sent faster. `None` below 10 packets, with more
+/// than 2 % of the stream lost (a queue overflowed: the receiver's spread then misses the
+/// dropped packets' time), or with timestamps out of order.
+fn response(s: &Stream, capacity: f64) -> Option<Response> {
     let mut p: Vec<(u32, u64, u64)> = s.packets.iter().copied().filter(|x| x.0 > 0).collect();
     p.sort_unstable();
     p.dedup_by_key(|x| x.0);
@@ -312,24 +324,32 @@ fn response(s: &Stream) -> Option<Response> {
         return None;
     }
     let (f, l) = (p[0], p[p.len() - 1]);
-    if l.1 <= f.1 || l.2 <= f.2 {
+    if l.1 <= f.1 || l.2 <= f.2 || p.windows(2).any(|w| w[1].1 < w[0].1) {
         return None;
     }
+    let tx = f64::from(s.wire_bytes) * 8.0 / capacity * 1e9;
+    let (mut first, mut free) = (None, f64::MIN);
+    for x in &p {
+        free = free.max(x.1 as f64) + tx;
+        first.get_or_insert(free);
+    }
     let bits = f64::from(l.0 - f.0) * f64::from(s.wire_bytes) * 8.0;
-    Some(Response { bits, din: (l.1 - f.1) as f64, dout: (l.2 - f.2) as f64 })
+    Some(Response { bits, dout: (l.2 - f.2) as f64, dsim: free - first.unwrap_or(free) })
 }
 
 /// The available bandwidth by direct probing of the rate response (TOPP's model, as Spruce
 /// and pathChirp use it): a stream sent at `R` above the available bandwidth `A` into a FIFO
 /// bottleneck of capacity `C` carrying cross traffic `X = C − A` leaves it at `R·C / (R + X)`,
 /// so the spread it gains gives `X = C·Δout/Δin − R` directly — no search, no trend test.
-/// Streams are pooled (spreads summed, so that each counts by its length) and the cross
-/// traffic's randomness averages out over all of them; a stream at or below `A` gains no
-/// spread and says only `A ≥ R`, so streams are sent well above the estimate so far
-/// ([`next`]) and those that turn out not to be are left out ([`estimate`]).
+/// `Δin` and `R` are taken after a link of the capacity fed with the packets' real send
+/// times: a sender that slept late on one packet sends the next ones in a burst, which
+/// queues at the bottleneck and, at `R` near `C`, never drains — spread that is the
+/// sender's, not cross traffic. A stream spread no more than that (within timing noise) is
+/// at or below `A` and says only `A ≥ R`; the spread ones are pooled (spreads summed, so
+/// that each counts by its length) and the cross traffic's randomness averages out over all
+/// of them. Streams are sent well above the estimate so far ([`next`]).
 ///
 /// [`next`]: AvailProbe::next
-/// [`estimate`]: AvailProbe::estimate
 #[derive(Debug, Clone, PartialEq)]
 pub struct AvailProbe {
     capacity: f64,
@@ -350,8 +370,11 @@ pub struct Avail {
     pub high_bps: f64,
     /// Streams sent.
     pub streams: u32,
-    /// Streams the estimate is made of.
+    /// Streams the estimate is made of (0: none was spread, no cross traffic seen).
     pub used: u32,
+    /// Each usable stream's rate as sent (after a link of the capacity) and as received,
+    /// bit/s: the rate response.
+    pub rates: Vec<[f64; 2]>,
 }
 
 impl AvailProbe {
@@ -376,34 +399,38 @@ impl AvailProbe {
     /// A stream was sent and received.
     pub fn record(&mut self, s: &Stream) {
         self.streams += 1;
-        if let Some(r) = response(s) {
+        if let Some(r) = response(s, self.capacity) {
             self.responses.push(r);
         }
     }
 
-    /// The estimate so far: `C − X` from the pooled streams sent at least 5 % above it (all
-    /// of them when none is: a path whose available bandwidth is about its capacity), within
-    /// [0, capacity]. `None` before a usable stream.
+    /// The estimate so far: the capacity when no stream was spread (no cross traffic seen;
+    /// `low_bps` is then the fastest stream), else `C − X` pooled over the streams sent at
+    /// least 5 % above it — spread or not, or the streams that happened to meet little cross
+    /// traffic would be left out and the estimate biased low. `None` before a usable stream.
     pub fn estimate(&self) -> Option<Avail> {
         let c = self.capacity;
-        let pooled = |rs: &[&Response]| {
-            let (bits, din, dout) = rs.iter().fold((0.0, 0.0, 0.0), |(b, i, o), r| (b + r.bits, i + r.din, o + r.dout));
-            let x = c * dout / din - bits / din * 1e9;
-            (c - x).clamp(0.0, c)
-        };
-        let all: Vec<&Response> = self.responses.iter().collect();
-        if all.is_empty() {
+        if self.responses.is_empty() {
             return None;
         }
-        let mut a = pooled(&all);
-        let mut used = all.clone();
+        let rates = self.responses.iter().map(|r| [r.rate_sim(), r.rate_out()]).collect();
+        if !self.responses.iter().any(Response::spread) {
+            let fastest = self.responses.iter().map(Response::rate_sim).fold(0.0, f64::max).min(c);
+            return Some(Avail { bps: c, low_bps: fastest, high_bps: c, streams: self.streams, used: 0, rates });
+        }
+        let pooled = |rs: &[&Response]| {
+            let (bits, dsim, dout) =
+                rs.iter().fold((0.0, 0.0, 0.0), |(b, i, o), r| (b + r.bits, i + r.dsim, o + r.dout));
+            (c - (c * dout / dsim - bits / dsim * 1e9)).clamp(0.0, c)
+        };
+        let all: Vec<&Response> = self.responses.iter().collect();
+        let (mut a, mut used) = (pooled(&all), all.clone());
         for _ in 0..3 {
-            let above: Vec<&Response> = all.iter().copied().filter(|r| r.rate_in() >= 1.05 * a).collect();
+            let above: Vec<&Response> = all.iter().copied().filter(|r| r.rate_sim() >= 1.05 * a).collect();
             if above.is_empty() || above.len() == used.len() {
                 break;
             }
-            a = pooled(&above);
-            used = above;
+            (a, used) = (pooled(&above), above);
         }
         let n = used.len() as f64;
         let se = if used.len() >= 2 {
@@ -419,6 +446,7 @@ impl AvailProbe {
             high_bps: (a + 2.0 * se).min(c),
             streams: self.streams,
             used: used.len() as u32,
+            rates,
         })
     }
 }
@@ -625,10 +653,24 @@ mod tests {
     /// virtual time: each packet leaves at max(its arrival, the previous departure) plus its
     /// transmission time.
     fn fifo_stream(c: f64, cross: f64, poisson: bool, rate: f64, k: u32, r: &mut Lcg) -> Stream {
+        late_fifo_stream(c, cross, poisson, rate, k, 0.0, r)
+    }
+
+    /// `fifo_stream` from a sender that sends packet `k / 3` `late_ns` late (it slept too
+    /// long) and the rest on time.
+    fn late_fifo_stream(c: f64, cross: f64, poisson: bool, rate: f64, k: u32, late_ns: f64, r: &mut Lcg) -> Stream {
         let tx = 12_000.0 / c * 1e9;
         let start = 50e6; // ns: cross traffic runs for 50 ms before the stream
-        let mut arrivals: Vec<(f64, Option<u32>)> =
-            (0..k).map(|i| (start + f64::from(i) * 12_000.0 / rate * 1e9, Some(i))).collect();
+                          // After the late one, the sender catches up: the packets whose times have passed go
+                          // 1 µs apart.
+        let mut sent = f64::MIN;
+        let mut arrivals: Vec<(f64, Option<u32>)> = (0..k)
+            .map(|i| {
+                let late = if i == k / 3 { late_ns } else { 0.0 };
+                sent = (start + f64::from(i) * 12_000.0 / rate * 1e9 + late).max(sent + 1000.0);
+                (sent, Some(i))
+            })
+            .collect();
         let end = arrivals.last().unwrap().0;
         if cross > 0.0 {
             let mean = 12_000.0 / cross * 1e9;
@@ -686,6 +728,23 @@ mod tests {
                 good += usize::from(err <= 0.05);
             }
             assert!(good >= want, "Poisson at {share}: {good} of 100 within 5 %");
+        }
+    }
+
+    #[test]
+    fn a_late_sender_is_not_cross_traffic() {
+        // At the capacity, a packet sent 2 ms late queues the 2 ms behind it to the end of
+        // the stream: without cross traffic that is still the capacity. With 30 % of even
+        // cross traffic and a packet 0.5 ms late, still 70 %.
+        for (cross, late, truth) in [(0.0, 2e6, 100e6), (30e6, 0.5e6, 70e6)] {
+            let mut r = Lcg(24);
+            let mut p = AvailProbe::new(100e6);
+            for _ in 0..6 {
+                let s = late_fifo_stream(100e6, cross, false, p.next(), 64, late, &mut r);
+                p.record(&s);
+            }
+            let a = p.estimate().unwrap();
+            assert!((a.bps - truth).abs() <= 2e6, "cross {cross}: {a:?}");
         }
     }
 

@@ -27,6 +27,8 @@ pub struct Options {
     pub avail: bool,
     /// Highest TTL of the head and tail packets.
     pub max_ttl: u8,
+    /// Measure the capacity from the server back to here too (the server sends trains).
+    pub reverse: bool,
 }
 
 impl Default for Options {
@@ -39,6 +41,7 @@ impl Default for Options {
             locate: true,
             avail: true,
             max_ttl: 16,
+            reverse: true,
         }
     }
 }
@@ -58,6 +61,17 @@ pub struct Bottleneck {
     pub routers: Vec<(u8, IpAddr)>,
 }
 
+/// The path from the server back to here.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reverse {
+    /// Its capacity, from trains the server sent (none: see `note`).
+    pub capacity: Option<Capacity>,
+    /// Trains asked for.
+    pub trains: u32,
+    /// Why there is no estimate, when there is none.
+    pub note: Option<String>,
+}
+
 /// What a measurement found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -65,6 +79,8 @@ pub struct Report {
     pub rtt_ms: f64,
     /// The capacity of the path from here to the server.
     pub capacity: Option<Capacity>,
+    /// The capacity of the path back (when asked for).
+    pub reverse: Option<Reverse>,
     /// Its available bandwidth.
     pub available: Option<capacity::Avail>,
     /// The bottleneck's hop.
@@ -140,6 +156,75 @@ impl Run<'_> {
     }
 }
 
+impl Run<'_> {
+    /// The reverse path's capacity from up to `want` trains of `size`-byte packets.
+    fn reverse(&mut self, want: u32, size: usize) -> io::Result<Reverse> {
+        let len = self.o.train_len.min(u32::from(wanperf_proto::probe::TRAIN_MAX_COUNT));
+        let train_bytes = u64::from(len) * size as u64;
+        let mut out = Reverse { capacity: None, trains: 0, note: None };
+        // The server's token for this address: one packet out, one of the same size back.
+        let mut token = None;
+        for _ in 0..3 {
+            let seq = self.next_seqs(1);
+            self.t.request_train(seq, 0, 0, size)?;
+            self.sent_bytes += 2 * wanperf_proto::probe::TRAIN_REQUEST_LEN as u64;
+            let wait = (self.rtt * 2).max(Duration::from_millis(300));
+            let heard = self.t.collect(Instant::now() + wait, wait, |h| {
+                h.iter().any(|x| matches!(x, Heard::Token { seq: s, .. } if *s == seq))
+            })?;
+            token = heard.iter().find_map(|h| match *h {
+                Heard::Token { seq: s, token } if s == seq => Some(token),
+                _ => None,
+            });
+            if token.is_some() {
+                break;
+            }
+        }
+        let Some(mut token) = token else {
+            out.note = Some("the server sends no trains (a wanperf serve older than this client?)".into());
+            return Ok(out);
+        };
+        let mut trains = Vec::new();
+        while out.trains < want && self.affordable(train_bytes) && self.left() > self.o.time * 2 / 5 {
+            let base = self.next_seqs(u64::from(len));
+            self.t.request_train(base, token, len as u16, size)?;
+            self.sent_bytes += train_bytes;
+            out.trains += 1;
+            let until = Instant::now() + Duration::from_secs(2).min(self.left() + self.quiet());
+            let heard = self.t.collect(until, self.quiet(), |h| {
+                h.iter()
+                    .filter(|x| matches!(x, Heard::Echo { seq, .. } if (base..base + u64::from(len)).contains(seq)))
+                    .count()
+                    >= len as usize
+                    || h.iter().any(|x| matches!(x, Heard::Token { .. }))
+            })?;
+            let mut arrivals = Vec::new();
+            for h in heard {
+                match h {
+                    Heard::Echo { seq, at_ns, .. } if (base..base + u64::from(len)).contains(&seq) => {
+                        arrivals.push(((seq - base) as u32, at_ns));
+                    }
+                    // The server restarted (a new secret): its new token, and the train again.
+                    Heard::Token { token: t, .. } => token = t,
+                    _ => {}
+                }
+            }
+            self.lost += u64::from(len).saturating_sub(arrivals.len() as u64);
+            trains.push(Train { wire_bytes: size as u32, sent: len, arrivals });
+            std::thread::sleep(self.rtt.max(Duration::from_millis(20)));
+        }
+        out.capacity = capacity::capacity(&trains);
+        if out.capacity.is_none() {
+            out.note = Some(if trains.iter().all(|t| t.arrivals.is_empty()) {
+                "no train came back (the server limits trains to 2 MB/s per client, or the path drops them)".into()
+            } else {
+                "too few trains arrived whole".into()
+            });
+        }
+        Ok(out)
+    }
+}
+
 /// Measures the path from here to the `wanperf serve` whose UDP echo is at `dst`. `progress`
 /// is told each phase and the share of the time budget used; returning false stops early
 /// (what was measured so far is reported).
@@ -177,6 +262,7 @@ pub fn measure(
     let mut report = Report {
         rtt_ms: rtt_ns as f64 / 1e6,
         capacity: None,
+        reverse: None,
         available: None,
         bottleneck: None,
         hops: None,
@@ -214,6 +300,13 @@ pub fn measure(
         std::thread::sleep(r.rtt.max(Duration::from_millis(20)));
     }
     report.capacity = capacity::capacity(&trains);
+
+    // The reverse path: trains the server sends back to back, timed here by the kernel,
+    // 15 % of the budget (their bytes count: they load the path as much).
+    if o.reverse && progress("reverse capacity", share(&r)) {
+        let want = ((o.budget_bytes as f64 * 0.15) / train_bytes as f64).floor().max(3.0) as u32;
+        report.reverse = Some(r.reverse(want, size)?);
+    }
 
     // The bottleneck's hop: recursive packet trains, a second apart (routers' ICMP rate limits
     // refill), 15 % of the budget.

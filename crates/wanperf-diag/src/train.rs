@@ -16,7 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 use wanperf_engine::sys::{enable_rx_timestamps, realtime_ns, recv_timestamped, setsockopt_raw};
-use wanperf_proto::probe::{Probe, PROBE_HEADER_LEN};
+use wanperf_proto::probe::{Probe, TrainRequest, PROBE_HEADER_LEN, TRAIN_REQUEST_LEN};
 
 /// One packet of a train.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +43,14 @@ pub enum Heard {
         server_rx_ns: u64,
         /// When the echo arrived here.
         at_ns: u64,
+    },
+    /// The server answered a train request without a valid token with its token for this
+    /// client (see [`TrainRequest`]).
+    Token {
+        /// The request's number.
+        seq: u64,
+        /// The token.
+        token: u64,
     },
     /// A router answered probe `seq` with time exceeded.
     TimeExceeded {
@@ -160,14 +168,34 @@ impl Trainer {
         Ok(t0)
     }
 
+    /// Asks the server for a train of `count` packets of `size` bytes on the wire (IP header
+    /// included) numbered from `seq`, with `token` (0 to ask for the token); returns the
+    /// send time.
+    pub fn request_train(&self, seq: u64, token: u64, count: u16, size: usize) -> io::Result<u64> {
+        let t = realtime_ns();
+        let mut b = vec![0u8; TRAIN_REQUEST_LEN];
+        Probe { reply: false, short: true, seq, client_tx_ns: t, server_rx_ns: 0, server_tx_ns: 0 }.write(&mut b);
+        let payload = size.saturating_sub(overhead(self.v6)).clamp(TRAIN_REQUEST_LEN, usize::from(u16::MAX));
+        TrainRequest { token, count, size: payload as u16 }.write(&mut b);
+        self.send_buf(&b)?;
+        Ok(t)
+    }
+
     /// Sends one packet now, stamped with its send time; returns that time.
     pub fn send_one(&self, p: &Pkt) -> io::Result<u64> {
         let t = realtime_ns();
         let b = self.payload(p, t);
+        self.send_buf(&b)?;
+        Ok(t)
+    }
+
+    /// Sends one datagram, waiting for room in the send buffer.
+    fn send_buf(&self, b: &[u8]) -> io::Result<()> {
         loop {
-            match self.sock.send(&b) {
-                Ok(_) => return Ok(t),
+            match self.sock.send(b) {
+                Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(libc::POLLOUT, 5).map(|_| ())?,
+                // A pending ICMP error fails a send once; it is read from the queue later.
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNREFUSED) | Some(libc::EINTR)) => {}
                 Err(e) => return Err(e),
             }
@@ -187,7 +215,7 @@ impl Trainer {
 
     /// Everything that can be read now.
     pub fn drain(&self, out: &mut Vec<Heard>) -> io::Result<()> {
-        let mut buf = [0u8; 2048];
+        let mut buf = [0u8; 9216];
         loop {
             let mut any = false;
             while let Some(e) = recv_error(self.sock.as_raw_fd(), &mut buf)? {
@@ -198,7 +226,10 @@ impl Trainer {
             }
             match recv_timestamped(self.sock.as_raw_fd(), &mut buf) {
                 Ok(r) => {
-                    if let Some(p) = Probe::read(&buf[..r.len]).filter(|p| p.reply) {
+                    let token = TrainRequest::read(&buf[..r.len]).filter(|t| t.count == 0);
+                    if let (Some(p), Some(t)) = (Probe::read(&buf[..r.len]).filter(|p| p.reply), token) {
+                        out.push(Heard::Token { seq: p.seq, token: t.token });
+                    } else if let Some(p) = Probe::read(&buf[..r.len]).filter(|p| p.reply) {
                         out.push(Heard::Echo {
                             seq: p.seq,
                             client_tx_ns: p.client_tx_ns,

@@ -1,26 +1,133 @@
 //! The server's UDP echo responder for `wanperf ping`: on the server's port, it stamps each
 //! probe with the kernel's receive time and its own send time and returns it to allowed
 //! clients (others get nothing, so the server is no reflector) — as large as it came, or only
-//! its header when the probe asks for a short reply (`wanperf capacity`'s trains).
+//! its header when the probe asks for a short reply (`wanperf capacity`'s trains). It also
+//! sends trains back for `wanperf capacity --reverse`, to clients that hold its token (see
+//! [`TrainRequest`]) and within a byte budget per client.
 
 use crate::sys;
-use std::net::UdpSocket;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
-use wanperf_proto::probe::{Probe, PROBE_HEADER_LEN};
+use std::time::{Duration, Instant};
+use wanperf_proto::probe::{Probe, TrainRequest, PROBE_HEADER_LEN, TRAIN_MAX_COUNT, TRAIN_MAX_SIZE, TRAIN_REQUEST_LEN};
+
+/// Bytes of trains a client may have per second, and at once.
+pub const TRAIN_BYTES_PER_S: f64 = 2e6;
+
+/// Tokens and byte budgets of the clients asking for trains.
+pub struct Trains {
+    key: [u8; 32],
+    buckets: HashMap<IpAddr, (f64, Instant)>,
+}
+
+impl Trains {
+    /// A fresh secret (tokens of an earlier server run are not valid).
+    pub fn new() -> Trains {
+        let mut key = [0u8; 32];
+        let _ = getrandom::fill(&mut key);
+        Trains { key, buckets: HashMap::new() }
+    }
+
+    /// The token of `ip` in the 10-minute period `period`.
+    fn token_in(&self, ip: IpAddr, period: u64) -> u64 {
+        let mut h = blake3::Hasher::new_keyed(&self.key);
+        match ip {
+            IpAddr::V4(a) => h.update(&a.octets()),
+            IpAddr::V6(a) => h.update(&a.octets()),
+        };
+        h.update(&period.to_be_bytes());
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&h.finalize().as_bytes()[..8]);
+        u64::from_be_bytes(t).max(1)
+    }
+
+    /// The current token of `ip`, `now_s` seconds since the epoch.
+    pub fn token(&self, ip: IpAddr, now_s: u64) -> u64 {
+        self.token_in(ip, now_s / 600)
+    }
+
+    /// Whether `token` is `ip`'s, now or in the previous period.
+    pub fn valid(&self, ip: IpAddr, token: u64, now_s: u64) -> bool {
+        token != 0 && (token == self.token(ip, now_s) || token == self.token_in(ip, (now_s / 600).saturating_sub(1)))
+    }
+
+    /// Takes `bytes` from `ip`'s budget ([`TRAIN_BYTES_PER_S`], as much at once), or refuses.
+    pub fn take(&mut self, ip: IpAddr, bytes: f64, now: Instant) -> bool {
+        if self.buckets.len() > 4096 {
+            self.buckets.retain(|_, (_, at)| now.duration_since(*at) < Duration::from_secs(5));
+        }
+        let (left, at) = self.buckets.entry(ip).or_insert((TRAIN_BYTES_PER_S, now));
+        *left = (*left + now.duration_since(*at).as_secs_f64() * TRAIN_BYTES_PER_S).min(TRAIN_BYTES_PER_S);
+        *at = now;
+        if *left < bytes {
+            return false;
+        }
+        *left -= bytes;
+        true
+    }
+}
+
+impl Default for Trains {
+    fn default() -> Self {
+        Trains::new()
+    }
+}
+
+/// What the echo sends for a train request `t` in probe `p` from `from`: the token answer
+/// (one packet the size of the smallest request) or the train's packets, as
+/// (payload, count) to send `count` times with the sequence number advanced; `None` when the
+/// request is malformed or over the client's budget.
+fn train_reply(
+    trains: &mut Trains,
+    p: &Probe,
+    t: TrainRequest,
+    from: SocketAddr,
+    rx_ns: u64,
+) -> Option<(Vec<u8>, u16)> {
+    let now_s = rx_ns / 1_000_000_000;
+    let reply = Probe { reply: true, short: false, server_rx_ns: rx_ns, server_tx_ns: 0, ..*p };
+    if !trains.valid(from.ip(), t.token, now_s) || t.count == 0 {
+        let mut b = vec![0u8; TRAIN_REQUEST_LEN];
+        reply.write(&mut b);
+        TrainRequest { token: trains.token(from.ip(), now_s), count: 0, size: 0 }.write(&mut b);
+        return Some((b, 1));
+    }
+    let count = t.count.min(TRAIN_MAX_COUNT);
+    let size = t.size.clamp(TRAIN_REQUEST_LEN as u16, TRAIN_MAX_SIZE);
+    if !trains.take(from.ip(), f64::from(count) * f64::from(size), Instant::now()) {
+        return None;
+    }
+    let mut b = vec![0u8; usize::from(size)];
+    reply.write(&mut b);
+    TrainRequest { token: t.token, count, size }.write(&mut b);
+    Some((b, count))
+}
 
 /// Answers probes on `sock` until `stop` is set. `allowed` decides per client address.
 pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, stop: Arc<AtomicBool>) {
     let _ = sys::enable_rx_timestamps(sock.as_raw_fd());
     let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
     let mut buf = vec![0u8; 65_536];
+    let mut trains = Trains::new();
     while !stop.load(Ordering::Acquire) {
         let Ok(r) = sys::recv_timestamped(sock.as_raw_fd(), &mut buf) else { continue };
         let Some(from) = r.from else { continue };
         let Some(p) = Probe::read(&buf[..r.len]) else { continue };
         if p.reply || r.len < PROBE_HEADER_LEN || !allowed(from.ip()) {
+            continue;
+        }
+        if let Some(t) = TrainRequest::read(&buf[..r.len]) {
+            let rx = r.kernel_ns.unwrap_or_else(sys::realtime_ns);
+            if let Some((mut b, count)) = train_reply(&mut trains, &p, t, from, rx) {
+                for i in 0..u64::from(count) {
+                    b[8..16].copy_from_slice(&p.seq.wrapping_add(i).to_be_bytes());
+                    b[32..40].copy_from_slice(&sys::realtime_ns().to_be_bytes());
+                    let _ = sock.send_to(&b, from);
+                }
+            }
             continue;
         }
         let reply = Probe {
@@ -32,5 +139,50 @@ pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, sto
         reply.write(&mut buf);
         let len = if p.short { PROBE_HEADER_LEN } else { r.len };
         let _ = sock.send_to(&buf[..len], from);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(token: u64, count: u16, size: u16) -> (Probe, TrainRequest) {
+        (
+            Probe { reply: false, short: true, seq: 100, client_tx_ns: 5, server_rx_ns: 0, server_tx_ns: 0 },
+            TrainRequest { token, count, size },
+        )
+    }
+
+    #[test]
+    fn trains_go_only_to_token_holders_and_within_their_budget() {
+        let mut tr = Trains::new();
+        let from: SocketAddr = "198.18.0.1:4000".parse().unwrap();
+        let rx = 1_700_000_000_000_000_000u64;
+        // Without the token: one packet no larger than the request, carrying it.
+        let (p, t) = request(0, 33, 1472);
+        let (b, n) = train_reply(&mut tr, &p, t, from, rx).unwrap();
+        assert_eq!((b.len(), n), (TRAIN_REQUEST_LEN, 1));
+        let answer = TrainRequest::read(&b).unwrap();
+        assert_eq!(answer.count, 0);
+        assert!(Probe::read(&b).unwrap().reply);
+        // Another address's token, or a made-up one, gets the same.
+        let other: SocketAddr = "198.18.0.9:4000".parse().unwrap();
+        let (p2, t2) = request(answer.token, 33, 1472);
+        assert_eq!(train_reply(&mut tr, &p2, t2, other, rx).unwrap().1, 1);
+        // With it: the train, capped at 64 packets and 8952 bytes.
+        let (p, t) = request(answer.token, 500, 60_000);
+        let (b, n) = train_reply(&mut tr, &p, t, from, rx).unwrap();
+        assert_eq!((b.len(), n), (usize::from(TRAIN_MAX_SIZE), TRAIN_MAX_COUNT));
+        // The token of the previous 10 minutes still counts; one from 20 minutes ago not.
+        assert!(tr.valid(from.ip(), answer.token, rx / 1_000_000_000 + 600));
+        assert!(!tr.valid(from.ip(), answer.token, rx / 1_000_000_000 + 1200));
+        // The budget: 2 MB at once, refilled at 2 MB/s.
+        let t0 = Instant::now();
+        let mut tr = Trains::new();
+        let ip = from.ip();
+        assert!(tr.take(ip, 1.5e6, t0));
+        assert!(!tr.take(ip, 1.0e6, t0));
+        assert!(tr.take(ip, 1.0e6, t0 + Duration::from_millis(300)));
+        assert!(tr.take("198.18.0.2".parse().unwrap(), 2e6, t0), "budgets are per client");
     }
 }

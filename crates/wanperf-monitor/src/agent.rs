@@ -659,6 +659,8 @@ fn run_capacity(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &
     let o = wanperf_diag::measure::Options {
         budget_bytes: budget,
         time: Duration::from_secs_f64(time_s),
+        // The peer's agent measures the way back.
+        reverse: false,
         ..Default::default()
     };
     let m = wanperf_diag::measure::measure(addr, &o, |_, _| !stop.load(Ordering::Acquire));

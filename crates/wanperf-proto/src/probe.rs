@@ -4,7 +4,8 @@
 //! 0       4       6       8               16              24              32              40
 //! | WNPE  | ver   | flags | seq (u64)     | client tx     | server rx     | server tx     | padding…
 //! ```
-//! Flags: 1 = reply, 2 = short (answer with the header only).
+//! Flags: 1 = reply, 2 = short (answer with the header only), 4 = train (see
+//! [`TrainRequest`]: 12 more bytes after the header).
 //! All big endian. The client's timestamp is opaque to the server; the server's two
 //! timestamps are its wall clock (ns since the Unix epoch) when the request arrived (kernel
 //! receive time where available) and when the reply left. Their difference is the server's
@@ -18,6 +19,61 @@ pub const PROBE_MAGIC: [u8; 4] = *b"WNPE";
 pub const PROBE_HEADER_LEN: usize = 40;
 const FLAG_REPLY: u16 = 1;
 const FLAG_SHORT: u16 = 2;
+const FLAG_TRAIN: u16 = 4;
+
+/// Header and train fields.
+pub const TRAIN_REQUEST_LEN: usize = PROBE_HEADER_LEN + 12;
+/// Most packets the server sends for one request.
+pub const TRAIN_MAX_COUNT: u16 = 64;
+/// Largest packet it sends (UDP payload bytes).
+pub const TRAIN_MAX_SIZE: u16 = 8952;
+
+/// `wanperf capacity --reverse`: a probe asking the server for a train of `count` packets of
+/// `size` UDP payload bytes back to back (flag 4; after the header: token u64, count u16,
+/// size u16), so the path toward the client is measured with the client's kernel timestamps.
+///
+/// The server sends a train only with the token it gave this client address: a request
+/// without it is answered with one packet no larger than the request, carrying the token
+/// (`count` 0) — a sender with a forged address never sees the token, so the server cannot
+/// be made to flood anyone (QUIC's address validation, in one round trip). The train's
+/// packets are replies (flags 1 | 4) numbered from the request's `seq`, each with the
+/// server's receive and send times, `count` and `size` as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrainRequest {
+    /// The server's token for this client (0 to ask for it).
+    pub token: u64,
+    /// Packets wanted (0 with a token answer).
+    pub count: u16,
+    /// Their UDP payload size.
+    pub size: u16,
+}
+
+impl TrainRequest {
+    /// Marks the probe already written at the start of `buf` (at least
+    /// [`TRAIN_REQUEST_LEN`] bytes) as a train request or answer and writes the fields.
+    pub fn write(&self, buf: &mut [u8]) {
+        let flags = u16::from_be_bytes([buf[6], buf[7]]) | FLAG_TRAIN;
+        buf[6..8].copy_from_slice(&flags.to_be_bytes());
+        buf[40..48].copy_from_slice(&self.token.to_be_bytes());
+        buf[48..50].copy_from_slice(&self.count.to_be_bytes());
+        buf[50..52].copy_from_slice(&self.size.to_be_bytes());
+    }
+
+    /// The train fields of a probe that has them (flag 4 and the length).
+    pub fn read(buf: &[u8]) -> Option<TrainRequest> {
+        Probe::read(buf)?;
+        if buf.len() < TRAIN_REQUEST_LEN || u16::from_be_bytes([buf[6], buf[7]]) & FLAG_TRAIN == 0 {
+            return None;
+        }
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&buf[40..48]);
+        Some(TrainRequest {
+            token: u64::from_be_bytes(t),
+            count: u16::from_be_bytes([buf[48], buf[49]]),
+            size: u16::from_be_bytes([buf[50], buf[51]]),
+        })
+    }
+}
 
 /// A probe request or reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,5 +147,19 @@ mod tests {
         let mut v = b;
         v[5] = 99;
         assert_eq!(Probe::read(&v), None);
+    }
+
+    #[test]
+    fn train_requests_round_trip_and_plain_probes_are_none() {
+        let p = Probe { reply: false, short: true, seq: 9, client_tx_ns: 1, server_rx_ns: 0, server_tx_ns: 0 };
+        let mut b = [0u8; TRAIN_REQUEST_LEN];
+        p.write(&mut b);
+        assert_eq!(TrainRequest::read(&b), None);
+        let t = TrainRequest { token: 0xdead_beef_0102_0304, count: 33, size: 1472 };
+        t.write(&mut b);
+        assert_eq!(TrainRequest::read(&b), Some(t));
+        // Still a probe (an older server echoes it as one), and the flags it had are kept.
+        assert_eq!(Probe::read(&b), Some(p));
+        assert_eq!(TrainRequest::read(&b[..TRAIN_REQUEST_LEN - 1]), None);
     }
 }

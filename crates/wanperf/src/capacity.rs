@@ -18,9 +18,10 @@ Examples:
   wanperf capacity 198.18.2.2               # capacity, available bandwidth, bottleneck hop
   wanperf capacity HOST --budget 4M --time 20s --json
   wanperf capacity HOST --no-locate         # no TTL-limited packets (routers need not answer)
+  wanperf capacity HOST --no-reverse        # this direction only
 
 Measures the path from this host to a `wanperf serve` (its UDP echo on the server's port
-stamps every packet with the kernel's receive time there), in three phases within a budget
+stamps every packet with the kernel's receive time there), in four phases within a budget
 of bytes (--budget, 1 MB by default) and time (--time, 10 s):
 
 capacity   back-to-back trains of 33 large packets; every window of 2, 3, 5 … 33 consecutive
@@ -43,7 +44,14 @@ available  self-loading streams of 64 packets paced above the available bandwidt
            streams are pooled until the budget is spent. The range is ±2 standard errors of
            the streams' own estimates.
 
-Only this direction is measured (run it from the other end for the reverse). The narrow link
+reverse    the server sends trains of 33 packets back to back (15 % of the budget, counted
+           as sent) and this host's kernel times their arrival: the capacity of the path
+           back, estimated as above (paths are often asymmetric: seed 004's CERN→SLAC 27
+           Mbit/s, SLAC→CERN 32). The server sends trains only to an address it gave its
+           token to (one packet each way first) and at most 2 MB/s to each.
+
+The available bandwidth and the bottleneck hop are of this direction only (run it from the
+other end for the reverse). The narrow link
 (least capacity) and the tight link (least available bandwidth) need not be the same: the
 bottleneck hop is where the train's dispersion grows, i.e. the narrow link.")]
 pub struct CapacityArgs {
@@ -67,6 +75,9 @@ pub struct CapacityArgs {
     /// Do not estimate the available bandwidth (no self-loading streams).
     #[arg(long)]
     no_avail: bool,
+    /// Do not measure the capacity of the way back (no trains from the server).
+    #[arg(long)]
+    no_reverse: bool,
     /// Highest TTL of the bottleneck trains' head and tail packets.
     #[arg(short = 'm', long, default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=64))]
     max_ttl: u8,
@@ -96,6 +107,19 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
             c.samples
         ),
         None => println!("  capacity             unknown (too few trains arrived whole)"),
+    }
+    if let Some(rev) = &r.reverse {
+        match (&rev.capacity, &rev.note) {
+            (Some(c), _) => println!(
+                "  capacity back        {:>12}   ({}; windows of {} packets, {} of {} in the mode)",
+                fmt_rate(c.bps),
+                range(c.low_bps, c.high_bps),
+                c.span + 1,
+                c.in_mode,
+                c.samples
+            ),
+            (None, note) => println!("  capacity back        unknown ({})", note.as_deref().unwrap_or("no estimate")),
+        }
     }
     match &r.available {
         Some(a) => println!(
@@ -160,6 +184,7 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
         size: usize::from(a.size),
         locate: !a.no_locate,
         avail: !a.no_avail,
+        reverse: !a.no_reverse,
         max_ttl: a.max_ttl,
         ..Options::default()
     };

@@ -1,6 +1,7 @@
 //! `wanperf capacity` on emulated networks with a known answer: the narrow link's rate within
 //! 2 % and its hop named, with and without Poisson cross traffic on it; the seed 004 check on
-//! the `iepm-2000` preset (CERN→SLAC about 27 Mbit/s, at Chicago); bad input.
+//! the `iepm-2000` preset (CERN→SLAC about 27 Mbit/s, at Chicago), each with the reverse
+//! direction's capacity from the server's trains; bad input.
 
 mod common;
 
@@ -69,6 +70,10 @@ fn the_narrow_link_is_measured_and_named_with_and_without_cross_traffic() {
         assert_eq!(b["ttl"], 3, "{tag}: {r}");
         assert_eq!(b["address"], "198.18.2.2", "{tag}: {r}");
         assert_eq!(r["hops"], 5, "{tag}: {r}");
+        // The way back (trains from the server) has the same narrow link, without the cross
+        // traffic (it runs a → b only).
+        let back = r["reverse"]["capacity"]["bps"].as_f64().unwrap_or(0.0);
+        assert!(within(back, 10e6, 0.02), "{tag}: capacity back {back} bit/s: {r}");
         // The available bandwidth is below the capacity, and lower with the cross traffic.
         let a = r["available"]["bps"].as_f64().unwrap();
         assert!(a > 0.0 && a <= c * 1.001, "{tag}: available {a} of {c}");
@@ -112,11 +117,16 @@ fn seed_004_cern_to_slac_is_27_mbit_at_chicago() {
     let c = r["capacity"]["bps"].as_f64().unwrap();
     assert!(within(c, 27e6, 0.02), "CERN→SLAC {c} bit/s: {r}");
     assert_eq!(r["bottleneck"]["address"], "198.18.3.1", "{r}");
+    // The same run's trains from SLAC back: the 32 Mbit/s ATM link, the seed's asymmetry.
+    let back = r["reverse"]["capacity"]["bps"].as_f64().unwrap_or(0.0);
+    assert!(within(back, 32e6, 0.02), "SLAC→CERN from CERN {back} bit/s: {r}");
     // And SLAC → CERN: SLAC's 32 Mbit/s ATM link into ESnet (198.18.1.2).
     let r = capacity(&net, "slac", "cern", "198.18.4.2");
     let c = r["capacity"]["bps"].as_f64().unwrap();
     assert!(within(c, 32e6, 0.02), "SLAC→CERN {c} bit/s: {r}");
     assert_eq!(r["bottleneck"]["address"], "198.18.1.2", "{r}");
+    let back = r["reverse"]["capacity"]["bps"].as_f64().unwrap_or(0.0);
+    assert!(within(back, 27e6, 0.02), "CERN→SLAC from SLAC {back} bit/s: {r}");
 }
 
 #[test]
@@ -144,4 +154,13 @@ fn bad_input_gets_one_line() {
     let out = run(&["capacity", "127.0.0.1", "-p", &s.port_s(), "--json", "--no-locate"], Duration::from_secs(30));
     let v: Value = serde_json::from_str(ok(&out).lines().last().unwrap()).unwrap();
     assert!(v["report"]["capacity"]["bps"].as_f64().unwrap() > 1e6, "{v}");
+    // The server gave its token and sent trains back.
+    assert!(v["report"]["reverse"]["capacity"]["bps"].as_f64().unwrap_or(0.0) > 1e6, "{v}");
+    // --no-reverse asks for none.
+    let out = run(
+        &["capacity", "127.0.0.1", "-p", &s.port_s(), "--json", "--no-locate", "--no-avail", "--no-reverse"],
+        Duration::from_secs(30),
+    );
+    let v: Value = serde_json::from_str(ok(&out).lines().last().unwrap()).unwrap();
+    assert!(v["report"]["reverse"].is_null(), "{v}");
 }
