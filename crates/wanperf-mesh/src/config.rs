@@ -103,7 +103,7 @@
 //!   from the pair's previous one is a route-change event.
 //! - `capacity` (`wanperf capacity` from the source to the destination's agent: the narrow
 //!   link's rate, the available bandwidth, the bottleneck's hop): `budget` bytes a run may
-//!   send, 100k–100M (default 1M); `time` seconds it may take, 1–60 s (default `10s`). A
+//!   send, 100k–100M (default 1 MB, 10^6 bytes); `time` seconds it may take, 1–60 s (default `10s`). A
 //!   capacity that moves by a fifth, twice in a row, is an event.
 //! - `throughput`, `trace` and `capacity` are scheduled:
 //!   - `interval` (required) — how often each pair runs, 10 s – 7 days; for throughput and
@@ -953,7 +953,7 @@ pub fn parse(text: &str) -> Result<Mesh, MeshError> {
             }
             "capacity" => {
                 let kind = TestKind::Capacity {
-                    budget: r.size("budget", 100 * 1024..=100 << 20)?.unwrap_or(1 << 20),
+                    budget: r.size("budget", 100 * 1024..=100 << 20)?.unwrap_or(1_000_000),
                     time_s: r.duration("time", 1.0..=60.0)?.map_or(10.0, |d| d.1),
                 };
                 (kind, vec!["budget", "time"])

@@ -60,8 +60,8 @@ pub struct CapacityArgs {
     /// Server port (its UDP echo).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     port: u16,
-    /// Most bytes sent, all phases (e.g. 1M, 500k).
-    #[arg(long, default_value = "1M", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
+    /// Most bytes sent, all phases, both directions (e.g. 2M, 500k; 1 MB = 10^6 by default).
+    #[arg(long, default_value = "1000000", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
     budget: u64,
     /// Most time spent.
     #[arg(long, default_value = "10s", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]

@@ -80,9 +80,9 @@ fn the_narrow_link_is_measured_and_named_with_and_without_cross_traffic() {
         if tag == "cross" {
             assert!(a < 0.95 * c, "cross traffic at 30 % left {a} of {c} available");
         }
-        // The default budget holds: 1 MiB and 10 s (and a little for the last phase's
+        // The default budget holds: 1 MB (10^6 bytes) and 10 s (and a little for the last phase's
         // answers).
-        assert!(r["bytes_sent"].as_u64().unwrap() <= 1 << 20, "{r}");
+        assert!(r["bytes_sent"].as_u64().unwrap() <= 1_000_000, "{r}");
         assert!(r["seconds"].as_f64().unwrap() < 12.0, "{r}");
     }
 }
