@@ -397,11 +397,12 @@ pub fn measure(
 
     // Available bandwidth: paced streams above it, their spread pooled, with what is left.
     if let (true, Some(c)) = (o.avail, &report.capacity) {
-        let k = 64u64;
-        let stream_bytes = k * size as u64;
         let mut probe = AvailProbe::new(c.bps);
-        while r.affordable(stream_bytes) {
-            if !progress("available bandwidth", share(&r)) {
+        loop {
+            // Streams of 64 packets, the last one shorter (at least 16) to spend what is left.
+            let k = 64u64.min(o.budget_bytes.saturating_sub(r.sent_bytes) / size as u64);
+            let stream_bytes = k * size as u64;
+            if k < 16 || !r.affordable(stream_bytes) || !progress("available bandwidth", share(&r)) {
                 break;
             }
             let rate = probe.next();
