@@ -122,8 +122,14 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
         }
     }
     match &r.available {
+        Some(a) if a.used == 0 => println!(
+            "  available bandwidth  {:>12}   (no cross traffic seen: none of {} streams up to {} was spread)",
+            fmt_rate(a.bps),
+            a.streams,
+            fmt_rate(a.low_bps)
+        ),
         Some(a) => println!(
-            "  available bandwidth  {:>12}   (between {}; {} of {} streams)",
+            "  available bandwidth  {:>12}   ({}; from {} of {} streams)",
             fmt_rate(a.bps),
             range(a.low_bps, a.high_bps),
             a.used,
@@ -159,10 +165,11 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
         None => {}
     }
     println!(
-        "  cost                 {:.2} MB in {:.1} s ({} trains, {} bottleneck trains, {} streams; {} packets unanswered)",
+        "  cost                 {:.2} MB in {:.1} s ({} trains, {} back, {} bottleneck trains, {} streams; {} packets lost)",
         r.bytes_sent as f64 / 1e6,
         r.seconds,
         r.trains,
+        r.reverse.as_ref().map_or(0, |x| x.trains),
         r.rpts,
         r.streams,
         r.lost
