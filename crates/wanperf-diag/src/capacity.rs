@@ -209,8 +209,8 @@ fn imprecision((centre, within): &Mode) -> f64 {
 /// `span / (span + k)` of the capacity, a value that moves with the span), while the capacity
 /// itself is a mode at every span that has windows without cross traffic. So the capacity is
 /// the fastest value that is a significant mode (at least a quarter as dense as the span's
-/// densest) at two spans or more (agreeing within 1.5 % or the two spans' widths), from the
-/// span where its score is best; without one, the densest mode of the span whose densest
+/// densest) at two spans or more (agreeing within 1.5 % or the two spans' widths) and scores
+/// at least a third of the best such mode, from the span where its score is best; without one, the densest mode of the span whose densest
 /// mode scores best. The value reported is then the most precise mode of any span whose
 /// centre lies within the chosen mode's interquartile range, of 10 windows or more (fewer
 /// agree closely by chance, or share one late first packet): the chosen one may be a short,
@@ -226,22 +226,29 @@ pub fn capacity(trains: &[Train]) -> Option<Capacity> {
         samples: s.samples,
     };
     let near = |a: f64, b: f64, width: f64| (a - b).abs() <= width.max(0.015) * a.max(b);
-    let mut best: Option<(&Span, &Mode, f64)> = None; // (span, mode, score)
+    // Modes that two spans or more agree on, with their scores.
+    let mut agreed: Vec<(&Span, &Mode, f64)> = Vec::new();
     for s in &spans {
         for m in &s.modes {
             let support = spans.iter().filter(|o| o.modes.iter().any(|x| near(x.0, m.0, s.width + o.width))).count();
-            if support < 2 {
-                continue;
+            if support >= 2 {
+                agreed.push((s, m, score(m.1.len(), s.samples)));
             }
-            let sc = score(m.1.len(), s.samples);
-            let better = match best {
-                None => true,
-                Some((bs, bm, bsc)) if near(bm.0, m.0, bs.width + s.width) => sc > bsc,
-                Some((_, bm, _)) => m.0 > bm.0,
-            };
-            if better {
-                best = Some((s, m, sc));
-            }
+        }
+    }
+    // A faster mode wins only if it is not much weaker than the strongest: a path that
+    // releases a burst now and then (a late router or emulator thread catching up) makes
+    // weak modes at the rate of a faster link after the narrow one.
+    let top = agreed.iter().map(|x| x.2).fold(0.0, f64::max);
+    let mut best: Option<(&Span, &Mode, f64)> = None; // (span, mode, score)
+    for &(s, m, sc) in agreed.iter().filter(|x| x.2 >= top / 3.0) {
+        let better = match best {
+            None => true,
+            Some((bs, bm, bsc)) if near(bm.0, m.0, bs.width + s.width) => sc > bsc,
+            Some((_, bm, _)) => m.0 > bm.0,
+        };
+        if better {
+            best = Some((s, m, sc));
         }
     }
     let best = best.map(|(s, m, _)| (s, m)).or_else(|| {
@@ -643,6 +650,31 @@ mod tests {
             assert!(within(c.bps, 100e6, 0.005), "seed {seed}: {c:?}");
             assert!(c.low_bps <= c.bps && c.bps <= c.high_bps, "{c:?}");
         }
+    }
+
+    #[test]
+    fn a_burst_at_a_faster_later_link_is_not_the_capacity() {
+        // 32 Mbit/s narrow link, then a 45 Mbit/s one; in each of 3 trains the narrow link's
+        // emulator thread woke late once and released 8 packets at once, which the 45 Mbit/s
+        // link spaced at its own rate: a weak mode at 45 that two spans agree on.
+        let (g32, g45) = (12_000.0 / 32e6 * 1e9, 12_000.0 / 45e6 * 1e9);
+        let mut r = Lcg(31);
+        let trains: Vec<Train> = (0..3)
+            .map(|k| {
+                let mut t = 1e9;
+                let arrivals = (0..33u32)
+                    .map(|i| {
+                        if i > 0 {
+                            t += if (12 + k..20 + k).contains(&i) { g45 } else { g32 };
+                        }
+                        (i, (t + (r.next() - 0.5) * 2000.0) as u64)
+                    })
+                    .collect();
+                Train { wire_bytes: 1500, sent: 33, arrivals }
+            })
+            .collect();
+        let c = capacity(&trains).unwrap();
+        assert!(within(c.bps, 32e6, 0.01), "{c:?}");
     }
 
     #[test]
