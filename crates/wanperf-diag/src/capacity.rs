@@ -31,6 +31,7 @@
 //! which the gap reaches (90 % of) its largest value is the bottleneck ([`locate`]).
 
 use serde::Serialize;
+use wanperf_stats::summary::{median_mad, quantile_sorted, stdev};
 
 /// Spans (packets between a window's first and last) tried for capacity.
 pub const SPANS: [u32; 6] = [1, 2, 4, 8, 16, 32];
@@ -71,10 +72,9 @@ pub struct Capacity {
     pub samples: usize,
 }
 
+/// Quantile `q` of sorted, non-empty data (wanperf-stats' type 7).
 fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let pos = q * (sorted.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+    quantile_sorted(sorted, q).unwrap_or(f64::NAN)
 }
 
 /// Every window of `span + 1` consecutive received packets of every train: bit/s.
@@ -157,12 +157,9 @@ type Mode = (f64, Vec<f64>);
 /// mode into several, one of them faster than the capacity.
 fn span_width(v: &[f64]) -> f64 {
     let Some((x, _)) = mode(v, MODE_WIDTH) else { return MODE_WIDTH };
-    let mut near: Vec<f64> = v.iter().copied().filter(|&y| y >= x / 1.05 && y <= x * 1.05).collect();
-    near.sort_by(f64::total_cmp);
-    let centre = quantile(&near, 0.5);
-    let mut dev: Vec<f64> = near.iter().map(|y| (y / centre - 1.0).abs()).collect();
-    dev.sort_by(f64::total_cmp);
-    (2.0 * 1.4826 * quantile(&dev, 0.5)).clamp(MODE_WIDTH, MAX_MODE_WIDTH)
+    let near: Vec<f64> = v.iter().copied().filter(|&y| y >= x / 1.05 && y <= x * 1.05).collect();
+    let Some((centre, mad)) = median_mad(&near) else { return MODE_WIDTH };
+    (2.0 * mad / centre).clamp(MODE_WIDTH, MAX_MODE_WIDTH)
 }
 
 /// One span's estimates reduced to its significant modes: those holding at least a quarter
@@ -210,8 +207,8 @@ fn imprecision((centre, within): &Mode) -> f64 {
 /// itself is a mode at every span that has windows without cross traffic. So the capacity is
 /// the fastest value that is a significant mode (at least a quarter as dense as the span's
 /// densest) at two spans or more (agreeing within 1.5 % or the two spans' widths) and scores
-/// at least a third of the best such mode, from the span where its score is best; without one, the densest mode of the span whose densest
-/// mode scores best. The value reported is then the most precise mode of any span whose
+/// at least a third of the best such mode, from the span where its score is best; without
+/// one, the densest mode of the span whose densest mode scores best. The value reported is then the most precise mode of any span whose
 /// centre lies within the chosen mode's interquartile range, of 10 windows or more (fewer
 /// agree closely by chance, or share one late first packet): the chosen one may be a short,
 /// noisy span's, and a longer span's mode of the same windows places it better.
@@ -334,14 +331,12 @@ fn response(s: &Stream, capacity: f64) -> Option<Response> {
     if l.1 <= f.1 || l.2 <= f.2 || p.windows(2).any(|w| w[1].1 < w[0].1) {
         return None;
     }
+    // Each packet leaves the link at max(its send time, the previous one's departure) + its
+    // transmission time; the first at its send time + that.
     let tx = f64::from(s.wire_bytes) * 8.0 / capacity * 1e9;
-    let (mut first, mut free) = (None, f64::MIN);
-    for x in &p {
-        free = free.max(x.1 as f64) + tx;
-        first.get_or_insert(free);
-    }
+    let last = p.iter().fold(f64::MIN, |free, x| free.max(x.1 as f64) + tx);
     let bits = f64::from(l.0 - f.0) * f64::from(s.wire_bytes) * 8.0;
-    Some(Response { bits, dout: (l.2 - f.2) as f64, dsim: free - first.unwrap_or(free) })
+    Some(Response { bits, dout: (l.2 - f.2) as f64, dsim: last - (f.1 as f64 + tx) })
 }
 
 /// The available bandwidth by direct probing of the rate response (TOPP's model, as Spruce
@@ -351,12 +346,12 @@ fn response(s: &Stream, capacity: f64) -> Option<Response> {
 /// `Δin` and `R` are taken after a link of the capacity fed with the packets' real send
 /// times: a sender that slept late on one packet sends the next ones in a burst, which
 /// queues at the bottleneck and, at `R` near `C`, never drains — spread that is the
-/// sender's, not cross traffic. A stream spread no more than that (within timing noise) is
-/// at or below `A` and says only `A ≥ R`; the spread ones are pooled (spreads summed, so
-/// that each counts by its length) and the cross traffic's randomness averages out over all
-/// of them. Streams are sent well above the estimate so far ([`next`]).
+/// sender's, not cross traffic. Streams are sent well above the estimate so far ([`next`])
+/// and pooled (spreads summed, so that each counts by its length), so the cross traffic's
+/// randomness averages out over all of them; [`estimate`] says which count.
 ///
 /// [`next`]: AvailProbe::next
+/// [`estimate`]: AvailProbe::estimate
 #[derive(Debug, Clone, PartialEq)]
 pub struct AvailProbe {
     capacity: f64,
@@ -436,12 +431,9 @@ impl AvailProbe {
         };
         // A stream whose own estimate is far below the others' met a stall of the path (a
         // thread that was not running), not the cross traffic the others saw.
-        let mut each: Vec<f64> = self.responses.iter().map(|r| r.avail(c)).collect();
-        each.sort_by(f64::total_cmp);
-        let median = quantile(&each, 0.5);
-        let mut dev: Vec<f64> = each.iter().map(|v| (v - median).abs()).collect();
-        dev.sort_by(f64::total_cmp);
-        let reach = (4.0 * 1.4826 * quantile(&dev, 0.5)).max(0.02 * c);
+        let each: Vec<f64> = self.responses.iter().map(|r| r.avail(c)).collect();
+        let (median, mad) = median_mad(&each)?;
+        let reach = (4.0 * mad).max(0.02 * c);
         let all: Vec<&Response> = self.responses.iter().filter(|r| r.avail(c) >= median - reach).collect();
         let (mut a, mut used) = (pooled(&all), all.clone());
         for _ in 0..3 {
@@ -451,14 +443,8 @@ impl AvailProbe {
             }
             (a, used) = (pooled(&above), above);
         }
-        let n = used.len() as f64;
-        let se = if used.len() >= 2 {
-            let each: Vec<f64> = used.iter().map(|r| r.avail(c)).collect();
-            let mean = each.iter().sum::<f64>() / n;
-            (each.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() / n.sqrt()
-        } else {
-            0.0
-        };
+        let each: Vec<f64> = used.iter().map(|r| r.avail(c)).collect();
+        let se = stdev(&each).unwrap_or(0.0) / (each.len() as f64).sqrt();
         Some(Avail {
             bps: a,
             low_bps: (a - 2.0 * se).max(0.0),

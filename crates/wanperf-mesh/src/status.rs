@@ -10,7 +10,7 @@
 use crate::config::Expect;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use wanperf_stats::summary::{quantile_sorted, sorted_finite};
+use wanperf_stats::summary::median_mad;
 
 /// What a value measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -59,13 +59,12 @@ pub struct Baseline {
 /// The baseline of a history: `None` with fewer than 5 finite values. Values that are not
 /// finite are ignored.
 pub fn baseline(history: &[f64]) -> Option<Baseline> {
-    let s = sorted_finite(history);
-    if s.len() < 5 {
+    let n = history.iter().filter(|x| x.is_finite()).count();
+    if n < 5 {
         return None;
     }
-    let median = quantile_sorted(&s, 0.5)?;
-    let dev = sorted_finite(&s.iter().map(|x| (x - median).abs()).collect::<Vec<_>>());
-    Some(Baseline { n: s.len(), median, mad: 1.4826 * quantile_sorted(&dev, 0.5)? })
+    let (median, mad) = median_mad(history)?;
+    Some(Baseline { n, median, mad })
 }
 
 /// The status of one new `value` of `metric` for a pair.

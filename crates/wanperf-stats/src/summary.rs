@@ -163,6 +163,16 @@ mod tests {
     }
 }
 
+/// The median of the finite values of `data` and their robust spread: the median absolute
+/// deviation from it × 1.4826 (the standard deviation of normal data, but not moved by a few
+/// outliers). `None` without finite values.
+pub fn median_mad(data: &[f64]) -> Option<(f64, f64)> {
+    let s = sorted_finite(data);
+    let median = quantile_sorted(&s, 0.5)?;
+    let dev = sorted_finite(&s.iter().map(|x| (x - median).abs()).collect::<Vec<_>>());
+    Some((median, 1.4826 * quantile_sorted(&dev, 0.5)?))
+}
+
 /// Mean of the values at or below the `keep` quantile (0..=1): the IETF responsiveness
 /// draft's trimmed mean (it keeps the lowest 95 %).
 pub fn trimmed_mean(data: &[f64], keep: f64) -> Option<f64> {
@@ -181,5 +191,13 @@ mod trim_tests {
         // Keep 95 % of 20 = 19 values: mean of 1..=19 = 10.
         assert_eq!(trimmed_mean(&v, 0.95), Some(10.0));
         assert_eq!(trimmed_mean(&[], 0.95), None);
+    }
+
+    #[test]
+    fn median_mad_ignores_an_outlier() {
+        let (m, mad) = median_mad(&[1.0, 2.0, 3.0, 4.0, 1000.0, f64::NAN]).unwrap();
+        assert_eq!(m, 3.0);
+        assert!((mad - 1.4826).abs() < 1e-12, "{mad}");
+        assert_eq!(median_mad(&[]), None);
     }
 }
