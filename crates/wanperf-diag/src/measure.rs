@@ -154,9 +154,7 @@ impl Run<'_> {
         })?;
         Ok(heard)
     }
-}
 
-impl Run<'_> {
     /// The reverse path's capacity from up to `want` trains of `size`-byte packets.
     fn reverse(&mut self, want: u32, size: usize) -> io::Result<Reverse> {
         let len = self.o.train_len.min(u32::from(wanperf_proto::probe::TRAIN_MAX_COUNT));
@@ -187,21 +185,19 @@ impl Run<'_> {
         let mut trains = Vec::new();
         while out.trains < want && self.affordable(train_bytes) && self.left() > self.o.time * 2 / 5 {
             let base = self.next_seqs(u64::from(len));
+            let ours = base..base + u64::from(len);
             self.t.request_train(base, token, len as u16, size)?;
             self.sent_bytes += train_bytes;
             out.trains += 1;
             let until = Instant::now() + Duration::from_secs(2).min(self.left() + self.quiet());
             let heard = self.t.collect(until, self.quiet(), |h| {
-                h.iter()
-                    .filter(|x| matches!(x, Heard::Echo { seq, .. } if (base..base + u64::from(len)).contains(seq)))
-                    .count()
-                    >= len as usize
+                h.iter().filter(|x| matches!(x, Heard::Echo { seq, .. } if ours.contains(seq))).count() >= len as usize
                     || h.iter().any(|x| matches!(x, Heard::Token { .. }))
             })?;
             let mut arrivals = Vec::new();
             for h in heard {
                 match h {
-                    Heard::Echo { seq, at_ns, .. } if (base..base + u64::from(len)).contains(&seq) => {
+                    Heard::Echo { seq, at_ns, .. } if ours.contains(&seq) => {
                         arrivals.push(((seq - base) as u32, at_ns));
                     }
                     // The server restarted (a new secret): its new token, and the train again.

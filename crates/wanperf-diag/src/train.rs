@@ -226,15 +226,17 @@ impl Trainer {
             }
             match recv_timestamped(self.sock.as_raw_fd(), &mut buf) {
                 Ok(r) => {
-                    let token = TrainRequest::read(&buf[..r.len]).filter(|t| t.count == 0);
-                    if let (Some(p), Some(t)) = (Probe::read(&buf[..r.len]).filter(|p| p.reply), token) {
-                        out.push(Heard::Token { seq: p.seq, token: t.token });
-                    } else if let Some(p) = Probe::read(&buf[..r.len]).filter(|p| p.reply) {
-                        out.push(Heard::Echo {
-                            seq: p.seq,
-                            client_tx_ns: p.client_tx_ns,
-                            server_rx_ns: p.server_rx_ns,
-                            at_ns: r.kernel_ns.unwrap_or_else(realtime_ns),
+                    if let Some(p) = Probe::read(&buf[..r.len]).filter(|p| p.reply) {
+                        // A train answer of count 0 carries the server's token; any other
+                        // reply is an echo (a train's packets too).
+                        out.push(match TrainRequest::read(&buf[..r.len]).filter(|t| t.count == 0) {
+                            Some(t) => Heard::Token { seq: p.seq, token: t.token },
+                            None => Heard::Echo {
+                                seq: p.seq,
+                                client_tx_ns: p.client_tx_ns,
+                                server_rx_ns: p.server_rx_ns,
+                                at_ns: r.kernel_ns.unwrap_or_else(realtime_ns),
+                            },
                         });
                     }
                 }

@@ -76,34 +76,42 @@ impl Default for Trains {
     }
 }
 
-/// What the echo sends for a train request `t` in probe `p` from `from`: the token answer
-/// (one packet the size of the smallest request) or the train's packets, as
-/// (payload, count) to send `count` times with the sequence number advanced; `None` when the
-/// request is malformed or over the client's budget.
-fn train_reply(
-    trains: &mut Trains,
-    p: &Probe,
-    t: TrainRequest,
-    from: SocketAddr,
-    rx_ns: u64,
-) -> Option<(Vec<u8>, u16)> {
+/// What the echo sends for one train request: `packets` replies of `len` bytes, the probe
+/// and train fields written into each with the sequence number advanced.
+struct TrainAnswer {
+    probe: Probe,
+    fields: TrainRequest,
+    len: usize,
+    packets: u16,
+}
+
+impl TrainAnswer {
+    /// Reply `i` (0-based), its send time stamped now.
+    fn packet(&self, i: u16) -> Vec<u8> {
+        let mut b = vec![0u8; self.len];
+        let seq = self.probe.seq.wrapping_add(u64::from(i));
+        Probe { seq, server_tx_ns: sys::realtime_ns(), ..self.probe }.write(&mut b);
+        self.fields.write(&mut b);
+        b
+    }
+}
+
+/// The answer to a train request `t` in probe `p` from `from`: the token answer (one packet
+/// the size of the smallest request) or the train; `None` over the client's budget.
+fn train_reply(trains: &mut Trains, p: &Probe, t: TrainRequest, from: SocketAddr, rx_ns: u64) -> Option<TrainAnswer> {
     let now_s = rx_ns / 1_000_000_000;
-    let reply = Probe { reply: true, short: false, server_rx_ns: rx_ns, server_tx_ns: 0, ..*p };
+    let probe = Probe { reply: true, short: false, server_rx_ns: rx_ns, server_tx_ns: 0, ..*p };
     if !trains.valid(from.ip(), t.token, now_s) || t.count == 0 {
-        let mut b = vec![0u8; TRAIN_REQUEST_LEN];
-        reply.write(&mut b);
-        TrainRequest { token: trains.token(from.ip(), now_s), count: 0, size: 0 }.write(&mut b);
-        return Some((b, 1));
+        let fields = TrainRequest { token: trains.token(from.ip(), now_s), count: 0, size: 0 };
+        return Some(TrainAnswer { probe, fields, len: TRAIN_REQUEST_LEN, packets: 1 });
     }
     let count = t.count.min(TRAIN_MAX_COUNT);
     let size = t.size.clamp(TRAIN_REQUEST_LEN as u16, TRAIN_MAX_SIZE);
     if !trains.take(from.ip(), f64::from(count) * f64::from(size), Instant::now()) {
         return None;
     }
-    let mut b = vec![0u8; usize::from(size)];
-    reply.write(&mut b);
-    TrainRequest { token: t.token, count, size }.write(&mut b);
-    Some((b, count))
+    let fields = TrainRequest { token: t.token, count, size };
+    Some(TrainAnswer { probe, fields, len: usize::from(size), packets: count })
 }
 
 /// Answers probes on `sock` until `stop` is set. `allowed` decides per client address.
@@ -121,11 +129,9 @@ pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, sto
         }
         if let Some(t) = TrainRequest::read(&buf[..r.len]) {
             let rx = r.kernel_ns.unwrap_or_else(sys::realtime_ns);
-            if let Some((mut b, count)) = train_reply(&mut trains, &p, t, from, rx) {
-                for i in 0..u64::from(count) {
-                    b[8..16].copy_from_slice(&p.seq.wrapping_add(i).to_be_bytes());
-                    b[32..40].copy_from_slice(&sys::realtime_ns().to_be_bytes());
-                    let _ = sock.send_to(&b, from);
+            if let Some(answer) = train_reply(&mut trains, &p, t, from, rx) {
+                for i in 0..answer.packets {
+                    let _ = sock.send_to(&answer.packet(i), from);
                 }
             }
             continue;
@@ -160,7 +166,8 @@ mod tests {
         let rx = 1_700_000_000_000_000_000u64;
         // Without the token: one packet no larger than the request, carrying it.
         let (p, t) = request(0, 33, 1472);
-        let (b, n) = train_reply(&mut tr, &p, t, from, rx).unwrap();
+        let a = train_reply(&mut tr, &p, t, from, rx).unwrap();
+        let (b, n) = (a.packet(0), a.packets);
         assert_eq!((b.len(), n), (TRAIN_REQUEST_LEN, 1));
         let answer = TrainRequest::read(&b).unwrap();
         assert_eq!(answer.count, 0);
@@ -168,10 +175,11 @@ mod tests {
         // Another address's token, or a made-up one, gets the same.
         let other: SocketAddr = "198.18.0.9:4000".parse().unwrap();
         let (p2, t2) = request(answer.token, 33, 1472);
-        assert_eq!(train_reply(&mut tr, &p2, t2, other, rx).unwrap().1, 1);
+        assert_eq!(train_reply(&mut tr, &p2, t2, other, rx).unwrap().packets, 1);
         // With it: the train, capped at 64 packets and 8952 bytes.
         let (p, t) = request(answer.token, 500, 60_000);
-        let (b, n) = train_reply(&mut tr, &p, t, from, rx).unwrap();
+        let a = train_reply(&mut tr, &p, t, from, rx).unwrap();
+        let (b, n) = (a.packet(1), a.packets);
         assert_eq!((b.len(), n), (usize::from(TRAIN_MAX_SIZE), TRAIN_MAX_COUNT));
         // The token of the previous 10 minutes still counts; one from 20 minutes ago not.
         assert!(tr.valid(from.ip(), answer.token, rx / 1_000_000_000 + 600));

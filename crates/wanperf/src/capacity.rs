@@ -7,6 +7,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use wanperf_diag::capacity::Capacity;
 use wanperf_diag::measure::{self, Options, Report};
 use wanperf_proto::msg::DEFAULT_PORT;
 use wanperf_proto::units::{fmt_rate, parse_duration, parse_size};
@@ -95,31 +96,26 @@ fn range(lo: f64, hi: f64) -> String {
     format!("{} – {}", fmt_rate(lo), fmt_rate(hi))
 }
 
-fn print_table(host: &str, dst: SocketAddr, r: &Report) {
-    println!("capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms);
-    match &r.capacity {
+/// A capacity estimate's row of the table, or why there is none.
+fn capacity_row(label: &str, c: Option<&Capacity>, why_not: &str) {
+    match c {
         Some(c) => println!(
-            "  capacity             {:>12}   ({}; windows of {} packets, {} of {} in the mode)",
+            "  {label:<20} {:>12}   ({}; windows of {} packets, {} of {} in the mode)",
             fmt_rate(c.bps),
             range(c.low_bps, c.high_bps),
             c.span + 1,
             c.in_mode,
             c.samples
         ),
-        None => println!("  capacity             unknown (too few trains arrived whole)"),
+        None => println!("  {label:<20} unknown ({why_not})"),
     }
+}
+
+fn print_table(host: &str, dst: SocketAddr, r: &Report) {
+    println!("capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms);
+    capacity_row("capacity", r.capacity.as_ref(), "too few trains arrived whole");
     if let Some(rev) = &r.reverse {
-        match (&rev.capacity, &rev.note) {
-            (Some(c), _) => println!(
-                "  capacity back        {:>12}   ({}; windows of {} packets, {} of {} in the mode)",
-                fmt_rate(c.bps),
-                range(c.low_bps, c.high_bps),
-                c.span + 1,
-                c.in_mode,
-                c.samples
-            ),
-            (None, note) => println!("  capacity back        unknown ({})", note.as_deref().unwrap_or("no estimate")),
-        }
+        capacity_row("capacity back", rev.capacity.as_ref(), rev.note.as_deref().unwrap_or("no estimate"));
     }
     match &r.available {
         Some(a) if a.used == 0 => println!(
