@@ -375,12 +375,9 @@ pub fn sysctl(key: &'static str, value: &str) -> Result<(), EnvError> {
 /// The inode of the network namespace `fd` refers to (as `/proc/PID/ns/net` links show it:
 /// `net:[INODE]`).
 pub fn ns_inode(fd: std::os::fd::RawFd) -> io::Result<u64> {
-    // SAFETY: fstat writes into a zeroed stat owned here; fd is only read.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(st.st_ino)
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self/fd/N leads to the namespace file itself; its inode is the namespace's.
+    Ok(std::fs::metadata(format!("/proc/self/fd/{fd}"))?.ino())
 }
 
 /// Processes (other than this one) whose network namespace is one of `inodes`: those that
