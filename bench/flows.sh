@@ -57,7 +57,6 @@ cleanup() {
 trap cleanup EXIT
 # The collectors take turns on this port of this namespace's loopback.
 PORT=39995
-TCK=$(getconf CLK_TCK)
 
 # ---- the export to replay ----------------------------------------------------------------
 # softflowd on lo records 30,000 UDP flows (to 127.x.y.1) and exports them to $PORT, where
@@ -92,7 +91,9 @@ drain() { # until the socket's receive queue is empty
     done
     sleep 0.3
 }
-cpu_s() { awk -v t="$TCK" '{printf "%.2f", ($14 + $15) / t}' "/proc/$PID/stat"; }
+# CPU seconds of every thread of the collector, from the scheduler's nanosecond accounting
+# (/proc/PID/stat's clock ticks are 10 ms: too coarse for a replay that takes tenths of a second).
+cpu_s() { cat /proc/"$PID"/task/*/schedstat | awk '{ns += $1} END {printf "%.4f", ns / 1e9}'; }
 ready() { until ss -Huln "sport = :$PORT" | grep -q .; do sleep 0.05; done; }
 
 start() {
@@ -161,7 +162,7 @@ for r in $(seq 1 "$ROUNDS"); do
             [ -n "$secs" ] || secs=0
             per_cpu=$(echo "if ($cpu > 0) $recs / $cpu else 0" | bc -l)
             per_wall=$(echo "if ($secs > 0) $recs / $secs else 0" | bc -l)
-            printf '%-6s %-8s %5s %10s %8.2f %12.0f %12.0f %9s\n' "$r" "$tool" "v$v" "$recs" "$cpu" \
+            printf '%-6s %-8s %5s %10s %8.3f %12.0f %12.0f %9s\n' "$r" "$tool" "v$v" "$recs" "$cpu" \
                 "$per_cpu" "$per_wall" "$((d1 - d0))"
             echo "$tool v$v $per_cpu $per_wall $((d1 - d0)) ${recs:-0}" >> "$RESULTS"
         done

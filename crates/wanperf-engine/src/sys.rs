@@ -237,6 +237,96 @@ pub fn send_batch(fd: RawFd, bufs: &[Vec<u8>]) -> io::Result<usize> {
     Ok(done)
 }
 
+/// Receives up to `slots` datagrams per recvmmsg call into buffers of its own (a collector
+/// that takes tens of thousands of datagrams a second pays one system call per batch, not per
+/// datagram).
+pub struct RecvBatch {
+    bufs: Vec<u8>,
+    slot: usize,
+    addrs: Vec<libc::sockaddr_storage>,
+    iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+    n: usize,
+}
+
+// SAFETY: the raw pointers in `iovs` and `msgs` point into the batch's own heap buffers, which
+// move with it; nothing is shared.
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    /// A batch of `slots` datagrams of at most `slot_len` bytes each (longer ones are cut).
+    pub fn new(slots: usize, slot_len: usize) -> RecvBatch {
+        let slots = slots.max(1);
+        // SAFETY: all-zero sockaddr_storage and mmsghdr are valid values.
+        let addrs = vec![unsafe { std::mem::zeroed::<libc::sockaddr_storage>() }; slots];
+        let msgs = (0..slots).map(|_| unsafe { std::mem::zeroed::<libc::mmsghdr>() }).collect();
+        RecvBatch {
+            bufs: vec![0; slots * slot_len],
+            slot: slot_len,
+            addrs,
+            iovs: Vec::with_capacity(slots),
+            msgs,
+            n: 0,
+        }
+    }
+
+    /// Receives what is queued on `fd`, without waiting, up to the batch's size; returns how
+    /// many datagrams came (0 when none was queued).
+    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        self.n = 0;
+        let base = self.bufs.as_mut_ptr();
+        self.iovs.clear();
+        for i in 0..self.msgs.len() {
+            // SAFETY: slot i lies inside bufs.
+            let p = unsafe { base.add(i * self.slot) };
+            self.iovs.push(libc::iovec { iov_base: p.cast(), iov_len: self.slot });
+        }
+        for (i, m) in self.msgs.iter_mut().enumerate() {
+            m.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            m.msg_hdr.msg_iov = &mut self.iovs[i];
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = std::ptr::null_mut();
+            m.msg_hdr.msg_controllen = 0;
+            m.msg_hdr.msg_flags = 0;
+            m.msg_len = 0;
+        }
+        loop {
+            // SAFETY: every header points at this batch's live address and buffer slots.
+            let rc = unsafe {
+                libc::recvmmsg(
+                    fd,
+                    self.msgs.as_mut_ptr(),
+                    self.msgs.len() as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            };
+            if rc >= 0 {
+                self.n = rc as usize;
+                return Ok(self.n);
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => return Ok(0),
+                _ => return Err(e),
+            }
+        }
+    }
+
+    /// The datagrams of the last [`RecvBatch::recv`]: sender and bytes.
+    pub fn iter(&self) -> impl Iterator<Item = (Option<SocketAddr>, &[u8])> + '_ {
+        (0..self.n).map(move |i| {
+            let m = &self.msgs[i];
+            // SAFETY: the kernel wrote msg_namelen bytes of a socket address into addrs[i].
+            let from = unsafe { socket2::SockAddr::new(self.addrs[i], m.msg_hdr.msg_namelen) }.as_socket();
+            let len = (m.msg_len as usize).min(self.slot);
+            (from, &self.bufs[i * self.slot..i * self.slot + len])
+        })
+    }
+}
+
 /// Lets the calling thread's sleeps end within `ns` of their deadline (the default slack is
 /// 50 µs), so paced senders keep their schedule.
 pub fn set_timer_slack_ns(ns: u64) {
@@ -575,6 +665,31 @@ pub fn thread_runq_wait_ns() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_receive_batch_takes_what_is_queued_with_senders_and_lengths() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = rx.local_addr().unwrap();
+        for i in 0..5u8 {
+            let s = if i % 2 == 0 { &a } else { &b };
+            s.send_to(&vec![i; 100 * usize::from(i) + 1], to).unwrap();
+        }
+        // Queued on loopback by the time send_to returns; one more datagram than fits a slot.
+        a.send_to(&[9u8; 3000], to).unwrap();
+        let mut batch = RecvBatch::new(4, 2048);
+        let mut got = Vec::new();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while got.len() < 6 && std::time::Instant::now() < until {
+            let n = batch.recv(rx.as_raw_fd()).unwrap();
+            assert!(n <= 4);
+            got.extend(batch.iter().map(|(from, d)| (from.unwrap(), d.len(), d[0])));
+        }
+        let (ta, tb) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        assert_eq!(got, [(ta, 1, 0), (tb, 101, 1), (ta, 201, 2), (tb, 301, 3), (ta, 401, 4), (ta, 2048, 9)]);
+        assert_eq!(batch.recv(rx.as_raw_fd()).unwrap(), 0, "nothing queued: no wait, no datagram");
+    }
 
     #[test]
     fn transmit_timestamps_come_back_numbered_in_send_order() {

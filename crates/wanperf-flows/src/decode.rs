@@ -1,32 +1,19 @@
 //! Export datagrams → [`Flow`]s and [`IfCounters`], with loss and error accounting.
 //!
-//! Templates (and options templates) live per scope: exporter address, protocol version and
-//! observation domain (v9 source id, IPFIX observation domain id, v5 engine type and id) —
-//! never the source port, which an exporter may change. `netflow_parser` keeps them per scope
-//! (`RouterScopedParser`), expires them after [`TEMPLATE_TTL`], and holds data that comes before
-//! its template (bounded) until the template arrives.
+//! NetFlow v5/v9 and IPFIX are read by [`netflow`] (templates compiled to field offsets, kept
+//! per exporter address × version × observation domain — never the source port); sFlow v5 by
+//! `flowparser-sflow`.
 
 use crate::seq::Seq;
 use crate::{Flow, IfCounters};
 use flowparser_sflow::{SflowParser, SflowSample};
-use netflow_parser::scoped_parser::RouterScopedParser;
-use netflow_parser::variable_versions::field_value::FieldValue;
-use netflow_parser::variable_versions::ipfix::lookup::{IANAIPFixField, IPFixField};
-use netflow_parser::variable_versions::ipfix::FlowSetBody as IpfixBody;
-use netflow_parser::variable_versions::ttl::TtlConfig;
-use netflow_parser::variable_versions::v9::FlowSetBody as V9Body;
-use netflow_parser::PendingFlowsConfig;
-use netflow_parser::{NetflowPacket, NetflowParser};
+use netflow::{Netflow, Scope};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::time::Duration;
 
-/// Templates not refreshed for this long are forgotten (exporters resend theirs every few
-/// minutes at most; RFC 7011 §8.4's template withdrawal is honoured by the parser as well).
-pub const TEMPLATE_TTL: Duration = Duration::from_secs(1800);
-/// Scopes (exporter × version × domain) remembered at once.
-pub const MAX_SCOPES: usize = 4096;
+mod netflow;
+pub use netflow::{MAX_SCOPES, TEMPLATE_TTL_MS};
 
 /// The export protocol of a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -105,20 +92,11 @@ impl ExporterStats {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Scope {
-    exporter: IpAddr,
-    version: u16,
-    domain: u32,
-}
-
 /// The decoder of every exporter's datagrams.
 pub struct Decoder {
-    netflow: RouterScopedParser<Scope>,
+    netflow: Netflow,
     sflow: SflowParser,
     stats: BTreeMap<(IpAddr, Protocol, u32), ExporterStats>,
-    /// Options-announced sampling per scope.
-    sampling: HashMap<Scope, u32>,
     /// Datagrams that were neither NetFlow nor sFlow.
     pub unknown: u64,
 }
@@ -129,17 +107,10 @@ impl Default for Decoder {
     }
 }
 
-fn parser_builder() -> netflow_parser::NetflowParserBuilder {
-    NetflowParser::builder().with_ttl(TtlConfig::new(TEMPLATE_TTL)).with_pending_flows(PendingFlowsConfig::new(256))
-}
-
 impl Decoder {
     /// A decoder that knows no exporter yet.
     pub fn new() -> Self {
-        let netflow = RouterScopedParser::try_with_builder(parser_builder())
-            .and_then(|p| p.with_max_sources(MAX_SCOPES))
-            .expect("static parser configuration is valid");
-        Decoder { netflow, sflow: SflowParser::default(), stats: BTreeMap::new(), sampling: HashMap::new(), unknown: 0 }
+        Decoder { netflow: Netflow::default(), sflow: SflowParser::default(), stats: BTreeMap::new(), unknown: 0 }
     }
 
     /// Every exporter seen so far, in address order.
@@ -171,170 +142,22 @@ impl Decoder {
                 return 0;
             }
         };
-        let scope = Scope { exporter: from, version, domain };
-        let result = self.netflow.parse_from_source(scope.clone(), datagram);
-        let before = flows.len();
-        let mut malformed = u64::from(result.error.is_some());
-        let mut awaiting = 0u64;
-        let mut seq_obs: Option<(u32, u32)> = None;
-        // Data sets in the output, against those on the wire: fewer means some wait for their
-        // template (the parser holds them), more means held ones were released.
-        let mut out_sets = 0u64;
-        for packet in &result.packets {
-            match packet {
-                NetflowPacket::V5(v5) => {
-                    let h = &v5.header;
-                    let export_ms = u64::from(h.unix_secs) * 1000 + u64::from(h.unix_nsecs) / 1_000_000;
-                    let rate = u32::from(h.sampling_interval & 0x3fff).max(1);
-                    for r in &v5.flowsets {
-                        let (start_ms, end_ms) = uptime_span(export_ms, h.sys_up_time, r.first, r.last);
-                        flows.push(Flow {
-                            exporter: from,
-                            domain,
-                            src: r.src_addr.into(),
-                            dst: r.dst_addr.into(),
-                            proto: r.protocol_number,
-                            sport: r.src_port,
-                            dport: r.dst_port,
-                            bytes: u64::from(r.d_octets),
-                            packets: u64::from(r.d_pkts),
-                            start_ms,
-                            end_ms,
-                            sampling: rate,
-                        });
-                    }
-                    self.sampling.insert(scope.clone(), rate);
-                    seq_obs = Some((h.flow_sequence, v5.flowsets.len() as u32));
-                }
-                NetflowPacket::V9(v9) => {
-                    let h = &v9.header;
-                    let export_ms = u64::from(h.unix_secs) * 1000;
-                    for set in &v9.flowsets {
-                        match &set.body {
-                            V9Body::Data(d) => {
-                                out_sets += 1;
-                                for rec in &d.fields {
-                                    let mut acc = Acc::default();
-                                    for (f, v) in rec {
-                                        acc.put(u16::from(*f), v);
-                                    }
-                                    let rate = self.rate(&scope, acc.sampling);
-                                    if let Some(fl) = acc.flow(from, domain, rate, export_ms, Some(h.sys_up_time)) {
-                                        flows.push(fl);
-                                    }
-                                }
-                            }
-                            V9Body::OptionsData(o) => {
-                                out_sets += 1;
-                                for rec in &o.fields {
-                                    let mut acc = Acc::default();
-                                    for (f, v) in &rec.options_fields {
-                                        acc.put(u16::from(*f), v);
-                                    }
-                                    if let Some(r) = acc.sampling {
-                                        self.sampling.insert(scope.clone(), r);
-                                    }
-                                }
-                            }
-                            V9Body::NoTemplate(_) => {
-                                out_sets += 1;
-                                awaiting += 1;
-                            }
-                            V9Body::Template(_) | V9Body::OptionsTemplate(_) | V9Body::Empty => {}
-                        }
-                    }
-                    seq_obs = Some((h.sequence_number, 1));
-                }
-                NetflowPacket::IPFix(ipfix) => {
-                    let h = &ipfix.header;
-                    let export_ms = u64::from(h.export_time) * 1000;
-                    let mut n = 0u32;
-                    for set in &ipfix.flowsets {
-                        match &set.body {
-                            IpfixBody::Data(d) => {
-                                out_sets += 1;
-                                for rec in &d.fields {
-                                    let mut acc = Acc::default();
-                                    for (f, v) in rec {
-                                        if let Some(id) = ipfix_id(f) {
-                                            acc.put(id, v);
-                                        }
-                                    }
-                                    n += 1;
-                                    let rate = self.rate(&scope, acc.sampling);
-                                    if let Some(fl) = acc.flow(from, domain, rate, export_ms, None) {
-                                        flows.push(fl);
-                                    }
-                                }
-                            }
-                            IpfixBody::OptionsData(o) => {
-                                out_sets += 1;
-                                for rec in &o.fields {
-                                    n += 1;
-                                    let mut acc = Acc::default();
-                                    for (f, v) in rec {
-                                        if let Some(id) = ipfix_id(f) {
-                                            acc.put(id, v);
-                                        }
-                                    }
-                                    if let Some(r) = acc.sampling {
-                                        self.sampling.insert(scope.clone(), r);
-                                    }
-                                }
-                            }
-                            IpfixBody::NoTemplate(_) => {
-                                out_sets += 1;
-                                awaiting += 1;
-                            }
-                            IpfixBody::Template(_)
-                            | IpfixBody::Templates(_)
-                            | IpfixBody::OptionsTemplate(_)
-                            | IpfixBody::OptionsTemplates(_)
-                            | IpfixBody::V9Template(_)
-                            | IpfixBody::V9Templates(_)
-                            | IpfixBody::V9OptionsTemplate(_)
-                            | IpfixBody::V9OptionsTemplates(_) => {}
-                            IpfixBody::V9Data(_) | IpfixBody::V9OptionsData(_) | IpfixBody::Empty => {
-                                malformed += 1;
-                            }
-                        }
-                    }
-                    seq_obs = Some((h.sequence_number, n));
-                }
-                _ => malformed += 1,
-            }
-        }
-        let decoded = flows.len() - before;
-        let wire_sets = data_sets_on_wire(datagram, version);
-        let held_now = wire_sets.saturating_sub(out_sets);
-        let released = out_sets > wire_sets;
-        awaiting += held_now;
+        let o = self.netflow.feed(Scope { exporter: from, version, domain }, now_ms, datagram, flows);
         let st =
             self.stats.entry((from, protocol, domain)).or_insert_with(|| ExporterStats::new(from, protocol, domain));
         st.datagrams += 1;
-        st.records += decoded as u64;
-        st.malformed += malformed;
-        st.awaiting_template += awaiting;
-        st.sampling = self.sampling.get(&scope).copied().unwrap_or(1);
-        if let Some((seq, n)) = seq_obs {
-            if protocol == Protocol::Ipfix {
-                // IPFIX numbers data records: a message whose data waited for its template (or one
-                // that released such data) has a count that cannot be told from its own sets.
-                if held_now > 0 || released {
-                    st.seq.observe(seq, n);
-                    st.seq.resync();
-                } else {
-                    st.seq.observe(seq, n);
-                }
-            } else {
-                st.seq.observe(seq, n);
+        st.records += o.flows as u64;
+        st.malformed += o.malformed;
+        st.awaiting_template += o.held;
+        st.sampling = o.sampling;
+        if let Some((seq, n)) = o.seq {
+            st.seq.observe(seq, n);
+            if protocol == Protocol::Ipfix && o.held > 0 {
+                // IPFIX numbers data records, and how many a held set has is not known yet.
+                st.seq.resync();
             }
         }
-        decoded
-    }
-
-    fn rate(&self, scope: &Scope, in_record: Option<u32>) -> u32 {
-        in_record.or_else(|| self.sampling.get(scope).copied()).unwrap_or(1).max(1)
+        o.flows
     }
 
     fn feed_sflow(
@@ -416,33 +239,6 @@ fn canonical(a: IpAddr) -> IpAddr {
     }
 }
 
-/// Data and options-data sets (id ≥ 256) in a v9 or IPFIX datagram, walking the set headers.
-fn data_sets_on_wire(d: &[u8], version: u16) -> u64 {
-    let mut at = match version {
-        9 => 20,
-        10 => 16,
-        _ => return 0,
-    };
-    let end = if version == 10 && d.len() >= 4 {
-        usize::from(u16::from_be_bytes([d[2], d[3]])).min(d.len())
-    } else {
-        d.len()
-    };
-    let mut n = 0;
-    while at + 4 <= end {
-        let id = u16::from_be_bytes([d[at], d[at + 1]]);
-        let len = usize::from(u16::from_be_bytes([d[at + 2], d[at + 3]]));
-        if len < 4 {
-            break;
-        }
-        if id >= 256 {
-            n += 1;
-        }
-        at += len;
-    }
-    n
-}
-
 fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
@@ -455,136 +251,6 @@ fn uptime_span(export_ms: u64, uptime: u32, first: u32, last: u32) -> (u64, u64)
     let at = |t: u32| (export_ms as i64 - i64::from(uptime.wrapping_sub(t) as i32)).max(0) as u64;
     let (start, end) = (at(first), at(last));
     (start.min(end), end.max(start))
-}
-
-/// IANA numbers of the IPFIX fields a flow needs.
-fn ipfix_id(f: &IPFixField) -> Option<u16> {
-    use IANAIPFixField as I;
-    let IPFixField::IANA(i) = f else { return None };
-    Some(match i {
-        I::OctetDeltaCount => 1,
-        I::PacketDeltaCount => 2,
-        I::ProtocolIdentifier => 4,
-        I::SourceTransportPort => 7,
-        I::SourceIpv4address => 8,
-        I::DestinationTransportPort => 11,
-        I::DestinationIpv4address => 12,
-        I::FlowEndSysUpTime => 21,
-        I::FlowStartSysUpTime => 22,
-        I::PostOctetDeltaCount => 23,
-        I::PostPacketDeltaCount => 24,
-        I::SourceIpv6address => 27,
-        I::DestinationIpv6address => 28,
-        I::IcmpTypeCodeIpv4 => 32,
-        I::SamplingInterval => 34,
-        I::OctetTotalCount => 85,
-        I::PacketTotalCount => 86,
-        I::IcmpTypeCodeIpv6 => 139,
-        I::FlowStartSeconds => 150,
-        I::FlowEndSeconds => 151,
-        I::FlowStartMilliseconds => 152,
-        I::FlowEndMilliseconds => 153,
-        I::FlowStartMicroseconds => 154,
-        I::FlowEndMicroseconds => 155,
-        I::FlowStartNanoseconds => 156,
-        I::FlowEndNanoseconds => 157,
-        I::SystemInitTimeMilliseconds => 160,
-        I::SamplingPacketInterval => 305,
-        I::SamplingPacketSpace => 306,
-        _ => return None,
-    })
-}
-
-/// The fields of one data record, by IANA number.
-#[derive(Default)]
-struct Acc {
-    src: Option<IpAddr>,
-    dst: Option<IpAddr>,
-    proto: Option<u8>,
-    sport: Option<u16>,
-    dport: Option<u16>,
-    icmp: Option<u16>,
-    bytes: Option<u64>,
-    packets: Option<u64>,
-    up_first: Option<u64>,
-    up_last: Option<u64>,
-    abs_start: Option<u64>,
-    abs_end: Option<u64>,
-    init_ms: Option<u64>,
-    sampling: Option<u32>,
-    interval: Option<u64>,
-    space: Option<u64>,
-}
-
-fn addr(v: &FieldValue) -> Option<IpAddr> {
-    match v {
-        FieldValue::Ip4Addr(a) => Some(IpAddr::V4(*a)),
-        FieldValue::Ip6Addr(a) => Some(IpAddr::V6(*a)),
-        _ => IpAddr::try_from(v).ok(),
-    }
-}
-
-impl Acc {
-    fn put(&mut self, id: u16, v: &FieldValue) {
-        match id {
-            1 | 85 => self.bytes = self.bytes.or(v.as_u64()),
-            2 | 86 => self.packets = self.packets.or(v.as_u64()),
-            23 => self.bytes = self.bytes.or(v.as_u64()),
-            24 => self.packets = self.packets.or(v.as_u64()),
-            4 => self.proto = v.as_u8(),
-            7 => self.sport = v.as_u16(),
-            11 => self.dport = v.as_u16(),
-            8 | 27 => self.src = addr(v),
-            12 | 28 => self.dst = addr(v),
-            32 | 139 => self.icmp = v.as_u16(),
-            21 => self.up_last = v.as_u64(),
-            22 => self.up_first = v.as_u64(),
-            150 | 152 | 154 | 156 => self.abs_start = v.as_u64(),
-            151 | 153 | 155 | 157 => self.abs_end = v.as_u64(),
-            160 => self.init_ms = v.as_u64(),
-            34 => self.sampling = v.as_u64().filter(|&r| r > 0).map(|r| r.min(u64::from(u32::MAX)) as u32),
-            305 => self.interval = v.as_u64(),
-            306 => self.space = v.as_u64(),
-            _ => {}
-        }
-        if let (Some(i), Some(s)) = (self.interval, self.space) {
-            // `interval` packets looked at in every interval + space (RFC 5477).
-            if let Some(r) = (i + s).checked_div(i) {
-                self.sampling = Some(r.clamp(1, u64::from(u32::MAX)) as u32);
-            }
-        }
-    }
-
-    fn flow(&self, exporter: IpAddr, domain: u32, rate: u32, export_ms: u64, uptime: Option<u32>) -> Option<Flow> {
-        let (src, dst) = (self.src?, self.dst?);
-        let bytes = self.bytes?;
-        let packets = self.packets.unwrap_or(0);
-        let (start_ms, end_ms) = match (self.abs_start, self.abs_end, self.up_first, self.up_last) {
-            (Some(s), Some(e), _, _) => (s.min(e), e.max(s)),
-            (_, _, Some(f), Some(l)) => match (uptime, self.init_ms) {
-                (Some(up), _) => uptime_span(export_ms, up, f as u32, l as u32),
-                (None, Some(init)) => (init + f.min(l), init + l.max(f)),
-                (None, None) => (export_ms, export_ms),
-            },
-            _ => (export_ms, export_ms),
-        };
-        let proto = self.proto.unwrap_or(0);
-        let icmp = matches!(proto, 1 | 58);
-        Some(Flow {
-            exporter,
-            domain,
-            src,
-            dst,
-            proto,
-            sport: if icmp { 0 } else { self.sport.unwrap_or(0) },
-            dport: if icmp { self.icmp.or(self.dport).unwrap_or(0) } else { self.dport.unwrap_or(0) },
-            bytes,
-            packets,
-            start_ms,
-            end_ms,
-            sampling: rate.max(1),
-        })
-    }
 }
 
 /// The flow an sFlow flow sample describes (one sampled packet).

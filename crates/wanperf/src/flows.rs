@@ -467,7 +467,8 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let mut last_flush = Instant::now();
     let flush_every = Duration::from_secs_f64(a.flush);
-    let mut buf = vec![0u8; 65_536];
+    // 32 datagrams of up to 64 KiB per system call.
+    let mut batch = wanperf_engine::sys::RecvBatch::new(32, 65_536);
     let mut fds: Vec<libc::pollfd> = sockets
         .iter()
         .map(|s| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(s), events: libc::POLLIN, revents: 0 })
@@ -508,19 +509,23 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
             continue;
         }
         for s in &sockets {
-            // Drain what is queued, bounded so the flush and stop checks run.
-            for _ in 0..10_000 {
-                match s.recv_from(&mut buf) {
-                    Ok((len, from)) => {
-                        flows.clear();
-                        counters.clear();
-                        decoder.feed(from.ip(), now_ms(), &buf[..len], &mut flows, &mut counters);
-                        for f in &flows {
-                            binner.add(f);
+            // Drain what is queued, a batch per system call, bounded so the flush and stop
+            // checks run.
+            for _ in 0..1_000 {
+                match batch.recv(std::os::fd::AsRawFd::as_raw_fd(s)) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let now = now_ms();
+                        for (from, datagram) in batch.iter() {
+                            let Some(from) = from else { continue };
+                            flows.clear();
+                            decoder.feed(from.ip(), now, datagram, &mut flows, &mut counters);
+                            for f in &flows {
+                                binner.add(f);
+                            }
                         }
                         pending_counters.append(&mut counters);
                     }
-                    Err(_) => break,
                 }
             }
         }
