@@ -5,9 +5,9 @@
 //! and resets turned into gaps.
 //!
 //! Nothing here opens a socket or reads a clock: datagrams and the time they arrived are passed
-//! in. The wire formats are decoded by `netflow_parser` (NetFlow v5/v7/v9 and IPFIX, with
-//! templates kept per scope and data that comes before its template held until it comes) and
-//! `flowparser-sflow` (sFlow v5); `etherparse` reads the packet headers sFlow samples carry.
+//! in. NetFlow v5/v9 and IPFIX are read in place by templates compiled to field offsets (kept
+//! per scope; data that comes before its template held until it comes); sFlow v5 by
+//! `flowparser-sflow`; `etherparse` reads the packet headers sFlow samples carry.
 #![warn(missing_docs)]
 
 pub mod bins;

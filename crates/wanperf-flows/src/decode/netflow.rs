@@ -467,6 +467,12 @@ impl Netflow {
         o
     }
 
+    /// Scopes remembered.
+    #[cfg(test)]
+    pub fn scopes(&self) -> usize {
+        self.scopes.len()
+    }
+
     fn v5(&mut self, scope: Scope, now_ms: u64, d: &[u8], out: &mut Vec<Flow>) -> Outcome {
         let mut o = Outcome::default();
         if d.len() < 24 {

@@ -353,3 +353,288 @@ fn uptime_spans_allow_packets_after_the_header_second_and_the_counter_wrap() {
     // The counter wrapped between the first packet and the header.
     assert_eq!(super::uptime_span(1_000_000, 100, u32::MAX - 899, 50), (999_000, 999_950));
 }
+
+/// An IPFIX template set whose fields may carry enterprise numbers: (id, length, enterprise).
+fn ipfix_template_pen(id: u16, fields: &[(u16, u16, Option<u32>)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(id.to_be_bytes());
+    b.extend((fields.len() as u16).to_be_bytes());
+    for &(f, l, pen) in fields {
+        b.extend((f | if pen.is_some() { 0x8000 } else { 0 }).to_be_bytes());
+        b.extend(l.to_be_bytes());
+        if let Some(p) = pen {
+            b.extend(p.to_be_bytes());
+        }
+    }
+    set(2, &b)
+}
+
+/// A variable-length value: one length byte, or 255 and two.
+fn varlen(v: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    if v.len() < 255 {
+        b.push(v.len() as u8);
+    } else {
+        b.push(255);
+        b.extend((v.len() as u16).to_be_bytes());
+    }
+    b.extend(v);
+    b
+}
+
+#[test]
+fn ipfix_variable_length_enterprise_and_reduced_size_fields() {
+    let mut d = Decoder::new();
+    // src, an enterprise field of 6 bytes, interfaceName (variable), dst, proto, octets in 3
+    // bytes and packets in 2 (reduced-size encoding), flowStartMicroseconds and End (NTP).
+    let fields = [
+        (8, 4, None),
+        (100, 6, Some(29305)),
+        (82, 0xffff, None),
+        (12, 4, None),
+        (4, 1, None),
+        (1, 3, None),
+        (2, 2, None),
+        (154, 8, None),
+        (155, 8, None),
+    ];
+    let ntp = |unix_ms: u64| {
+        let secs = unix_ms / 1000 + 2_208_988_800;
+        let frac = ((unix_ms % 1000) << 32) / 1000 + 1; // a hair past the millisecond
+        (secs << 32 | frac).to_be_bytes()
+    };
+    let t0 = u64::from(T0) * 1000;
+    let rec = |src: [u8; 4], name: &[u8], bytes: u32| {
+        let mut r = Vec::new();
+        r.extend(src);
+        r.extend([0xee; 6]);
+        r.extend(varlen(name));
+        r.extend([10, 9, 9, 9, 17]);
+        r.extend(&bytes.to_be_bytes()[1..]);
+        r.extend(7u16.to_be_bytes());
+        r.extend(ntp(t0 - 2_500));
+        r.extend(ntp(t0 - 500));
+        r
+    };
+    let body = [rec([10, 0, 0, 1], b"eth0", 70_000), rec([10, 0, 0, 2], &[b'x'; 300], 1_000_000)].concat();
+    let f = feed(&mut d, R1, &msg(10, 0, 5, &[ipfix_template_pen(256, &fields), set(256, &body)]));
+    assert_eq!(f.len(), 2, "{:?}", d.stats());
+    assert_eq!((f[0].src.to_string(), f[0].dst.to_string(), f[0].proto), ("10.0.0.1".into(), "10.9.9.9".into(), 17));
+    assert_eq!((f[0].bytes, f[0].packets, f[1].bytes, f[1].src.to_string()), (70_000, 7, 1_000_000, "10.0.0.2".into()));
+    assert_eq!((f[0].start_ms, f[0].end_ms), (t0 - 2_500, t0 - 500), "NTP times are from 1900");
+    let s = &d.stats()[0];
+    assert_eq!((s.malformed, s.seq.expected), (0, 2));
+}
+
+#[test]
+fn ipfix_withdrawn_templates_are_forgotten_and_v9_options_give_the_rate() {
+    let mut d = Decoder::new();
+    let rec = ipfix_rec([10, 1, 0, 1], [10, 2, 0, 1], 6, 1000, 80, 4242, 3);
+    assert_eq!(feed(&mut d, R1, &msg(10, 0, 1, &[template(10, 300, IPFIX_FIELDS), set(300, &rec)])).len(), 1);
+    // Withdraw template 300: its data now waits; a new template releases it.
+    let withdraw = set(2, &[300u16.to_be_bytes(), 0u16.to_be_bytes()].concat());
+    assert!(feed(&mut d, R1, &msg(10, 1, 1, &[withdraw, set(300, &rec)])).is_empty());
+    assert_eq!(d.stats()[0].awaiting_template, 1);
+    assert_eq!(feed(&mut d, R1, &msg(10, 2, 1, &[template(10, 300, IPFIX_FIELDS)])).len(), 1);
+    // "Withdraw all data templates" (template id 2).
+    let all = set(2, &[2u16.to_be_bytes(), 0u16.to_be_bytes()].concat());
+    assert!(feed(&mut d, R1, &msg(10, 3, 1, &[all, set(300, &rec)])).is_empty());
+
+    // NetFlow v9 options template (set 1): scope system (1, 4 bytes), SAMPLING_INTERVAL (34).
+    let mut ot = Vec::new();
+    for x in [257u16, 4, 4, 1, 4, 34, 4] {
+        ot.extend(x.to_be_bytes());
+    }
+    ot.extend([0, 0]); // padding
+    let od = [0u32.to_be_bytes(), 50u32.to_be_bytes()].concat();
+    let data = set(256, &v9_rec([10, 0, 0, 1], [10, 0, 0, 2], 5000));
+    let f = feed(&mut d, R2, &msg(9, 0, 3, &[template(9, 256, V9_FIELDS), set(1, &ot), set(257, &od), data]));
+    assert_eq!(f.len(), 1);
+    assert_eq!((f[0].sampling, f[0].est_bytes()), (50, 250_000.0));
+    assert!(d.stats().iter().all(|s| s.malformed == 0), "{:?}", d.stats());
+}
+
+#[test]
+fn templates_expire_and_held_data_is_bounded() {
+    let mut d = Decoder::new();
+    let (mut f, mut c) = (Vec::new(), Vec::new());
+    let t0 = u64::from(T0) * 1000;
+    let data = set(256, &v9_rec([10, 0, 0, 1], [10, 0, 0, 2], 5000));
+    d.feed(R1.into(), t0, &msg(9, 0, 1, &[template(9, 256, V9_FIELDS)]), &mut f, &mut c);
+    d.feed(R1.into(), t0 + TEMPLATE_TTL_MS - 1, &msg(9, 1, 1, std::slice::from_ref(&data)), &mut f, &mut c);
+    assert_eq!(f.len(), 1, "a template within its lifetime");
+    d.feed(R1.into(), t0 + TEMPLATE_TTL_MS, &msg(9, 2, 1, std::slice::from_ref(&data)), &mut f, &mut c);
+    assert_eq!(f.len(), 1, "a template not refreshed for its lifetime is gone");
+    // Far more data sets than are held: the newest MAX_HELD_SETS are decoded when the
+    // template comes (one of them the set above).
+    f.clear();
+    for i in 0..netflow::MAX_HELD_SETS + 50 {
+        let data = set(256, &v9_rec([10, 0, 0, 1], [10, 0, 0, 2], 1000 + i as u32));
+        d.feed(R1.into(), t0 + TEMPLATE_TTL_MS, &msg(9, 3 + i as u32, 1, &[data]), &mut f, &mut c);
+    }
+    assert!(f.is_empty());
+    d.feed(R1.into(), t0 + TEMPLATE_TTL_MS, &msg(9, 999, 1, &[template(9, 256, V9_FIELDS)]), &mut f, &mut c);
+    assert_eq!(f.len(), netflow::MAX_HELD_SETS);
+    assert_eq!(f.last().unwrap().bytes, 1000 + netflow::MAX_HELD_SETS as u64 + 49);
+}
+
+#[test]
+fn a_flood_of_exporters_keeps_the_scope_table_bounded() {
+    let mut d = Decoder::new();
+    let (mut f, mut c) = (Vec::new(), Vec::new());
+    let p = msg(9, 0, 1, &[template(9, 256, V9_FIELDS), set(256, &v9_rec([10, 0, 0, 1], [10, 0, 0, 2], 5000))]);
+    let n = MAX_SCOPES * 3;
+    for i in 0..n {
+        let from: IpAddr = std::net::Ipv4Addr::from(0xc612_0000 + i as u32).into();
+        d.feed(from, 1_000 + i as u64, &p, &mut f, &mut c);
+    }
+    assert_eq!(f.len(), n, "every exporter's datagram decoded");
+    assert!(d.netflow.scopes() <= MAX_SCOPES, "{} scopes", d.netflow.scopes());
+}
+
+/// A deterministic generator for the differential test.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+type Tuple = (IpAddr, IpAddr, u8, u16, u16, u64, u64);
+
+/// netflow_parser's reading of the same datagrams (an independent implementation): every data
+/// record's addresses, protocol, ports, octets and packets.
+fn oracle(datagrams: &[Vec<u8>]) -> Vec<Tuple> {
+    use netflow_parser::variable_versions::field_value::FieldValue;
+    use netflow_parser::variable_versions::ipfix::lookup::{IANAIPFixField, IPFixField};
+    use netflow_parser::variable_versions::ipfix::FlowSetBody as I;
+    use netflow_parser::variable_versions::v9::FlowSetBody as V;
+    use netflow_parser::NetflowPacket;
+    let mut p = netflow_parser::NetflowParser::builder()
+        .with_pending_flows(netflow_parser::PendingFlowsConfig::new(256))
+        .build()
+        .unwrap();
+    let mut out = Vec::new();
+    let mut take = |fields: &mut dyn Iterator<Item = (u16, &FieldValue)>| {
+        let (mut s, mut d, mut pr, mut sp, mut dp, mut by, mut pk) = (None, None, 0, 0, 0, 0, 0);
+        for (id, v) in fields {
+            match id {
+                8 | 27 => s = IpAddr::try_from(v).ok(),
+                12 | 28 => d = IpAddr::try_from(v).ok(),
+                4 => pr = v.as_u8().unwrap(),
+                7 => sp = v.as_u16().unwrap(),
+                11 => dp = v.as_u16().unwrap(),
+                1 => by = v.as_u64().unwrap(),
+                2 => pk = v.as_u64().unwrap(),
+                _ => {}
+            }
+        }
+        out.push((s.unwrap(), d.unwrap(), pr, sp, dp, by, pk));
+    };
+    for dg in datagrams {
+        let r = p.parse_bytes(dg);
+        assert!(r.error.is_none(), "netflow_parser: {:?}", r.error);
+        for pkt in &r.packets {
+            match pkt {
+                NetflowPacket::V9(v9) => {
+                    for set in &v9.flowsets {
+                        if let V::Data(data) = &set.body {
+                            for rec in &data.fields {
+                                take(&mut rec.iter().map(|(f, v)| (u16::from(*f), v)));
+                            }
+                        }
+                    }
+                }
+                NetflowPacket::IPFix(ipfix) => {
+                    for set in &ipfix.flowsets {
+                        if let I::Data(data) = &set.body {
+                            for rec in &data.fields {
+                                take(&mut rec.iter().filter_map(|(f, v)| match f {
+                                    IPFixField::IANA(i) => {
+                                        [8u16, 27, 12, 28, 4, 7, 11, 1, 2]
+                                            .into_iter()
+                                            .find(|&id| IANAIPFixField::from(id) == *i)
+                                            .map(|id| (id, v))
+                                    }
+                                    _ => None,
+                                }));
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn random_templates_and_records_read_the_same_as_netflow_parser() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut total = 0;
+    for case in 0..300 {
+        let version = if case % 2 == 0 { 9 } else { 10 };
+        let v6 = rng.below(4) == 0;
+        // The fields a flow needs, at standard lengths, in a random order, between fillers
+        // (tos, tcp flags, interfaces, next hop, uptimes) of the lengths exporters use.
+        let mut fields: Vec<(u16, u16)> = vec![
+            if v6 { (27, 16) } else { (8, 4) },
+            if v6 { (28, 16) } else { (12, 4) },
+            (4, 1),
+            (7, 2),
+            (11, 2),
+            (1, if rng.below(2) == 0 { 4 } else { 8 }),
+            (2, if rng.below(2) == 0 { 4 } else { 8 }),
+        ];
+        for filler in [(5u16, 1u16), (6, 1), (10, 4), (14, 2), (15, 4), (21, 4), (22, 4), (61, 1)] {
+            if rng.below(2) == 0 {
+                fields.push(filler);
+            }
+        }
+        for i in (1..fields.len()).rev() {
+            fields.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let tid = 256 + rng.below(1000) as u16;
+        let n = 1 + rng.below(20) as usize;
+        let mut body = Vec::new();
+        for _ in 0..n {
+            for &(_, len) in &fields {
+                let v = rng.next().to_be_bytes();
+                let mut x: Vec<u8> = Vec::new();
+                while x.len() < usize::from(len) {
+                    x.extend(&v[..(usize::from(len) - x.len()).min(8)]);
+                }
+                body.extend(x);
+            }
+        }
+        // Template and data in one message, or data first (held until the template comes).
+        let datagrams = if rng.below(3) == 0 {
+            vec![msg(version, 0, 7, &[set(tid, &body)]), msg(version, 1, 7, &[template(version, tid, &fields)])]
+        } else {
+            vec![msg(version, 0, 7, &[template(version, tid, &fields), set(tid, &body)])]
+        };
+        let want = oracle(&datagrams);
+        let mut d = Decoder::new();
+        let mut got = Vec::new();
+        for dg in &datagrams {
+            for f in feed(&mut d, R1, dg) {
+                got.push((f.src, f.dst, f.proto, f.sport, f.dport, f.bytes, f.packets));
+            }
+        }
+        // ICMP ports are type × 256 + code in wanperf; compare the rest.
+        let norm = |v: Vec<Tuple>| -> Vec<Tuple> {
+            v.into_iter().filter(|t| t.2 != 1 && t.2 != 58).collect()
+        };
+        assert_eq!(want.len(), n, "case {case}: the oracle read every record");
+        assert_eq!(norm(got), norm(want), "case {case}: v{version} fields {fields:?}");
+        total += n;
+    }
+    assert!(total > 1000);
+}
