@@ -380,8 +380,9 @@ fn read_set(
             n += 1;
             emit(t, &acc, scope, ctx, sampling, out);
         }
-        // Padding is shorter than a record (and all zero in practice): never an error.
-        return (n, false);
+        // Padding is shorter than a record and zero (RFC 7011 §3.3.1): anything else left over
+        // is not padding.
+        return (n, recs.remainder().iter().any(|&b| b != 0));
     }
     let mut at = 0usize;
     'records: while body.len() - at >= t.min_len.max(1) {
