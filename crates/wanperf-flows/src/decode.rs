@@ -9,7 +9,7 @@ use crate::{Flow, IfCounters};
 use flowparser_sflow::{SflowParser, SflowSample};
 use netflow::{Netflow, Scope};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 mod netflow;
@@ -92,11 +92,33 @@ impl ExporterStats {
     }
 }
 
+/// An exporter's key in the accounting: address, protocol, domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StatKey(IpAddr, Protocol, u32);
+
+impl std::hash::Hash for StatKey {
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u128(addr_word(self.0));
+        h.write_u64((self.1 as u64) << 32 | u64::from(self.2));
+    }
+}
+
+/// An address as one word for hashing (IPv4 and IPv6 kept apart by a bit IPv6 addresses
+/// held here never have set: the decoder folds IPv4-mapped ones to IPv4).
+#[inline]
+fn addr_word(a: IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(v4) => 1 << 127 | u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => u128::from(v6) & !(1 << 127),
+    }
+}
+
 /// The decoder of every exporter's datagrams.
 pub struct Decoder {
     netflow: Netflow,
     sflow: SflowParser,
-    stats: BTreeMap<(IpAddr, Protocol, u32), ExporterStats>,
+    stats: HashMap<StatKey, ExporterStats, foldhash::fast::RandomState>,
     /// Datagrams that were neither NetFlow nor sFlow.
     pub unknown: u64,
 }
@@ -110,12 +132,14 @@ impl Default for Decoder {
 impl Decoder {
     /// A decoder that knows no exporter yet.
     pub fn new() -> Self {
-        Decoder { netflow: Netflow::default(), sflow: SflowParser::default(), stats: BTreeMap::new(), unknown: 0 }
+        Decoder { netflow: Netflow::default(), sflow: SflowParser::default(), stats: HashMap::default(), unknown: 0 }
     }
 
     /// Every exporter seen so far, in address order.
     pub fn stats(&self) -> Vec<ExporterStats> {
-        self.stats.values().cloned().collect()
+        let mut all: Vec<ExporterStats> = self.stats.values().cloned().collect();
+        all.sort_by_key(|s| (s.exporter, s.protocol, s.domain));
+        all
     }
 
     /// Decodes one datagram from `from` received at `now_ms` (Unix milliseconds); flows and
@@ -144,7 +168,7 @@ impl Decoder {
         };
         let o = self.netflow.feed(Scope { exporter: from, version, domain }, now_ms, datagram, flows);
         let st =
-            self.stats.entry((from, protocol, domain)).or_insert_with(|| ExporterStats::new(from, protocol, domain));
+            self.stats.entry(StatKey(from, protocol, domain)).or_insert_with(|| ExporterStats::new(from, protocol, domain));
         st.datagrams += 1;
         st.records += o.flows as u64;
         st.malformed += o.malformed;
@@ -201,14 +225,14 @@ impl Decoder {
             }
             let st = self
                 .stats
-                .entry((from, Protocol::Sflow, domain))
+                .entry(StatKey(from, Protocol::Sflow, domain))
                 .or_insert_with(|| ExporterStats::new(from, Protocol::Sflow, domain));
             st.datagrams += 1;
             st.seq.observe(d.sequence_number, 1);
         }
         let decoded = flows.len() - before;
         if let Some(rate) = flows[before..].last().map(|f| f.sampling) {
-            if let Some(st) = self.stats.get_mut(&(from, Protocol::Sflow, last.0)) {
+            if let Some(st) = self.stats.get_mut(&StatKey(from, Protocol::Sflow, last.0)) {
                 st.sampling = rate;
             }
         }
@@ -216,13 +240,13 @@ impl Decoder {
             // Not one datagram decoded: count it against the agent anyway.
             let st = self
                 .stats
-                .entry((from, Protocol::Sflow, 0))
+                .entry(StatKey(from, Protocol::Sflow, 0))
                 .or_insert_with(|| ExporterStats::new(from, Protocol::Sflow, 0));
             st.datagrams += 1;
             st.malformed += 1;
             return 0;
         }
-        if let Some(st) = self.stats.get_mut(&(from, Protocol::Sflow, last.0)) {
+        if let Some(st) = self.stats.get_mut(&StatKey(from, Protocol::Sflow, last.0)) {
             st.records += decoded as u64;
             st.counter_records += n_counters;
             st.malformed += malformed;

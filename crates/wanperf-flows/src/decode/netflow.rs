@@ -36,11 +36,20 @@ const NTP_UNIX_OFFSET_S: u64 = 2_208_988_800;
 const VARLEN: u16 = 0xffff;
 
 /// Who sent a datagram: exporter address, protocol version and observation domain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Scope {
     pub exporter: IpAddr,
     pub version: u16,
     pub domain: u32,
+}
+
+impl std::hash::Hash for Scope {
+    // Two words instead of the derived field-by-field hash (looked up for every datagram).
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u128(super::addr_word(self.exporter));
+        h.write_u64(u64::from(self.version) << 32 | u64::from(self.domain));
+    }
 }
 
 /// What a field of a template becomes in a flow.
@@ -285,7 +294,7 @@ struct Acc {
 }
 
 impl Acc {
-    #[inline]
+    #[inline(always)]
     fn put(&mut self, slot: Slot, v: &[u8]) {
         match slot {
             Slot::Bytes => self.bytes = self.bytes.or(uint(v)),
@@ -573,6 +582,9 @@ impl Netflow {
         let mut held_bytes = self.held_bytes;
         let st = self.scope(scope, now_ms);
         let weight_before = st.weight;
+        // The templates this message used last, looked up once.
+        let mut memo: [Option<(u16, &Template)>; 4] = [None; 4];
+        let mut next_memo = 0;
         let mut at = head;
         while at + 4 <= end {
             let id = be16(d, at);
@@ -588,20 +600,40 @@ impl Netflow {
                     // v9: 0 templates, 1 options templates; IPFIX: 2 and 3 (0 and 1, the v9
                     // kinds, as some exporters send them)
                     let kind = Kind { options: id % 2 == 1, ipfix: id >= 2 };
+                    memo = [None; 4];
                     st.read_templates(body, kind, now_ms, &scope, &mut o, &mut held_bytes, out);
                 }
                 (2..=255, _) => {}
-                _ => match st.templates.get(&id).filter(|t| now_ms.saturating_sub(t.refreshed_ms) < TEMPLATE_TTL_MS) {
-                    Some(t) => {
-                        let (n, junk) = read_set(t, body, &scope, ctx, &mut st.sampling, out);
-                        o.records += n;
-                        o.malformed += u64::from(junk);
+                _ => {
+                    // Exporters write many small data sets per message (softflowd: one record
+                    // each, alternating two templates): look each template up once per message.
+                    let t = match memo.iter().flatten().find(|(m, _)| *m == id) {
+                        Some(&(_, t)) => Some(t),
+                        None => {
+                            let t = st
+                                .templates
+                                .get(&id)
+                                .filter(|t| now_ms.saturating_sub(t.refreshed_ms) < TEMPLATE_TTL_MS);
+                            if let Some(t) = t {
+                                memo[next_memo % 4] = Some((id, t));
+                                next_memo += 1;
+                            }
+                            t
+                        }
+                    };
+                    match t {
+                        Some(t) => {
+                            let (n, junk) = read_set(t, body, &scope, ctx, &mut st.sampling, out);
+                            o.records += n;
+                            o.malformed += u64::from(junk);
+                        }
+                        None => {
+                            memo = [None; 4];
+                            o.held += 1;
+                            st.hold(id, body, ctx, now_ms, &mut held_bytes);
+                        }
                     }
-                    None => {
-                        o.held += 1;
-                        st.hold(id, body, ctx, now_ms, &mut held_bytes);
-                    }
-                },
+                }
             }
         }
         o.sampling = st.sampling.unwrap_or(1);
