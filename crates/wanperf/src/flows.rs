@@ -515,8 +515,7 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
             // Drain what is queued, a batch per system call, bounded so the flush and stop
             // checks run.
             let mut batches = 0;
-            loop {
-                let Ok(n) = batch.recv(std::os::fd::AsRawFd::as_raw_fd(s)) else { break };
+            while let Ok(n) = batch.recv(std::os::fd::AsRawFd::as_raw_fd(s)) {
                 let now = now_ms();
                 for (from, datagram) in batch.iter() {
                     let Some(from) = from else { continue };
