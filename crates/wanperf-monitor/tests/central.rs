@@ -86,6 +86,22 @@ impl Central {
     fn get(&self, path: &str) -> serde_json::Value {
         ureq::get(&self.url(path)).call().unwrap().into_json().unwrap()
     }
+
+    /// Waits (at most 10 s) for a log line `pred` accepts. Alerts are logged by the alerter's
+    /// own task, after the event is already visible through the API; the mesh is reloaded by a
+    /// task of its own.
+    fn logged(&self, pred: impl Fn(&str) -> bool) -> bool {
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if self.log.lock().unwrap().iter().any(|l| pred(l)) {
+                return true;
+            }
+            if std::time::Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Central {
@@ -371,7 +387,7 @@ fn a_changed_mesh_file_is_served_and_a_broken_one_is_not() {
     std::fs::write(d.0.join("mesh.toml"), "[mesh]\nname = 3\n").unwrap();
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(c.get("/api/v1/mesh")["digest"], second["digest"], "a broken file replaced a good one");
-    assert!(c.log.lock().unwrap().iter().any(|l| l.contains("keeping the previous mesh")));
+    assert!(c.logged(|l| l.contains("keeping the previous mesh")));
     // Slots: none shares a host with another at the same time.
     let now = now();
     let slots = c.get(&format!("/api/v1/slots?from={}&to={}", now, now + 7200.0));
@@ -407,7 +423,7 @@ fn a_changed_route_is_an_event_and_the_pair_page_shows_the_route_and_the_clock_e
         (Some("h1"), Some("h2"), Some(t0 + 1200.0))
     );
     assert!(ev[0]["text"].as_str().unwrap().contains("hop 2 198.18.1.2 → 198.18.3.2"), "{ev:?}");
-    assert!(c.log.lock().unwrap().iter().any(|l| l.starts_with("ALERT") && l.contains("route changed")));
+    assert!(c.logged(|l| l.starts_with("ALERT") && l.contains("route changed")), "{:?}", c.log.lock().unwrap());
 
     // The pair page: the latest route, and no clock error until both ends stated theirs.
     let page = |c: &Central| c.get(&format!("/api/v1/pair?src=h1&dst=h2&from={}&to={}", t0 - 1.0, now()));
