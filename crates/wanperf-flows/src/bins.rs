@@ -328,7 +328,8 @@ mod tests {
         b.add(&flow(1 << 40, 1 << 40, 7, 1));
         assert_eq!(b.len(), 3);
         let rows = b.drain_all();
-        let got: Vec<(u64, String, f64)> = rows.iter().map(|r| (r.key.bin_ms, r.key.src.to_string(), r.bytes)).collect();
+        let got: Vec<(u64, String, f64)> =
+            rows.iter().map(|r| (r.key.bin_ms, r.key.src.to_string(), r.bytes)).collect();
         assert_eq!(
             got,
             [
@@ -338,7 +339,10 @@ mod tests {
             ]
         );
         let r = &rows[0];
-        assert_eq!((r.key.exporter.to_string(), r.key.dst.to_string(), r.key.proto, r.key.sport, r.key.dport), ("198.18.0.1".to_string(), "198.18.2.1".to_string(), 6, 40000, 5201));
+        assert_eq!(
+            (r.key.exporter.to_string(), r.key.dst.to_string(), r.key.proto, r.key.sport, r.key.dport),
+            ("198.18.0.1".to_string(), "198.18.2.1".to_string(), 6, 40000, 5201)
+        );
         assert_eq!((r.raw_packets, r.flows, r.bin_len_ms), (0.0, 2.0, 1));
     }
 }

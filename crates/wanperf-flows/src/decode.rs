@@ -7,7 +7,7 @@
 use crate::seq::Seq;
 use crate::{Flow, IfCounters};
 use flowparser_sflow::{SflowParser, SflowSample};
-use netflow::{Netflow, Scope};
+use netflow::{be16, be32, Netflow, Scope};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -153,22 +153,24 @@ impl Decoder {
         counters: &mut Vec<IfCounters>,
     ) -> usize {
         let from = canonical(from);
-        if datagram.len() >= 4 && u32::from_be_bytes([datagram[0], datagram[1], datagram[2], datagram[3]]) == 5 {
+        if datagram.len() >= 4 && be32(datagram, 0) == 5 {
             return self.feed_sflow(from, now_ms, datagram, flows, counters);
         }
-        let version = if datagram.len() >= 2 { u16::from_be_bytes([datagram[0], datagram[1]]) } else { 0 };
+        let version = if datagram.len() >= 2 { be16(datagram, 0) } else { 0 };
         let (protocol, domain) = match version {
-            5 if datagram.len() >= 24 => (Protocol::V5, u32::from(u16::from_be_bytes([datagram[20], datagram[21]]))),
-            9 if datagram.len() >= 20 => (Protocol::V9, be32(&datagram[16..20])),
-            10 if datagram.len() >= 16 => (Protocol::Ipfix, be32(&datagram[12..16])),
+            5 if datagram.len() >= 24 => (Protocol::V5, u32::from(be16(datagram, 20))),
+            9 if datagram.len() >= 20 => (Protocol::V9, be32(datagram, 16)),
+            10 if datagram.len() >= 16 => (Protocol::Ipfix, be32(datagram, 12)),
             _ => {
                 self.unknown += 1;
                 return 0;
             }
         };
         let o = self.netflow.feed(Scope { exporter: from, version, domain }, now_ms, datagram, flows);
-        let st =
-            self.stats.entry(StatKey(from, protocol, domain)).or_insert_with(|| ExporterStats::new(from, protocol, domain));
+        let st = self
+            .stats
+            .entry(StatKey(from, protocol, domain))
+            .or_insert_with(|| ExporterStats::new(from, protocol, domain));
         st.datagrams += 1;
         st.records += o.flows as u64;
         st.malformed += o.malformed;
@@ -261,10 +263,6 @@ fn canonical(a: IpAddr) -> IpAddr {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(a, IpAddr::V4),
         v4 => v4,
     }
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
 
 /// First and last packet times from sysUpTime-relative values. The differences are signed:

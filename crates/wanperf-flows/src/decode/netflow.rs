@@ -230,12 +230,12 @@ struct Kind {
 }
 
 #[inline]
-fn be16(b: &[u8], at: usize) -> u16 {
+pub(super) fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
 #[inline]
-fn be32(b: &[u8], at: usize) -> u32 {
+pub(super) fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
@@ -314,9 +314,7 @@ impl Acc {
             Slot::StartNtp => self.abs_start = ntp_ms(v),
             Slot::EndNtp => self.abs_end = ntp_ms(v),
             Slot::InitMs => self.init_ms = uint(v),
-            Slot::Sampling => {
-                self.sampling = uint(v).filter(|&r| r > 0).map(|r| r.min(u64::from(u32::MAX)) as u32)
-            }
+            Slot::Sampling => self.sampling = uint(v).filter(|&r| r > 0).map(|r| r.min(u64::from(u32::MAX)) as u32),
             Slot::Interval => self.interval = uint(v),
             Slot::Space => self.space = uint(v),
         }
@@ -458,7 +456,8 @@ fn fields(b: &[u8], count: usize, ipfix: bool) -> Option<(Vec<Field>, usize)> {
         if !ipfix && len == VARLEN {
             return None;
         }
-        out.push(Field { slot: if enterprise { None } else { Slot::of(raw & if ipfix { 0x7fff } else { 0xffff }) }, len });
+        // An enterprise-specific field is none of IANA's, whatever its number.
+        out.push(Field { slot: if enterprise { None } else { Slot::of(raw) }, len });
     }
     Some((out, at))
 }
@@ -469,7 +468,7 @@ impl Netflow {
     pub fn feed(&mut self, scope: Scope, now_ms: u64, d: &[u8], out: &mut Vec<Flow>) -> Outcome {
         let before = out.len();
         let mut o = match scope.version {
-            5 => self.v5(scope, now_ms, d, out),
+            5 => Self::v5(scope, d, out),
             9 | 10 => self.templated(scope, now_ms, d, out),
             _ => Outcome { malformed: 1, ..Outcome::default() },
         };
@@ -483,7 +482,8 @@ impl Netflow {
         self.scopes.len()
     }
 
-    fn v5(&mut self, scope: Scope, now_ms: u64, d: &[u8], out: &mut Vec<Flow>) -> Outcome {
+    /// NetFlow v5: a fixed header and fixed records; the header carries the sampling rate.
+    fn v5(scope: Scope, d: &[u8], out: &mut Vec<Flow>) -> Outcome {
         let mut o = Outcome::default();
         if d.len() < 24 {
             o.malformed = 1;
@@ -517,8 +517,6 @@ impl Netflow {
         }
         o.seq = (whole == count).then_some((be32(d, 16), whole as u32));
         o.sampling = rate;
-        let st = self.scope(scope, now_ms);
-        st.sampling = Some(rate);
         o
     }
 

@@ -555,14 +555,14 @@ fn oracle(datagrams: &[Vec<u8>]) -> Vec<Tuple> {
                     for set in &ipfix.flowsets {
                         if let I::Data(data) = &set.body {
                             for rec in &data.fields {
-                                take(&mut rec.iter().filter_map(|(f, v)| match f {
-                                    IPFixField::IANA(i) => {
-                                        [8u16, 27, 12, 28, 4, 7, 11, 1, 2]
+                                take(&mut rec.iter().filter_map(|(f, v)| {
+                                    match f {
+                                        IPFixField::IANA(i) => [8u16, 27, 12, 28, 4, 7, 11, 1, 2]
                                             .into_iter()
                                             .find(|&id| IANAIPFixField::from(id) == *i)
-                                            .map(|id| (id, v))
+                                            .map(|id| (id, v)),
+                                        _ => None,
                                     }
-                                    _ => None,
                                 }));
                             }
                         }
@@ -629,9 +629,7 @@ fn random_templates_and_records_read_the_same_as_netflow_parser() {
             }
         }
         // ICMP ports are type × 256 + code in wanperf; compare the rest.
-        let norm = |v: Vec<Tuple>| -> Vec<Tuple> {
-            v.into_iter().filter(|t| t.2 != 1 && t.2 != 58).collect()
-        };
+        let norm = |v: Vec<Tuple>| -> Vec<Tuple> { v.into_iter().filter(|t| t.2 != 1 && t.2 != 58).collect() };
         assert_eq!(want.len(), n, "case {case}: the oracle read every record");
         assert_eq!(norm(got), norm(want), "case {case}: v{version} fields {fields:?}");
         total += n;
