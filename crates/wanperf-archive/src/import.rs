@@ -3,8 +3,9 @@
 //! * [`import_iperf3`] reads `iperf3 -J` output (TCP or UDP, any number of streams, `-R`,
 //!   `--bidir`).
 //! * [`import_ping`] reads iputils `ping` output, with or without `-D` timestamps.
+//! * [`import_wanperf`] reads wanperf's own `--json` output of `tput` and `copy`.
 //!
-//! Both are pure (text in, records out) and never panic: anything they cannot read is an
+//! All are pure (text in, records out) and never panic: anything they cannot read is an
 //! [`ArchiveError::Input`] with a one-line reason.
 
 use crate::{ArchiveError, CellRecord, IntervalRow, NewRun, ProbeRow, Result};
@@ -255,6 +256,135 @@ fn end_streams(end: &Map<String, Value>, stream_id: &dyn Fn(&Map<String, Value>,
         }));
     }
     Value::Array(out)
+}
+
+/// Parses the NDJSON of `wanperf tput --json` (also `--iperf3`) or `wanperf copy --json` into
+/// a run of one cell: kind `copy` when the start record's test has a `copy`, else `tput`.
+///
+/// * `params`: `transport`, `direction`, `streams`, and when set `duration_s`, `bytes`,
+///   `window`, `rate_bps`, `cc`; for a copy also `way`, `block_size`, `compress` and `fsync`.
+/// * `summary`: the end record's `summary` as it is (throughput, streams, CPU, TCP counters,
+///   the verdict, and a copy's files, bytes and both ends' pipeline stages); `complete` from
+///   the end record, and for a copy the number of `file` records as `file_records`.
+/// * `hosts`: the start record's `client_host` and `server_host`; `intervals`: one row per
+///   stream and interval plus the sum as stream −1 ([`wanperf_interval_rows`]).
+///
+/// A run whose end record says it is not complete is imported with `ok = false`; text with no
+/// start or no end record is an error (an end record is written even when a test fails).
+pub fn import_wanperf(ndjson: &str) -> Result<(NewRun, CellRecord)> {
+    let mut start: Option<Value> = None;
+    let mut end: Option<Value> = None;
+    let mut intervals = Vec::new();
+    let mut files = 0u64;
+    for (n, line) in ndjson.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let v: Value =
+            serde_json::from_str(line).map_err(|e| input(format!("line {}: not a wanperf JSON record: {e}", n + 1)))?;
+        match v.get("event").and_then(Value::as_str) {
+            Some("start") if start.is_none() => start = Some(v),
+            Some("interval") => intervals.extend(wanperf_interval_rows(&v)),
+            Some("file") => files += 1,
+            Some("end") => end = Some(v),
+            _ => {}
+        }
+    }
+    let start = start.ok_or_else(|| input("no start record: not the --json output of wanperf tput or copy"))?;
+    let end = end.ok_or_else(|| input("no end record: the test's output was cut short"))?;
+    if start.get("schema").and_then(Value::as_str).is_some_and(|s| !s.starts_with("wanperf/")) {
+        return Err(input("the start record is not of the wanperf/1 schema"));
+    }
+    let test = start.get("test").and_then(Value::as_object).ok_or_else(|| input("the start record has no test"))?;
+    let copy = test.get("copy").filter(|c| c.is_object());
+    let mut params = BTreeMap::new();
+    for k in ["transport", "direction", "streams"] {
+        params.insert(k.to_string(), test.get(k).cloned().unwrap_or(Value::Null));
+    }
+    for k in ["duration_s", "bytes", "window", "rate_bps", "cc"] {
+        if let Some(v) = test.get(k).filter(|v| !v.is_null()) {
+            params.insert(k.to_string(), v.clone());
+        }
+    }
+    if let Some(c) = copy {
+        for k in ["way", "block_size", "fsync"] {
+            params.insert(k.to_string(), c.get(k).cloned().unwrap_or(Value::Null));
+        }
+        let z = c.get("compress");
+        let mode = z.and_then(|z| z.get("mode")).and_then(Value::as_str).unwrap_or("off");
+        let level = z.and_then(|z| z.get("level")).and_then(Value::as_u64);
+        params.insert("compress".to_string(), json!(level.map_or(mode.to_string(), |l| format!("{mode} {l}"))));
+    }
+    let mut summary = end.get("summary").cloned().unwrap_or(Value::Null);
+    if !summary.is_object() {
+        return Err(input("the end record has no summary"));
+    }
+    let complete = end.get("complete").and_then(Value::as_bool).unwrap_or(false);
+    summary["complete"] = json!(complete);
+    if copy.is_some() {
+        summary["file_records"] = json!(files);
+    }
+    let failure = (!complete).then(|| {
+        end.get("error").and_then(Value::as_str).map_or_else(|| "the test did not complete".to_string(), str::to_string)
+    });
+    let started_unix = start.get("timestamp").and_then(num).unwrap_or(0.0);
+    let duration_s = summary.get("duration_s").and_then(num).unwrap_or(0.0);
+    let kind = if copy.is_some() { "copy" } else { "tput" };
+    let software = start.get("version").and_then(Value::as_str).unwrap_or("wanperf").to_string();
+    let run = NewRun {
+        study: kind.to_string(),
+        study_text: String::new(),
+        spec: json!({"import": "wanperf", "server": start.get("server"), "test": Value::Object(test.clone())}),
+        software,
+        cells_planned: 1,
+        started_unix,
+    };
+    let cell = CellRecord {
+        index: 0,
+        repeat: 0,
+        kind: kind.to_string(),
+        params,
+        ok: complete,
+        failure,
+        started_unix,
+        duration_s,
+        summary,
+        hosts: Some(json!({"client": start.get("client_host"), "server": start.get("server_host")})),
+        emulator: None,
+        intervals,
+        probes: Vec::new(),
+    };
+    Ok((run, cell))
+}
+
+/// The rows of one wanperf/1 `interval` record: one per stream (by its `id`), then the sum as
+/// stream −1. `bytes` are the received bytes; `tcp` is the stream's TCP_INFO object.
+pub fn wanperf_interval_rows(rec: &Value) -> Vec<IntervalRow> {
+    let row = |s: &Value, stream: i32| {
+        let tcp = &s["tcp"];
+        IntervalRow {
+            stream,
+            start_s: rec["start_s"].as_f64().unwrap_or(0.0),
+            end_s: rec["end_s"].as_f64().unwrap_or(0.0),
+            bytes: s["received_bytes"].as_u64().unwrap_or(0),
+            throughput_bps: s["throughput_bps"].as_f64().unwrap_or(0.0),
+            retransmits: s["retransmits"].as_u64().unwrap_or(0),
+            cwnd_bytes: tcp["snd_cwnd_bytes"].as_u64().or_else(|| tcp["cwnd_bytes"].as_u64()),
+            srtt_us: tcp["srtt_us"].as_u64().and_then(|v| u32::try_from(v).ok()),
+            tcp: (!tcp.is_null()).then(|| tcp.clone()),
+        }
+    };
+    let mut rows: Vec<IntervalRow> = rec["streams"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| row(s, s["id"].as_i64().and_then(|i| i32::try_from(i).ok()).unwrap_or(0)))
+        .collect();
+    if rec["sum"].is_object() {
+        rows.push(row(&rec["sum"], -1));
+    }
+    rows
 }
 
 /// What one line of ping output says.

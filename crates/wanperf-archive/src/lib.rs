@@ -37,7 +37,7 @@ pub mod sqlite;
 
 pub use crate::postgres::PgStore;
 pub use export::{export, Format, Table};
-pub use import::{import_iperf3, import_ping};
+pub use import::{import_iperf3, import_ping, import_wanperf};
 pub use model::*;
 pub use sqlite::SqliteStore;
 

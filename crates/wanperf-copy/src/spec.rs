@@ -94,6 +94,9 @@ pub struct CopySpec {
     pub direct: bool,
     /// Receiver makes files durable (fsync) before they get their final names.
     pub fsync: bool,
+    /// Each end measures its stages' ceilings alone once the copy is done (`--probe`).
+    #[serde(default)]
+    pub probe: bool,
 }
 
 /// Why a copy spec is invalid.
@@ -308,6 +311,40 @@ pub struct CopyReport {
     /// Share of this end's host CPU (all cores, all processes) busy during the copy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cpu_busy: Option<f64>,
+    /// Its stages' ceilings measured alone after the copy (`--probe`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<StageProbe>,
+}
+
+/// A stage's ceiling measured alone, with nothing else of the copy running (`--probe`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageProbe {
+    /// The stage (`send` stands for the memory-to-memory test of the network).
+    pub stage: Stage,
+    /// Bytes it handled.
+    pub bytes: u64,
+    /// Seconds it took, one thread.
+    pub seconds: f64,
+    /// Threads the copy gives the stage; the ceiling counts them all.
+    pub threads: u32,
+    /// What it could do alone: bytes × threads / seconds (none when it could not be measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_bytes_s: Option<f64>,
+    /// How it was measured (`page cache dropped`, `fdatasync`, `zstd -3`), or why it was not.
+    pub how: String,
+}
+
+impl StageProbe {
+    /// A measured ceiling.
+    pub fn measured(stage: Stage, bytes: u64, seconds: f64, threads: u32, how: impl Into<String>) -> StageProbe {
+        let rate = (seconds > 0.0 && bytes > 0).then(|| bytes as f64 * f64::from(threads.max(1)) / seconds);
+        StageProbe { stage, bytes, seconds, threads, rate_bytes_s: rate, how: how.into() }
+    }
+
+    /// A ceiling that could not be measured, and why.
+    pub fn failed(stage: Stage, why: impl Into<String>) -> StageProbe {
+        StageProbe { stage, bytes: 0, seconds: 0.0, threads: 0, rate_bytes_s: None, how: why.into() }
+    }
 }
 
 /// The `file` record of `wanperf copy --json`: one per file completed or left alone.

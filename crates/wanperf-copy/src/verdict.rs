@@ -70,6 +70,130 @@ pub struct Verdict {
     pub evidence: Vec<String>,
     /// The others' room.
     pub headroom: Vec<Headroom>,
+    /// What the stages' ceilings measured alone say of it (`wanperf copy --probe`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeCheck>,
+}
+
+/// A solo ceiling within this factor of the copy's rate confirms that the part limited it.
+pub const CONFIRMS: f64 = 1.25;
+
+/// What `--probe` says of a verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeCheck {
+    /// Whether the ceilings measured alone agree with the verdict.
+    pub confirmed: bool,
+    /// One line for people.
+    pub text: String,
+    /// Every ceiling measured: what (`disk read (sender)`), bytes/s (none if it failed), how.
+    pub ceilings: Vec<(String, Option<f64>, String)>,
+}
+
+impl ProbeCheck {
+    /// The evidence lines: one per ceiling, then the check.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .ceilings
+            .iter()
+            .map(|(what, rate, how)| match rate {
+                Some(r) => format!("alone (--probe): {what} does {} ({how})", mb(*r)),
+                None => format!("alone (--probe): {what} not measured: {how}"),
+            })
+            .collect();
+        out.push(self.text.clone());
+        out
+    }
+}
+
+/// Checks a copy's verdict against its stages' ceilings measured alone: `sender` and
+/// `receiver` are each end's probes, `network` the memory-to-memory test of the same path
+/// with the same streams and windows (as a probe of [`Stage::Send`]).
+///
+/// * A stage named as the limit is confirmed when alone it does at most [`CONFIRMS`] × the
+///   copy's rate (the network's classes — path, receive window, send buffer — by the
+///   memory-to-memory test);
+/// * the CPU is confirmed when no part alone is that slow (each is fast alone; together they
+///   share the cores); a part that is, is named instead.
+pub fn confirm(
+    v: &Verdict,
+    sender: &[crate::spec::StageProbe],
+    receiver: &[crate::spec::StageProbe],
+    network: Option<&crate::spec::StageProbe>,
+) -> ProbeCheck {
+    let rate = v.rate_bytes_s;
+    let all: Vec<(&str, &crate::spec::StageProbe)> = sender
+        .iter()
+        .map(|p| ("sender", p))
+        .chain(receiver.iter().map(|p| ("receiver", p)))
+        .chain(network.map(|p| ("path", p)))
+        .collect();
+    let label = |at: &str, p: &crate::spec::StageProbe| {
+        if p.stage == Stage::Send {
+            "the network (memory to memory)".to_string()
+        } else {
+            format!("{} ({at})", p.stage.name())
+        }
+    };
+    let ceilings: Vec<(String, Option<f64>, String)> =
+        all.iter().map(|(at, p)| (label(at, p), p.rate_bytes_s, p.how.clone())).collect();
+    let times = |c: f64| if rate > 0.0 { c / rate } else { f64::INFINITY };
+    let target: Option<(&str, &crate::spec::StageProbe)> = match v.limit {
+        Limit::Stage(Stage::Send) | Limit::Network | Limit::ReceiveWindow | Limit::SendBuffer => {
+            all.iter().find(|(at, _)| *at == "path").copied()
+        }
+        Limit::Stage(st) => all.iter().find(|(at, p)| p.stage == st && *at == v.at).copied(),
+        _ => None,
+    };
+    let (confirmed, text) = match (v.limit, target) {
+        (Limit::HostCpu | Limit::SenderCpu | Limit::ReceiverCpu, _) => {
+            let slowest = all
+                .iter()
+                .filter_map(|(at, p)| p.rate_bytes_s.map(|r| (at, p, r)))
+                .min_by(|a, b| a.2.total_cmp(&b.2));
+            match slowest {
+                None => (false, "--probe measured no ceiling to compare".to_string()),
+                Some((at, p, r)) if times(r) <= CONFIRMS => (
+                    false,
+                    format!(
+                        "--probe points elsewhere: {} alone does only {}, {:.2}× the copy's {}",
+                        label(at, p),
+                        mb(r),
+                        times(r),
+                        mb(rate)
+                    ),
+                ),
+                Some((at, p, r)) => (
+                    true,
+                    format!(
+                        "--probe confirms it: every part alone is faster, the slowest ({}) {}, {:.1}× the copy's {}; together they share the cores",
+                        label(at, p),
+                        mb(r),
+                        times(r),
+                        mb(rate)
+                    ),
+                ),
+            }
+        }
+        (_, Some((at, p))) => match p.rate_bytes_s {
+            Some(r) if times(r) <= CONFIRMS => (
+                true,
+                format!("--probe confirms it: {} alone does {}, {:.2}× the copy's {}", label(at, p), mb(r), times(r), mb(rate)),
+            ),
+            Some(r) => (
+                false,
+                format!(
+                    "--probe does not confirm it: {} alone does {}, {:.1}× the copy's {} (it was held back by another part, or by the CPU they share)",
+                    label(at, p),
+                    mb(r),
+                    times(r),
+                    mb(rate)
+                ),
+            ),
+            None => (false, format!("--probe could not measure {}: {}", label(at, p), p.how)),
+        },
+        (_, None) => (false, "--probe has no ceiling for this limit".to_string()),
+    };
+    ProbeCheck { confirmed, text, ceilings }
 }
 
 /// One end's CPU over the transfer.
@@ -318,6 +442,7 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
                     ),
                     evidence,
                     headroom: hr,
+                    probe: None,
                 });
             }
             None => {
@@ -333,6 +458,7 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
                     text: format!("limited by the CPU ({line}): {}", mb(rate)),
                     evidence,
                     headroom: room(None).0,
+                    probe: None,
                 });
             }
         }
@@ -367,6 +493,7 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
             text: format!("limited by the CPU: {why}: {}{room_text}", mb(rate)),
             evidence,
             headroom: hr,
+            probe: None,
         });
     }
     if stage == Stage::Send {
@@ -435,6 +562,7 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
             text: format!("limited by {why}: {}{window}{room_text}", mb(rate)),
             evidence,
             headroom: hr,
+            probe: None,
         });
     }
     let detail = match stage {
@@ -452,7 +580,15 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
         mb(rate),
         room_text
     );
-    Some(Verdict { limit: Limit::Stage(stage), at: lim.at.into(), rate_bytes_s: rate, text, evidence, headroom: hr })
+    Some(Verdict {
+        limit: Limit::Stage(stage),
+        at: lim.at.into(),
+        rate_bytes_s: rate,
+        text,
+        evidence,
+        headroom: hr,
+        probe: None,
+    })
 }
 
 /// Whether a host's CPU was saturated, and how it is described.
@@ -532,7 +668,7 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
     evidence.push(cpu_line("sender", inp.sender_cpu));
     evidence.push(cpu_line("receiver", inp.receiver_cpu));
     let v = |limit: Limit, at: &str, text: String, evidence: Vec<String>| {
-        Some(Verdict { limit, at: at.into(), rate_bytes_s: rate, text, evidence, headroom: vec![] })
+        Some(Verdict { limit, at: at.into(), rate_bytes_s: rate, text, evidence, headroom: vec![], probe: None })
     };
     if let Some(p) = inp.paced_bytes_s {
         if rate >= 0.9 * p {
@@ -785,5 +921,63 @@ mod tests {
         let mut s = base;
         s.tcp.sndbuf_limited_us = 5_000_000;
         assert_eq!(tput(&s).unwrap().limit, Limit::SendBuffer);
+    }
+
+    fn probe(stage: Stage, rate: f64) -> crate::spec::StageProbe {
+        // One thread, one second.
+        crate::spec::StageProbe::measured(stage, rate as u64, 1.0, 1, "test")
+    }
+
+    #[test]
+    fn probes_confirm_a_slow_disk_and_refute_a_fast_one() {
+        let s = [
+            ("sender", st(Stage::Read, 1, 9.8, G, Some(0.5))),
+            ("sender", st(Stage::Hash, 2, 1.0, G, Some(1.0))),
+            ("sender", st(Stage::Send, 2, 1.5, G, Some(0.5))),
+            ("receiver", st(Stage::Verify, 2, 1.0, G, Some(1.0))),
+            ("receiver", st(Stage::Write, 1, 1.0, G, Some(0.9))),
+        ];
+        let v = copy(&inputs(&s)).unwrap();
+        assert_eq!(v.limit, Limit::Stage(Stage::Read));
+        // The copy ran at 100 MB/s; the disk alone reads 105 MB/s: confirmed.
+        let net = probe(Stage::Send, 1.1e9);
+        let c =
+            confirm(&v, &[probe(Stage::Read, 105e6), probe(Stage::Hash, 2e9)], &[probe(Stage::Write, 1e9)], Some(&net));
+        assert!(c.confirmed, "{c:?}");
+        assert!(c.text.contains("disk read (sender) alone does 105.0 MB/s"), "{}", c.text);
+        assert_eq!(c.ceilings.len(), 4);
+        // Alone it reads 400 MB/s: the verdict is not confirmed, and says so.
+        let c = confirm(&v, &[probe(Stage::Read, 400e6)], &[], Some(&net));
+        assert!(!c.confirmed && c.text.contains("does not confirm"), "{}", c.text);
+        // The receiver's disk is not the sender's.
+        let c = confirm(&v, &[], &[probe(Stage::Read, 105e6)], None);
+        assert!(!c.confirmed && c.text.contains("no ceiling"), "{}", c.text);
+    }
+
+    #[test]
+    fn probes_check_the_network_and_the_cpu() {
+        let v = Verdict {
+            limit: Limit::ReceiveWindow,
+            at: String::new(),
+            rate_bytes_s: 50e6,
+            text: String::new(),
+            evidence: vec![],
+            headroom: vec![],
+            probe: None,
+        };
+        // The memory-to-memory test with the same window does 52 MB/s: the window it is.
+        assert!(confirm(&v, &[probe(Stage::Read, 1e9)], &[], Some(&probe(Stage::Send, 52e6))).confirmed);
+        assert!(!confirm(&v, &[], &[], Some(&probe(Stage::Send, 500e6))).confirmed);
+        let failed = crate::spec::StageProbe::failed(Stage::Send, "the server refused the test");
+        let c = confirm(&v, &[], &[], Some(&failed));
+        assert!(!c.confirmed && c.text.contains("refused"), "{}", c.text);
+        // The CPU: every part alone at least twice as fast is the CPU shared; one part alone
+        // as slow as the copy is named instead.
+        let cpu = Verdict { limit: Limit::HostCpu, ..v };
+        let fast = [probe(Stage::Read, 400e6), probe(Stage::Hash, 2e9)];
+        let c = confirm(&cpu, &fast, &[probe(Stage::Write, 150e6)], Some(&probe(Stage::Send, 300e6)));
+        assert!(c.confirmed && c.text.contains("disk write (receiver)"), "{}", c.text);
+        let c = confirm(&cpu, &fast, &[probe(Stage::Write, 55e6)], None);
+        assert!(!c.confirmed && c.text.contains("points elsewhere: disk write (receiver)"), "{}", c.text);
     }
 }

@@ -495,7 +495,15 @@ fn drive(
         return Err(ClientError::Connect(failure.unwrap_or_else(|| "the test did not start".into())));
     }
     let complete = session.is_done() && failure.is_none();
-    let local = local_report.unwrap_or_default();
+    let mut local = local_report.unwrap_or_default();
+    // --probe: this end's ceilings once the server's are in (it probed before it reported),
+    // then the network's with a memory-to-memory test over the same path.
+    let probing = complete && spec.copy.as_ref().is_some_and(|c| c.probe);
+    let mut network = None;
+    if let (true, Some(j), Some(c)) = (probing, job, local.copy.as_mut()) {
+        c.probes = j.probe();
+        network = Some(network_probe(cfg, spec, interrupt));
+    }
     let mut summary = summarize(spec, &merger, &local, server_report.as_ref());
     let (_, server_host) = server_info.clone().unwrap_or_default();
     summary.verdict = wanperf_proto::record::verdict(
@@ -508,12 +516,62 @@ fn drive(
         server.ip().is_loopback(),
     );
     summary.copy = wanperf_proto::record::copy_summary(spec, &local, server_report.as_ref());
+    if let (true, Some(v), Some(c)) = (probing, summary.verdict.as_mut(), summary.copy.as_ref()) {
+        let check = wanperf_copy::verdict::confirm(v, &c.sender.probes, &c.receiver.probes, network.as_ref());
+        v.evidence.extend(check.lines());
+        v.probe = Some(check);
+    }
     let end = EndRecord { event: "end".into(), complete, error: failure.clone(), summary, server_version: None };
     sink.end(&end);
     if complete {
         Ok(end)
     } else {
         Err(ClientError::Incomplete(failure.unwrap_or_else(|| "the server sent no results".into())))
+    }
+}
+
+/// Seconds of the memory-to-memory test that `--probe` runs after a copy, and of its start
+/// left out (slow start).
+const NETWORK_PROBE_S: (f64, f64) = (3.0, 1.0);
+
+/// The network's ceiling for a copy: a `tput` test to the same server with the copy's
+/// streams, windows, congestion control and direction.
+fn network_probe(cfg: &ClientConfig, spec: &TestSpec, interrupt: &AtomicBool) -> wanperf_copy::spec::StageProbe {
+    use wanperf_copy::spec::{Stage, StageProbe};
+    struct Quiet;
+    impl Sink for Quiet {
+        fn start(&mut self, _: &StartRecord) {}
+        fn interval(&mut self, _: &IntervalRecord) {}
+        fn end(&mut self, _: &EndRecord) {}
+    }
+    let mut t = spec.clone();
+    t.copy = None;
+    t.duration_s = Some(NETWORK_PROBE_S.0);
+    t.omit_s = NETWORK_PROBE_S.1;
+    t.bytes = None;
+    let c = ClientConfig { spec: t, ..cfg.clone() };
+    match run(&c, &mut Quiet, interrupt) {
+        Ok(end) => {
+            let s = &end.summary;
+            let rate = s.throughput_bps / 8.0;
+            let window = spec
+                .window
+                .map_or("autotuned windows".to_string(), |w| format!("{} windows", wanperf_proto::units::fmt_bytes(w)));
+            StageProbe {
+                stage: Stage::Send,
+                bytes: s.received_bytes,
+                seconds: s.duration_s,
+                threads: spec.streams,
+                rate_bytes_s: (rate > 0.0).then_some(rate),
+                how: format!(
+                    "wanperf tput, {} stream(s), {window}, {:.0} s after {:.0} s left out",
+                    spec.streams,
+                    NETWORK_PROBE_S.0 - NETWORK_PROBE_S.1,
+                    NETWORK_PROBE_S.1
+                ),
+            }
+        }
+        Err(e) => StageProbe::failed(Stage::Send, format!("the memory-to-memory test failed: {e}")),
     }
 }
 

@@ -306,6 +306,7 @@ impl Tallies {
             compression,
             direct,
             host_cpu_busy: c.host_busy(),
+            probes: Vec::new(),
         }
     }
 }
@@ -1484,6 +1485,39 @@ impl Job {
         match self {
             Job::Send(j) => j.report(),
             Job::Recv(j) => j.report(),
+        }
+    }
+
+    /// Whether the copy completed (every block in place).
+    pub fn completed(&self) -> bool {
+        match self {
+            Job::Send(j) => j.sh.c.is_complete(),
+            Job::Recv(j) => j.sh.c.is_complete(),
+        }
+    }
+
+    /// This end's stages' ceilings measured alone (`--probe`; run once the copy is done).
+    pub fn probe(&self) -> Vec<wanperf_copy::spec::StageProbe> {
+        let threads = prep_threads() as u32;
+        match self {
+            Job::Send(j) => crate::copy_probe::sender(&j.sh.spec, &j.sh.entries, &j.sh.sources, threads),
+            Job::Recv(j) => {
+                let sh = &j.sh;
+                // A sample of the largest file this end received, for decompression.
+                let largest = sh.plan.get().and_then(|p| {
+                    let (i, e) = p
+                        .entries
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, e)| e.kind == Kind::File)
+                        .max_by_key(|(_, e)| e.size)?;
+                    copy_fs::openat(&p.parents[i], e.path.file_name(), libc::O_RDONLY | libc::O_NOFOLLOW, 0)
+                        .ok()
+                        .map(std::fs::File::from)
+                });
+                // The scratch file goes where the copy wrote: the destination directory.
+                crate::copy_probe::receiver(&sh.spec, &sh.base, largest, threads)
+            }
         }
     }
 }

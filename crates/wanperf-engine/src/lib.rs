@@ -24,6 +24,7 @@ pub mod client;
 mod control;
 pub mod copy;
 pub mod copy_fs;
+pub mod copy_probe;
 pub mod echo;
 pub mod iperf3_client;
 pub mod iperf3_server;

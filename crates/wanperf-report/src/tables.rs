@@ -1,5 +1,5 @@
 //! The report's tables and text sections: seed 000's loaded-against-unloaded statistics,
-//! throughput and ping tables, the analysis (best cell, BDP and window, Mathis, asymmetry),
+//! throughput, copy, verdict and ping tables, the analysis (best cell, BDP and window, Mathis, asymmetry),
 //! failures, the study's parameters and the host captures. Everything from the data is
 //! escaped here.
 
@@ -8,6 +8,7 @@ use crate::fmt::{bytes, esc, mbps, ms, sig};
 use crate::view::{num, Group, Phase, View};
 use serde_json::Value;
 use std::fmt::Write as _;
+use wanperf_archive::StoredCell;
 use wanperf_stats::analysis::{self, load_diff, rank_best, RttStats};
 
 /// A table cell with a number (or a dash).
@@ -210,6 +211,9 @@ pub fn statistics(v: &View) -> String {
         h += "</table></div>\n";
     }
 
+    h += &copies(v);
+    h += &verdicts(v);
+
     let ping: Vec<&Group> = v.groups.iter().filter(|g| g.plain.is_some()).collect();
     if !ping.is_empty() {
         h += "<h3>Probes</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th><th>sent</th><th>loss (%)</th>\
@@ -240,6 +244,79 @@ pub fn statistics(v: &View) -> String {
         h += "<p class=\"note\">No cell was measured successfully.</p>\n";
     }
     h += "</section>\n";
+    h
+}
+
+/// Copies: files, bytes, rate, compression, what was resumed and resent, per cell.
+fn copies(v: &View) -> String {
+    let cells: Vec<(&Group, &StoredCell)> = v
+        .groups
+        .iter()
+        .flat_map(|g| g.cells.iter().map(move |c| (g, *c)))
+        .filter(|(_, c)| c.cell.summary["copy"].is_object())
+        .collect();
+    if cells.is_empty() {
+        return String::new();
+    }
+    let mut h = "<h3>Copies</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th><th>repeat</th>\
+                 <th class=\"l\">way</th><th>files</th><th>left alone</th><th>bytes (MB)</th><th>on the wire (MB)</th>\
+                 <th>time (s)</th><th>rate (MB/s)</th><th class=\"l\">compression</th><th>resumed (MB)</th>\
+                 <th>blocks resent</th></tr>\n"
+        .to_string();
+    for (g, c) in cells {
+        let s = &c.cell.summary["copy"];
+        let u = |k: &str| s[k].as_u64().unwrap_or(0);
+        let _ = writeln!(
+            h,
+            "<tr>{}{}{}{}{}{}{}{}{}{}{}{}</tr>",
+            tdl(&group_label(v, g)),
+            tdi(u64::from(c.cell.repeat) + 1),
+            tdl(c.cell.params.get("way").and_then(Value::as_str).unwrap_or("")),
+            tdi(u("files")),
+            tdi(u("skipped_files")),
+            td(Some(u("bytes") as f64 / 1e6)),
+            td(Some(u("wire_bytes") as f64 / 1e6)),
+            td(num(s.get("wall_s"))),
+            td(num(s.get("rate_bytes_s")).map(|r| r / 1e6)),
+            tdl(s["compression"].as_str().unwrap_or("")),
+            td(Some(u("resumed_bytes") as f64 / 1e6)),
+            tdi(u("resent_blocks")),
+        );
+    }
+    h += "</table></div>\n";
+    h
+}
+
+/// What limited each test or copy (its verdict), with the evidence behind it.
+fn verdicts(v: &View) -> String {
+    let cells: Vec<(&Group, &StoredCell)> = v
+        .groups
+        .iter()
+        .flat_map(|g| g.cells.iter().map(move |c| (g, *c)))
+        .filter(|(_, c)| c.cell.summary["verdict"]["text"].is_string())
+        .collect();
+    if cells.is_empty() {
+        return String::new();
+    }
+    let mut h = "<h3>What limited it</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th><th>repeat</th>\
+                 <th class=\"l\">kind</th><th class=\"l\">verdict</th><th class=\"l\">evidence</th></tr>\n"
+        .to_string();
+    for (g, c) in cells {
+        let verdict = &c.cell.summary["verdict"];
+        let evidence: Vec<String> =
+            verdict["evidence"].as_array().into_iter().flatten().filter_map(Value::as_str).map(esc).collect();
+        let _ = writeln!(
+            h,
+            "<tr>{}{}{}<td class=\"w\" data-verdict=\"{}\">{}</td><td class=\"w\">{}</td></tr>",
+            tdl(&group_label(v, g)),
+            tdi(u64::from(c.cell.repeat) + 1),
+            tdl(&c.cell.kind),
+            esc(verdict["limit"].as_str().unwrap_or("")),
+            esc(verdict["text"].as_str().unwrap_or("")),
+            evidence.join("<br>")
+        );
+    }
+    h += "</table></div>\n";
     h
 }
 

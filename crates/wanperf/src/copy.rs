@@ -24,6 +24,7 @@ Examples:
   wanperf copy -P 4 -w 4M big.dat host:          # 4 streams, 4 MiB windows
   wanperf copy -z auto logs/ host:archive        # zstd while it pays, off when it does not
   wanperf copy host:. mirror/ --json             # start, interval, file and end records
+  wanperf copy --probe --save big.dat host:      # confirm the verdict; keep it in the archive
 
 The server is a `wanperf serve --root DIR`; remote paths are HOST:PATH relative to its root
 (HOST may be [IPv6]:PATH). Sources land under their own names inside the destination
@@ -36,7 +37,8 @@ has with the same size and modification time are left alone (--force sends them 
 At the end the copy says what limited it — disk read, compression, hashing, the network
 (the path, the receiver's window or the sender's buffer, from TCP_INFO), verification,
 decompression, disk write, or the CPU — with each stage's busy time and what the others
-could do.")]
+could do; --probe measures each stage alone afterwards and says whether that confirms it.
+--save stores the copy in the archive (`wanperf report` draws it like a test).")]
 pub struct CopyArgs {
     /// Sources, then the destination; exactly one side is remote (HOST:PATH).
     #[arg(required = true, num_args = 2.., value_name = "PATH")]
@@ -65,6 +67,12 @@ pub struct CopyArgs {
     /// Do not make files durable (fsync) before they get their final names.
     #[arg(long)]
     no_fsync: bool,
+    /// After the copy, measure each stage's ceiling alone to confirm the verdict: each end
+    /// reads (page cache dropped), writes (fdatasync), hashes and compresses on its own, one
+    /// end after the other, then a 3 s memory-to-memory test runs over the same path with the
+    /// same streams and windows (adds about 10 s).
+    #[arg(long)]
+    probe: bool,
     /// Congestion control for the data connections (both ends).
     #[arg(long, value_name = "NAME")]
     cc: Option<String>,
@@ -83,6 +91,8 @@ pub struct CopyArgs {
     /// NDJSON records: start, interval, file, end.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    save: crate::keep::SaveArgs,
 }
 
 /// `HOST:PATH` (or `[V6]:PATH`) → (host, path); a local path has a `/` before any `:`.
@@ -244,6 +254,7 @@ pub fn copy(a: CopyArgs) -> Result<ExitCode> {
         force: a.force,
         direct: a.direct,
         fsync: !a.no_fsync,
+        probe: a.probe,
     };
     cs.validate()?;
     let spec = TestSpec {
@@ -275,16 +286,22 @@ pub fn copy(a: CopyArgs) -> Result<ExitCode> {
         software: crate::tput::software(),
         key: crate::keys::client_key(a.key.as_deref())?,
     };
+    let mut store = a.save.open()?;
     let mut table;
     let mut json;
-    let sink: &mut dyn Sink = if a.json {
+    let out: &mut dyn Sink = if a.json {
         json = JsonSink::stdout();
         &mut json
     } else {
         table = CopyTable { bar: None, verbose: a.verbose, moved: 0 };
         &mut table
     };
-    match client::run_copy(&cfg, &p.local, sink, &INTERRUPTED) {
+    let mut rec = crate::output::Recorder::new(out, store.is_some());
+    let result = client::run_copy(&cfg, &p.local, &mut rec, &INTERRUPTED);
+    if let Some(store) = store.as_mut() {
+        crate::keep::save_and_say(store.as_mut(), &rec.lines, a.json)?;
+    }
+    match result {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(ClientError::Incomplete(why)) => {
             eprintln!("error: copy incomplete: {why} (run it again to resume)");

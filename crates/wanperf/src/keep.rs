@@ -17,6 +17,59 @@ pub struct DbArgs {
     db: Option<String>,
 }
 
+/// `--save` and `--db` of `tput` and `copy`.
+#[derive(Args, Debug, Clone)]
+pub struct SaveArgs {
+    /// Store the test in the archive as a run of its own (`wanperf runs` lists it, `wanperf
+    /// report` draws it); an incomplete one is stored too, marked failed.
+    #[arg(long)]
+    save: bool,
+    /// With --save: the archive, a SQLite file or a postgres:// URL (default: $WANPERF_DB,
+    /// or ~/.local/share/wanperf/archive.sqlite). Naming one implies --save.
+    #[arg(long, value_name = "DB")]
+    db: Option<String>,
+}
+
+impl SaveArgs {
+    /// Whether to store.
+    pub fn wanted(&self) -> bool {
+        self.save || self.db.is_some()
+    }
+
+    /// Opens the archive before the test, so that a wrong --db fails before anything is
+    /// measured.
+    pub fn open(&self) -> Result<Option<Box<dyn Store>>> {
+        self.wanted().then(|| open_store(self.db.as_deref())).transpose()
+    }
+}
+
+/// Stores the NDJSON records of a `tput` or `copy` as a run; returns its id. The command line
+/// is kept as the run's text.
+pub fn save_records(store: &mut dyn Store, ndjson: &str) -> Result<i64> {
+    let (mut run, cell) = wanperf_archive::import::import_wanperf(ndjson).map_err(|e| anyhow!("cannot store: {e}"))?;
+    run.study_text = std::env::args().collect::<Vec<_>>().join(" ");
+    let id = store.create_run(&run)?;
+    store.store_cell(id, &cell)?;
+    let status = if cell.ok { wanperf_archive::RunStatus::Complete } else { wanperf_archive::RunStatus::Incomplete };
+    store.finish_run(id, status, run.started_unix + cell.duration_s)?;
+    Ok(id)
+}
+
+/// Stores the records of a test that printed its start (nothing to store otherwise) and says
+/// where: a `saved` record with --json, else a line on stderr.
+pub fn save_and_say(store: &mut dyn Store, ndjson: &str, json: bool) -> Result<()> {
+    if !ndjson.lines().any(|l| l.contains("\"event\":\"end\"")) {
+        return Ok(());
+    }
+    let id = save_records(store, ndjson)?;
+    if json {
+        println!("{}", serde_json::json!({"event": "saved", "run": id}));
+    } else {
+        eprintln!("stored as run {id} (wanperf report {id} -o report.html)");
+    }
+    Ok(())
+}
+
 /// `wanperf runs`.
 #[derive(Args, Debug)]
 pub struct RunsArgs {
@@ -79,6 +132,7 @@ pub enum Table {
 Examples:
   iperf3 -c HOST -J > run.json && wanperf import iperf3 run.json
   ping -D -c 100 HOST > ping.txt && wanperf import ping ping.txt
+  wanperf copy big.dat HOST: --json > copy.ndjson && wanperf import wanperf copy.ndjson
 Each file becomes a run of its own with one cell; `wanperf runs` lists it.")]
 pub struct ImportArgs {
     /// What produced the file.
@@ -101,6 +155,8 @@ pub enum Tool {
     Iperf3,
     /// iputils `ping` output (with or without -D).
     Ping,
+    /// wanperf's own `tput --json` or `copy --json` output (or use --save at the time).
+    Wanperf,
 }
 
 /// `wanperf report`.
@@ -203,6 +259,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
         let parsed = match a.tool {
             Tool::Iperf3 => wanperf_archive::import::import_iperf3(&text),
             Tool::Ping => wanperf_archive::import::import_ping(&text),
+            Tool::Wanperf => wanperf_archive::import::import_wanperf(&text),
         };
         let (mut run, cell) = parsed.map_err(|e| anyhow!("{}: {e}", f.display()))?;
         run.study = format!("{} ({})", run.study, f.file_name().map_or(String::new(), |n| n.to_string_lossy().into()));

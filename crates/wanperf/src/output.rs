@@ -382,3 +382,48 @@ pub fn stderr_log(json: bool) -> std::sync::Arc<dyn Fn(&str) + Send + Sync> {
         }
     })
 }
+
+/// Passes every record on to another sink and, when asked to, keeps it as a line of NDJSON,
+/// so that a test or a copy can be stored in the archive when it ends (`--save`). `file`
+/// records are kept too (a copy of 100,000 files keeps 100,000 short lines, a few MB).
+pub struct Recorder<'a> {
+    inner: &'a mut dyn Sink,
+    on: bool,
+    /// The records, one JSON document a line.
+    pub lines: String,
+}
+
+impl<'a> Recorder<'a> {
+    /// Passes records to `inner`, keeping them if `on`.
+    pub fn new(inner: &'a mut dyn Sink, on: bool) -> Self {
+        Recorder { inner, on, lines: String::new() }
+    }
+    fn keep<T: serde::Serialize>(&mut self, v: &T) {
+        if !self.on {
+            return;
+        }
+        if let Ok(s) = serde_json::to_string(v) {
+            self.lines.push_str(&s);
+            self.lines.push('\n');
+        }
+    }
+}
+
+impl Sink for Recorder<'_> {
+    fn start(&mut self, rec: &StartRecord) {
+        self.keep(rec);
+        self.inner.start(rec);
+    }
+    fn interval(&mut self, rec: &IntervalRecord) {
+        self.keep(rec);
+        self.inner.interval(rec);
+    }
+    fn end(&mut self, rec: &EndRecord) {
+        self.keep(rec);
+        self.inner.end(rec);
+    }
+    fn file(&mut self, rec: &wanperf_copy::spec::FileRecord) {
+        self.keep(rec);
+        self.inner.file(rec);
+    }
+}

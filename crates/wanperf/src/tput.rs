@@ -215,6 +215,8 @@ pub struct TputArgs {
     /// Newline-delimited JSON records (schema wanperf/1, see docs/schema.md).
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    save: crate::keep::SaveArgs,
     /// Test hook: UDP senders number but do not send every Nth datagram.
     #[arg(long, hide = true, value_name = "N")]
     udp_drop_every: Option<u64>,
@@ -376,20 +378,25 @@ pub fn tput(a: TputArgs) -> Result<ExitCode> {
         software: software(),
         key: if a.iperf3 { None } else { crate::keys::client_key(a.key.as_deref())? },
     };
+    let mut store = a.save.open()?;
     let mut table;
     let mut json;
-    let sink: &mut dyn client::Sink = if a.json {
+    let out: &mut dyn client::Sink = if a.json {
         json = JsonSink::stdout();
         &mut json
     } else {
         table = TableSink::stdout();
         &mut table
     };
+    let mut rec = crate::output::Recorder::new(out, store.is_some());
     let result = if a.iperf3 {
-        wanperf_engine::iperf3_client::run(&cfg, creds.as_ref(), sink, &INTERRUPTED)
+        wanperf_engine::iperf3_client::run(&cfg, creds.as_ref(), &mut rec, &INTERRUPTED)
     } else {
-        client::run(&cfg, sink, &INTERRUPTED)
+        client::run(&cfg, &mut rec, &INTERRUPTED)
     };
+    if let Some(store) = store.as_mut() {
+        crate::keep::save_and_say(store.as_mut(), &rec.lines, a.json)?;
+    }
     match result {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(ClientError::Incomplete(why)) => {

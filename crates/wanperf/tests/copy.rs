@@ -581,3 +581,122 @@ fn tput_end_records_carry_a_verdict() {
     assert_eq!(limit, "application", "{text}");
     assert!((rate - 5e6).abs() < 0.5e6, "{rate}: {text}");
 }
+
+/// `--save` keeps a copy and a test in the archive as runs of their own; `wanperf report`
+/// shows the copy's files, rate and verdict; `import wanperf` reads the same NDJSON back;
+/// `--probe` measures each stage alone and checks the verdict against it.
+#[test]
+fn copies_and_tests_are_stored_reported_and_probed() {
+    let _g = serial();
+    let t = Tmp::new("save");
+    let data = bytes(24 << 20, 11);
+    write(&t.join("src/big.bin"), &data);
+    std::fs::create_dir_all(t.join("root")).unwrap();
+    let server = serve_root(&t.join("root"), &[]);
+    let db = t.s("archive.sqlite");
+    let out = copy(
+        &server,
+        &["-P", "2", "--probe", "--db", &db, &t.s("src/big.bin"), "127.0.0.1:in"],
+        Duration::from_secs(90),
+    );
+    let all = recs_ok(&out);
+    assert_eq!(b3(&t.join("root/in/big.bin")), b3(&t.join("src/big.bin")));
+    // The `saved` record comes after the end record.
+    assert_eq!(all.last().unwrap()["event"], "saved", "{:?}", all.last());
+    let run_id = all.last().unwrap()["run"].as_i64().unwrap();
+    let recs = &all[..all.len() - 1];
+
+    // --probe: both ends' ceilings, the network's, and a check of the verdict.
+    let c = summary_copy(recs);
+    let stages = |side: &str| -> Vec<String> {
+        c[side]["probes"].as_array().unwrap().iter().map(|p| p["stage"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(stages("sender"), ["read", "hash"], "{c}");
+    assert_eq!(stages("receiver"), ["write", "verify"], "{c}");
+    for side in ["sender", "receiver"] {
+        for p in c[side]["probes"].as_array().unwrap() {
+            assert!(p["rate_bytes_s"].as_f64().is_some_and(|r| r > 1e6), "{side}: {p}");
+        }
+    }
+    assert!(c["sender"]["probes"][0]["how"].as_str().unwrap().contains("24 MiB of `big.bin`"), "{c}");
+    let v = &end(recs)["summary"]["verdict"];
+    let check = &v["probe"];
+    assert_eq!(check["ceilings"].as_array().unwrap().len(), 5, "{v}");
+    let net = &check["ceilings"][4];
+    assert!(net[0].as_str().unwrap().starts_with("the network") && net[1].as_f64().is_some_and(|r| r > 1e6), "{v}");
+    assert!(check["text"].as_str().unwrap().starts_with("--probe"), "{v}");
+    // On loopback the verdict is the CPU; every stage alone beats the copy, or the check says
+    // which one did not.
+    assert!(
+        v["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e.as_str().unwrap().starts_with("alone (--probe): disk write")),
+        "{v}"
+    );
+    // Nothing of the probes is left behind at either end.
+    assert_eq!(tree(&t.join("root")).len(), 1, "{:?}", tree(&t.join("root")));
+    assert!(std::fs::read_dir(t.join("src")).unwrap().count() == 1);
+
+    // The archive holds the copy as a run of one cell of kind `copy`.
+    let runs = run(&["runs", "--db", &db, "--json"], Duration::from_secs(10));
+    ok(&runs);
+    let line = String::from_utf8_lossy(&runs.stdout).lines().next().unwrap().to_string();
+    let r: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (r["id"].as_i64(), r["study"].as_str(), r["status"].as_str()),
+        (Some(run_id), Some("copy"), Some("complete")),
+        "{r}"
+    );
+    let export = run(&["export", &run_id.to_string(), "--db", &db], Duration::from_secs(10));
+    ok(&export);
+    let doc: Value = serde_json::from_slice(&export.stdout).unwrap();
+    let cell = &doc["cells"][0];
+    assert_eq!(cell["kind"], "copy", "{cell}");
+    assert_eq!(cell["params"]["way"], "push");
+    assert_eq!(cell["params"]["streams"], 2);
+    assert_eq!(cell["summary"]["copy"]["bytes"], data.len() as u64);
+    assert_eq!(cell["summary"]["verdict"]["text"], v["text"]);
+
+    // The report draws it: the copies table and the verdict with its evidence.
+    let html = t.join("copy.html");
+    ok(&run(&["report", &run_id.to_string(), "--db", &db, "-o", html.to_str().unwrap()], Duration::from_secs(20)));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<h3>Copies</h3>") && page.contains("What limited it"), "no copy tables");
+    let limit = v["limit"].as_str().unwrap();
+    assert!(page.contains(&format!("data-verdict=\"{limit}\"")), "no verdict {limit} in the report");
+    assert!(page.contains("--probe"), "the probe's check is not in the report");
+
+    // A test is stored the same way (kind `tput`), and `import wanperf` reads a copy's NDJSON.
+    let port = server.port_s();
+    let tput = run(&["tput", "127.0.0.1", "-p", &port, "-t", "1", "--save", "--db", &db], Duration::from_secs(30));
+    ok(&tput);
+    let said = String::from_utf8_lossy(&tput.stderr);
+    assert!(said.contains(&format!("stored as run {}", run_id + 1)), "{said}");
+    let nd = t.join("copy.ndjson");
+    std::fs::write(&nd, &out.stdout).unwrap();
+    let imp = run(&["import", "wanperf", nd.to_str().unwrap(), "--db", &db, "--json"], Duration::from_secs(10));
+    ok(&imp);
+    let imported: Value = serde_json::from_slice(&imp.stdout).unwrap();
+    assert_eq!(imported["run"], run_id + 2, "{imported}");
+    let export = run(&["export", &(run_id + 2).to_string(), "--db", &db], Duration::from_secs(10));
+    let doc: Value = serde_json::from_slice(&export.stdout).unwrap();
+    assert_eq!(doc["cells"][0]["kind"], "copy");
+    assert_eq!(doc["cells"][0]["summary"]["copy"]["bytes"], data.len() as u64);
+    let kinds = run(&["export", &(run_id + 1).to_string(), "--db", &db], Duration::from_secs(10));
+    let doc: Value = serde_json::from_slice(&kinds.stdout).unwrap();
+    assert_eq!(doc["cells"][0]["kind"], "tput");
+    assert!(doc["cells"][0]["summary"]["verdict"]["text"].is_string());
+
+    // Bad input: text that is not wanperf's output, and a cut-short one, get one line each.
+    std::fs::write(&nd, "not json\n").unwrap();
+    let bad = run(&["import", "wanperf", nd.to_str().unwrap(), "--db", &db], Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.trim().lines().count() == 1 && err.contains("line 1"), "{err}");
+    let first = String::from_utf8_lossy(&out.stdout).lines().next().unwrap().to_string();
+    std::fs::write(&nd, first).unwrap();
+    let bad = run(&["import", "wanperf", nd.to_str().unwrap(), "--db", &db], Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("no end record"), "{err}");
+}

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use wanperf_archive::{CellRecord, IntervalRow, NewRun, ProbeRow, RunStatus, Store};
+use wanperf_archive::{CellRecord, NewRun, ProbeRow, RunStatus, Store};
 use wanperf_emu::path::Host;
 use wanperf_net::path::Path;
 
@@ -465,12 +465,7 @@ fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
             Some("start") if !r["client_host"].is_null() => {
                 rec.hosts = Some(json!({"client": r["client_host"], "server": r["server_host"]}));
             }
-            Some("interval") => {
-                for s in r["streams"].as_array().into_iter().flatten() {
-                    rec.intervals.push(interval_row(s, s["id"].as_i64().unwrap_or(0) as i32, r));
-                }
-                rec.intervals.push(interval_row(&r["sum"], -1, r));
-            }
+            Some("interval") => rec.intervals.extend(wanperf_archive::import::wanperf_interval_rows(r)),
             Some("probe") => rec.probes.push(ProbeRow {
                 seq: r["seq"].as_u64().unwrap_or(0),
                 phase: r["phase"].as_str().unwrap_or("").to_string(),
@@ -485,21 +480,6 @@ fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
             },
             _ => {}
         }
-    }
-}
-
-fn interval_row(s: &Value, stream: i32, r: &Value) -> IntervalRow {
-    let tcp = &s["tcp"];
-    IntervalRow {
-        stream,
-        start_s: r["start_s"].as_f64().unwrap_or(0.0),
-        end_s: r["end_s"].as_f64().unwrap_or(0.0),
-        bytes: s["received_bytes"].as_u64().unwrap_or(0),
-        throughput_bps: s["throughput_bps"].as_f64().unwrap_or(0.0),
-        retransmits: s["retransmits"].as_u64().unwrap_or(0),
-        cwnd_bytes: tcp["snd_cwnd_bytes"].as_u64().or_else(|| tcp["cwnd_bytes"].as_u64()),
-        srtt_us: tcp["srtt_us"].as_u64().map(|v| v as u32),
-        tcp: (!tcp.is_null()).then(|| tcp.clone()),
     }
 }
 
