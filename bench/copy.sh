@@ -120,15 +120,7 @@ EOF
 
 # Many small files.
 mkdir -p "$work/small"
-python3 - "$work/small" "$SMALL" <<'EOF'
-import os, sys
-d, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    sub = os.path.join(d, f"{i % 100:02d}")
-    os.makedirs(sub, exist_ok=True)
-    with open(os.path.join(sub, f"f{i}"), "wb") as f:
-        f.write(os.urandom(4096))
-EOF
+python3 bench/small_files.py "$work/small" "$SMALL"
 unset T; declare -A T
 for r in $(seq "$ROUNDS"); do
     run wanperf-small "$shm/dst" "$W" copy -p 5392 --no-fsync "$work/small" 127.0.0.1:

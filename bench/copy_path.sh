@@ -133,15 +133,7 @@ row "wanperf copy -P $P" copy-loss copy-loss "$bytes"
 row "scp (aes128-gcm)" scp-loss copy-loss "$bytes"
 
 mkdir -p "$work/small"
-python3 - "$work/small" "$SMALL" <<'EOF'
-import os, sys
-d, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    sub = os.path.join(d, f"{i % 100:02d}")
-    os.makedirs(sub, exist_ok=True)
-    with open(os.path.join(sub, f"f{i}"), "wb") as f:
-        f.write(os.urandom(4096))
-EOF
+python3 bench/small_files.py "$work/small" "$SMALL"
 path_up 0
 unset T; declare -A T
 for r in $(seq "$ROUNDS"); do

@@ -813,15 +813,20 @@ mod tests {
 
     const G: u64 = 1_000_000_000;
 
-    #[test]
-    fn a_slow_source_disk_is_named_although_everything_downstream_waits() {
-        let s = [
+    /// A source disk busy 98 % of the copy's 10 s, everything else waiting on it.
+    fn slow_source() -> [(&'static str, StageStat); 5] {
+        [
             ("sender", st(Stage::Read, 1, 9.8, G, Some(0.5))),
             ("sender", st(Stage::Hash, 2, 1.0, G, Some(1.0))),
             ("sender", st(Stage::Send, 2, 1.5, G, Some(0.5))),
             ("receiver", st(Stage::Verify, 2, 1.0, G, Some(1.0))),
             ("receiver", st(Stage::Write, 1, 1.0, G, Some(0.9))),
-        ];
+        ]
+    }
+
+    #[test]
+    fn a_slow_source_disk_is_named_although_everything_downstream_waits() {
+        let s = slow_source();
         let v = copy(&inputs(&s)).unwrap();
         assert_eq!(v.limit, Limit::Stage(Stage::Read));
         assert_eq!(v.at, "sender");
@@ -930,13 +935,7 @@ mod tests {
 
     #[test]
     fn probes_confirm_a_slow_disk_and_refute_a_fast_one() {
-        let s = [
-            ("sender", st(Stage::Read, 1, 9.8, G, Some(0.5))),
-            ("sender", st(Stage::Hash, 2, 1.0, G, Some(1.0))),
-            ("sender", st(Stage::Send, 2, 1.5, G, Some(0.5))),
-            ("receiver", st(Stage::Verify, 2, 1.0, G, Some(1.0))),
-            ("receiver", st(Stage::Write, 1, 1.0, G, Some(0.9))),
-        ];
+        let s = slow_source();
         let v = copy(&inputs(&s)).unwrap();
         assert_eq!(v.limit, Limit::Stage(Stage::Read));
         // The copy ran at 100 MB/s; the disk alone reads 105 MB/s: confirmed.

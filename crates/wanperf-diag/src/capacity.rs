@@ -660,6 +660,25 @@ mod tests {
         }
     }
 
+    /// `n` trains of 33 packets of 1500 B whose gap before packet `i` of train `k` is
+    /// `gap(k, i)` ns, each arrival ±1 µs.
+    fn gapped_trains(n: u32, r: &mut Lcg, gap: impl Fn(u32, u32) -> f64) -> Vec<Train> {
+        (0..n)
+            .map(|k| {
+                let mut t = 1e9;
+                let arrivals = (0..33u32)
+                    .map(|i| {
+                        if i > 0 {
+                            t += gap(k, i);
+                        }
+                        (i, (t + (r.next() - 0.5) * 2000.0) as u64)
+                    })
+                    .collect();
+                Train { wire_bytes: 1500, sent: 33, arrivals }
+            })
+            .collect()
+    }
+
     #[test]
     fn a_burst_at_a_faster_later_link_is_not_the_capacity() {
         // 32 Mbit/s narrow link, then a 45 Mbit/s one; in each of 3 trains the narrow link's
@@ -667,20 +686,7 @@ mod tests {
         // link spaced at its own rate: a weak mode at 45 that two spans agree on.
         let (g32, g45) = (12_000.0 / 32e6 * 1e9, 12_000.0 / 45e6 * 1e9);
         let mut r = Lcg(31);
-        let trains: Vec<Train> = (0..3)
-            .map(|k| {
-                let mut t = 1e9;
-                let arrivals = (0..33u32)
-                    .map(|i| {
-                        if i > 0 {
-                            t += if (12 + k..20 + k).contains(&i) { g45 } else { g32 };
-                        }
-                        (i, (t + (r.next() - 0.5) * 2000.0) as u64)
-                    })
-                    .collect();
-                Train { wire_bytes: 1500, sent: 33, arrivals }
-            })
-            .collect();
+        let trains = gapped_trains(3, &mut r, |k, i| if (12 + k..20 + k).contains(&i) { g45 } else { g32 });
         let c = capacity(&trains).unwrap();
         assert!(within(c.bps, 32e6, 0.01), "{c:?}");
     }
@@ -694,20 +700,7 @@ mod tests {
         let (g27, g32) = (12_000.0 / 27e6 * 1e9, 12_000.0 / 32e6 * 1e9);
         for (len, seed) in [(12u32, 40u64), (18, 41), (24, 42), (28, 43)] {
             let mut r = Lcg(seed);
-            let trains: Vec<Train> = (0..3)
-                .map(|k| {
-                    let mut t = 1e9;
-                    let arrivals = (0..33u32)
-                        .map(|i| {
-                            if i > 0 {
-                                t += if k == 1 && (4..4 + len).contains(&i) { g32 } else { g27 };
-                            }
-                            (i, (t + (r.next() - 0.5) * 2000.0) as u64)
-                        })
-                        .collect();
-                    Train { wire_bytes: 1500, sent: 33, arrivals }
-                })
-                .collect();
+            let trains = gapped_trains(3, &mut r, |k, i| if k == 1 && (4..4 + len).contains(&i) { g32 } else { g27 });
             let c = capacity(&trains).unwrap();
             assert!(within(c.bps, 27e6, 0.01), "burst of {len}: {c:?}");
         }

@@ -247,14 +247,14 @@ pub fn statistics(v: &View) -> String {
     h
 }
 
+/// Every successful cell with its group, where `keep` says so.
+fn cells_where<'v, 'a>(v: &'v View<'a>, keep: impl Fn(&StoredCell) -> bool) -> Vec<(&'v Group<'a>, &'a StoredCell)> {
+    v.groups.iter().flat_map(|g| g.cells.iter().map(move |c| (g, *c))).filter(|(_, c)| keep(c)).collect()
+}
+
 /// Copies: files, bytes, rate, compression, what was resumed and resent, per cell.
 fn copies(v: &View) -> String {
-    let cells: Vec<(&Group, &StoredCell)> = v
-        .groups
-        .iter()
-        .flat_map(|g| g.cells.iter().map(move |c| (g, *c)))
-        .filter(|(_, c)| c.cell.summary["copy"].is_object())
-        .collect();
+    let cells = cells_where(v, |c| c.cell.summary["copy"].is_object());
     if cells.is_empty() {
         return String::new();
     }
@@ -289,12 +289,7 @@ fn copies(v: &View) -> String {
 
 /// What limited each test or copy (its verdict), with the evidence behind it.
 fn verdicts(v: &View) -> String {
-    let cells: Vec<(&Group, &StoredCell)> = v
-        .groups
-        .iter()
-        .flat_map(|g| g.cells.iter().map(move |c| (g, *c)))
-        .filter(|(_, c)| c.cell.summary["verdict"]["text"].is_string())
-        .collect();
+    let cells = cells_where(v, |c| c.cell.summary["verdict"]["text"].is_string());
     if cells.is_empty() {
         return String::new();
     }
