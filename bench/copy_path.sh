@@ -2,18 +2,20 @@
 # Copy over an emulated wide-area path (issue 13's path rows), competitors interleaved in
 # each round: a 100 ms RTT, 1 Gbit/s path (`wanperf path`, queue of one BDP) between two
 # network namespaces, with wanperf serve --root, sshd and rsync's daemon on the right host.
-#   1. lossless: wanperf tput -P N (memory to memory), wanperf copy -P N, scp, of a SIZE file
+#   1. lossless: wanperf tput -P N -n SIZE (memory to memory, the same bytes and streams),
+#      wanperf copy -P N, scp, of a SIZE file
 #   2. 0.01 % random loss both ways: wanperf copy -P N against scp
 #   3. SMALL files of 4 KiB: wanperf copy against rsync -rW over ssh and rsync's daemon
 # Medians of ROUNDS, ratios against wanperf; everything stays inside the two namespaces.
 #
 #   bench/copy_path.sh                         # 1 GiB, 3 rounds, 100,000 small files, -P 4
 #   SIZE=256M ROUNDS=1 SMALL=10000 bench/copy_path.sh
+#   PARTS="1" bench/copy_path.sh               # only the lossless rows
 #
 # Needs root, openssh-server and rsync.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SIZE=${SIZE:-1G} ROUNDS=${ROUNDS:-3} SMALL=${SMALL:-100000} P=${P:-4}
+SIZE=${SIZE:-1G} ROUNDS=${ROUNDS:-3} SMALL=${SMALL:-100000} P=${P:-4} PARTS=${PARTS:-1 2 3}
 RTT=${RTT:-100ms} RATE=${RATE:-1G} QUEUE=${QUEUE:-12500000}
 cargo build --release -q -p wanperf
 W=$PWD/target/release/wanperf
@@ -94,32 +96,39 @@ row() { # label name reference bytes
 scp_big() { left scp -q -P 2222 -i "$work/id" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
     -o LogLevel=ERROR -c aes128-gcm@openssh.com "$work/big.bin" "root@$PEER:$work/dst/"; }
 
+want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+
+if want 1; then
 path_up 0
-TPUT=()
 for r in $(seq "$ROUNDS"); do
-    left "$W" tput "$PEER" -P "$P" -t 10 --omit 2 --json > "$work/tput.json"
-    TPUT+=("$(tail -1 "$work/tput.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["throughput_bps"])')")
+    left "$W" tput "$PEER" -P "$P" -n "$bytes" --json > "$work/tput-$r.json"
     run copy left "$W" copy -P "$P" --no-fsync --json "$work/big.bin" "$PEER:"
     tail -1 "$work/out" > "$work/copy-end-$r.json"
     run scp scp_big
 done
 path_down
-tput=$(printf '%s\n' "${TPUT[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 echo
 echo "1. $SIZE ($bytes B), lossless, median of $ROUNDS (whole commands, start to exit):"
 row "wanperf copy -P $P" copy copy "$bytes"
 row "scp (aes128-gcm)" scp copy "$bytes"
-python3 - "$tput" "$work"/copy-end-*.json <<'EOF'
+python3 - "$ROUNDS" "$work" <<'EOF'
 import json, statistics, sys
-tput = float(sys.argv[1])
-ends = [json.load(open(f))["summary"] for f in sys.argv[2:]]
+n, work = int(sys.argv[1]), sys.argv[2]
+last = lambda f: json.loads(open(f).read().strip().splitlines()[-1])["summary"]
+tput = [last(f"{work}/tput-{r}.json")["throughput_bps"] for r in range(1, n + 1)]
+ends = [last(f"{work}/copy-end-{r}.json") for r in range(1, n + 1)]
 rates = [e["copy"]["rate_bytes_s"] * 8 for e in ends]
-m = statistics.median(rates)
-print(f"  wanperf tput -P same streams (10 s, 2 s left out): {tput / 1e6:.1f} Mbit/s")
-print(f"  wanperf copy's own rate (first block to last write): {m / 1e6:.1f} Mbit/s = {100 * m / tput:.1f} % of tput")
+print(f"  wanperf tput -P same streams, -n the same bytes: {statistics.median(tput) / 1e6:.1f} Mbit/s "
+      f"(rounds: {', '.join(f'{t / 1e6:.0f}' for t in tput)})")
+print(f"  wanperf copy's own rate (first block to last write): {statistics.median(rates) / 1e6:.1f} Mbit/s "
+      f"(rounds: {', '.join(f'{x / 1e6:.0f}' for x in rates)}) = "
+      f"{100 * statistics.median(rates) / statistics.median(tput):.1f} % of tput; per round "
+      f"{', '.join(f'{100 * c / t:.1f} %' for c, t in zip(rates, tput))}")
 print(f"  verdict (last round): {ends[-1]['verdict']['text']}")
 EOF
+fi
 
+if want 2; then
 path_up 0.01%
 unset T; declare -A T
 for r in $(seq "$ROUNDS"); do
@@ -131,7 +140,9 @@ echo
 echo "2. $SIZE with 0.01 % loss each way, median of $ROUNDS:"
 row "wanperf copy -P $P" copy-loss copy-loss "$bytes"
 row "scp (aes128-gcm)" scp-loss copy-loss "$bytes"
+fi
 
+want 3 || exit 0
 mkdir -p "$work/small"
 python3 bench/small_files.py "$work/small" "$SMALL"
 path_up 0

@@ -788,4 +788,56 @@ rtt min/avg/max/mdev = 0.100/0.200/0.300/0.081 ms
         let e = import_iperf3(refused).unwrap_err().to_string();
         assert!(e.contains("Connection refused"), "{e}");
     }
+
+    const COPY: &str = r#"{"event":"start","schema":"wanperf/1","version":"wanperf 0.1.0","timestamp":1795614848.5,"server":"h:5301","test":{"transport":"tcp","direction":"up","streams":2,"duration_s":null,"bytes":null,"window":4194304,"cc":null,"rate_bps":null,"copy":{"way":"push","remote":["in"],"block_size":1048576,"compress":{"mode":"auto","level":3},"fsync":true}},"client_host":{"hostname":"a"},"server_host":{"hostname":"b"}}
+{"event":"interval","start_s":0.0,"end_s":1.0,"streams":[{"id":0,"received_bytes":1000,"throughput_bps":8000.0,"retransmits":1,"tcp":{"srtt_us":1200,"snd_cwnd_bytes":64000}},{"id":1,"received_bytes":500,"throughput_bps":4000.0,"retransmits":0}],"sum":{"received_bytes":1500,"throughput_bps":12000.0,"retransmits":1}}
+{"event":"file","path":"a","bytes":1500,"blake3":"00","skipped":false}
+{"event":"end","complete":false,"error":"disk full on the receiver","summary":{"throughput_bps":12000.0,"duration_s":1.0,"copy":{"files":1,"bytes":1500},"verdict":{"limit":"network","text":"limited by the network path"}}}
+"#;
+
+    #[test]
+    fn wanperf_ndjson_becomes_a_cell() {
+        let (run, cell) = import_wanperf(COPY).unwrap();
+        assert_eq!((run.study.as_str(), cell.kind.as_str()), ("copy", "copy"));
+        assert_eq!(run.started_unix, 1795614848.5);
+        assert_eq!(cell.params["way"], "push");
+        assert_eq!(cell.params["streams"], 2);
+        assert_eq!(cell.params["window"], 4194304);
+        assert_eq!(cell.params["compress"], "auto 3");
+        assert!(!cell.params.contains_key("duration_s"), "null options are left out");
+        assert!(!cell.ok);
+        assert_eq!(cell.failure.as_deref(), Some("disk full on the receiver"));
+        assert_eq!(cell.summary["verdict"]["text"], "limited by the network path");
+        assert_eq!((cell.summary["file_records"].as_u64(), cell.summary["complete"].as_bool()), (Some(1), Some(false)));
+        let ids: Vec<i32> = cell.intervals.iter().map(|r| r.stream).collect();
+        assert_eq!(ids, [0, 1, -1]);
+        assert_eq!((cell.intervals[0].srtt_us, cell.intervals[0].cwnd_bytes), (Some(1200), Some(64000)));
+        assert_eq!(cell.intervals[2].bytes, 1500);
+        assert_eq!(cell.hosts.unwrap()["server"]["hostname"], "b");
+        // A test without a copy part is a `tput` cell.
+        let tput = COPY.replace(r#","copy":{"way":"push","remote":["in"],"block_size":1048576,"compress":{"mode":"auto","level":3},"fsync":true}"#, "");
+        assert_eq!(import_wanperf(&tput).unwrap().1.kind, "tput");
+    }
+
+    #[test]
+    fn cut_or_foreign_wanperf_output_is_one_line_never_a_panic() {
+        // Every prefix of a real output: a cell, or one line saying why not.
+        for n in 0..=COPY.len() {
+            if !COPY.is_char_boundary(n) {
+                continue;
+            }
+            if let Err(e) = import_wanperf(&COPY[..n]) {
+                assert!(matches!(e, ArchiveError::Input(ref m) if !m.contains('\n')), "{n}: {e:?}");
+            }
+        }
+        for bad in [
+            "",
+            "{}",
+            "[1]",
+            "{\"event\":\"end\"}",
+            "{\"event\":\"start\",\"schema\":\"iperf\",\"test\":{}}\n{\"event\":\"end\",\"summary\":{}}",
+        ] {
+            assert!(import_wanperf(bad).is_err(), "{bad:?}");
+        }
+    }
 }
