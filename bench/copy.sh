@@ -7,12 +7,13 @@
 #
 #   bench/copy.sh                      # 4 GiB, 3 rounds, 20000 small files
 #   SIZE=1G ROUNDS=5 SMALL=5000 bench/copy.sh
+#   PARTS="big" bench/copy.sh          # only the large file (parts: big small auto)
 #
 # Needs root (sshd and the rsync daemon run on loopback ports for the run), openssh-server,
 # rsync and netcat-openbsd (apt-get install openssh-server rsync netcat-openbsd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SIZE=${SIZE:-4G} ROUNDS=${ROUNDS:-3} SMALL=${SMALL:-20000}
+SIZE=${SIZE:-4G} ROUNDS=${ROUNDS:-3} SMALL=${SMALL:-20000} PARTS=${PARTS:-big small auto}
 cargo build --release -q -p wanperf
 W=$PWD/target/release/wanperf
 for t in scp rsync nc /usr/sbin/sshd; do
@@ -79,27 +80,41 @@ run() { # name dstdir cmd...
 }
 median() { printf '%s\n' $1 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-for r in $(seq "$ROUNDS"); do
+# One timed command per tool; each round starts the list one tool further on, so that no
+# tool is always the one that runs first (after the others' files were freed: on this VM a
+# page freed a while ago goes back to the host and costs a fault when it is written again).
+big() { # tool dst dir port
+    local tool=$1 dst=$2 d=$3 port=$4
+    case $tool in
+        wanperf) run "wanperf-$dst" "$d" "$W" copy -p "$port" --no-fsync -P 2 "$work/big.bin" 127.0.0.1: ;;
+        wanperf-fsync) run "wanperf-fsync-$dst" "$d" "$W" copy -p "$port" -P 2 "$work/big.bin" 127.0.0.1: ;;
+        # O_DIRECT at the receiver (tmpfs is memory: there it is the buffered path again).
+        wanperf-direct) run "wanperf-direct-$dst" "$d" "$W" copy -p "$port" -P 2 --direct "$work/big.bin" 127.0.0.1: ;;
+        scp) run "scp-$dst" "$d" scp -q -P 2222 -i "$work/id" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+            -o LogLevel=ERROR -c aes128-gcm@openssh.com "$work/big.bin" "root@127.0.0.1:$d/" ;;
+        rsync-ssh) run "rsync-ssh-$dst" "$d" rsync -W -e "$SSH" "$work/big.bin" "root@127.0.0.1:$d/" ;;
+        rsyncd) run "rsyncd-$dst" "$d" rsync -W "$work/big.bin" "rsync://127.0.0.1:8873/$dst/" ;;
+        tar-nc) run "tar-nc-$dst" "$d" sh -c "nc -l 127.0.0.1 9999 | tar -x -C '$d' & sleep 0.2; tar -c -C '$work' big.bin | nc -N 127.0.0.1 9999; wait" ;;
+    esac
+}
+want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+TOOLS=(wanperf wanperf-fsync wanperf-direct scp rsync-ssh rsyncd tar-nc)
+want big && for r in $(seq "$ROUNDS"); do
     for dst in disk shm; do
         d=$work/dst; [ $dst = shm ] && d=$shm/dst
         port=5391; [ $dst = shm ] && port=5392
-        run "wanperf-$dst" "$d" "$W" copy -p $port --no-fsync -P 2 "$work/big.bin" 127.0.0.1:
-        run "wanperf-fsync-$dst" "$d" "$W" copy -p $port -P 2 "$work/big.bin" 127.0.0.1:
-        # O_DIRECT at the receiver (tmpfs is memory: there it is the buffered path again).
-        run "wanperf-direct-$dst" "$d" "$W" copy -p $port -P 2 --direct "$work/big.bin" 127.0.0.1:
-        run "scp-$dst" "$d" scp -q -P 2222 -i "$work/id" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
-            -o LogLevel=ERROR -c aes128-gcm@openssh.com "$work/big.bin" "root@127.0.0.1:$d/"
-        run "rsync-ssh-$dst" "$d" rsync -W -e "$SSH" "$work/big.bin" "root@127.0.0.1:$d/"
-        run "rsyncd-$dst" "$d" rsync -W "$work/big.bin" "rsync://127.0.0.1:8873/$dst/"
-        run "tar-nc-$dst" "$d" sh -c "nc -l 127.0.0.1 9999 | tar -x -C '$d' & sleep 0.2; tar -c -C '$work' big.bin | nc -N 127.0.0.1 9999; wait"
+        for i in $(seq 0 $((${#TOOLS[@]} - 1))); do
+            big "${TOOLS[$(( (i + r - 1) % ${#TOOLS[@]} ))]}" "$dst" "$d" "$port"
+        done
     done
 done
 
+if want big; then
 echo
 echo "One $SIZE file ($bytes B) from the page cache, median of $ROUNDS (ms, MB/s, wanperf's speed over it):"
 for dst in disk shm; do
     w=$(median "${T[wanperf-$dst]}")
-    for tool in wanperf wanperf-fsync wanperf-direct scp rsync-ssh rsyncd tar-nc; do
+    for tool in "${TOOLS[@]}"; do
         m=$(median "${T[$tool-$dst]}")
         awk -v n="$tool → $dst" -v m="$m" -v b="$bytes" -v w="$w" \
             'BEGIN { printf "  %-22s %8d ms  %8.1f MB/s  wanperf %.2f×\n", n, m, b / m / 1000, m / w }'
@@ -122,7 +137,10 @@ print(f"  hashing: sender {hc:.2f} CPU s, receiver's verification {vc:.2f} CPU s
 print(f"  verdict: {e['verdict']['text']}")
 EOF
 
+fi
+
 # Many small files.
+if want small; then
 mkdir -p "$work/small"
 python3 bench/small_files.py "$work/small" "$SMALL"
 unset T; declare -A T
@@ -143,7 +161,10 @@ for tool in wanperf-small wanperf-fsync-small rsync-ssh-small rsyncd-small scp-s
         'BEGIN { printf "  %-22s %8d ms  %8.0f files/s  wanperf %.2f×\n", n, m, k / m * 1000, m / w }'
 done
 
+fi
+
 # Compression auto on random data vs off.
+want auto || exit 0
 unset T; declare -A T
 for r in $(seq "$ROUNDS"); do
     run off "$shm/dst" "$W" copy -p 5392 --no-fsync -P 2 -z off "$work/big.bin" 127.0.0.1:

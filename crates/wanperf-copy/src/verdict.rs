@@ -348,6 +348,8 @@ pub struct CopyInputs<'a> {
     pub compression: String,
     /// The two ends talk over loopback: the "network" is the kernel copying on the CPUs.
     pub loopback: bool,
+    /// The receiver wrote with O_DIRECT (no page cache).
+    pub direct_write: bool,
 }
 
 /// Which stage (or the network, or the CPU) limited a copy.
@@ -475,7 +477,13 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
         } else {
             (Limit::ReceiverCpu, "receiver")
         };
-        let why = if page_cache {
+        let why = if page_cache && stage == Stage::Write && inp.direct_write {
+            format!(
+                "disk write on the {} spent {} of its busy time on the CPU (O_DIRECT, past the page cache)",
+                lim.at,
+                pct(lim.cpu_share().unwrap_or(0.0).min(1.0))
+            )
+        } else if page_cache {
             format!(
                 "{} on the {} ran from the page cache ({} of its busy time on the CPU)",
                 stage.name(),
@@ -808,6 +816,7 @@ mod tests {
             tcp: TcpSide { streams: 1, busy_us: 10_000_000, ..Default::default() },
             compression: "zstd -19".into(),
             loopback: false,
+            direct_write: false,
         }
     }
 

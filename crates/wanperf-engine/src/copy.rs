@@ -1180,6 +1180,8 @@ struct OpenFile {
     hashes: Vec<Option<[u8; 32]>>,
     left: u64,
     direct: bool,
+    /// The aligned buffer O_DIRECT writes go through, reused block after block.
+    scratch: Option<Aligned>,
 }
 
 /// Small files waiting for one syncfs before their renames.
@@ -1382,7 +1384,7 @@ fn open_partial(sh: &RecvShared, dir: &OwnedFd, name: &str, e: &Entry, count: u6
     } else {
         None
     };
-    Ok(OpenFile { f, journal, hashes: vec![None; count as usize], left: count, direct })
+    Ok(OpenFile { f, journal, hashes: vec![None; count as usize], left: count, direct, scratch: None })
 }
 
 /// Writes a block at `off`; with O_DIRECT through an aligned buffer, and the unaligned tail
@@ -1390,7 +1392,10 @@ fn open_partial(sh: &RecvShared, dir: &OwnedFd, name: &str, e: &Entry, count: u6
 fn write_block(of: &mut OpenFile, data: &[u8], off: u64) -> io::Result<()> {
     if of.direct {
         if data.len().is_multiple_of(4096) {
-            let mut a = Aligned::new(data.len());
+            let a = match &mut of.scratch {
+                Some(a) if a.len == data.len() => a,
+                slot => slot.insert(Aligned::new(data.len())),
+            };
             a.as_mut().copy_from_slice(data);
             return of.f.write_all_at(a.as_ref(), off);
         }

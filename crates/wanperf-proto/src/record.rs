@@ -583,6 +583,7 @@ pub fn verdict(
             tcp,
             compression: sc.compression.clone(),
             loopback,
+            direct_write: rc.direct,
         });
     }
     v::tput(&v::TputInputs {
