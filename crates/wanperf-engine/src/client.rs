@@ -269,7 +269,9 @@ fn drive(
         spec.clone(),
         cfg.software.clone(),
         cfg.timeout,
-        cfg.timeout + Duration::from_secs(5),
+        // With --probe the server measures its stages alone before it reports: a write probe
+        // flushes up to 256 MiB, which a slow disk takes seconds over.
+        cfg.timeout + Duration::from_secs(if spec.copy.as_ref().is_some_and(|c| c.probe) { 60 } else { 5 }),
     );
     if let Some(k) = &cfg.key {
         session = session.with_key(k.clone());
