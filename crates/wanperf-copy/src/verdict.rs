@@ -477,19 +477,14 @@ pub fn copy(inp: &CopyInputs<'_>) -> Option<Verdict> {
         } else {
             (Limit::ReceiverCpu, "receiver")
         };
+        let share = pct(lim.cpu_share().unwrap_or(0.0).min(1.0));
         let why = if page_cache && stage == Stage::Write && inp.direct_write {
             format!(
-                "disk write on the {} spent {} of its busy time on the CPU (O_DIRECT, past the page cache)",
-                lim.at,
-                pct(lim.cpu_share().unwrap_or(0.0).min(1.0))
+                "disk write on the {} spent {share} of its busy time on the CPU (O_DIRECT, past the page cache)",
+                lim.at
             )
         } else if page_cache {
-            format!(
-                "{} on the {} ran from the page cache ({} of its busy time on the CPU)",
-                stage.name(),
-                lim.at,
-                pct(lim.cpu_share().unwrap_or(0.0).min(1.0))
-            )
+            format!("{} on the {} ran from the page cache ({share} of its busy time on the CPU)", stage.name(), lim.at)
         } else {
             "over loopback the network is the kernel copying on the CPUs".to_string()
         };

@@ -172,7 +172,6 @@ fn span_width(v: &[f64]) -> f64 {
 /// windows agree by chance, e.g. trains that all began with a burst), at the span's width.
 struct Span {
     span: u32,
-    samples: usize,
     width: f64,
     modes: Vec<Mode>,
     /// The estimates with their trains.
@@ -190,7 +189,12 @@ impl Span {
         let ms = modes(&v, width);
         let densest = ms.first().map_or(0, |m| m.1.len());
         let modes = ms.into_iter().filter(|m| m.1.len() * 4 >= densest && m.1.len() >= MIN_SAMPLES).collect();
-        Some(Span { span, samples: v.len(), width, modes, tagged })
+        Some(Span { span, width, modes, tagged })
+    }
+
+    /// All of this span's estimates.
+    fn samples(&self) -> usize {
+        self.tagged.len()
     }
 
     /// How many trains have estimates in mode `m`.
@@ -238,7 +242,7 @@ pub fn capacity(trains: &[Train]) -> Option<Capacity> {
         high_bps: quantile(&m.1, 0.9),
         span: s.span,
         in_mode: m.1.len(),
-        samples: s.samples,
+        samples: s.samples(),
     };
     let near = |a: f64, b: f64, width: f64| (a - b).abs() <= width.max(0.015) * a.max(b);
     // Every train carries the capacity; a late thread on the path releases one train's
@@ -251,7 +255,7 @@ pub fn capacity(trains: &[Train]) -> Option<Capacity> {
         for m in &s.modes {
             let support = spans.iter().filter(|o| o.modes.iter().any(|x| near(x.0, m.0, s.width + o.width))).count();
             if support >= 2 && s.trains_in(m) >= need_trains {
-                agreed.push((s, m, score(m.1.len(), s.samples)));
+                agreed.push((s, m, score(m.1.len(), s.samples())));
             }
         }
     }
@@ -273,7 +277,7 @@ pub fn capacity(trains: &[Train]) -> Option<Capacity> {
     let best = best.map(|(s, m, _)| (s, m)).or_else(|| {
         spans
             .iter()
-            .filter_map(|s| s.modes.first().map(|m| (score(m.1.len(), s.samples), s, m)))
+            .filter_map(|s| s.modes.first().map(|m| (score(m.1.len(), s.samples()), s, m)))
             .max_by(|a, b| a.0.total_cmp(&b.0).then(a.1.span.cmp(&b.1.span)))
             .map(|(_, s, m)| (s, m))
     })?;

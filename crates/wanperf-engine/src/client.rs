@@ -500,11 +500,12 @@ fn drive(
     let mut local = local_report.unwrap_or_default();
     // --probe: this end's ceilings once the server's are in (it probed before it reported),
     // then the network's with a memory-to-memory test over the same path.
-    let probing = complete && spec.copy.as_ref().is_some_and(|c| c.probe);
     let mut network = None;
-    if let (true, Some(j), Some(c)) = (probing, job, local.copy.as_mut()) {
+    if let (true, Some(j), Some(c)) = (complete, job, local.copy.as_mut()) {
         c.probes = j.probe();
-        network = Some(network_probe(cfg, spec, interrupt));
+        if !c.probes.is_empty() {
+            network = Some(network_probe(cfg, spec, interrupt));
+        }
     }
     let mut summary = summarize(spec, &merger, &local, server_report.as_ref());
     let (_, server_host) = server_info.clone().unwrap_or_default();
@@ -518,8 +519,8 @@ fn drive(
         server.ip().is_loopback(),
     );
     summary.copy = wanperf_proto::record::copy_summary(spec, &local, server_report.as_ref());
-    if let (true, Some(v), Some(c)) = (probing, summary.verdict.as_mut(), summary.copy.as_ref()) {
-        let check = wanperf_copy::verdict::confirm(v, &c.sender.probes, &c.receiver.probes, network.as_ref());
+    if let (Some(net), Some(v), Some(c)) = (&network, summary.verdict.as_mut(), summary.copy.as_ref()) {
+        let check = wanperf_copy::verdict::confirm(v, &c.sender.probes, &c.receiver.probes, Some(net));
         v.evidence.extend(check.lines());
         v.probe = Some(check);
     }

@@ -1410,7 +1410,7 @@ fn write_block(of: &mut OpenFile, data: &[u8], off: u64) -> io::Result<()> {
 }
 
 /// A 4096-byte aligned buffer for O_DIRECT.
-struct Aligned {
+pub(crate) struct Aligned {
     ptr: *mut u8,
     len: usize,
 }
@@ -1419,7 +1419,7 @@ impl Aligned {
     fn layout(len: usize) -> std::alloc::Layout {
         std::alloc::Layout::from_size_align(len.max(4096), 4096).expect("layout")
     }
-    fn new(len: usize) -> Aligned {
+    pub(crate) fn new(len: usize) -> Aligned {
         // SAFETY: non-zero size layout.
         let ptr = unsafe { std::alloc::alloc_zeroed(Self::layout(len)) };
         if ptr.is_null() {
@@ -1427,11 +1427,11 @@ impl Aligned {
         }
         Aligned { ptr, len }
     }
-    fn as_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut(&mut self) -> &mut [u8] {
         // SAFETY: ptr is valid for len bytes, exclusively ours.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
-    fn as_ref(&self) -> &[u8] {
+    pub(crate) fn as_ref(&self) -> &[u8] {
         // SAFETY: as above.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
@@ -1493,16 +1493,16 @@ impl Job {
         }
     }
 
-    /// Whether the copy completed (every block in place).
-    pub fn completed(&self) -> bool {
-        match self {
-            Job::Send(j) => j.sh.c.is_complete(),
-            Job::Recv(j) => j.sh.c.is_complete(),
-        }
-    }
-
-    /// This end's stages' ceilings measured alone (`--probe`; run once the copy is done).
+    /// This end's stages' ceilings measured alone, once the copy is done — none unless the
+    /// copy asked for them (`--probe`) and completed.
     pub fn probe(&self) -> Vec<wanperf_copy::spec::StageProbe> {
+        let (spec, c) = match self {
+            Job::Send(j) => (&j.sh.spec, &j.sh.c),
+            Job::Recv(j) => (&j.sh.spec, &j.sh.c),
+        };
+        if !spec.probe || !c.is_complete() {
+            return Vec::new();
+        }
         let threads = prep_threads() as u32;
         match self {
             Job::Send(j) => crate::copy_probe::sender(&j.sh.spec, &j.sh.entries, &j.sh.sources, threads),
@@ -1510,15 +1510,9 @@ impl Job {
                 let sh = &j.sh;
                 // A sample of the largest file this end received, for decompression.
                 let largest = sh.plan.get().and_then(|p| {
-                    let (i, e) = p
-                        .entries
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, e)| e.kind == Kind::File)
-                        .max_by_key(|(_, e)| e.size)?;
-                    copy_fs::openat(&p.parents[i], e.path.file_name(), libc::O_RDONLY | libc::O_NOFOLLOW, 0)
-                        .ok()
-                        .map(std::fs::File::from)
+                    let i = crate::copy_probe::largest_file(&p.entries)?;
+                    let name = p.entries[i].path.file_name();
+                    copy_fs::openat(&p.parents[i], name, libc::O_RDONLY | libc::O_NOFOLLOW, 0).ok().map(File::from)
                 });
                 // The scratch file goes where the copy wrote: the destination directory.
                 crate::copy_probe::receiver(&sh.spec, &sh.base, largest, threads)

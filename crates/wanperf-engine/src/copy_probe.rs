@@ -6,9 +6,10 @@
 //! before it sends its results, the client once they are in), so on one host they do not
 //! share the CPUs. Each probe stops at [`BYTES`] or [`SECONDS`], whichever comes first.
 
+use crate::copy::Aligned;
 use crate::copy_fs::{self, Source};
 use std::fs::File;
-use std::io;
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
@@ -49,18 +50,16 @@ fn noise(n: usize) -> Vec<u8> {
     v
 }
 
-/// Runs `f` over the sample's blocks, round after round, for at least a quarter of
-/// [`SECONDS`]; returns (bytes, seconds).
-fn cpu_loop(sample: &[u8], bs: usize, mut f: impl FnMut(usize, &[u8])) -> (u64, f64) {
+/// Runs `round` (which returns the bytes it handled) again and again for at least a quarter
+/// of [`SECONDS`]; returns (bytes, seconds).
+fn cpu_loop(mut round: impl FnMut() -> u64) -> (u64, f64) {
     let t0 = Instant::now();
     let mut bytes = 0u64;
     let budget = Duration::from_secs_f64(SECONDS / 4.0);
     loop {
-        for (i, b) in sample.chunks(bs).enumerate() {
-            f(i, b);
-            bytes += b.len() as u64;
-        }
-        if t0.elapsed() >= budget || sample.is_empty() {
+        let n = round();
+        bytes += n;
+        if t0.elapsed() >= budget || n == 0 {
             return (bytes, t0.elapsed().as_secs_f64());
         }
     }
@@ -70,8 +69,11 @@ fn cpu_loop(sample: &[u8], bs: usize, mut f: impl FnMut(usize, &[u8])) -> (u64, 
 /// verification at the receiver.
 fn hash_probe(stage: Stage, sample: &[u8], bs: usize, threads: u32) -> StageProbe {
     let size = (sample.len() as u64).max(bs as u64 * 2);
-    let (bytes, secs) = cpu_loop(sample, bs, |i, b| {
-        std::hint::black_box(blocks::block_hash(b, i as u64, bs as u32, size));
+    let (bytes, secs) = cpu_loop(|| {
+        for (i, b) in sample.chunks(bs).enumerate() {
+            std::hint::black_box(blocks::block_hash(b, i as u64, bs as u32, size));
+        }
+        sample.len() as u64
     });
     StageProbe::measured(
         stage,
@@ -87,7 +89,12 @@ fn compress_probe(sample: &[u8], bs: usize, level: i32, threads: u32) -> StagePr
         return StageProbe::failed(Stage::Compress, format!("zstd -{level} is not available"));
     };
     let mut out = 0u64;
-    let (bytes, secs) = cpu_loop(sample, bs, |_, b| out += z.compress(b).map_or(b.len(), |c| c.len()) as u64);
+    let (bytes, secs) = cpu_loop(|| {
+        for b in sample.chunks(bs) {
+            out += z.compress(b).map_or(b.len(), |c| c.len()) as u64;
+        }
+        sample.len() as u64
+    });
     let ratio = out as f64 / bytes.max(1) as f64;
     StageProbe::measured(
         Stage::Compress,
@@ -104,19 +111,12 @@ fn decompress_probe(sample: &[u8], bs: usize, level: i32, threads: u32) -> Stage
     let Ok(mut d) = zstd::bulk::Decompressor::new() else {
         return StageProbe::failed(Stage::Decompress, "zstd is not available");
     };
-    let t0 = Instant::now();
-    let mut bytes = 0u64;
-    while t0.elapsed().as_secs_f64() < SECONDS / 4.0 && !packed.is_empty() {
-        for (c, n) in &packed {
-            if let Ok(v) = d.decompress(c, *n) {
-                bytes += v.len() as u64;
-            }
-        }
-    }
+    let (bytes, secs) =
+        cpu_loop(|| packed.iter().filter_map(|(c, n)| d.decompress(c, *n).ok()).map(|v| v.len() as u64).sum());
     StageProbe::measured(
         Stage::Decompress,
         bytes,
-        t0.elapsed().as_secs_f64(),
+        secs,
         threads,
         format!("zstd -{level} blocks of a {} sample, {threads} thread(s)", mib(sample.len() as u64)),
     )
@@ -155,14 +155,18 @@ fn read_probe(f: &File, name: &str, bs: usize) -> (StageProbe, Vec<u8>) {
     (StageProbe::measured(Stage::Read, off, secs, 1, format!("{} of `{name}`, {how}", mib(off))), sample)
 }
 
+/// The index of the largest file among `entries`.
+pub fn largest_file(entries: &[Entry]) -> Option<usize> {
+    entries.iter().enumerate().filter(|(_, e)| e.kind == Kind::File).max_by_key(|(_, e)| e.size).map(|(i, _)| i)
+}
+
 /// The sender's ceilings: disk read of the largest source file, hashing, and compression
 /// when the copy compresses.
 pub fn sender(spec: &CopySpec, entries: &[Entry], sources: &[Source], threads: u32) -> Vec<StageProbe> {
     let bs = spec.block_size as usize;
-    let largest = entries.iter().zip(sources).filter(|(e, _)| e.kind == Kind::File).max_by_key(|(e, _)| e.size);
     let mut out = Vec::new();
     let mut sample = Vec::new();
-    match largest.map(|(e, s)| (e, s.open())) {
+    match largest_file(entries).map(|i| (&entries[i], sources[i].open())) {
         Some((e, Ok(f))) => {
             let (p, s) = read_probe(&f, e.path.as_str(), bs);
             out.push(p);
@@ -189,16 +193,8 @@ pub fn receiver(spec: &CopySpec, dir: &OwnedFd, largest: Option<File>, threads: 
     let mut out = vec![write_probe(spec, dir)];
     let mut sample = Vec::new();
     if let Some(f) = largest {
-        let mut buf = vec![0u8; SAMPLE];
-        let mut n = 0;
-        while n < buf.len() {
-            match f.read_at(&mut buf[n..], n as u64) {
-                Ok(0) | Err(_) => break,
-                Ok(k) => n += k,
-            }
-        }
-        buf.truncate(n);
-        sample = buf;
+        // What could be read of its head (a short read is a smaller sample).
+        let _ = f.take(SAMPLE as u64).read_to_end(&mut sample);
     }
     let real = sample.len() >= bs;
     if !real {
@@ -229,10 +225,10 @@ fn write_probe(spec: &CopySpec, dir: &OwnedFd) -> StageProbe {
         Ok(fd) => File::from(fd),
         Err(e) => return StageProbe::failed(Stage::Write, format!("cannot create a scratch file: {e}")),
     };
-    // O_DIRECT wants buffers aligned to the logical block: 4096 covers every device.
-    let data = noise(bs + 4096);
-    let at = data.as_ptr().align_offset(4096);
-    let block = &data[at..at + bs];
+    // O_DIRECT wants buffers aligned to the logical block: the copy's own aligned buffer.
+    let mut aligned = Aligned::new(bs);
+    aligned.as_mut().copy_from_slice(&noise(bs));
+    let block = aligned.as_ref();
     let t0 = Instant::now();
     let mut off = 0u64;
     let mut res = Ok(());

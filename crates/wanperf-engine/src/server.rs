@@ -584,9 +584,7 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
                         // --probe: this end's ceilings before the results go out, so that
                         // the client probes its own after (never both at once).
                         if let (Some(j), Some(c)) = (job.as_ref(), report.copy.as_mut()) {
-                            if session.spec().and_then(|s| s.copy.as_ref()).is_some_and(|c| c.probe) && j.completed() {
-                                c.probes = j.probe();
-                            }
+                            c.probes = j.probe();
                         }
                         let rx_bytes: u64 =
                             report.streams.iter().filter(|x| x.role == Some(Role::Receiver)).map(|x| x.bytes).sum();

@@ -306,7 +306,8 @@ fn verdicts(v: &View) -> String {
             tdl(&group_label(v, g)),
             tdi(u64::from(c.cell.repeat) + 1),
             tdl(&c.cell.kind),
-            esc(verdict["limit"].as_str().unwrap_or("")),
+            // A copy stage's limit is `{"stage": "read"}`: its stage names it.
+            esc(verdict["limit"].as_str().or_else(|| verdict["limit"]["stage"].as_str()).unwrap_or("")),
             esc(verdict["text"].as_str().unwrap_or("")),
             evidence.join("<br>")
         );

@@ -43,22 +43,34 @@ impl SaveArgs {
     }
 }
 
+/// Stores a run of one cell, finished with `status` at `finished_unix`; returns its id.
+fn store_one(
+    store: &mut dyn Store,
+    run: &wanperf_archive::NewRun,
+    cell: &wanperf_archive::CellRecord,
+    status: wanperf_archive::RunStatus,
+    finished_unix: f64,
+) -> Result<i64> {
+    let id = store.create_run(run)?;
+    store.store_cell(id, cell)?;
+    store.finish_run(id, status, finished_unix)?;
+    Ok(id)
+}
+
 /// Stores the NDJSON records of a `tput` or `copy` as a run; returns its id. The command line
 /// is kept as the run's text.
 pub fn save_records(store: &mut dyn Store, ndjson: &str) -> Result<i64> {
     let (mut run, cell) = wanperf_archive::import::import_wanperf(ndjson).map_err(|e| anyhow!("cannot store: {e}"))?;
     run.study_text = std::env::args().collect::<Vec<_>>().join(" ");
-    let id = store.create_run(&run)?;
-    store.store_cell(id, &cell)?;
     let status = if cell.ok { wanperf_archive::RunStatus::Complete } else { wanperf_archive::RunStatus::Incomplete };
-    store.finish_run(id, status, run.started_unix + cell.duration_s)?;
-    Ok(id)
+    store_one(store, &run, &cell, status, run.started_unix + cell.duration_s)
 }
 
-/// Stores the records of a test that printed its start (nothing to store otherwise) and says
-/// where: a `saved` record with --json, else a line on stderr.
+/// Stores the records of a test that started (a test that did not printed nothing to store;
+/// one that did always printed its end record) and says where: a `saved` record with --json,
+/// else a line on stderr.
 pub fn save_and_say(store: &mut dyn Store, ndjson: &str, json: bool) -> Result<()> {
-    if !ndjson.lines().any(|l| l.contains("\"event\":\"end\"")) {
+    if ndjson.is_empty() {
         return Ok(());
     }
     let id = save_records(store, ndjson)?;
@@ -263,9 +275,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
         };
         let (mut run, cell) = parsed.map_err(|e| anyhow!("{}: {e}", f.display()))?;
         run.study = format!("{} ({})", run.study, f.file_name().map_or(String::new(), |n| n.to_string_lossy().into()));
-        let id = store.create_run(&run)?;
-        store.store_cell(id, &cell)?;
-        store.finish_run(id, wanperf_archive::RunStatus::Complete, run.started_unix)?;
+        let id = store_one(store.as_mut(), &run, &cell, wanperf_archive::RunStatus::Complete, run.started_unix)?;
         let intervals = cell.intervals.iter().filter(|i| i.stream == -1).count();
         if a.json {
             println!(
