@@ -189,7 +189,7 @@ pub struct CellAggregate {
     pub ok: bool,
     /// Per probe phase (`loaded`, `unloaded`, or empty).
     pub phases: BTreeMap<String, PhaseAggregate>,
-    /// Mean of the all-streams interval goodput, bit/s (none without intervals).
+    /// Time-weighted mean of the all-streams interval goodput, bit/s (none without intervals).
     pub mean_throughput_bps: Option<f64>,
     /// Sum of the all-streams interval retransmits.
     pub retransmits: u64,

@@ -431,9 +431,10 @@ pub const AGG_PROBES: &str = "SELECT g.cell_id, g.phase, g.sent, g.received, g.m
            FROM probes p WHERE p.cell_id IN (SELECT id FROM cells WHERE run_id = $1)
            GROUP BY p.cell_id, p.phase) g";
 
-/// Per cell: mean all-streams throughput and the sum of all-streams retransmits.
+/// Per cell: the time-weighted mean goodput of its all-streams intervals (a short last
+/// interval weighs as little as it lasted) and its retransmits.
 pub const AGG_INTERVALS: &str =
-    "SELECT i.cell_id, AVG(i.throughput_bps), CAST(COALESCE(SUM(i.retransmits), 0) AS BIGINT) FROM intervals i
+    "SELECT i.cell_id, SUM(i.throughput_bps * (i.end_s - i.start_s)) / NULLIF(SUM(i.end_s - i.start_s), 0), CAST(COALESCE(SUM(i.retransmits), 0) AS BIGINT) FROM intervals i
      WHERE i.cell_id IN (SELECT id FROM cells WHERE run_id = $1) AND i.stream = -1 GROUP BY i.cell_id";
 
 /// Population standard deviation from the mean and the mean of squares of a sample

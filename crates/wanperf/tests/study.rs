@@ -292,3 +292,71 @@ fn calc_does_seed_000_arithmetic() {
     assert!(!out.status.success());
     assert_eq!(stderr(&out).trim().lines().count(), 1);
 }
+
+#[test]
+fn a_copy_study_makes_its_data_copies_it_over_the_path_and_reports_it() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("copy");
+    let db = d.join("a.sqlite").display().to_string();
+    let file = write(
+        &d,
+        "s.toml",
+        r#"name = "copy-compress"
+[path]
+rtt = "20ms"
+rate = "50M"
+[measure]
+kind = "copy"
+size = "6MB"
+files = 3
+content = "text"
+streams = 2
+[sweep]
+compress = ["off", "3"]
+"#,
+    );
+    let scratch = || -> Vec<String> {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| n.starts_with("wanperf-study-copy-"))
+            .collect()
+    };
+    let before = scratch();
+    let out = run(&["study", "run", &file, "--db", &db, "--json"], Duration::from_secs(120));
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Every cell's data and the server's copy of it are gone with the cell.
+    let left: Vec<String> = scratch().into_iter().filter(|n| !before.contains(n)).collect();
+    assert!(left.is_empty(), "scratch directories left behind: {left:?}");
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = data["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    let mut wire = Vec::new();
+    for c in cells {
+        assert_eq!(c["kind"], "copy", "{c}");
+        assert_eq!(c["ok"], true, "{c}");
+        let copy = &c["summary"]["copy"];
+        assert_eq!(copy["bytes"], 6 << 20, "{copy}"); // sizes are binary: 6 MB = 6 MiB
+        assert_eq!(copy["files"], 3, "{copy}");
+        assert_eq!(c["summary"]["complete"], true);
+        assert!(c["summary"]["verdict"]["text"].is_string(), "{}", c["summary"]);
+        assert_eq!(c["params"]["way"], "push", "{}", c["params"]);
+        assert!(c["intervals"].as_array().unwrap().iter().any(|i| i["stream"] == -1));
+        assert!(c["emulator"]["stats"]["up"].to_string().contains("packets_in"));
+        wire.push((c["params"]["compress"].to_string().trim_matches('"').to_string(), f(&copy["wire_bytes"])));
+    }
+    wire.sort_by(|a, b| a.0.cmp(&b.0));
+    // Text shrinks at zstd -3; without compression every byte crosses the wire.
+    let (off, z3) = (wire.iter().find(|w| w.0 == "off").unwrap().1, wire.iter().find(|w| w.0 == "3").unwrap().1);
+    assert!(off >= f64::from(6 << 20), "{wire:?}");
+    assert!(z3 < off / 2.0, "{wire:?}");
+    let html = d.join("r.html");
+    let out = run(&["report", "latest", "--db", &db, "-o", html.to_str().unwrap()], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<h3>Copies</h3>"), "no copies table");
+    assert!(page.contains("What limited it"), "no verdict table");
+}

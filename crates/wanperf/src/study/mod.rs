@@ -3,6 +3,7 @@
 //! `wanperf serve` on its right host and the measurement on its left; the measurement's NDJSON
 //! becomes one archive cell, stored in one transaction, so a killed study resumes exactly.
 
+pub mod data;
 pub mod spec;
 
 use crate::INTERRUPTED;
@@ -214,6 +215,8 @@ pub fn execute(store: &mut dyn Store, text: &str, study: &Study, resume: Option<
             json!({"event": "end", "run": run_id, "complete": complete, "cells_stored": stored,
             "cells_planned": cells.len(), "failed": failures, "cells": aggs})
         );
+    } else if study.kind == Kind::Copy {
+        print_copy_headline(study, &store.run_data(run_id)?.cells);
     } else {
         print_headline(study, &aggs);
     }
@@ -255,7 +258,7 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
 }
 
 fn describe(c: &CellPlan) -> String {
-    let v: Vec<String> = c.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let v: Vec<String> = c.values.iter().map(|(k, v)| format!("{}={v}", spec::param_key(k))).collect();
     let r = if c.repeat > 0 { format!(" (repeat {})", c.repeat + 1) } else { String::new() };
     if v.is_empty() {
         format!("cell {}{r}", c.index)
@@ -327,11 +330,25 @@ fn run_cell(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> CellRecord
         started_unix: started,
         ..Default::default()
     };
+    // A copy's data, made afresh for the cell, and (on a path) the server's root it goes to.
+    let scratch = match study.data(cell).map(|d| copy_data(&d, cell)).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            rec.failure = Some(format!("{e:#}"));
+            rec.duration_s = t0.elapsed().as_secs_f64();
+            return rec;
+        }
+    };
+    let data = scratch.as_ref().map(|s| s.path().join("data"));
+    let data_arg = data.as_ref().map_or_else(String::new, |d| d.display().to_string());
     let outcome = match &study.target {
-        Target::Path { .. } => on_path(study, cell, exe),
+        Target::Path { .. } => {
+            let root = scratch.as_ref().map(|s| s.path().join("root"));
+            on_path(study, cell, exe, &data_arg, root.as_deref())
+        }
         Target::Host { host, port } => {
             let mut c = Command::new(exe);
-            c.args(study.measure_argv(cell, host, Some(*port)));
+            c.args(study.argv_with_data(cell, host, Some(*port), &data_arg));
             // The measurement dies with the study (kill -9 included), as on a path.
             // SAFETY: prctl is async-signal-safe.
             unsafe {
@@ -403,7 +420,24 @@ fn measure(mut c: Command, estimate_s: f64) -> Result<Measured> {
 }
 
 /// Runs a cell on a fresh emulated path; returns what it measured and the path's counters.
-fn on_path(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> Result<(Measured, Option<Value>)> {
+/// A scratch directory with the copy's data in `data/` and an empty `root/` for the server.
+fn copy_data(d: &spec::DataSpec, cell: &CellPlan) -> Result<data::Scratch> {
+    let s = data::Scratch::new("study-copy")?;
+    let (src, root) = (s.path().join("data"), s.path().join("root"));
+    for dir in [&src, &root] {
+        std::fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    data::make(&src, d, u64::from(cell.index) << 32 | u64::from(cell.repeat))?;
+    Ok(s)
+}
+
+fn on_path(
+    study: &Study,
+    cell: &CellPlan,
+    exe: &std::path::Path,
+    data: &str,
+    root: Option<&std::path::Path>,
+) -> Result<(Measured, Option<Value>)> {
     let cfg = study.link_config(cell)?;
     let path = Path::start(&cfg, None)?;
     let exe_s = exe.display().to_string();
@@ -412,7 +446,13 @@ fn on_path(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> Result<(Mea
     let serve: Vec<String> = if iperf3 {
         ["iperf3", "-s", "-p", "5201", "--forceflush"].map(String::from).to_vec()
     } else {
-        [exe_s.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"].map(String::from).to_vec()
+        let mut v: Vec<String> = [exe_s.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"]
+            .map(String::from)
+            .to_vec();
+        if let Some(r) = root {
+            v.extend(["--root".to_string(), r.display().to_string()]);
+        }
+        v
     };
     let mut right = crate::path::contained(&path, Host::Right, &serve)?;
     if iperf3 {
@@ -425,7 +465,7 @@ fn on_path(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> Result<(Mea
     let ready = if iperf3 { wait_line(server.stdout.take()) } else { wait_listening(&mut server) };
     let result = ready.and_then(|()| {
         let mut argv = vec![exe_s.clone()];
-        argv.extend(study.measure_argv(cell, &Host::Right.addr().to_string(), None));
+        argv.extend(study.argv_with_data(cell, &Host::Right.addr().to_string(), None, data));
         let left = crate::path::contained(&path, Host::Left, &argv)?;
         measure(left, study.estimate_s(cell))
     });
@@ -459,6 +499,20 @@ fn wait_line(out: Option<impl std::io::Read + Send + 'static>) -> Result<()> {
 
 /// Fills a cell record from a measurement's NDJSON records.
 fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
+    if kind == Kind::Copy {
+        // The same reading as `copy --save` and `wanperf import wanperf`.
+        let ndjson: Vec<String> = records.iter().map(Value::to_string).collect();
+        if let Ok((_, c)) = wanperf_archive::import::import_wanperf(&ndjson.join("\n")) {
+            rec.summary = c.summary;
+            rec.intervals = c.intervals;
+            rec.hosts = c.hosts;
+            // What the copy reports of itself (way, streams, block size, …) beside the axes.
+            for (k, v) in c.params {
+                rec.params.entry(k).or_insert(v);
+            }
+        }
+        return;
+    }
     let f = |v: &Value| v.as_f64();
     for r in records {
         match r["event"].as_str() {
@@ -476,10 +530,47 @@ fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
             Some("cell") if kind == Kind::Load => rec.summary = r.clone(),
             Some("end") => match kind {
                 Kind::Tput | Kind::Ping => rec.summary = r["summary"].clone(),
-                Kind::Load => {}
+                Kind::Load | Kind::Copy => {}
             },
             _ => {}
         }
+    }
+}
+
+/// A cell's axis values, formatted for a table.
+fn axis_cells(axes: &[String], params: &std::collections::BTreeMap<String, Value>) -> Vec<String> {
+    axes.iter()
+        .map(|a| {
+            params.get(a).map_or("-".into(), |v| match (a.as_str(), v.as_f64()) {
+                ("window" | "queue" | "size" | "block", Some(b)) => wanperf_proto::units::fmt_bytes(b as u64),
+                ("rate", Some(r)) => wanperf_proto::units::fmt_rate(r),
+                ("rtt" | "duration", Some(s)) => format!("{:.0} ms", s * 1000.0),
+                _ => v.to_string().trim_matches('"').to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The headline table of a copy study: per cell, the data rate, the bytes on the wire, the
+/// time and what limited the copy (its verdict).
+pub fn print_copy_headline(study: &Study, cells: &[wanperf_archive::StoredCell]) {
+    let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
+    let mut head: Vec<String> = axes.clone();
+    head.extend(["rep", "data rate", "on the wire", "time"].map(String::from));
+    println!("{}  limited by", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+    for c in cells.iter().map(|c| &c.cell) {
+        let copy = &c.summary["copy"];
+        let mut row = axis_cells(&axes, &c.params);
+        row.push((c.repeat + 1).to_string());
+        row.push(copy["rate_bytes_s"].as_f64().map_or("-".into(), |r| wanperf_proto::units::fmt_rate(r * 8.0)));
+        row.push(copy["wire_bytes"].as_u64().map_or("-".into(), wanperf_proto::units::fmt_bytes));
+        row.push(copy["wall_s"].as_f64().map_or("-".into(), |t| format!("{t:.2} s")));
+        let text = c.summary["verdict"]["text"].as_str().unwrap_or("");
+        let why = match &c.failure {
+            Some(f) => format!("(failed: {f})"),
+            None => text.split(": ").next().unwrap_or("").trim_start_matches("limited by ").to_string(),
+        };
+        println!("{}  {why}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
     }
 }
 
@@ -490,17 +581,7 @@ pub fn print_headline(study: &Study, aggs: &[wanperf_archive::CellAggregate]) {
     head.extend(["rep", "goodput", "RTT idle", "RTT loaded", "loss"].map(String::from));
     println!("{}", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
     for c in aggs {
-        let mut row: Vec<String> = axes
-            .iter()
-            .map(|a| {
-                c.params.get(a).map_or("-".into(), |v| match (a.as_str(), v.as_f64()) {
-                    ("window" | "queue", Some(b)) => wanperf_proto::units::fmt_bytes(b as u64),
-                    ("rate", Some(r)) => wanperf_proto::units::fmt_rate(r),
-                    ("rtt" | "duration", Some(s)) => format!("{:.0} ms", s * 1000.0),
-                    _ => v.to_string().trim_matches('"').to_string(),
-                })
-            })
-            .collect();
+        let mut row = axis_cells(&axes, &c.params);
         row.push((c.repeat + 1).to_string());
         row.push(c.mean_throughput_bps.map_or("-".into(), wanperf_proto::units::fmt_rate));
         let ms = |p: &str| c.phases.get(p).and_then(|x| x.mean_ms).map_or("-".into(), |m| format!("{m:.1} ms"));

@@ -44,6 +44,8 @@ pub enum Kind {
     Ping,
     /// Loaded vs unloaded probes (`wanperf load`).
     Load,
+    /// A file copy (`wanperf copy`) of data the runner makes for each cell.
+    Copy,
 }
 
 impl Kind {
@@ -53,6 +55,7 @@ impl Kind {
             Kind::Tput => "tput",
             Kind::Ping => "ping",
             Kind::Load => "load",
+            Kind::Copy => "copy",
         }
     }
 }
@@ -164,6 +167,7 @@ fn alias(kind: Kind, key: &str) -> Option<&'static str> {
         (Kind::Tput, "duration") => "time",
         (Kind::Load, "duration") => "load-time",
         (Kind::Load, "idle") => "idle-time",
+        (Kind::Copy, "streams") => "parallel",
         _ => return None,
     })
 }
@@ -173,7 +177,69 @@ fn alias(kind: Kind, key: &str) -> Option<&'static str> {
 pub const MAX_CELLS: u64 = 100_000;
 
 /// Measurement options a study may not set: wanperf sets them itself.
-const RESERVED: &[&str] = &["json", "host", "port", "help"];
+const RESERVED: &[&str] = &["json", "host", "port", "help", "save", "db"];
+
+/// Keys of a copy study that describe the data the runner makes for each cell, not options of
+/// `wanperf copy`: `size` (in all), `files` (how many, of equal size) and `content`.
+pub const DATA_KEYS: &[&str] = &["size", "files", "content"];
+
+/// What a copy cell copies: `files` files of `size / files` bytes each, made by the runner.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataSpec {
+    /// Bytes in all.
+    pub size: u64,
+    /// Files.
+    pub files: u32,
+    /// What is in them.
+    pub content: Content,
+}
+
+/// The content of a copy study's files (it decides what compression can do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Content {
+    /// Incompressible bytes.
+    Random,
+    /// Words: zstd shrinks them about 3–4×.
+    Text,
+    /// All zero bytes.
+    Zeros,
+}
+
+/// Most files a copy cell may make (each is a file on the local disk).
+pub const MAX_FILES: u32 = 1_000_000;
+
+/// Checks one data key of a copy study.
+fn check_data(key: &str, val: &str) -> Result<(), String> {
+    match key {
+        "size" => units::parse_size(val).map_err(|e| format!("`size`: {e}")).and_then(|b| {
+            if b == 0 {
+                Err("`size` must be above 0".into())
+            } else {
+                Ok(())
+            }
+        }),
+        "files" => val
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_FILES).contains(n))
+            .map(|_| ())
+            .ok_or_else(|| format!("`files` must be 1–{MAX_FILES}, not `{val}`")),
+        "content" => Content::parse(val).map(|_| ()),
+        _ => Err(format!("`{key}` is not a data key")),
+    }
+}
+
+impl Content {
+    fn parse(v: &str) -> Result<Content, String> {
+        match v {
+            "random" => Ok(Content::Random),
+            "text" => Ok(Content::Text),
+            "zeros" => Ok(Content::Zeros),
+            _ => Err(format!("`content` must be random, text or zeros, not `{v}`")),
+        }
+    }
+}
 
 #[derive(Parser, Debug)]
 #[command(name = "wanperf", no_binary_name = true)]
@@ -181,6 +247,7 @@ enum MeasureCli {
     Tput(crate::tput::TputArgs),
     Load(crate::load::LoadArgs),
     Ping(crate::ping::PingArgs),
+    Copy(crate::copy::CopyArgs),
 }
 
 #[derive(Parser, Debug)]
@@ -262,12 +329,13 @@ impl Study {
         let mut measure_tbl = file.measure;
         let kind_key = measure_tbl.keys().find(|k| k.get_ref() == "kind").cloned();
         let kind = match kind_key.and_then(|k| measure_tbl.remove(&k)) {
-            None => return Err(err(0, "[measure] needs `kind` (tput, ping or load)")),
+            None => return Err(err(0, "[measure] needs `kind` (tput, ping, load or copy)")),
             Some(v) => match v.get_ref().as_str() {
                 Some("tput") => Kind::Tput,
                 Some("ping") => Kind::Ping,
                 Some("load") => Kind::Load,
-                _ => return Err(err(lines.of(v.span().start), "`kind` must be tput, ping or load")),
+                Some("copy") => Kind::Copy,
+                _ => return Err(err(lines.of(v.span().start), "`kind` must be tput, ping, load or copy")),
             },
         };
         let mut study = Study {
@@ -442,9 +510,16 @@ impl Study {
             if k == "direction" && !DIRECTIONS.iter().any(|(d, _)| d == val) {
                 return Err(format!("`direction` must be up, down or bidir, not `{val}`"));
             }
+            if self.kind == Kind::Copy && DATA_KEYS.contains(&k.as_str()) {
+                check_data(k, val)?;
+            }
         }
         let mut argv = vec![self.kind.command().to_string(), "host.invalid".to_string()];
-        argv.extend(flags(opts));
+        if self.kind == Kind::Copy {
+            argv = vec!["copy".into(), "data".into(), "host.invalid:".into()];
+        }
+        let opts: Vec<(String, String)> = opts.iter().filter(|(k, _)| !self.is_data(k)).cloned().collect();
+        argv.extend(flags(&opts));
         MeasureCli::try_parse_from(argv).map(|_| ()).map_err(|e| clap_line(&e))
     }
 
@@ -497,15 +572,49 @@ impl Study {
         v
     }
 
-    /// The full measurement command line (after `wanperf`) against `host`.
+    /// The full measurement command line (after `wanperf`) against `host`; a copy's data
+    /// directory is shown as `DATA`.
     pub fn measure_argv(&self, cell: &CellPlan, host: &str, port: Option<u16>) -> Vec<String> {
-        let mut argv = vec![self.kind.command().to_string(), host.to_string()];
+        self.argv_with_data(cell, host, port, "DATA")
+    }
+
+    /// The measurement command line with a copy's source `data` (a directory the runner made).
+    pub fn argv_with_data(&self, cell: &CellPlan, host: &str, port: Option<u16>, data: &str) -> Vec<String> {
+        let mut argv = vec![self.kind.command().to_string()];
+        if self.kind == Kind::Copy {
+            let dest = if host.contains(':') { format!("[{host}]:") } else { format!("{host}:") };
+            argv.extend([data.to_string(), dest]);
+        } else {
+            argv.push(host.to_string());
+        }
         if let Some(p) = port {
             argv.extend(["--port".to_string(), p.to_string()]);
         }
-        argv.extend(flags(&self.measure_args(cell)));
+        let opts: Vec<(String, String)> =
+            self.measure_args(cell).into_iter().filter(|(k, _)| !self.is_data(k)).collect();
+        argv.extend(flags(&opts));
         argv.push("--json".into());
         argv
+    }
+
+    /// Whether `key` describes a copy's data rather than an option of the command.
+    fn is_data(&self, key: &str) -> bool {
+        self.kind == Kind::Copy && DATA_KEYS.contains(&key)
+    }
+
+    /// What a copy cell copies (`None` for other kinds): 64 MB of random bytes in one file
+    /// unless the study says otherwise.
+    pub fn data(&self, cell: &CellPlan) -> Option<DataSpec> {
+        if self.kind != Kind::Copy {
+            return None;
+        }
+        let args = self.measure_args(cell);
+        let get = |k: &str| args.iter().rev().find(|(f, _)| f == k).map(|(_, v)| v.as_str());
+        Some(DataSpec {
+            size: get("size").and_then(|v| units::parse_size(v).ok()).unwrap_or(64_000_000),
+            files: get("files").and_then(|v| v.parse().ok()).unwrap_or(1),
+            content: get("content").and_then(|v| Content::parse(v).ok()).unwrap_or(Content::Random),
+        })
     }
 
     /// The link flags as `path run` arguments.
@@ -530,6 +639,21 @@ impl Study {
             Kind::Ping => {
                 let n = get("count").and_then(|c| c.parse::<f64>().ok()).unwrap_or(10.0);
                 n * dur("interval", 1.0) + dur("timeout", 2.0)
+            }
+            Kind::Copy => {
+                let d = self.data(cell).unwrap_or(DataSpec { size: 0, files: 1, content: Content::Random });
+                // The path's bottleneck where it is emulated, else a conservative 100 Mbit/s.
+                let rate = self
+                    .link_config(cell)
+                    .ok()
+                    .and_then(|c| match (&c.up.rate, &c.down.rate) {
+                        (wanperf_emu::config::Rate::Constant(u), _) => Some(*u as f64),
+                        _ => None,
+                    })
+                    .filter(|_| matches!(self.target, Target::Path { .. }))
+                    .unwrap_or(if matches!(self.target, Target::Path { .. }) { 1e9 } else { 1e8 });
+                let probe = if get("probe") == Some("true") { 15.0 } else { 0.0 };
+                d.size as f64 * 8.0 / rate + f64::from(d.files) / 1000.0 + 3.0 + probe
             }
             Kind::Load => {
                 let cycles = get("cycles").and_then(|c| c.parse::<f64>().ok()).unwrap_or(1.0);
@@ -558,6 +682,7 @@ impl Study {
 pub fn param_key(axis: &str) -> String {
     match axis {
         "time" | "load-time" => "duration".into(),
+        "parallel" => "streams".into(),
         _ => axis.replace('-', "_"),
     }
 }
@@ -565,7 +690,7 @@ pub fn param_key(axis: &str) -> String {
 /// A value in base units when its axis has one.
 fn normalize(key: &str, v: &str) -> serde_json::Value {
     let num = match key {
-        "window" | "length" | "bytes" => units::parse_size(v).ok().map(|b| b as f64),
+        "window" | "length" | "bytes" | "size" | "block" => units::parse_size(v).ok().map(|b| b as f64),
         "queue" if !v.ends_with('p') => units::parse_size(v).ok().map(|b| b as f64),
         "rate" | "rate_up" | "rate_down" | "bitrate" => units::parse_rate(v).ok().map(|b| b as f64),
         "rtt" | "delay_up" | "delay_down" | "duration" | "idle_time" | "interval" | "jitter" => {
@@ -731,7 +856,7 @@ pause = "1s"
         assert_eq!(e.line, 9, "{e}");
         assert!(error_of(&SEED000.replace("kind = \"load\"", "kind = \"iperf\""))
             .message
-            .contains("tput, ping or load"));
+            .contains("tput, ping, load or copy"));
         // Reserved options and misplaced link options.
         assert!(error_of(&SEED000.replace("idle = \"2s\"", "json = true")).message.contains("set by the study runner"));
         assert!(error_of(&SEED000.replace("idle = \"2s\"", "rtt = \"10ms\"")).message.contains("link option"));
@@ -769,5 +894,52 @@ streams = [1, 2]
         assert_eq!(s.params(c)["streams"], serde_json::json!(2));
         let e = error_of(&text.replace("[sweep]", "[sweep]\nrtt = [\"10ms\"]"));
         assert!(e.message.contains("real host"), "{e}");
+    }
+
+    #[test]
+    fn a_copy_study_describes_its_data_and_copies_it_to_the_server() {
+        let text = r#"
+name = "copies"
+[path]
+preset = "slac-cern-2000"
+[measure]
+kind = "copy"
+size = "8M"
+content = "text"
+streams = 4
+[sweep]
+compress = ["off", "3"]
+files = [1, 1000]
+"#;
+        let s = Study::parse(text).unwrap();
+        assert_eq!(s.cells().len(), 4);
+        let c = &s.cells()[3];
+        assert_eq!(s.data(c), Some(DataSpec { size: 8 << 20, files: 1000, content: Content::Text }));
+        let argv = s.argv_with_data(c, "198.18.0.2", None, "/tmp/x/data");
+        assert_eq!(argv[..3], ["copy", "/tmp/x/data", "198.18.0.2:"]);
+        // `streams` is copy's --parallel; the data keys are the runner's, not flags.
+        assert!(argv.windows(2).any(|w| w == ["--parallel", "4"]), "{argv:?}");
+        assert!(argv.windows(2).any(|w| w == ["--compress", "3"]), "{argv:?}");
+        assert!(!argv.iter().any(|a| a == "--size" || a == "--files" || a == "--content"), "{argv:?}");
+        assert_eq!(s.argv_with_data(c, "fd00::2", Some(7), "d")[2], "[fd00::2]:");
+        assert_eq!(s.params(c)["files"], serde_json::json!(1000));
+        // 8 MiB over the preset's 25 Mbit/s bottleneck, plus a little per file.
+        let est = s.estimate_s(c);
+        assert!((5.0..10.0).contains(&est), "{est}");
+        // Data keys are checked like options, and belong to copy studies only.
+        let e = error_of(&text.replace("content = \"text\"", "content = \"lorem\""));
+        assert!(e.message.contains("random, text or zeros"), "{e}");
+        assert_eq!(e.line, 8, "{e}");
+        let e = error_of(&text.replace("files = [1, 1000]", "files = [0]"));
+        assert!(e.message.contains("`files` must be"), "{e}");
+        let e = error_of(&text.replace("size = \"8M\"", "size = \"0\""));
+        assert!(e.message.contains("above 0"), "{e}");
+        let e = error_of(&text.replace("compress = [\"off\", \"3\"]", "compress = [\"99\"]"));
+        assert_eq!(e.line, 11, "{e}");
+        let e = error_of(&text.replace("streams = 4", "save = true"));
+        assert!(e.message.contains("set by the study runner"), "{e}");
+        let tput =
+            Study::parse(&text.replace("kind = \"copy\"", "kind = \"tput\"").replace("content = \"text\"\n", ""));
+        assert!(tput.is_err(), "`files` is not an option of tput");
     }
 }
