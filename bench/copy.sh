@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copy benchmark on loopback, competitors in the same invocation, interleaved:
-#   wanperf copy (serve --root; --no-fsync, default, --direct) vs scp and rsync -W over ssh (aes128-gcm), rsync's daemon
+#   wanperf copy (serve --root; --no-fsync, default, --direct, --hash xxh3) vs scp and rsync -W over ssh (aes128-gcm), rsync's daemon
 #   (no ssh), and tar | nc for reference; a SIZE file from the page cache to a file on disk
 #   and to a file on tmpfs; then N small files of 4 KiB; then --compress auto vs off on random
 #   data. Medians of ROUNDS, and ratios against wanperf.
@@ -90,6 +90,9 @@ big() { # tool dst dir port
         wanperf-fsync) run "wanperf-fsync-$dst" "$d" "$W" copy -p "$port" -P 2 "$work/big.bin" 127.0.0.1: ;;
         # O_DIRECT at the receiver (tmpfs is memory: there it is the buffered path again).
         wanperf-direct) run "wanperf-direct-$dst" "$d" "$W" copy -p "$port" -P 2 --direct "$work/big.bin" 127.0.0.1: ;;
+        # XXH3-128 instead of BLAKE3 for the blocks (fsync as the default; and with O_DIRECT).
+        wanperf-xxh3) run "wanperf-xxh3-$dst" "$d" "$W" copy -p "$port" -P 2 --hash xxh3 "$work/big.bin" 127.0.0.1: ;;
+        wanperf-xxh3-direct) run "wanperf-xxh3-direct-$dst" "$d" "$W" copy -p "$port" -P 2 --hash xxh3 --direct "$work/big.bin" 127.0.0.1: ;;
         scp) run "scp-$dst" "$d" scp -q -P 2222 -i "$work/id" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
             -o LogLevel=ERROR -c aes128-gcm@openssh.com "$work/big.bin" "root@127.0.0.1:$d/" ;;
         rsync-ssh) run "rsync-ssh-$dst" "$d" rsync -W -e "$SSH" "$work/big.bin" "root@127.0.0.1:$d/" ;;
@@ -98,7 +101,7 @@ big() { # tool dst dir port
     esac
 }
 want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
-TOOLS=(wanperf wanperf-fsync wanperf-direct scp rsync-ssh rsyncd tar-nc)
+TOOLS=(wanperf wanperf-fsync wanperf-direct wanperf-xxh3 wanperf-xxh3-direct scp rsync-ssh rsyncd tar-nc)
 want big && for r in $(seq "$ROUNDS"); do
     for dst in disk shm; do
         d=$work/dst; [ $dst = shm ] && d=$shm/dst
@@ -121,9 +124,11 @@ for dst in disk shm; do
     done
 done
 
-# Hashing's share of the wall time (sender hash stage busy / threads / wall).
+# Hashing's share of the wall time (the hash and verify stages' CPU time over the wall time).
+for hash in blake3 xxh3; do
 rm -rf "$shm"/dst/*
-"$W" copy -p 5392 --no-fsync -P 2 --json "$work/big.bin" 127.0.0.1: | tail -1 > "$work/end.json"
+"$W" copy -p 5392 --no-fsync -P 2 --hash $hash --json "$work/big.bin" 127.0.0.1: | tail -1 > "$work/end.json"
+echo "  --hash $hash:"
 python3 - "$work/end.json" <<'EOF'
 import json, sys
 e = json.load(open(sys.argv[1]))["summary"]
@@ -136,6 +141,7 @@ print(f"  hashing: sender {hc:.2f} CPU s, receiver's verification {vc:.2f} CPU s
       f"{100 * (hc + vc) / wall / 2:.1f} % of the 2 cores both ends share here")
 print(f"  verdict: {e['verdict']['text']}")
 EOF
+done
 
 fi
 

@@ -308,7 +308,7 @@ pub fn import_wanperf(ndjson: &str) -> Result<(NewRun, CellRecord)> {
         }
     }
     if let Some(c) = copy {
-        for k in ["way", "block_size", "fsync"] {
+        for k in ["way", "block_size", "fsync", "hash"] {
             params.insert(k.to_string(), c.get(k).cloned().unwrap_or(Value::Null));
         }
         let z = c.get("compress");

@@ -1,4 +1,4 @@
-//! Block arithmetic and BLAKE3 over blocks.
+//! Block arithmetic and the hashes of blocks and files (BLAKE3 or XXH3-128).
 //!
 //! Blocks are a power of two of BLAKE3's 1 KiB chunks, so each block of a multi-block file is
 //! a complete subtree of the file's BLAKE3 tree: its chaining value can be computed on its
@@ -6,7 +6,51 @@
 //! and the file's hash is the tree of those values ([`file_hash`]) — the same 32 bytes as
 //! `b3sum FILE`. A file of one block is hashed whole, its block hash is the file's hash.
 
+use crate::spec::HashKind;
 use blake3::hazmat::{self, HasherExt, Mode};
+use twox_hash::XxHash3_128;
+
+impl HashKind {
+    /// The hash block `block` (of `block_size` bytes, in a file of `file_size`) carries.
+    /// XXH3-128 is seeded with the block's index, so a block in the wrong place fails; its 16
+    /// bytes are followed by 16 zeros.
+    pub fn block(self, data: &[u8], block: u64, block_size: u32, file_size: u64) -> [u8; 32] {
+        match self {
+            HashKind::Blake3 => block_hash(data, block, block_size, file_size),
+            HashKind::Xxh3 => {
+                let mut h = [0u8; 32];
+                h[..16].copy_from_slice(&XxHash3_128::oneshot_with_seed(block, data).to_le_bytes());
+                h
+            }
+        }
+    }
+
+    /// The file's hash from its blocks' hashes (in block order).
+    pub fn file(self, hashes: &[[u8; 32]], size: u64, block_size: u32) -> [u8; 32] {
+        match self {
+            HashKind::Blake3 => file_hash(hashes, size, block_size),
+            HashKind::Xxh3 => {
+                // Seeded with the size; the block size and every block's hash follow.
+                let mut x = XxHash3_128::with_seed(size);
+                x.write(&block_size.to_le_bytes());
+                for h in hashes {
+                    x.write(&h[..16]);
+                }
+                let mut h = [0u8; 32];
+                h[..16].copy_from_slice(&x.finish_128().to_le_bytes());
+                h
+            }
+        }
+    }
+
+    /// Hex of a hash of this kind (64 digits for BLAKE3, 32 for XXH3-128).
+    pub fn hex(self, h: &[u8; 32]) -> String {
+        match self {
+            HashKind::Blake3 => hex(h),
+            HashKind::Xxh3 => h[..16].iter().map(|b| format!("{b:02x}")).collect(),
+        }
+    }
+}
 
 /// Number of blocks of a file (0 for an empty file).
 pub fn count(size: u64, block_size: u32) -> u64 {
@@ -109,5 +153,26 @@ mod tests {
         assert_ne!(a, block_hash(&d, 1, 16384, 100_000));
         // The same bytes at another offset hash differently (a block cannot be misplaced).
         assert_ne!(block_hash(&d, 1, 16384, 100_000), block_hash(&d, 2, 16384, 100_000));
+    }
+
+    #[test]
+    fn xxh3_blocks_are_bound_to_their_place_and_files_to_their_blocks() {
+        let k = HashKind::Xxh3;
+        let d = data(5000);
+        let b = k.block(&d, 1, 1024, 1 << 20);
+        assert_eq!(b[16..], [0u8; 16], "16 bytes of hash, then zeros");
+        assert_ne!(b, k.block(&d, 2, 1024, 1 << 20), "the same bytes as another block");
+        let mut e = d.clone();
+        e[4000] ^= 1;
+        assert_ne!(b, k.block(&e, 1, 1024, 1 << 20), "one flipped bit");
+        let hs = [k.block(&d, 0, 1024, 10_000), b];
+        let f = k.file(&hs, 10_000, 1024);
+        assert_ne!(f, k.file(&[hs[1], hs[0]], 10_000, 1024), "blocks swapped");
+        assert_ne!(f, k.file(&hs, 10_001, 1024), "another size");
+        assert_ne!(f, k.file(&hs, 10_000, 2048), "another block size");
+        assert_eq!(k.hex(&f).len(), 32);
+        assert_eq!(HashKind::Blake3.hex(&f).len(), 64);
+        // BLAKE3 through the kind is the block tree above.
+        assert_eq!(HashKind::Blake3.block(&d, 0, 8192, 5000), *blake3::hash(&d).as_bytes());
     }
 }

@@ -97,6 +97,40 @@ pub struct CopySpec {
     /// Each end measures its stages' ceilings alone once the copy is done (`--probe`).
     #[serde(default)]
     pub probe: bool,
+    /// The hash that protects every block and names every file.
+    #[serde(default)]
+    pub hash: HashKind,
+}
+
+/// The hash of blocks and files: BLAKE3 (cryptographic; the file's hash is what `b3sum`
+/// prints) or XXH3-128 (an error-detecting hash several times cheaper in CPU; the file's
+/// hash is XXH3-128 over its blocks' hashes, which only wanperf computes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HashKind {
+    /// BLAKE3.
+    #[default]
+    Blake3,
+    /// XXH3-128.
+    Xxh3,
+}
+
+impl HashKind {
+    /// Its name, as `--hash` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HashKind::Blake3 => "blake3",
+            HashKind::Xxh3 => "xxh3",
+        }
+    }
+
+    /// Its name in prose.
+    pub fn label(self) -> &'static str {
+        match self {
+            HashKind::Blake3 => "BLAKE3",
+            HashKind::Xxh3 => "XXH3-128",
+        }
+    }
 }
 
 /// Why a copy spec is invalid.
@@ -165,8 +199,8 @@ pub struct Want {
 pub struct Done {
     /// Manifest index.
     pub file: u32,
-    /// BLAKE3 of the whole file, hex (what `b3sum` prints).
-    pub blake3: String,
+    /// The whole file's hash, hex (of the copy's [`HashKind`]).
+    pub hash: String,
 }
 
 /// Copy messages on the control connection (inside [`crate`]'s host protocol).
@@ -356,16 +390,30 @@ pub struct FileRecord {
     pub path: String,
     /// Size in bytes.
     pub bytes: u64,
-    /// BLAKE3 of the whole file as the receiver wrote it (what `b3sum` prints); empty when
-    /// the file was left alone.
-    pub blake3: String,
+    /// BLAKE3 of the whole file as the receiver wrote it (what `b3sum` prints), with
+    /// `--hash blake3` (the default); absent when the file was left alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
+    /// The file's XXH3-128 list hash (over its blocks' XXH3-128), with `--hash xxh3`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xxh3: Option<String>,
     /// Left alone: the receiver had it with the same size and modification time.
     pub skipped: bool,
 }
 
 impl FileRecord {
     /// The record for `e`.
-    pub fn new(e: &Entry, blake3: String, skipped: bool) -> Self {
-        FileRecord { event: "file".into(), path: e.path.to_string(), bytes: e.size, blake3, skipped }
+    pub fn new(e: &Entry, kind: HashKind, hash: String, skipped: bool) -> Self {
+        let hash = (!skipped && !hash.is_empty()).then_some(hash);
+        let (blake3, xxh3) = match kind {
+            HashKind::Blake3 => (hash, None),
+            HashKind::Xxh3 => (None, hash),
+        };
+        FileRecord { event: "file".into(), path: e.path.to_string(), bytes: e.size, blake3, xxh3, skipped }
+    }
+
+    /// The file's hash with its name (`blake3 …` or `xxh3 …`), if it has one.
+    pub fn hash(&self) -> Option<String> {
+        (self.blake3.as_ref().map(|h| format!("blake3 {h}"))).or_else(|| self.xxh3.as_ref().map(|h| format!("xxh3 {h}")))
     }
 }

@@ -27,7 +27,8 @@ use wanperf_copy::frame::{BlockHeader, HEADER_LEN};
 use wanperf_copy::journal::{self, Journal};
 use wanperf_copy::paths::{journal_name, partial_name, RelPath};
 use wanperf_copy::spec::{
-    Compress, CopyMsg, CopyReport, CopySpec, Done, Entry, FileRecord, Kind, Stage, StageStat, Want, MANIFEST_CHUNK,
+    Compress, CopyMsg, CopyReport, CopySpec, Done, Entry, FileRecord, HashKind, Kind, Stage, StageStat, Want,
+    MANIFEST_CHUNK,
 };
 
 /// What a copy tells its session loop.
@@ -450,7 +451,7 @@ impl SendJob {
                 for d in files {
                     if let Some(e) = sh.entries.get(d.file as usize) {
                         sh.n.files.fetch_add(1, Ordering::Relaxed);
-                        (sh.c.notify)(CopyEvent::File(FileRecord::new(e, d.blake3, false)));
+                        (sh.c.notify)(CopyEvent::File(FileRecord::new(e, sh.spec.hash, d.hash, false)));
                     }
                 }
             }
@@ -610,7 +611,7 @@ fn prep_send(sh: &Arc<SendShared>, rx: Receiver<Raw>, tx: Sender<Prepared>) {
         let t = sh.hash.starved(t);
         let e = &sh.entries[raw.file as usize];
         let data = &raw.buf[HEADER_LEN..];
-        let hash = blocks::block_hash(data, raw.block, bs, e.size);
+        let hash = sh.spec.hash.block(data, raw.block, bs, e.size);
         sh.hash.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
         let t = sh.hash.busy(t);
         let want_z = match sh.spec.compress {
@@ -900,11 +901,11 @@ fn setup(sh: &Arc<RecvShared>, entries: Vec<Entry>) -> Result<(), String> {
                 });
                 if same && !sh.spec.force {
                     skipped += 1;
-                    (sh.c.notify)(CopyEvent::File(FileRecord::new(e, String::new(), true)));
+                    (sh.c.notify)(CopyEvent::File(FileRecord::new(e, sh.spec.hash, String::new(), true)));
                 } else {
                     let count = blocks::count(e.size, bs);
                     if count > 1 {
-                        have = resume(&dir, &name, e, bs);
+                        have = resume(&dir, &name, e, bs, sh.spec.hash);
                         resumed += have.keys().map(|&b| u64::from(blocks::len(e.size, bs, b))).sum::<u64>();
                     } else {
                         let _ = copy_fs::unlink_at(&dir, &partial_name(&name));
@@ -917,7 +918,7 @@ fn setup(sh: &Arc<RecvShared>, entries: Vec<Entry>) -> Result<(), String> {
                         for b in 0..count {
                             hs.push(have[&b]);
                         }
-                        let h = blocks::file_hash(&hs, e.size, bs);
+                        let h = sh.spec.hash.file(&hs, e.size, bs);
                         finalize_file(sh, &dir, &name, e, count > 1, None)
                             .map_err(|err| io_err(err, e.path.to_string()))?;
                         done_now.push((i as u32, h));
@@ -948,9 +949,9 @@ fn setup(sh: &Arc<RecvShared>, entries: Vec<Entry>) -> Result<(), String> {
         .iter()
         .map(|(f, h)| {
             let e = &entries[*f as usize];
-            (sh.c.notify)(CopyEvent::File(FileRecord::new(e, blocks::hex(h), false)));
+            (sh.c.notify)(CopyEvent::File(FileRecord::new(e, sh.spec.hash, sh.spec.hash.hex(h), false)));
             sh.n.files.fetch_add(1, Ordering::Relaxed);
-            Done { file: *f, blake3: blocks::hex(h) }
+            Done { file: *f, hash: sh.spec.hash.hex(h) }
         })
         .collect();
     if sh.plan.set(Plan { entries, pending, had, parents }).is_err() {
@@ -969,7 +970,7 @@ fn setup(sh: &Arc<RecvShared>, entries: Vec<Entry>) -> Result<(), String> {
 }
 
 /// Blocks of `name`'s partial file that its journal records and that still hash right.
-fn resume(dir: &OwnedFd, name: &str, e: &Entry, bs: u32) -> HashMap<u64, [u8; 32]> {
+fn resume(dir: &OwnedFd, name: &str, e: &Entry, bs: u32, kind: HashKind) -> HashMap<u64, [u8; 32]> {
     let mut have = HashMap::new();
     let jn = journal_name(name);
     let pn = partial_name(name);
@@ -985,7 +986,7 @@ fn resume(dir: &OwnedFd, name: &str, e: &Entry, bs: u32) -> HashMap<u64, [u8; 32
             for (&b, h) in &j.blocks {
                 let len = blocks::len(e.size, bs, b) as usize;
                 if part.read_exact_at(&mut buf[..len], b * u64::from(bs)).is_ok()
-                    && blocks::block_hash(&buf[..len], b, bs, e.size) == *h
+                    && kind.block(&buf[..len], b, bs, e.size) == *h
                 {
                     have.insert(b, *h);
                 }
@@ -1147,7 +1148,7 @@ fn verifier(sh: &Arc<RecvShared>) {
         } else {
             Some(g.payload)
         };
-        let ok = data.as_ref().is_some_and(|d| blocks::block_hash(d, h.block, bs, e.size) == h.hash);
+        let ok = data.as_ref().is_some_and(|d| sh.spec.hash.block(d, h.block, bs, e.size) == h.hash);
         sh.verify.bytes.fetch_add(u64::from(h.raw_len), Ordering::Relaxed);
         t = sh.verify.busy(t);
         match data {
@@ -1272,15 +1273,15 @@ fn writer(sh: &Arc<RecvShared>) {
         if of.left == 0 {
             let of = open.remove(&v.file).expect("open");
             let hs: Vec<[u8; 32]> = of.hashes.iter().map(|h| h.expect("every block")).collect();
-            let h = blocks::file_hash(&hs, e.size, bs);
+            let h = sh.spec.hash.file(&hs, e.size, bs);
             if count > 1 {
                 if let Err(err) = finalize_file(sh, parent_dir, name, e, true, Some(&of.f)) {
                     sh.c.fail(io_err(err, e.path.to_string()));
                     break;
                 }
                 sh.n.files.fetch_add(1, Ordering::Relaxed);
-                (sh.c.notify)(CopyEvent::File(FileRecord::new(e, blocks::hex(&h), false)));
-                done.push(Done { file: v.file, blake3: blocks::hex(&h) });
+                (sh.c.notify)(CopyEvent::File(FileRecord::new(e, sh.spec.hash, sh.spec.hash.hex(&h), false)));
+                done.push(Done { file: v.file, hash: sh.spec.hash.hex(&h) });
             } else {
                 batch.since.get_or_insert_with(Instant::now);
                 batch.files.push((v.file, of.f, h));
@@ -1337,8 +1338,8 @@ fn flush(sh: &RecvShared, batch: &mut Batch, done: &mut Vec<Done>) -> Result<(),
         copy_fs::set_meta(&f, e.mode, e.mtime_ns).map_err(|err| io_err(err, e.path.to_string()))?;
         copy_fs::rename_at(dir, &partial_name(name), name).map_err(|err| io_err(err, e.path.to_string()))?;
         sh.n.files.fetch_add(1, Ordering::Relaxed);
-        (sh.c.notify)(CopyEvent::File(FileRecord::new(e, blocks::hex(&h), false)));
-        done.push(Done { file, blake3: blocks::hex(&h) });
+        (sh.c.notify)(CopyEvent::File(FileRecord::new(e, sh.spec.hash, sh.spec.hash.hex(&h), false)));
+        done.push(Done { file, hash: sh.spec.hash.hex(&h) });
     }
     batch.since = None;
     Ok(())

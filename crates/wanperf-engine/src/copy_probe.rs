@@ -13,8 +13,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
-use wanperf_copy::blocks;
-use wanperf_copy::spec::{CopySpec, Entry, Kind, Stage, StageProbe};
+use wanperf_copy::spec::{CopySpec, Entry, HashKind, Kind, Stage, StageProbe};
 
 /// Most bytes a disk probe reads or writes.
 pub const BYTES: u64 = 256 << 20;
@@ -65,13 +64,13 @@ fn cpu_loop(mut round: impl FnMut() -> u64) -> (u64, f64) {
     }
 }
 
-/// BLAKE3 of the sample's blocks as the copy hashes them: hashing at the sender,
+/// The copy's hash of the sample's blocks as the copy hashes them: hashing at the sender,
 /// verification at the receiver.
-fn hash_probe(stage: Stage, sample: &[u8], bs: usize, threads: u32) -> StageProbe {
+fn hash_probe(kind: HashKind, stage: Stage, sample: &[u8], bs: usize, threads: u32) -> StageProbe {
     let size = (sample.len() as u64).max(bs as u64 * 2);
     let (bytes, secs) = cpu_loop(|| {
         for (i, b) in sample.chunks(bs).enumerate() {
-            std::hint::black_box(blocks::block_hash(b, i as u64, bs as u32, size));
+            std::hint::black_box(kind.block(b, i as u64, bs as u32, size));
         }
         sample.len() as u64
     });
@@ -80,7 +79,7 @@ fn hash_probe(stage: Stage, sample: &[u8], bs: usize, threads: u32) -> StageProb
         bytes,
         secs,
         threads,
-        format!("BLAKE3 of a {} sample, {threads} thread(s)", mib(sample.len() as u64)),
+        format!("{} of a {} sample, {threads} thread(s)", kind.label(), mib(sample.len() as u64)),
     )
 }
 
@@ -178,7 +177,7 @@ pub fn sender(spec: &CopySpec, entries: &[Entry], sources: &[Source], threads: u
     if sample.len() < bs {
         sample = noise(SAMPLE);
     }
-    out.push(hash_probe(Stage::Hash, &sample, bs, threads));
+    out.push(hash_probe(spec.hash, Stage::Hash, &sample, bs, threads));
     if let Some(level) = spec.compress.level() {
         out.push(compress_probe(&sample, bs, level, threads));
     }
@@ -200,7 +199,7 @@ pub fn receiver(spec: &CopySpec, dir: &OwnedFd, largest: Option<File>, threads: 
     if !real {
         sample = noise(SAMPLE);
     }
-    out.push(hash_probe(Stage::Verify, &sample, bs, threads));
+    out.push(hash_probe(spec.hash, Stage::Verify, &sample, bs, threads));
     if let Some(level) = spec.compress.level() {
         let mut p = decompress_probe(&sample, bs, level, threads);
         if !real {

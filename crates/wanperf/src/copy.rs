@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use wanperf_copy::paths::RelPath;
-use wanperf_copy::spec::{Compress, CopySpec, FileRecord, Way, DEFAULT_BLOCK};
+use wanperf_copy::spec::{Compress, CopySpec, FileRecord, HashKind, Way, DEFAULT_BLOCK};
 use wanperf_engine::client::{self, ClientConfig, ClientError, CopyLocal, Sink};
 use wanperf_proto::msg::{Direction, TestSpec, Transport, DEFAULT_PORT, MAX_STREAMS};
 use wanperf_proto::record::{EndRecord, IntervalRecord, StartRecord};
@@ -55,6 +55,11 @@ pub struct CopyArgs {
     /// Compression: a zstd level (1-22), `auto` (or auto:LEVEL: on while it pays), or `off`.
     #[arg(short = 'z', long, value_name = "LEVEL|auto|off", default_value = "off", value_parser = Compress::parse)]
     compress: Compress,
+    /// The hash of every block and file: blake3 (cryptographic; each file's hash is what
+    /// `b3sum` prints) or xxh3 (XXH3-128: detects corruption for a fraction of the CPU; the
+    /// file's hash is over its blocks' hashes, so only wanperf can recompute it).
+    #[arg(long, value_name = "blake3|xxh3", default_value = "blake3", value_parser = hash_kind)]
+    hash: HashKind,
     /// Block size: the unit of hashing, resending and resuming (power of two, 16k to 16M).
     #[arg(long, value_name = "SIZE", value_parser = crate::tput::size)]
     block: Option<u64>,
@@ -93,6 +98,14 @@ pub struct CopyArgs {
     json: bool,
     #[command(flatten)]
     save: crate::keep::SaveArgs,
+}
+
+fn hash_kind(s: &str) -> Result<HashKind, String> {
+    match s {
+        "blake3" => Ok(HashKind::Blake3),
+        "xxh3" => Ok(HashKind::Xxh3),
+        _ => Err(format!("`{s}` is not a hash (blake3 or xxh3)")),
+    }
 }
 
 /// `HOST:PATH` (or `[V6]:PATH`) → (host, path); a local path has a `/` before any `:`.
@@ -192,7 +205,7 @@ impl Sink for CopyTable {
             let line = if rec.skipped {
                 format!("{}  {}  (already there)", rec.path, fmt_bytes(rec.bytes))
             } else {
-                format!("{}  {}  blake3 {}", rec.path, fmt_bytes(rec.bytes), rec.blake3)
+                format!("{}  {}  {}", rec.path, fmt_bytes(rec.bytes), rec.hash().unwrap_or_default())
             };
             match &self.bar {
                 Some(b) => b.println(line),
@@ -255,6 +268,7 @@ pub fn copy(a: CopyArgs) -> Result<ExitCode> {
         direct: a.direct,
         fsync: !a.no_fsync,
         probe: a.probe,
+        hash: a.hash,
     };
     cs.validate()?;
     let spec = TestSpec {

@@ -220,6 +220,31 @@ fn a_corrupted_block_on_the_wire_is_detected_and_resent() {
     let c = summary_copy(&recs);
     assert_eq!(c["resent_blocks"], 1, "{c}");
     assert_eq!(b3(&root.join("x/f.bin")), b3(&f));
+
+    // The same with XXH3-128: the flipped byte is caught, and the file's hash is the documented
+    // list hash (XXH3-128 seeded with the size over the block size and each 1 MiB block's
+    // XXH3-128 seeded with its index), recomputed here with twox-hash.
+    let out = Command::new(BIN)
+        .args(["copy", "-p", &port, "--json", "--hash", "xxh3", &f.to_string_lossy(), "127.0.0.1:y"])
+        .env("WANPERF_TEST_CORRUPT_BLOCK", "2")
+        .output()
+        .unwrap();
+    let recs = recs_ok(&out);
+    assert_eq!(summary_copy(&recs)["resent_blocks"], 1);
+    assert_eq!(b3(&root.join("y/f.bin")), b3(&f));
+    let rec = recs.iter().find(|r| r["event"] == "file").unwrap();
+    assert!(rec.get("blake3").is_none(), "{rec}");
+    let data = std::fs::read(&f).unwrap();
+    let mut list = twox_hash::XxHash3_128::with_seed(data.len() as u64);
+    list.write(&(1u32 << 20).to_le_bytes());
+    for (i, b) in data.chunks(1 << 20).enumerate() {
+        list.write(&twox_hash::XxHash3_128::oneshot_with_seed(i as u64, b).to_le_bytes());
+    }
+    let want: String = list.finish_128().to_le_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(rec["xxh3"], want.as_str(), "{rec}");
+    // A bad name is one clear line.
+    let out = Command::new(BIN).args(["copy", "-p", &port, "--hash", "md5", &f.to_string_lossy(), "127.0.0.1:z"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a hash (blake3 or xxh3)"));
 }
 
 /// Waits until the receiver's journal for `name` in `dir` records at least `blocks` blocks.
