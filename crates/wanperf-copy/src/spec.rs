@@ -414,6 +414,7 @@ impl FileRecord {
 
     /// The file's hash with its name (`blake3 …` or `xxh3 …`), if it has one.
     pub fn hash(&self) -> Option<String> {
-        (self.blake3.as_ref().map(|h| format!("blake3 {h}"))).or_else(|| self.xxh3.as_ref().map(|h| format!("xxh3 {h}")))
+        (self.blake3.as_ref().map(|h| format!("blake3 {h}")))
+            .or_else(|| self.xxh3.as_ref().map(|h| format!("xxh3 {h}")))
     }
 }

@@ -243,7 +243,10 @@ fn a_corrupted_block_on_the_wire_is_detected_and_resent() {
     let want: String = list.finish_128().to_le_bytes().iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(rec["xxh3"], want.as_str(), "{rec}");
     // A bad name is one clear line.
-    let out = Command::new(BIN).args(["copy", "-p", &port, "--hash", "md5", &f.to_string_lossy(), "127.0.0.1:z"]).output().unwrap();
+    let out = Command::new(BIN)
+        .args(["copy", "-p", &port, "--hash", "md5", &f.to_string_lossy(), "127.0.0.1:z"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a hash (blake3 or xxh3)"));
 }
 
