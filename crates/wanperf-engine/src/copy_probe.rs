@@ -279,6 +279,7 @@ mod tests {
             direct: false,
             fsync: true,
             probe: true,
+            hash: HashKind::Blake3,
         }
     }
 
