@@ -55,13 +55,126 @@ fn numbered(base: &str, k: usize) -> String {
 /// Every figure the run supports, in report order.
 pub fn all(v: &View) -> Vec<Item> {
     let mut out = Vec::new();
+    // A run of traces alone has none of the measurements' figures to miss.
+    if v.groups.iter().flat_map(|g| &g.cells).all(|c| c.cell.summary["trace"].is_object()) {
+        traces(v, &mut out);
+        return out;
+    }
     throughput(v, &mut out);
     rtt_against_axis(v, &mut out);
     distributions(v, &mut out);
     rtt_vs_throughput(v, &mut out);
     time_series(v, &mut out);
     tcp_counters(v, &mut out);
+    traces(v, &mut out);
     out
+}
+
+/// The first answering address of a stored trace hop (`addrs` is `[[address, count], …]`).
+pub(crate) fn hop_addr(h: &serde_json::Value) -> Option<&str> {
+    h["addrs"].get(0)?.get(0)?.as_str()
+}
+
+/// Per-hop RTT ladders with loss, one per stored trace (`wanperf trace --save`): the RTT's
+/// minimum, median and 90th percentile at each TTL above, each hop's loss and the path's
+/// below, and a finding that names the biggest RTT step, where loss starts and which hops only
+/// limit their ICMP replies.
+fn traces(v: &View, out: &mut Vec<Item>) {
+    let cells: Vec<(&Group, &StoredCell)> = v
+        .groups
+        .iter()
+        .flat_map(|g| g.cells.iter().map(move |c| (g, *c)))
+        .filter(|(_, c)| c.cell.summary["trace"].is_object())
+        .collect();
+    for (k, (g, c)) in cells.into_iter().take(MAX_FACETS).enumerate() {
+        let s = &c.cell.summary;
+        let hops = s["trace"]["hops"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        let at = |h: &serde_json::Value, q: &str| Some((h["ttl"].as_f64()?, h["rtt_ms"][q].as_f64()?));
+        let rtt = |q: &str| -> Vec<(f64, f64)> { hops.iter().filter_map(|h| at(h, q)).collect() };
+        let loss = |key: &str| -> Vec<(f64, f64)> {
+            hops.iter().filter_map(|h| Some((h["ttl"].as_f64()?, h[key].as_f64()?))).collect()
+        };
+        let top = vec![
+            Series::new("minimum", rtt("min"), Mark::LinePoints, 0),
+            Series::new("median", rtt("median"), Mark::LinePoints, 1),
+            Series::new("90th percentile", rtt("p90"), Mark::Dashed, 2),
+        ];
+        let bottom = vec![
+            Series::new("unanswered at the hop", loss("loss_pct"), Mark::Points, 3),
+            Series::new("path loss up to the hop", loss("path_loss_pct"), Mark::LinePoints, 1),
+        ];
+        let host = s["host"].as_str().unwrap_or("?");
+        let label = group_label(v, g);
+        let title = if label == "the cell" {
+            format!("Per-hop RTT and loss, trace to {host}")
+        } else {
+            format!("Per-hop RTT and loss, trace to {host} ({label})")
+        };
+        // A tick at every hop (TTLs are whole numbers) while they fit.
+        let ttls: Vec<f64> = hops.iter().filter_map(|h| h["ttl"].as_f64()).collect();
+        let ticks = (ttls.len() <= 32).then_some(ttls);
+        let mut ax = Axes::new("round-trip time to each hop", "hop (TTL)", "RTT (ms)");
+        ax.y_zero = true;
+        ax.x_ticks = ticks.clone();
+        let mut lx = Axes::new("loss", "hop (TTL)", "loss (%)");
+        lx.y_zero = true;
+        lx.x_ticks = ticks;
+        let drawn = if top[0].points.is_empty() {
+            Err("no hop answered".into())
+        } else {
+            plot::two_panel(&title, (&ax, &top), (&lx, &bottom))
+        };
+        push(out, numbered("trace", k), &title, drawn, trace_finding(s, hops));
+    }
+}
+
+fn trace_finding(s: &serde_json::Value, hops: &[serde_json::Value]) -> String {
+    let answered: Vec<(u64, f64)> =
+        hops.iter().filter_map(|h| Some((h["ttl"].as_u64()?, h["rtt_ms"]["min"].as_f64()?))).collect();
+    let mut f = format!(
+        "{} hops, {} answering{}.",
+        hops.len(),
+        answered.len(),
+        if s["trace"]["reached"].as_bool() == Some(true) {
+            ", the destination among them"
+        } else {
+            "; the destination did not answer"
+        }
+    );
+    // The largest rise of the minimum RTT from one answering hop to the next.
+    if let Some(((t0, a), (t1, b))) =
+        answered.windows(2).map(|w| (w[0], w[1])).max_by(|x, y| (x.1 .1 - x.0 .1).total_cmp(&(y.1 .1 - y.0 .1)))
+    {
+        f +=
+            &format!(" The minimum RTT rises most from hop {t0} to hop {t1}: {} to {} (+{}).", ms(a), ms(b), ms(b - a));
+    }
+    let limited: Vec<String> = hops
+        .iter()
+        .filter(|h| h["icmp_only_loss_pct"].as_f64().unwrap_or(0.0) > 0.0)
+        .filter_map(|h| Some(format!("{} ({})", h["ttl"].as_u64()?, pct(h["icmp_only_loss_pct"].as_f64()?))))
+        .collect();
+    if !limited.is_empty() {
+        f += &format!(" Hops that only limit their ICMP replies (not path loss): {}.", limited.join(", "));
+    }
+    match hops.iter().find(|h| h["path_loss_pct"].as_f64().unwrap_or(0.0) > 0.0) {
+        Some(h) => {
+            f += &format!(
+                " Path loss starts at hop {}{}: {} up to it.",
+                h["ttl"].as_u64().unwrap_or(0),
+                hop_addr(h).map_or(String::new(), |a| format!(" ({a})")),
+                pct(h["path_loss_pct"].as_f64().unwrap_or(0.0))
+            );
+        }
+        None => f += " No loss on the path.",
+    }
+    if let Some(m) = s["trace"]["path_mtu"].as_u64() {
+        f += &format!(" Path MTU {m} B.");
+    }
+    let changes = s["trace"]["route_changes"].as_array().map_or(0, Vec::len);
+    if changes > 0 {
+        f += &format!(" {changes} route change(s) between rounds.");
+    }
+    f
 }
 
 /// A label for a group from the params that vary (or "the cell" when none do).

@@ -213,6 +213,7 @@ pub fn statistics(v: &View) -> String {
 
     h += &copies(v);
     h += &verdicts(v);
+    h += &traces(v);
 
     let ping: Vec<&Group> = v.groups.iter().filter(|g| g.plain.is_some()).collect();
     if !ping.is_empty() {
@@ -250,6 +251,42 @@ pub fn statistics(v: &View) -> String {
 /// Every successful cell with its group, where `keep` says so.
 fn cells_where<'v, 'a>(v: &'v View<'a>, keep: impl Fn(&StoredCell) -> bool) -> Vec<(&'v Group<'a>, &'a StoredCell)> {
     v.groups.iter().flat_map(|g| g.cells.iter().map(move |c| (g, *c))).filter(|(_, c)| keep(c)).collect()
+}
+
+/// Traces: per hop, who answered, loss at the hop and on the path, RTT, and what the loss means.
+fn traces(v: &View) -> String {
+    let cells = cells_where(v, |c| c.cell.summary["trace"].is_object());
+    let mut h = String::new();
+    for (g, c) in cells {
+        let s = &c.cell.summary;
+        let _ = write!(
+            h,
+            "<h3>Trace to {} ({}), {}</h3><div class=\"wide\"><table>\n<tr><th>hop</th><th class=\"l\">address</th>\
+             <th>probes</th><th>loss at the hop (%)</th><th>path loss (%)</th><th>RTT min (ms)</th><th>median (ms)</th>\
+             <th>p90 (ms)</th><th class=\"l\">note</th></tr>\n",
+            esc(s["host"].as_str().unwrap_or("?")),
+            esc(s["address"].as_str().unwrap_or("?")),
+            esc(&group_label(v, g))
+        );
+        for hop in s["trace"]["hops"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            let r = |q: &str| num(hop["rtt_ms"].get(q));
+            let _ = writeln!(
+                h,
+                "<tr>{}{}{}{}{}{}{}{}{}</tr>",
+                tdi(hop["ttl"].as_u64().unwrap_or(0)),
+                tdl(crate::figures::hop_addr(hop).unwrap_or("*")),
+                tdi(hop["sent"].as_u64().unwrap_or(0)),
+                td(num(hop.get("loss_pct"))),
+                td(num(hop.get("path_loss_pct"))),
+                td(r("min")),
+                td(r("median")),
+                td(r("p90")),
+                tdl(hop["note"].as_str().unwrap_or(if hop["destination"] == true { "destination" } else { "" })),
+            );
+        }
+        h += "</table></div>\n";
+    }
+    h
 }
 
 /// Copies: files, bytes, rate, compression, what was resumed and resent, per cell.

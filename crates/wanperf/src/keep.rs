@@ -17,7 +17,7 @@ pub struct DbArgs {
     db: Option<String>,
 }
 
-/// `--save` and `--db` of `tput` and `copy`.
+/// `--save` and `--db` of `tput`, `copy` and `trace`.
 #[derive(Args, Debug, Clone)]
 pub struct SaveArgs {
     /// Store the test in the archive as a run of its own (`wanperf runs` lists it, `wanperf
@@ -74,12 +74,39 @@ pub fn save_and_say(store: &mut dyn Store, ndjson: &str, json: bool) -> Result<(
         return Ok(());
     }
     let id = save_records(store, ndjson)?;
+    say_saved(id, json);
+    Ok(())
+}
+
+/// Says where a measurement was stored: a `saved` record with --json, else a line on stderr.
+fn say_saved(id: i64, json: bool) {
     if json {
         println!("{}", serde_json::json!({"event": "saved", "run": id}));
     } else {
         eprintln!("stored as run {id} (wanperf report {id} -o report.html)");
     }
-    Ok(())
+}
+
+/// Stores a measurement made outside a study (a trace) as a run of one cell named after its
+/// kind, with the command line as the run's text, and says where.
+pub fn save_cell(
+    store: &mut dyn Store,
+    cell: &wanperf_archive::CellRecord,
+    spec: serde_json::Value,
+    json: bool,
+) -> Result<i64> {
+    let run = wanperf_archive::NewRun {
+        study: cell.kind.clone(),
+        study_text: std::env::args().collect::<Vec<_>>().join(" "),
+        spec,
+        software: crate::tput::software(),
+        cells_planned: 1,
+        started_unix: cell.started_unix,
+    };
+    let status = if cell.ok { wanperf_archive::RunStatus::Complete } else { wanperf_archive::RunStatus::Incomplete };
+    let id = store_one(store, &run, cell, status, cell.started_unix + cell.duration_s).context("cannot store")?;
+    say_saved(id, json);
+    Ok(id)
 }
 
 /// `wanperf runs`.

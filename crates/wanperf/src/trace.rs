@@ -66,6 +66,8 @@ pub struct TraceArgs {
     /// Time between the probes of one round.
     #[arg(long, default_value = "5ms", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
     gap: f64,
+    #[command(flatten)]
+    save: crate::keep::SaveArgs,
     /// JSON: one record per round (`trace_round`) and the report (`trace`).
     #[arg(long)]
     json: bool,
@@ -147,6 +149,9 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
         mtu: a.mtu,
         gap: Duration::from_secs_f64(a.gap),
     };
+    // A wrong --db fails before anything is sent.
+    let mut store = a.save.open()?;
+    let started = std::time::SystemTime::now();
     let bar = (!a.json && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
         let b = indicatif::ProgressBar::new(u64::from(a.rounds));
         b.set_style(
@@ -181,6 +186,38 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
         );
     } else {
         print_table(&a.host, dst, &report);
+    }
+    if let Some(s) = store.as_mut() {
+        let complete = !INTERRUPTED.load(Ordering::Acquire);
+        let unix = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let params: std::collections::BTreeMap<String, serde_json::Value> = [
+            ("host", serde_json::json!(a.host)),
+            ("address", serde_json::json!(dst.to_string())),
+            ("method", serde_json::json!(if a.icmp { "icmp" } else { "udp" })),
+            ("rounds", serde_json::json!(a.rounds)),
+            ("size", serde_json::json!(size)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let failure = if !complete {
+            Some("interrupted".to_string())
+        } else if !report.reached {
+            Some("the destination did not answer".to_string())
+        } else {
+            None
+        };
+        let cell = wanperf_archive::CellRecord {
+            kind: "trace".into(),
+            params: params.clone(),
+            ok: failure.is_none(),
+            failure,
+            started_unix: unix(started),
+            duration_s: started.elapsed().map_or(0.0, |d| d.as_secs_f64()),
+            summary: serde_json::json!({"trace": report, "host": a.host, "address": dst, "complete": complete}),
+            ..Default::default()
+        };
+        crate::keep::save_cell(s.as_mut(), &cell, serde_json::json!({"trace": params}), a.json)?;
     }
     Ok(if INTERRUPTED.load(Ordering::Acquire) {
         ExitCode::from(130)

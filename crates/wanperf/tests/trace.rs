@@ -102,6 +102,44 @@ fn a_rate_limited_router_is_told_from_a_lossy_link() {
 }
 
 #[test]
+fn a_saved_trace_is_stored_and_drawn_as_a_ladder_with_its_loss() {
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    let limited =
+        chain("icmp_ratelimit = \"0ms\"", "icmp_ratelimit = \"10s\"\nicmp_msgs_per_sec = 1\nicmp_msgs_burst = 1", "");
+    let f = topo_file("trace-save", &limited);
+    let dir = std::env::temp_dir().join(format!("wanperf-trace-save-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("a.sqlite").display().to_string();
+    let cmd = format!("{BIN} trace $WANPERF_ADDR_B --icmp -c 30 -i 0.1 --db {db} --json");
+    let text = ok(&net_sh(&f, "a", &cmd, Duration::from_secs(90))).to_string();
+    let saved: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(saved["event"], "saved", "{text}");
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &data["cells"][0];
+    assert_eq!(c["kind"], "trace", "{c}");
+    assert_eq!(c["ok"], true, "{c}");
+    assert_eq!(c["params"]["method"], "icmp");
+    let h = hops(&c["summary"]["trace"]);
+    assert_eq!(h.len(), 6, "{c}");
+    assert_eq!(h[2]["note"], "rate-limited", "{}", h[2]);
+    let html = dir.join("r.html");
+    let out = run(&["report", "latest", "--db", &db, "-o", html.to_str().unwrap()], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Per-hop RTT and loss, trace to"), "no ladder");
+    assert!(page.contains("<h3>Trace to"), "no hop table");
+    // The finding reads the stored hops: hop 3 limits its replies, the path loses nothing.
+    assert!(page.contains("Hops that only limit their ICMP replies (not path loss): 3 ("), "finding");
+    assert!(page.contains("No loss on the path."), "finding");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn mtu_discovery_finds_the_1400_byte_link() {
     let _serial = serial();
     if !paths_available() {
