@@ -320,6 +320,8 @@ struct Raw {
     /// HEADER_LEN bytes of room, then the block.
     buf: Vec<u8>,
     seq: u64,
+    /// Its hash, when the reader computed it (a cheap hash, [`HashKind::cheap_block`]).
+    hash: Option<[u8; 32]>,
 }
 
 struct Prepared {
@@ -410,7 +412,9 @@ impl SendJob {
         threads.push(std::thread::spawn(move || reader(&s, prep_tx)));
         sh.read.threads.store(1, Ordering::Relaxed);
         let k = prep_threads();
-        sh.hash.threads.store(k as u64, Ordering::Relaxed);
+        // A cheap hash is the reader's (one thread), BLAKE3 the preparing threads'.
+        let hashers = if sh.spec.hash.cheap_block(&[], 0).is_some() { 1 } else { k };
+        sh.hash.threads.store(hashers as u64, Ordering::Relaxed);
         sh.compress.threads.store(k as u64, Ordering::Relaxed);
         for _ in 0..k {
             let (s, rx, tx) = (sh.clone(), prep_rx.clone(), send_tx.clone());
@@ -493,6 +497,8 @@ fn reader(sh: &Arc<SendShared>, prep_tx: Sender<Raw>) {
     let mut pacer = Pacer::new(sh.hooks.read_bps);
     let mut open: Option<(u32, File)> = None;
     let mut seq = 0u64;
+    // CPU time of the hashing done here (a cheap hash), the hash stage's and not the read's.
+    let hash_cpu = std::cell::Cell::new(0.0);
     let mut read_block = |file: u32, block: u64, check_end: bool, seq: u64| -> Result<Raw, String> {
         let e = &sh.entries[file as usize];
         let t = Instant::now();
@@ -519,8 +525,15 @@ fn reader(sh: &Arc<SendShared>, prep_tx: Sender<Raw>) {
             }
         }
         sh.read.bytes.fetch_add(len as u64, Ordering::Relaxed);
-        sh.read.busy(t);
-        Ok(Raw { file, block, buf, seq })
+        let t = sh.read.busy(t);
+        let c0 = cpu_now();
+        let hash = sh.spec.hash.cheap_block(&buf[HEADER_LEN..], block);
+        if hash.is_some() {
+            sh.hash.bytes.fetch_add(len as u64, Ordering::Relaxed);
+            sh.hash.busy(t);
+            hash_cpu.set(hash_cpu.get() + cpu_now() - c0);
+        }
+        Ok(Raw { file, block, buf, seq, hash })
     };
     let push = |raw: Raw| -> bool {
         let t = Instant::now();
@@ -586,7 +599,8 @@ fn reader(sh: &Arc<SendShared>, prep_tx: Sender<Raw>) {
         }
     }
     sh.read.starved(t);
-    sh.read.cpu_delta(cpu0);
+    sh.read.cpu_delta(cpu0 + hash_cpu.get());
+    sh.hash.cpu_ns.fetch_add((hash_cpu.get() * 1e9) as u64, Ordering::Relaxed);
     sh.read.runq_delta(rq0);
 }
 
@@ -611,8 +625,10 @@ fn prep_send(sh: &Arc<SendShared>, rx: Receiver<Raw>, tx: Sender<Prepared>) {
         let t = sh.hash.starved(t);
         let e = &sh.entries[raw.file as usize];
         let data = &raw.buf[HEADER_LEN..];
-        let hash = sh.spec.hash.block(data, raw.block, bs, e.size);
-        sh.hash.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+        let hash = raw.hash.unwrap_or_else(|| {
+            sh.hash.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+            sh.spec.hash.block(data, raw.block, bs, e.size)
+        });
         let t = sh.hash.busy(t);
         let want_z = match sh.spec.compress {
             Compress::Off => false,
@@ -725,6 +741,9 @@ fn send_worker(sh: &Arc<SendShared>, conn: Conn, c: &Counters, stop: &AtomicBool
 struct Got {
     h: BlockHeader,
     payload: Vec<u8>,
+    /// The payload's hash, when the receiving thread computed it (a cheap hash of an
+    /// uncompressed block, [`HashKind::cheap_block`]).
+    hash: Option<[u8; 32]>,
 }
 
 struct Verified {
@@ -804,7 +823,10 @@ impl RecvJob {
         let sh = &self.sh;
         let mut threads = sh.c.threads.lock().expect("threads");
         let k = prep_threads();
-        sh.verify.threads.store(k as u64, Ordering::Relaxed);
+        // A cheap hash of uncompressed blocks is verified by the receiving threads (counted
+        // as they start), anything else by the verifying threads.
+        let inline = sh.spec.hash.cheap_block(&[], 0).is_some() && sh.spec.compress == Compress::Off;
+        sh.verify.threads.store(if inline { 0 } else { k as u64 }, Ordering::Relaxed);
         sh.decompress.threads.store(k as u64, Ordering::Relaxed);
         sh.write.threads.store(1, Ordering::Relaxed);
         for _ in 0..k {
@@ -816,6 +838,9 @@ impl RecvJob {
         let s = sh.clone();
         Arc::new(move |_p: &StreamPlan, conn: Conn, c: &Counters, _stop: &AtomicBool, start: Instant| {
             s.receive.threads.fetch_add(1, Ordering::Relaxed);
+            if inline {
+                s.verify.threads.fetch_add(1, Ordering::Relaxed);
+            }
             recv_worker(&s, conn, c, start)
         })
     }
@@ -1037,6 +1062,7 @@ fn recv_worker(sh: &Arc<RecvShared>, conn: Conn, c: &Counters, start: Instant) -
     let cpu0 = cpu_now();
     let rq0 = runq_now();
     let mut r = &sock;
+    let mut vcpu = 0.0;
     let res = loop {
         let mut hb = [0u8; HEADER_LEN];
         let t = Instant::now();
@@ -1082,7 +1108,17 @@ fn recv_worker(sh: &Arc<RecvShared>, conn: Conn, c: &Counters, start: Instant) -
         c.add(n, start);
         sh.receive.bytes.fetch_add(n as u64, Ordering::Relaxed);
         sh.n.wire.fetch_add(n as u64, Ordering::Relaxed);
-        let mut g = Got { h, payload };
+        // A cheap hash is verified here, while the block is in this core's cache.
+        let c0 = cpu_now();
+        let hash = if h.zstd { None } else { sh.spec.hash.cheap_block(&payload, h.block) };
+        let t = if hash.is_some() {
+            sh.verify.bytes.fetch_add(payload.len() as u64, Ordering::Relaxed);
+            vcpu += cpu_now() - c0;
+            sh.verify.busy(t)
+        } else {
+            t
+        };
+        let mut g = Got { h, payload, hash };
         let sent = loop {
             match sh.verify_tx.send_timeout(g, POLL) {
                 Ok(()) => break true,
@@ -1095,7 +1131,8 @@ fn recv_worker(sh: &Arc<RecvShared>, conn: Conn, c: &Counters, start: Instant) -
             break Ok(());
         }
     };
-    sh.receive.cpu_delta(cpu0);
+    sh.receive.cpu_delta(cpu0 + vcpu);
+    sh.verify.cpu_ns.fetch_add((vcpu * 1e9) as u64, Ordering::Relaxed);
     sh.receive.runq_delta(rq0);
     if res.is_err() && !sh.c.is_complete() && !sh.c.failed() {
         // The sender vanished mid-copy: keep what is written (the journal resumes it).
@@ -1148,8 +1185,14 @@ fn verifier(sh: &Arc<RecvShared>) {
         } else {
             Some(g.payload)
         };
-        let ok = data.as_ref().is_some_and(|d| sh.spec.hash.block(d, h.block, bs, e.size) == h.hash);
-        sh.verify.bytes.fetch_add(u64::from(h.raw_len), Ordering::Relaxed);
+        let ok = match (&data, g.hash) {
+            (Some(_), Some(pre)) => pre == h.hash,
+            (Some(d), None) => {
+                sh.verify.bytes.fetch_add(u64::from(h.raw_len), Ordering::Relaxed);
+                sh.spec.hash.block(d, h.block, bs, e.size) == h.hash
+            }
+            (None, _) => false,
+        };
         t = sh.verify.busy(t);
         match data {
             Some(data) if ok => {
