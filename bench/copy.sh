@@ -8,6 +8,7 @@
 #   bench/copy.sh                      # 4 GiB, 3 rounds, 20000 small files
 #   SIZE=1G ROUNDS=5 SMALL=5000 bench/copy.sh
 #   PARTS="big" bench/copy.sh          # only the large file (parts: big small auto)
+#   TOOLS="wanperf-fsync scp rsync-ssh" PARTS=big bench/copy.sh   # some of the tools
 #
 # Needs root (sshd and the rsync daemon run on loopback ports for the run), openssh-server,
 # rsync and netcat-openbsd (apt-get install openssh-server rsync netcat-openbsd).
@@ -101,7 +102,8 @@ big() { # tool dst dir port
     esac
 }
 want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
-TOOLS=(wanperf wanperf-fsync wanperf-direct wanperf-xxh3 wanperf-xxh3-direct scp rsync-ssh rsyncd tar-nc)
+# TOOLS="wanperf-xxh3-direct scp rsync-ssh" picks some (the first one is the ratios' base).
+read -r -a TOOLS <<< "${TOOLS:-wanperf wanperf-fsync wanperf-direct wanperf-xxh3 wanperf-xxh3-direct scp rsync-ssh rsyncd tar-nc}"
 want big && for r in $(seq "$ROUNDS"); do
     for dst in disk shm; do
         d=$work/dst; [ $dst = shm ] && d=$shm/dst
@@ -116,7 +118,7 @@ if want big; then
 echo
 echo "One $SIZE file ($bytes B) from the page cache, median of $ROUNDS (ms, MB/s, wanperf's speed over it):"
 for dst in disk shm; do
-    w=$(median "${T[wanperf-$dst]}")
+    w=$(median "${T[${TOOLS[0]}-$dst]}")
     for tool in "${TOOLS[@]}"; do
         m=$(median "${T[$tool-$dst]}")
         awk -v n="$tool → $dst" -v m="$m" -v b="$bytes" -v w="$w" \
