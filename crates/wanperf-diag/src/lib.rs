@@ -13,5 +13,6 @@ pub mod capacity;
 pub mod measure;
 pub mod probe;
 pub mod run;
+pub mod syn;
 pub mod trace;
 pub mod train;

@@ -24,6 +24,8 @@ pub enum Method {
     Udp,
     /// ICMP echo through a ping socket: the destination answers with an echo reply.
     Icmp,
+    /// TCP SYN to a port (open: SYN-ACK, closed: reset), one probe at a time ([`crate::syn`]).
+    Tcp,
 }
 
 const MAGIC: &[u8; 4] = b"WPTR";
@@ -34,12 +36,17 @@ const SO_EE_ORIGIN_LOCAL: u8 = 1;
 const SO_EE_ORIGIN_ICMP: u8 = 2;
 const SO_EE_ORIGIN_ICMP6: u8 = 3;
 
-/// A socket sending probes toward one destination.
+/// A socket sending probes toward one destination (for TCP, a socket per probe).
 pub struct Prober {
-    sock: Socket,
-    dst: SockAddr,
+    kind: Kind,
     v6: bool,
-    method: Method,
+}
+
+enum Kind {
+    /// UDP or ICMP echo: one socket for every probe.
+    Dgram { sock: Socket, dst: SockAddr, method: Method },
+    /// TCP SYN.
+    Tcp(crate::syn::Syn),
 }
 
 fn setopt(sock: &Socket, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
@@ -123,14 +130,18 @@ pub enum Got {
 }
 
 impl Prober {
-    /// A non-blocking socket for probes to `dst` (UDP to `port`, or ICMP echo), with path MTU
-    /// discovery probing (DF set, nothing cached) when `df`.
+    /// A non-blocking socket for probes to `dst` (UDP or TCP to `port`, or ICMP echo), with
+    /// path MTU discovery probing (DF set, nothing cached) when `df` (not for TCP: a SYN is
+    /// small).
     pub fn new(dst: IpAddr, method: Method, port: u16, df: bool) -> io::Result<Prober> {
         let v6 = dst.is_ipv6();
         let proto = match (method, v6) {
             (Method::Udp, _) => Protocol::UDP,
             (Method::Icmp, false) => Protocol::ICMPV4,
             (Method::Icmp, true) => Protocol::ICMPV6,
+            (Method::Tcp, _) => {
+                return Ok(Prober { kind: Kind::Tcp(crate::syn::Syn::new(SocketAddr::new(dst, port))), v6 });
+            }
         };
         let sock = Socket::new(if v6 { Domain::IPV6 } else { Domain::IPV4 }, Type::DGRAM, Some(proto))?;
         sock.set_nonblocking(true)?;
@@ -146,20 +157,39 @@ impl Prober {
         }
         enable_rx_timestamps(sock.as_raw_fd())?;
         let dst = SockAddr::from(SocketAddr::new(dst, if method == Method::Udp { port } else { 0 }));
-        Ok(Prober { sock, dst, v6, method })
+        Ok(Prober { kind: Kind::Dgram { sock, dst, method }, v6 })
     }
 
-    /// Sends probe `seq` with `ttl`, `size` bytes on the wire (IP header included); returns the
-    /// send time.
-    pub fn send(&self, ttl: u8, seq: u32, size: usize) -> io::Result<u64> {
+    /// Whether probes go one at a time (TCP: the next waits until this one is answered or
+    /// given up), and this one is still out.
+    pub fn busy(&self) -> bool {
+        matches!(&self.kind, Kind::Tcp(s) if s.busy())
+    }
+
+    /// Sends probe `seq` with `ttl`, `size` bytes on the wire (IP header included; a TCP SYN
+    /// has its own size), as flow `flow` (UDP: the destination port plus `flow`; TCP: a
+    /// source port of the flow's own; ICMP: one flow only); returns the send time.
+    pub fn send(&mut self, ttl: u8, seq: u32, size: usize, flow: u16) -> io::Result<u64> {
+        let (sock, dst, method) = match &mut self.kind {
+            Kind::Dgram { sock, dst, method } => (sock, dst, *method),
+            Kind::Tcp(s) => return s.send(ttl, seq, flow),
+        };
+        let flow_dst;
+        let dst = match dst.as_socket() {
+            Some(a) if flow > 0 && method == Method::Udp => {
+                flow_dst = SockAddr::from(SocketAddr::new(a.ip(), a.port().wrapping_add(flow)));
+                &flow_dst
+            }
+            _ => &*dst,
+        };
         if self.v6 {
-            self.sock.set_unicast_hops_v6(u32::from(ttl))?;
+            sock.set_unicast_hops_v6(u32::from(ttl))?;
         } else {
-            self.sock.set_ttl(u32::from(ttl))?;
+            sock.set_ttl(u32::from(ttl))?;
         }
         let body = payload(seq, size.saturating_sub(overhead(self.v6)));
-        let data = match self.method {
-            Method::Udp => body,
+        let data = match method {
+            Method::Udp | Method::Tcp => body,
             Method::Icmp => {
                 // Echo request, identifier and checksum filled in by the kernel, sequence 0 for
                 // every probe.
@@ -169,13 +199,17 @@ impl Prober {
             }
         };
         let at = realtime_ns();
-        self.sock.send_to(&data, &self.dst)?;
+        sock.send_to(&data, dst)?;
         Ok(at)
     }
 
     /// Waits up to `timeout_ms` for something to read.
     pub fn wait(&self, timeout_ms: i32) -> io::Result<bool> {
-        let mut p = libc::pollfd { fd: self.sock.as_raw_fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
+        let sock = match &self.kind {
+            Kind::Dgram { sock, .. } => sock,
+            Kind::Tcp(s) => return s.wait(timeout_ms),
+        };
+        let mut p = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
         // SAFETY: one valid pollfd.
         let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
         if n < 0 {
@@ -186,13 +220,17 @@ impl Prober {
     }
 
     /// Reads one message, from the error queue first; `None` when there is nothing.
-    pub fn read(&self) -> io::Result<Option<Got>> {
-        if let Some(g) = self.recv_error()? {
+    pub fn read(&mut self) -> io::Result<Option<Got>> {
+        let (sock, method) = match &mut self.kind {
+            Kind::Dgram { sock, method, .. } => (&*sock, *method),
+            Kind::Tcp(s) => return s.read(),
+        };
+        if let Some(g) = Self::recv_error(sock, self.v6)? {
             return Ok(Some(g));
         }
         // An echo reply (ICMP type 0 or 129) from the destination.
         let mut buf = [0u8; 2048];
-        let r = match recv_timestamped(self.sock.as_raw_fd(), &mut buf) {
+        let r = match recv_timestamped(sock.as_raw_fd(), &mut buf) {
             Ok(r) => r,
             Err(e) => {
                 return match e.raw_os_error() {
@@ -204,7 +242,7 @@ impl Prober {
         };
         let data = &buf[..r.len];
         let echo_reply = data.first().is_some_and(|&t| t == if self.v6 { 129 } else { 0 });
-        Ok(Some(match (self.method, echo_reply, r.from, probe_number(data)) {
+        Ok(Some(match (method, echo_reply, r.from, probe_number(data)) {
             (Method::Icmp, true, Some(from), Some(seq)) => Got::Reply(Reply {
                 seq,
                 from: from.ip(),
@@ -217,13 +255,13 @@ impl Prober {
 
     /// One message from the error queue: an ICMP error quoting a probe, with the offender's
     /// address and the kernel's receive time.
-    fn recv_error(&self) -> io::Result<Option<Got>> {
+    fn recv_error(sock: &Socket, v6: bool) -> io::Result<Option<Got>> {
         let mut buf = [0u8; 2048];
-        let Some(e) = recv_error(self.sock.as_raw_fd(), &mut buf)? else { return Ok(None) };
+        let Some(e) = recv_error(sock.as_raw_fd(), &mut buf)? else { return Ok(None) };
         if e.origin == SO_EE_ORIGIN_LOCAL && e.errno == libc::EMSGSIZE as u32 {
             return Ok(Some(Got::LocalMtu(e.info)));
         }
-        let answer = classify(self.v6, e.origin, e.kind, e.code, e.info);
+        let answer = classify(v6, e.origin, e.kind, e.code, e.info);
         Ok(Some(match (answer, e.from, probe_number(&buf[..e.len])) {
             (Some(answer), Some(from), Some(seq)) => {
                 Got::Reply(Reply { seq, from, at_ns: e.at_ns.unwrap_or_else(realtime_ns), answer })

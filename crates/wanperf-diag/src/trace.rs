@@ -49,6 +49,10 @@ pub struct Plan {
     pub max_ttl: u8,
     /// A probe unanswered after this long is lost, ns.
     pub wait_ns: u64,
+    /// Flow identifiers the rounds take in turn (1: Paris-style, one flow; more: each round
+    /// probes every hop with the next flow, so that a per-flow load balancer shows each of
+    /// its paths, and each flow keeps its own).
+    pub flows: u16,
 }
 
 /// A probe still waiting for its answer.
@@ -132,10 +136,17 @@ pub struct Hop {
     pub rtt_ms: Option<Rtt>,
     /// The MTU of the link after this hop, when it reported one (fragmentation needed).
     pub next_mtu: Option<u32>,
-    /// What to make of this hop's loss, if any: `rate-limited`, `loss starts here`.
+    /// What to make of this hop's loss, if any: `rate-limited`, `loss starts here`; and
+    /// `load-balanced` for a hop whose flows answer from different addresses.
     pub note: Option<String>,
     /// Whether this is the destination.
     pub destination: bool,
+    /// With several flows: the address each flow met here (flow, address), by flow.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<(u16, IpAddr)>,
+    /// Several flows met different addresses here and each kept its own: a per-flow load
+    /// balancer before this hop (not a route change).
+    pub load_balanced: bool,
 }
 
 /// The result of a trace.
@@ -162,8 +173,9 @@ pub struct Trace {
     /// Pending probes in send order (send times only grow), for expiry.
     order: VecDeque<u32>,
     tallies: BTreeMap<u8, Tally>,
-    /// The first address that answered each (TTL, round), for route changes.
-    answered: BTreeMap<(u8, u32), IpAddr>,
+    /// The first address that answered each (TTL, flow, round), for route changes (within
+    /// a flow) and load balancing (between flows).
+    answered: BTreeMap<(u8, u16, u32), IpAddr>,
     next_seq: u32,
     rounds: u32,
     frontier: u8,
@@ -224,6 +236,11 @@ impl Trace {
         self.frontier
     }
 
+    /// The flow identifier of a round's probes (0 .. flows).
+    pub fn flow(&self, round: u32) -> u16 {
+        (round.saturating_sub(1) % u32::from(self.plan.flows.max(1))) as u16
+    }
+
     /// The sequence number the next probe recorded with [`Trace::sent`] gets.
     pub fn next_seq(&self) -> u32 {
         self.next_seq
@@ -274,7 +291,8 @@ impl Trace {
             _ => {}
         }
         if matches!(r.answer, Answer::TimeExceeded | Answer::Reached) {
-            self.answered.entry((p.ttl, p.round)).or_insert(r.from);
+            let flow = self.flow(p.round);
+            self.answered.entry((p.ttl, flow, p.round)).or_insert(r.from);
         }
     }
 
@@ -351,6 +369,8 @@ impl Trace {
                 rtt_ms,
                 note: None,
                 destination: self.dest_ttl == Some(ttl),
+                flows: Vec::new(),
+                load_balanced: false,
             });
         }
         // Path loss: the least loss at this hop or any later one that answers at all.
@@ -379,16 +399,37 @@ impl Trace {
             }
             before = h.path_loss_pct;
         }
-        // Route changes: per TTL, the answering address of each round in order.
+        // Route changes: per TTL and flow, the answering address of each round in order.
         let mut route_changes = Vec::new();
-        let mut prev: Option<(u8, IpAddr)> = None;
-        for (&(ttl, round), &addr) in &self.answered {
-            if let Some((pt, pa)) = prev {
-                if pt == ttl && pa != addr {
+        let mut prev: Option<(u8, u16, IpAddr)> = None;
+        // Per TTL, each flow's latest address (what it meets now).
+        let mut latest: BTreeMap<u8, BTreeMap<u16, IpAddr>> = BTreeMap::new();
+        for (&(ttl, flow, round), &addr) in &self.answered {
+            if let Some((pt, pf, pa)) = prev {
+                if pt == ttl && pf == flow && pa != addr {
                     route_changes.push(RouteChange { round, ttl, before: pa, after: addr });
                 }
             }
-            prev = Some((ttl, addr));
+            prev = Some((ttl, flow, addr));
+            latest.entry(ttl).or_default().insert(flow, addr);
+        }
+        route_changes.sort_by_key(|c| (c.round, c.ttl));
+        if self.plan.flows > 1 {
+            for h in hops.iter_mut() {
+                let Some(by_flow) = latest.get(&h.ttl) else { continue };
+                h.flows = by_flow.iter().map(|(f, a)| (*f, *a)).collect();
+                let distinct: std::collections::BTreeSet<IpAddr> = by_flow.values().copied().collect();
+                let changed = route_changes.iter().any(|c| c.ttl == h.ttl);
+                // Different flows, different addresses, none of them moving: load balancing.
+                // (The destination answers from its own address whichever way a probe came.)
+                if distinct.len() > 1 && !changed {
+                    h.load_balanced = true;
+                    h.note = Some(match h.note.take() {
+                        Some(n) => format!("{n}; load-balanced over {}", distinct.len()),
+                        None => format!("load-balanced over {}", distinct.len()),
+                    });
+                }
+            }
         }
         Report {
             hops,
@@ -411,7 +452,7 @@ mod tests {
     }
 
     fn plan() -> Plan {
-        Plan { first_ttl: 1, max_ttl: 30, wait_ns: 1_000 * MS }
+        Plan { first_ttl: 1, max_ttl: 30, wait_ns: 1_000 * MS, flows: 1 }
     }
 
     /// Runs `rounds` rounds over a chain whose hop k (1-based) has address 10.0.k.1, RTT 2k ms,
@@ -513,6 +554,51 @@ mod tests {
             vec![RouteChange { round: 7, ttl: 2, before: ip("10.0.2.1"), after: ip("10.9.9.9") }]
         );
         assert_eq!(r.hops[1].addrs, vec![(ip("10.0.2.1"), 6), (ip("10.9.9.9"), 4)]);
+    }
+
+    /// [`run`]'s chain probed with `flows` flows, hop 2's address chosen by `addr(round, flow)`.
+    fn run_flows(rounds: u32, flows: u16, addr: impl Fn(u32, u16) -> IpAddr) -> Report {
+        let mut t = Trace::new(Plan { flows, ..plan() });
+        for round in 1..=rounds {
+            let base = u64::from(round) * 1_000 * MS;
+            let ttls: Vec<u8> = t.ttls().collect();
+            let flow = t.flow(round);
+            for ttl in ttls.into_iter().filter(|&x| x <= 4) {
+                let at = base + u64::from(ttl) * MS / 10;
+                let seq = t.sent(round, ttl, at, 60);
+                let from = if ttl == 2 { addr(round, flow) } else { chain_addr(round, ttl) };
+                let answer = if ttl == 4 { Answer::Reached } else { Answer::TimeExceeded };
+                t.reply(Reply { seq, from, at_ns: at + 2 * u64::from(ttl) * MS, answer });
+            }
+            t.expire(base + 999 * MS);
+        }
+        t.report()
+    }
+
+    #[test]
+    fn flows_that_keep_their_own_path_are_load_balancing_not_route_changes() {
+        // Even flows go by 10.0.2.1, odd ones by 10.0.2.9: a per-flow load balancer at hop 1.
+        let split = |_: u32, flow: u16| if flow & 1 == 0 { ip("10.0.2.1") } else { ip("10.0.2.9") };
+        let r = run_flows(16, 8, split);
+        assert!(r.route_changes.is_empty(), "{:?}", r.route_changes);
+        let h = &r.hops[1];
+        assert!(h.load_balanced, "{h:?}");
+        assert_eq!(h.note.as_deref(), Some("load-balanced over 2"));
+        assert_eq!(h.flows.len(), 8);
+        assert!(h.flows.iter().all(|&(f, a)| a == split(0, f)), "{:?}", h.flows);
+        assert!(r.hops.iter().enumerate().all(|(i, x)| i == 1 || !x.load_balanced), "{r:?}");
+        // One flow (Paris-style) sees one address, whatever the balancer does with others.
+        let r = run_flows(16, 1, split);
+        assert_eq!(r.hops[1].addrs.len(), 1);
+        assert!(!r.hops[1].load_balanced && r.hops[1].flows.is_empty());
+        // A flow that moves is a route change, at the round it moved, even with several flows.
+        let moved = |round: u32, flow: u16| if round > 8 && flow == 3 { ip("10.0.7.7") } else { split(round, flow) };
+        let r = run_flows(16, 4, moved);
+        assert_eq!(
+            r.route_changes,
+            vec![RouteChange { round: 12, ttl: 2, before: ip("10.0.2.9"), after: ip("10.0.7.7") }]
+        );
+        assert!(!r.hops[1].load_balanced, "a hop that changed is not called balanced: {:?}", r.hops[1]);
     }
 
     #[test]

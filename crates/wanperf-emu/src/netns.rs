@@ -339,20 +339,21 @@ pub fn packet_socket(name: &str, vnet: bool) -> Result<OwnedFd, EnvError> {
     Ok(fd)
 }
 
-/// Adds a route in the calling thread's namespace: `dst/prefix` via `gateway` out of
-/// interface `oif` (main table, static, universe scope).
-pub fn add_route(dst: IpAddr, prefix: u8, gateway: IpAddr, oif: u32) -> Result<(), EnvError> {
-    route_request(dst, prefix, gateway, oif, NLM_F_CREATE | NLM_F_EXCL)
+/// Adds a route in the calling thread's namespace: `dst/prefix` via each (gateway, interface
+/// index) of `hops` — one next hop, or a multipath route spreading flows over several (main
+/// table, static, universe scope).
+pub fn add_route(dst: IpAddr, prefix: u8, hops: &[(IpAddr, u32)]) -> Result<(), EnvError> {
+    route_request(dst, prefix, hops, NLM_F_CREATE | NLM_F_EXCL)
 }
 
 /// Adds or replaces the route to `dst/prefix` in the calling thread's namespace.
-pub fn replace_route(dst: IpAddr, prefix: u8, gateway: IpAddr, oif: u32) -> Result<(), EnvError> {
-    route_request(dst, prefix, gateway, oif, NLM_F_CREATE | netlink_packet_core::NLM_F_REPLACE)
+pub fn replace_route(dst: IpAddr, prefix: u8, hops: &[(IpAddr, u32)]) -> Result<(), EnvError> {
+    route_request(dst, prefix, hops, NLM_F_CREATE | netlink_packet_core::NLM_F_REPLACE)
 }
 
-fn route_request(dst: IpAddr, prefix: u8, gateway: IpAddr, oif: u32, flags: u16) -> Result<(), EnvError> {
+fn route_request(dst: IpAddr, prefix: u8, hops: &[(IpAddr, u32)], flags: u16) -> Result<(), EnvError> {
     use netlink_packet_route::route::{
-        RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+        RouteAttribute, RouteHeader, RouteMessage, RouteNextHop, RouteProtocol, RouteScope, RouteType,
     };
     let mut m = RouteMessage::default();
     m.header.address_family = if dst.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
@@ -362,8 +363,24 @@ fn route_request(dst: IpAddr, prefix: u8, gateway: IpAddr, oif: u32, flags: u16)
     m.header.scope = RouteScope::Universe;
     m.header.kind = RouteType::Unicast;
     m.attributes.push(RouteAttribute::Destination(dst.into()));
-    m.attributes.push(RouteAttribute::Gateway(gateway.into()));
-    m.attributes.push(RouteAttribute::Oif(oif));
+    match hops {
+        [(gateway, oif)] => {
+            m.attributes.push(RouteAttribute::Gateway((*gateway).into()));
+            m.attributes.push(RouteAttribute::Oif(*oif));
+        }
+        _ => {
+            let next = hops
+                .iter()
+                .map(|&(gateway, oif)| {
+                    let mut h = RouteNextHop::default();
+                    h.interface_index = oif;
+                    h.attributes.push(RouteAttribute::Gateway(gateway.into()));
+                    h
+                })
+                .collect();
+            m.attributes.push(RouteAttribute::MultiPath(next));
+        }
+    }
     netlink_request("add route", RouteNetlinkMessage::NewRoute(m), flags)
 }
 

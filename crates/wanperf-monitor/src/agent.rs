@@ -707,6 +707,7 @@ fn run_trace(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &Ato
         size: overhead(ip.is_ipv6()) + 32,
         mtu: false,
         gap: Duration::from_millis(5),
+        flows: 1,
     };
     let report = wanperf_diag::run::trace(ip, &o, |_, _| !stop.load(Ordering::Acquire));
     r.end = now_unix();

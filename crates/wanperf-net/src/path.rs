@@ -32,6 +32,7 @@ pub fn topology(cfg: &PathConfig) -> Topology {
         traffic: Vec::new(),
         seed: cfg.seed,
         export: None,
+        ecmp: false,
     }
 }
 

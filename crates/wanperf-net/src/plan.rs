@@ -5,7 +5,8 @@
 //! .2 / ::2. A two-host network therefore has the addresses `wanperf path` always had.
 //!
 //! Routes are shortest paths by the links' `cost` (default 1, so hops), computed from every
-//! node to every link's subnet, ties going to the lower-numbered link; `[[route]] path = […]`
+//! node to every link's subnet, ties going to the lower-numbered link — or, with `ecmp =
+//! true`, to all of the tied links at once (a multipath route); `[[route]] path = […]`
 //! adds host routes (/32, /128) for the last node's addresses along the given nodes, which
 //! win over the subnet routes by being more specific. Destination-based, as IP is: a router
 //! on such a path sends everything for that destination that way, whoever sent it.
@@ -50,6 +51,10 @@ pub struct Route {
     pub iface: usize,
     /// Next hop (the neighbour's address on that link).
     pub via: IpAddr,
+    /// Further equal-cost next hops (interface, neighbour's address) with `ecmp`: the route
+    /// is a multipath route over these and the first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<(usize, IpAddr)>,
 }
 
 /// Interfaces and routes.
@@ -179,16 +184,34 @@ impl Plan {
             }
         };
         let mut routes = Vec::new();
-        for s in 0..t.nodes.len() {
-            let best = dijkstra(t, s);
+        let all: Vec<Vec<Option<(u64, usize)>>> = (0..t.nodes.len()).map(|s| dijkstra(t, s)).collect();
+        // Distance from `v` to the nearer end of link `li` (0 at an end).
+        let to_link = |v: usize, li: usize| -> Option<u64> {
+            let l = &t.links[li];
+            [l.a, l.b].into_iter().filter_map(|e| if e == v { Some(0) } else { all[v][e].map(|x| x.0) }).min()
+        };
+        for (s, best) in all.iter().enumerate() {
             for (li, l) in t.links.iter().enumerate() {
                 if l.a == s || l.b == s {
                     continue;
                 }
                 // Toward the nearer end of the link (ties: end a).
                 let hop = [l.a, l.b].into_iter().filter_map(|e| best[e]).min_by_key(|&(d, first)| (d, first));
-                let Some((_, first)) = hop else { continue };
+                let Some((d, first)) = hop else { continue };
                 let out = iface_of(s, first);
+                // With ECMP, every other link out of `s` that starts a path as short.
+                let more: Vec<usize> = if t.ecmp {
+                    (0..t.links.len())
+                        .filter(|&x| x != first && (t.links[x].a == s || t.links[x].b == s))
+                        .filter(|&x| {
+                            let v = if t.links[x].a == s { t.links[x].b } else { t.links[x].a };
+                            to_link(v, li).is_some_and(|rest| rest + u64::from(t.links[x].cost) == d)
+                        })
+                        .map(|x| iface_of(s, x))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 let (s4, s6) = subnet(numbers[li]);
                 routes.push(Route {
                     node: s,
@@ -196,6 +219,7 @@ impl Plan {
                     prefix: 24,
                     iface: out,
                     via: IpAddr::V4(ifaces[out].peer_v4),
+                    more: more.iter().map(|&i| (i, IpAddr::V4(ifaces[i].peer_v4))).collect(),
                 });
                 routes.push(Route {
                     node: s,
@@ -203,6 +227,7 @@ impl Plan {
                     prefix: 64,
                     iface: out,
                     via: IpAddr::V6(ifaces[out].peer_v6),
+                    more: more.iter().map(|&i| (i, IpAddr::V6(ifaces[i].peer_v6))).collect(),
                 });
             }
         }
@@ -230,6 +255,7 @@ impl Plan {
                         prefix: 32,
                         iface: out,
                         via: IpAddr::V4(ifaces[out].peer_v4),
+                        more: Vec::new(),
                     });
                     routes.push(Route {
                         node: here,
@@ -237,6 +263,7 @@ impl Plan {
                         prefix: 128,
                         iface: out,
                         via: IpAddr::V6(ifaces[out].peer_v6),
+                        more: Vec::new(),
                     });
                 }
             }
@@ -260,7 +287,8 @@ impl Plan {
     }
 
     /// The nodes a packet from `src` to address `dst` visits, by following routes (None on a
-    /// loop or a dead end). For tests and for `net` to print.
+    /// loop or a dead end; a multipath route's first next hop). For tests and for `net` to
+    /// print.
     pub fn walk(&self, src: usize, dst: IpAddr) -> Option<Vec<usize>> {
         let mut at = src;
         let mut seen = vec![src];
@@ -375,6 +403,67 @@ b = "r2"
         // The r3 links' subnets are reached through r1 or r2, whichever is nearer.
         let r3 = p.ifaces.iter().find(|i| i.node == 4).unwrap().v4;
         assert_eq!(names(&t, &p.walk(0, IpAddr::V4(r3)).unwrap()), ["a", "r1", "r3"]);
+    }
+
+    #[test]
+    fn ecmp_routes_spread_over_every_equally_short_path() {
+        // a — r1 — {r2 | r3 — r4} — … made equal: r1 — r2 — r4 — b beside r1 — r3 — r4.
+        let text = r#"
+ecmp = true
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[router]]
+name = "r1"
+[[router]]
+name = "r2"
+[[router]]
+name = "r3"
+[[router]]
+name = "r4"
+[[link]]
+a = "a"
+b = "r1"
+[[link]]
+a = "r1"
+b = "r2"
+[[link]]
+a = "r1"
+b = "r3"
+[[link]]
+a = "r2"
+b = "r4"
+[[link]]
+a = "r3"
+b = "r4"
+[[link]]
+a = "r4"
+b = "b"
+"#;
+        let t = topo(text);
+        let p = Plan::new(&t).unwrap();
+        let b4 = IpAddr::V4(p.addr_of(1).unwrap());
+        // r1 (node 2) reaches b's subnet over r2 and over r3.
+        let r = p.lookup(2, b4).unwrap();
+        let mut vias: Vec<IpAddr> = std::iter::once(r.via).chain(r.more.iter().map(|m| m.1)).collect();
+        vias.sort();
+        let r2 = IpAddr::V4(p.ifaces_of(3).next().unwrap().v4);
+        let r3 = IpAddr::V4(p.ifaces_of(4).next().unwrap().v4);
+        assert_eq!(vias, [r2, r3]);
+        // r4 (node 5) reaches a's subnet both ways back; a and r2 have one way only.
+        let a4 = IpAddr::V4(p.addr_of(0).unwrap());
+        assert_eq!(p.lookup(5, a4).unwrap().more.len(), 1);
+        assert!(p.lookup(0, b4).unwrap().more.is_empty());
+        assert!(p.lookup(3, b4).unwrap().more.is_empty());
+        // The subnet between r2 and r4 is one hop from r1 only through r2: no spreading.
+        let r2r4 = IpAddr::V4(p.ifaces_of(3).nth(1).unwrap().v4);
+        assert!(p.lookup(2, r2r4).unwrap().more.is_empty());
+        // Without `ecmp`, the same network has a single path (the lower-numbered link).
+        let t = topo(&text.replace("ecmp = true\n", ""));
+        let p = Plan::new(&t).unwrap();
+        assert!(p.routes.iter().all(|r| r.more.is_empty()));
+        assert_eq!(names(&t, &p.walk(0, b4).unwrap()), ["a", "r1", "r2", "r4", "b"]);
     }
 
     #[test]

@@ -69,8 +69,27 @@ fn link_modes(t: &Topology, li: usize) -> (bool, bool) {
     (offload, pull)
 }
 
-/// Sysctls every node gets, and a router's extras.
-fn configure_node(kind: &NodeKind) -> Result<(), EnvError> {
+/// A route as the kernel is told it: destination, prefix, and (next hop, device) for each
+/// of its next hops (several: a multipath route).
+type KernelRoute = (IpAddr, u8, Vec<(IpAddr, String)>);
+
+fn kernel_route(plan: &Plan, r: &crate::plan::Route) -> KernelRoute {
+    let hops = std::iter::once((r.via, r.iface)).chain(r.more.iter().map(|&(i, via)| (via, i)));
+    (r.dst, r.prefix, hops.map(|(via, i)| (via, plan.ifaces[i].dev.clone())).collect())
+}
+
+/// Device names to interface indexes, inside the node's namespace.
+fn resolve_hops(hops: &[(IpAddr, String)]) -> Result<Vec<(IpAddr, u32)>, EnvError> {
+    hops.iter().map(|(via, dev)| Ok((*via, netns::ifindex(dev)?))).collect()
+}
+
+/// Sysctls every node gets, and a router's extras; with `ecmp`, multipath routes hash
+/// flows by addresses, protocol and ports (policy 1), as per-flow load balancers do.
+fn configure_node(kind: &NodeKind, ecmp: bool) -> Result<(), EnvError> {
+    if ecmp {
+        netns::sysctl("net/ipv4/fib_multipath_hash_policy", "1")?;
+        netns::sysctl("net/ipv6/fib_multipath_hash_policy", "1")?;
+    }
     // Asymmetric routes are the point of some topologies: no reverse-path filtering, and
     // routers do not redirect hosts around themselves.
     for k in ["net/ipv4/conf/all/rp_filter", "net/ipv4/conf/default/rp_filter"] {
@@ -164,8 +183,8 @@ impl Network {
         let mut nodes = Vec::with_capacity(topo.nodes.len());
         for n in &topo.nodes {
             let ns = Netns::new()?;
-            let kind = n.kind.clone();
-            ns.run(move || configure_node(&kind))??;
+            let (kind, ecmp) = (n.kind.clone(), topo.ecmp);
+            ns.run(move || configure_node(&kind, ecmp))??;
             nodes.push(ns);
         }
         // Devices: TUN where this user may open /dev/net/tun, else veth pairs into a middle
@@ -195,15 +214,11 @@ impl Network {
         }
         // Routes, once every device exists.
         for (ni, ns) in nodes.iter().enumerate() {
-            let routes: Vec<(IpAddr, u8, IpAddr, String)> = plan
-                .routes
-                .iter()
-                .filter(|r| r.node == ni)
-                .map(|r| (r.dst, r.prefix, r.via, plan.ifaces[r.iface].dev.clone()))
-                .collect();
+            let routes: Vec<KernelRoute> =
+                plan.routes.iter().filter(|r| r.node == ni).map(|r| kernel_route(&plan, r)).collect();
             ns.run(move || -> Result<(), EnvError> {
-                for (dst, prefix, via, dev) in routes {
-                    netns::add_route(dst, prefix, via, netns::ifindex(&dev)?)?;
+                for (dst, prefix, hops) in routes {
+                    netns::add_route(dst, prefix, &resolve_hops(&hops)?)?;
                 }
                 Ok(())
             })??;
@@ -359,17 +374,14 @@ impl Network {
         let changed: Vec<crate::plan::Route> =
             plan.routes.iter().filter(|r| !self.plan.routes.contains(r)).cloned().collect();
         for (ni, ns) in self.nodes.iter().enumerate() {
-            let mine: Vec<(IpAddr, u8, IpAddr, String)> = changed
-                .iter()
-                .filter(|r| r.node == ni)
-                .map(|r| (r.dst, r.prefix, r.via, plan.ifaces[r.iface].dev.clone()))
-                .collect();
+            let mine: Vec<KernelRoute> =
+                changed.iter().filter(|r| r.node == ni).map(|r| kernel_route(&plan, r)).collect();
             if mine.is_empty() {
                 continue;
             }
             ns.run(move || -> Result<(), EnvError> {
-                for (dst, prefix, via, dev) in mine {
-                    netns::replace_route(dst, prefix, via, netns::ifindex(&dev)?)?;
+                for (dst, prefix, hops) in mine {
+                    netns::replace_route(dst, prefix, &resolve_hops(&hops)?)?;
                 }
                 Ok(())
             })??;

@@ -214,6 +214,10 @@ pub struct Topology {
     pub seed: u64,
     /// Flow records of what crosses the links, exported to collectors.
     pub export: Option<FlowExport>,
+    /// Equal-cost multipath: where several shortest paths lead to a subnet, a node's route
+    /// spreads flows over all of them (the kernel's hash of addresses, protocol and ports),
+    /// as per-flow load balancers do.
+    pub ecmp: bool,
 }
 
 /// The `[export]` table: NetFlow v9 / IPFIX from the emulator's own view of every packet a
@@ -278,6 +282,8 @@ struct File {
     name: Option<String>,
     description: Option<String>,
     seed: Option<u64>,
+    #[serde(default)]
+    ecmp: bool,
     #[serde(default)]
     host: Vec<Spanned<Table>>,
     #[serde(default)]
@@ -618,6 +624,7 @@ impl Topology {
             traffic,
             seed: file.seed.unwrap_or(1),
             export,
+            ecmp: file.ecmp,
         };
         check_graph(&topo)?;
         // Addresses (explicit subnets may collide).

@@ -270,7 +270,13 @@ fn plan_json(t: &Topology, p: &Plan) -> Value {
     let routes: Vec<Value> = p
         .routes
         .iter()
-        .map(|r| json!({"node": t.nodes[r.node].name, "dst": format!("{}/{}", r.dst, r.prefix), "via": r.via, "dev": p.ifaces[r.iface].dev}))
+        .map(|r| {
+            let mut v = json!({"node": t.nodes[r.node].name, "dst": format!("{}/{}", r.dst, r.prefix), "via": r.via, "dev": p.ifaces[r.iface].dev});
+            if !r.more.is_empty() {
+                v["ecmp"] = r.more.iter().map(|&(i, via)| json!({"via": via, "dev": p.ifaces[i].dev})).collect();
+            }
+            v
+        })
         .collect();
     json!({"name": t.name, "nodes": nodes, "links": links, "routes": routes})
 }
@@ -326,9 +332,11 @@ pub fn show(a: ShowArgs) -> Result<ExitCode> {
         print_plan(&t, &p, &mut out);
         for (i, n) in t.nodes.iter().enumerate() {
             for r in p.routes.iter().filter(|r| r.node == i) {
+                let more: String =
+                    r.more.iter().map(|&(i, via)| format!(" | via {via} dev {}", p.ifaces[i].dev)).collect();
                 let _ = writeln!(
                     out,
-                    "  route {:<12} {}/{} via {} dev {}",
+                    "  route {:<12} {}/{} via {} dev {}{more}",
                     n.name, r.dst, r.prefix, r.via, p.ifaces[r.iface].dev
                 );
             }

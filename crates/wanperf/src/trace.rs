@@ -19,12 +19,17 @@ Examples:
   wanperf trace 198.18.5.2                  # 10 rounds, one a second, UDP probes
   wanperf trace HOST -c 60 --json           # a minute of rounds, one JSON report
   wanperf trace HOST --icmp                 # ICMP echo probes (needs ping sockets)
+  wanperf trace HOST --tcp -p 443           # TCP SYN probes, where UDP and ICMP are filtered
+  wanperf trace HOST --multipath 8 -c 32    # the paths of per-flow load balancers (8 flows)
   wanperf trace HOST --mtu                  # also find each link's MTU (DF set)
 
 Every probe of a trace has the same addresses, ports and checksum (Paris traceroute's
 constant flow identifier), so a per-flow load balancer sends them all one way; the probes are
 told apart by their payload, which routers quote back. Unprivileged: UDP errors are read from
-the socket's error queue (IP_RECVERR), ICMP echo uses ping sockets. Times are the kernel's
+the socket's error queue (IP_RECVERR), ICMP echo uses ping sockets, and a TCP SYN probe is a
+connect() from a TTL-limited socket whose ICMP errors land on its error queue too (the
+destination answers a SYN-ACK or a reset: either is `reached`). TCP probes share one source
+port, so they go one at a time, and one the kernel has resent (after 1 s) counts as lost. Times are the kernel's
 receive timestamps. Each router is probed once a round, so with the default one round a
 second no router's ICMP rate limit (Linux: one reply a second, a burst of 6) is reached.
 
@@ -32,7 +37,14 @@ Loss is split in two: `path` loss is what the path itself loses up to that hop (
 loss seen at that hop or any later one: a packet lost on a link is lost for every probe that
 crosses it); the rest of a hop's loss is only that router not answering (ICMP rate limiting
 or a busy control plane), marked `rate-limited`. `loss starts here` marks the hop where
-the path's loss steps up: the link into it (or the router) loses packets.")]
+the path's loss steps up: the link into it (or the router) loses packets.
+
+--multipath N gives the rounds N flow identifiers in turn (UDP: destination ports PORT ..
+PORT+N-1; TCP: N source ports), each constant across the hops of its round: a per-flow load
+balancer sends each flow its own way, and a hop answered from different addresses by
+different flows — each flow keeping its own — is `load-balanced`, not a route change (which
+is an address changing within one flow). Classic traceroute varies the port with every
+probe and so draws links between the hops of different paths that do not exist.")]
 pub struct TraceArgs {
     /// Destination (address or name).
     host: String,
@@ -52,17 +64,24 @@ pub struct TraceArgs {
     #[arg(short = 'm', long, default_value_t = 30, value_parser = clap::value_parser!(u8).range(1..=255))]
     max_ttl: u8,
     /// ICMP echo probes instead of UDP.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tcp")]
     icmp: bool,
-    /// UDP destination port (a closed port: the destination answers port unreachable).
-    #[arg(short, long, default_value_t = 33434)]
-    port: u16,
+    /// TCP SYN probes instead of UDP (to port 80 unless -p says otherwise).
+    #[arg(long)]
+    tcp: bool,
+    /// Destination port: UDP (a closed port, default 33434: the destination answers port
+    /// unreachable) or TCP (default 80; open or closed, both answer).
+    #[arg(short, long)]
+    port: Option<u16>,
     /// Probe size on the wire, bytes (IP header included); with --mtu, where discovery starts.
     #[arg(short, long)]
     size: Option<usize>,
     /// Find the path MTU: probes with DF set, shrunk to each MTU a router reports.
     #[arg(long)]
     mtu: bool,
+    /// Flow identifiers the rounds take in turn, to list load-balanced paths (UDP or TCP).
+    #[arg(long, value_name = "FLOWS", value_parser = clap::value_parser!(u16).range(2..=256), conflicts_with = "icmp")]
+    multipath: Option<u16>,
     /// Time between the probes of one round.
     #[arg(long, default_value = "5ms", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
     gap: f64,
@@ -131,15 +150,25 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
     if a.first_ttl > a.max_ttl {
         bail!("--first-ttl {} is above --max-ttl {}", a.first_ttl, a.max_ttl);
     }
+    if a.tcp && (a.mtu || a.size.is_some()) {
+        bail!("--tcp sends SYNs of their own size: --mtu and --size are for UDP and ICMP probes");
+    }
     let dst = resolve(&a.host)?;
     let overhead = probe::overhead(dst.is_ipv6());
     let size = a.size.unwrap_or(if a.mtu { 65_000 } else { overhead + 32 });
     if size < overhead + PAYLOAD_MIN || size > 65_000 {
         bail!("--size must be between {} and 65000 bytes", overhead + PAYLOAD_MIN);
     }
+    let method = if a.icmp {
+        Method::Icmp
+    } else if a.tcp {
+        Method::Tcp
+    } else {
+        Method::Udp
+    };
     let o = Options {
-        method: if a.icmp { Method::Icmp } else { Method::Udp },
-        port: a.port,
+        method,
+        port: a.port.unwrap_or(if a.tcp { 80 } else { 33434 }),
         rounds: a.rounds,
         interval: Duration::from_secs_f64(a.interval),
         wait: Duration::from_secs_f64(a.wait),
@@ -148,6 +177,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
         size,
         mtu: a.mtu,
         gap: Duration::from_secs_f64(a.gap),
+        flows: a.multipath.unwrap_or(1),
     };
     // A wrong --db fails before anything is sent.
     let mut store = a.save.open()?;
@@ -193,8 +223,9 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
         let params: std::collections::BTreeMap<String, serde_json::Value> = [
             ("host", serde_json::json!(a.host)),
             ("address", serde_json::json!(dst.to_string())),
-            ("method", serde_json::json!(if a.icmp { "icmp" } else { "udp" })),
+            ("method", serde_json::json!(format!("{method:?}").to_lowercase())),
             ("rounds", serde_json::json!(a.rounds)),
+            ("flows", serde_json::json!(a.multipath.unwrap_or(1))),
             ("size", serde_json::json!(size)),
         ]
         .into_iter()

@@ -196,12 +196,195 @@ fn a_route_change_during_a_trace_is_reported() {
 }
 
 #[test]
+fn tcp_syn_probes_find_every_router_and_the_destination_open_or_closed() {
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    let f = topo_file("trace-tcp", &chain("icmp_ratelimit = \"0ms\"", "icmp_ratelimit = \"0ms\"", ""));
+    let name = format!("tt{}", std::process::id());
+    let _up = Up::new(&f, &name);
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(["net", "exec", &name, "b", "--", BIN, "serve", "--listen", "0.0.0.0:0", "--allow", "198.18.0.0/15"]);
+    let server = Server::spawn(cmd);
+    // An open port (the server's: SYN-ACK) and a closed one (reset).
+    for port in [server.port_s(), "9".to_string()] {
+        let out = run(
+            &["net", "exec", &name, "a", "--", BIN, "trace", "198.18.5.2", "--tcp", "-p", &port, "-c", "3", "--json"],
+            Duration::from_secs(60),
+        );
+        let text = ok(&out);
+        let r = &serde_json::from_str::<Value>(text.lines().last().unwrap()).unwrap()["report"];
+        assert_eq!(r["reached"], true, "port {port}: {r}");
+        let h = hops(r);
+        assert_eq!(h.len(), 6, "port {port}: {r}");
+        let mut cum = 0.0;
+        for (k, x) in h.iter().enumerate() {
+            cum += 2.0 * CHAIN_DELAYS_MS[k];
+            let want = if k < 5 { format!("198.18.{k}.2") } else { "198.18.5.2".to_string() };
+            assert_eq!(x["addrs"][0][0], want.as_str(), "port {port}, hop {}: {x}", k + 1);
+            assert_eq!(x["addrs"].as_array().unwrap().len(), 1, "one flow, one path: {x}");
+            assert_eq!(num(&x["loss_pct"]), 0.0, "port {port}: {x}");
+            let min = num(&x["rtt_ms"]["min"]);
+            assert!(
+                rtt_fits(min, cum, 2 * (k as u32 + 1)),
+                "port {port}, hop {}: {min} ms, configured {cum} ms",
+                k + 1
+            );
+        }
+        assert_eq!(h[5]["destination"], true);
+    }
+    // As root, Debian's traceroute -T (raw sockets) lists the same routers.
+    if have("traceroute") && unsafe { libc::geteuid() } == 0 {
+        let out = run(
+            &[
+                "net",
+                "exec",
+                &name,
+                "a",
+                "--",
+                "traceroute",
+                "-T",
+                "-n",
+                "-q",
+                "1",
+                "-p",
+                &server.port_s(),
+                "198.18.5.2",
+            ],
+            Duration::from_secs(60),
+        );
+        let theirs = traceroute_hops(&ok(&out));
+        let addrs: Vec<&str> = theirs.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(addrs, ["198.18.0.2", "198.18.1.2", "198.18.2.2", "198.18.3.2", "198.18.4.2", "198.18.5.2"]);
+    }
+    // The server saw connections reset, and is still serving.
+    let mut server = server;
+    assert!(server.alive(), "{}", server.log_text());
+}
+
+/// a — r1 — r2 — r4 — b beside r1 — r3 — r4, equally short, with ECMP: r1 spreads flows
+/// over r2 and r3 by their addresses, protocol and ports (and r4 its answers back to a).
+const ECMP: &str = r#"
+name = "ecmp"
+ecmp = true
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[router]]
+name = "r1"
+icmp_ratelimit = "0ms"
+[[router]]
+name = "r2"
+icmp_ratelimit = "0ms"
+[[router]]
+name = "r3"
+icmp_ratelimit = "0ms"
+[[router]]
+name = "r4"
+icmp_ratelimit = "0ms"
+[[link]]
+a = "a"
+b = "r1"
+delay = "1ms"
+[[link]]
+a = "r1"
+b = "r2"
+delay = "1ms"
+[[link]]
+a = "r1"
+b = "r3"
+delay = "1ms"
+[[link]]
+a = "r2"
+b = "r4"
+delay = "1ms"
+[[link]]
+a = "r3"
+b = "r4"
+delay = "1ms"
+[[link]]
+a = "r4"
+b = "b"
+delay = "1ms"
+"#;
+
+/// The addresses in a traceroute -n hop line.
+fn addresses(line: &str) -> std::collections::BTreeSet<String> {
+    line.split_whitespace().filter(|w| w.parse::<std::net::IpAddr>().is_ok()).map(str::to_string).collect()
+}
+
+#[test]
+fn multipath_lists_both_load_balanced_paths_and_one_flow_keeps_to_one() {
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    let f = topo_file("trace-ecmp", ECMP);
+    let name = format!("te{}", std::process::id());
+    let _up = Up::new(&f, &name);
+    let trace = |args: &[&str]| -> Value {
+        let mut all = vec!["net", "exec", &name, "a", "--", BIN, "trace", "198.18.5.2", "--json"];
+        all.extend_from_slice(args);
+        let text = ok(&run(&all, Duration::from_secs(60)));
+        serde_json::from_str::<Value>(text.lines().last().unwrap()).unwrap()["report"].clone()
+    };
+    let set = |h: &Value| -> std::collections::BTreeSet<String> {
+        h["addrs"].as_array().unwrap().iter().map(|a| a[0].as_str().unwrap().to_string()).collect()
+    };
+    let both: std::collections::BTreeSet<String> = ["198.18.1.2", "198.18.2.2"].map(String::from).into();
+    let r4: std::collections::BTreeSet<String> = ["198.18.3.2", "198.18.4.2"].map(String::from).into();
+    // 16 flows: both ways out of r1 are seen (all 16 hashed alike: 2 in 65,536), and each
+    // flow keeps to its own — load balancing, not route changes. UDP and TCP SYN probes.
+    for args in
+        [&["--multipath", "16", "-c", "32", "-i", "0.2"][..], &["--tcp", "--multipath", "16", "-c", "32", "-i", "0.05"]]
+    {
+        let r = trace(args);
+        let h = hops(&r);
+        assert_eq!(h.len(), 4, "{args:?}: {r}");
+        assert_eq!(set(&h[1]), both, "{args:?}: hop 2 is r2 for some flows, r3 for others: {r}");
+        assert_eq!(h[1]["load_balanced"], true, "{args:?}: {}", h[1]);
+        assert_eq!(h[1]["flows"].as_array().unwrap().len(), 16, "{}", h[1]);
+        assert!(set(&h[2]).is_subset(&r4), "{args:?}: hop 3 is r4: {}", h[2]);
+        assert_eq!(h[3]["destination"], true);
+        assert!(r["route_changes"].as_array().unwrap().is_empty(), "{args:?}: {r}");
+    }
+    // One flow (the default, Paris-style): one path, the same address at hop 2 every round.
+    let r = trace(&["-c", "12", "-i", "0.2"]);
+    let h = hops(&r);
+    assert_eq!(set(&h[1]).len(), 1, "{r}");
+    assert!(set(&h[1]).is_subset(&both), "{r}");
+    assert_eq!(h[1]["load_balanced"], false);
+    // Classic traceroute changes the port with every probe, so its probes of one hop take
+    // different paths: hop 2 shows both routers (the false links Paris traceroute fixed).
+    // Two runs of its most probes a hop (10), from two base ports: 20 ports.
+    if have("traceroute") {
+        let mut seen = std::collections::BTreeSet::new();
+        for port in ["33434", "40000"] {
+            let out = run(
+                &["net", "exec", &name, "a", "--", "traceroute", "-n", "-q", "10", "-w", "1", "-p", port, "198.18.5.2"],
+                Duration::from_secs(60),
+            );
+            let text = ok(&out);
+            let line = text.lines().find(|l| l.trim_start().starts_with("2 ")).unwrap_or_else(|| panic!("{text}"));
+            seen.extend(addresses(line));
+        }
+        assert_eq!(seen, both);
+    }
+}
+
+#[test]
 fn bad_input_gets_one_line() {
     for args in [
         vec!["trace", "no.such.host.invalid"],
         vec!["trace", "198.18.0.2", "--first-ttl", "9", "--max-ttl", "3"],
         vec!["trace", "198.18.0.2", "--size", "10"],
         vec!["trace", "198.18.0.2", "-c", "0"],
+        vec!["trace", "198.18.0.2", "--tcp", "--mtu"],
+        vec!["trace", "198.18.0.2", "--tcp", "--icmp"],
+        vec!["trace", "198.18.0.2", "--icmp", "--multipath", "4"],
+        vec!["trace", "198.18.0.2", "--multipath", "1"],
     ] {
         let out = run(&args, Duration::from_secs(20));
         assert!(!out.status.success(), "{args:?}");
