@@ -108,6 +108,7 @@ def main():
             avail_truth = truth["c"] * (1 - truth["load"])
             row["avail_err"] = None if a is None else (a - avail_truth) / truth["c"]
             row["bytes"] = rep["bytes_sent"]
+            row["cost"] = rep.get("cost") or {}
             row["seconds"] = rep["seconds"]
         rows.append(row)
         fmt = lambda x, f: "-" if x is None else f.format(x)
@@ -131,9 +132,13 @@ def main():
     if avail:
         print(f"available bandwidth error (share of capacity): median {statistics.median(avail):.1%}, worst {max(avail):.1%}, "
               f"within 5 %: {sum(e <= 0.05 for e in avail)}/{len(avail)}")
-    print(f"cost per estimate: median {statistics.median(r['bytes'] for r in est) / 1e6:.2f} MB, "
+    print(f"cost of a run (every estimate): median {statistics.median(r['bytes'] for r in est) / 1e6:.2f} MB, "
           f"{statistics.median(r['seconds'] for r in est):.1f} s; worst {max(r['bytes'] for r in est) / 1e6:.2f} MB, "
           f"{max(r['seconds'] for r in est):.1f} s")
+    for phase in ("capacity", "reverse", "bottleneck", "available"):
+        v = [r["cost"].get(phase, 0) for r in est if r.get("cost")]
+        if v:
+            print(f"  {phase:<11} median {statistics.median(v) / 1e6:.3f} MB, worst {max(v) / 1e6:.3f} MB")
     med = lambda k: statistics.median(r[k] for r in rows)
     print(f"trace completion (3 probes a hop): wanperf trace {med('t_trace'):.2f} s, mtr {med('t_mtr'):.2f} s "
           f"({med('t_mtr') / med('t_trace'):.2f}x), traceroute -q 3 {med('t_traceroute'):.2f} s "

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 /// Settings of a measurement.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Most bytes sent (IP bytes of every packet), all phases together.
+    /// Most bytes sent (IP bytes of every packet), all phases together: a sixth for the
+    /// capacity, a tenth each for the way back and the bottleneck's hop, the rest (more than
+    /// half) for the available bandwidth.
     pub budget_bytes: u64,
     /// Most time spent.
     pub time: Duration,
@@ -34,7 +36,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            budget_bytes: 1_000_000,
+            budget_bytes: 1_500_000,
             time: Duration::from_secs(10),
             size: 1500,
             train_len: 33,
@@ -95,10 +97,27 @@ pub struct Report {
     pub streams: u32,
     /// Bytes sent, all phases (IP bytes).
     pub bytes_sent: u64,
+    /// What each estimate cost (its own packets), bytes.
+    pub cost: Cost,
     /// Packets sent that the server did not echo.
     pub lost: u64,
     /// Seconds spent.
     pub seconds: f64,
+}
+
+/// Bytes each phase sent (IP bytes; the way back's trains count as sent, by the server).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Cost {
+    /// The RTT probes.
+    pub rtt: u64,
+    /// The capacity's trains.
+    pub capacity: u64,
+    /// The way back's trains and token exchange.
+    pub reverse: u64,
+    /// The recursive packet trains.
+    pub bottleneck: u64,
+    /// The available bandwidth's streams.
+    pub available: u64,
 }
 
 /// Why a measurement could not be made.
@@ -266,13 +285,16 @@ pub fn measure(
         rpts: 0,
         streams: 0,
         bytes_sent: 0,
+        cost: Cost::default(),
         lost: 0,
         seconds: 0.0,
     };
+    report.cost.rtt = r.sent_bytes;
 
-    // Capacity: back-to-back trains, a quarter of the budget (at least 4 trains if it allows).
+    // Capacity: back-to-back trains, a sixth of the budget (at least 4 trains if it allows).
     let train_bytes = u64::from(o.train_len) * size as u64;
-    let want_trains = ((o.budget_bytes as f64 * 0.25) / train_bytes as f64).floor().max(4.0) as u32;
+    let want_trains = ((o.budget_bytes as f64 / 6.0) / train_bytes as f64).floor().max(4.0) as u32;
+    let phase_start = r.sent_bytes;
     let mut trains = Vec::new();
     while report.trains < want_trains && r.affordable(train_bytes) && r.left() > o.time / 2 {
         if !progress("capacity", share(&r)) {
@@ -296,21 +318,25 @@ pub fn measure(
         std::thread::sleep(r.rtt.max(Duration::from_millis(20)));
     }
     report.capacity = capacity::capacity(&trains);
+    report.cost.capacity = r.sent_bytes - phase_start;
 
     // The reverse path: trains the server sends back to back, timed here by the kernel,
-    // 15 % of the budget (their bytes count: they load the path as much).
+    // a tenth of the budget (their bytes count: they load the path as much).
+    let phase_start = r.sent_bytes;
     if o.reverse && progress("reverse capacity", share(&r)) {
-        let want = ((o.budget_bytes as f64 * 0.15) / train_bytes as f64).floor().max(3.0) as u32;
+        let want = ((o.budget_bytes as f64 * 0.1) / train_bytes as f64).floor().max(3.0) as u32;
         report.reverse = Some(r.reverse(want, size)?);
     }
+    report.cost.reverse = r.sent_bytes - phase_start;
 
     // The bottleneck's hop: recursive packet trains, a second apart (routers' ICMP rate limits
-    // refill), 15 % of the budget.
+    // refill), a tenth of the budget.
+    let phase_start = r.sent_bytes;
     if o.locate {
         let loads = 20u64;
         let heads = u64::from(o.max_ttl);
         let rpt_bytes = loads * size as u64 + 2 * heads * small as u64;
-        let want = ((o.budget_bytes as f64 * 0.15) / rpt_bytes as f64).floor().clamp(3.0, 8.0) as u32;
+        let want = ((o.budget_bytes as f64 * 0.1) / rpt_bytes as f64).floor().clamp(3.0, 8.0) as u32;
         let mut rpts = Vec::new();
         let mut routers: HashMap<u8, HashMap<IpAddr, u32>> = HashMap::new();
         let mut dest_ttl: Option<u8> = None;
@@ -391,7 +417,10 @@ pub fn measure(
         }
     }
 
+    report.cost.bottleneck = r.sent_bytes - phase_start;
+
     // Available bandwidth: paced streams above it, their spread pooled, with what is left.
+    let phase_start = r.sent_bytes;
     if let (true, Some(c)) = (o.avail, &report.capacity) {
         let mut probe = AvailProbe::new(c.bps);
         loop {
@@ -436,6 +465,7 @@ pub fn measure(
         }
         report.available = probe.estimate();
     }
+    report.cost.available = r.sent_bytes - phase_start;
     report.bytes_sent = r.sent_bytes;
     report.lost = r.lost;
     report.seconds = r.started.elapsed().as_secs_f64();

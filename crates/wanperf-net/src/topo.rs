@@ -187,6 +187,9 @@ pub enum Traffic {
         to: usize,
         /// Parallel flows.
         flows: u32,
+        /// A cap on all flows together, bit/s (TCP pacing: `wanperf tput -b`); None: as fast as
+        /// TCP goes.
+        rate_bps: Option<u64>,
         /// Start.
         start_ns: Nanos,
         /// Stop (None: 3600 s).
@@ -607,8 +610,12 @@ impl Topology {
                     return Err(err(lt, "`from` and `to` are the same host"));
                 }
                 let flows = r.uint("flows", 1..=128)?.unwrap_or(1) as u32;
-                r.finish(&["from", "to", "flows", "start", "stop"])?;
-                traffic.push(Traffic::Tcp { from, to, flows, start_ns, stop_ns, line });
+                let rate_bps = match r.string("rate")? {
+                    None => None,
+                    Some((lr, rate)) => Some(parse_link_rate("rate", &rate).map_err(|e| err(lr, e.to_string()))?),
+                };
+                r.finish(&["from", "to", "flows", "rate", "start", "stop"])?;
+                traffic.push(Traffic::Tcp { from, to, flows, rate_bps, start_ns, stop_ns, line });
             }
         }
         let _ = file.description;
@@ -773,6 +780,7 @@ stop = "2s"
 from = "b"
 to = "a"
 flows = 2
+rate = "3M"
 "#;
 
     #[test]
@@ -798,7 +806,7 @@ flows = 2
             t.traffic[0],
             Traffic::Link { link: 1, ab: true, rate_bps: 5_000_000, start_ns: 1_000_000_000, .. }
         ));
-        assert!(matches!(t.traffic[1], Traffic::Tcp { from: 1, to: 0, flows: 2, .. }));
+        assert!(matches!(t.traffic[1], Traffic::Tcp { from: 1, to: 0, flows: 2, rate_bps: Some(3_000_000), .. }));
     }
 
     fn bad(text: &str) -> TopoError {

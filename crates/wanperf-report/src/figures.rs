@@ -55,8 +55,13 @@ fn numbered(base: &str, k: usize) -> String {
 /// Every figure the run supports, in report order.
 pub fn all(v: &View) -> Vec<Item> {
     let mut out = Vec::new();
-    // A run of traces alone has none of the measurements' figures to miss.
-    if v.groups.iter().flat_map(|g| &g.cells).all(|c| c.cell.summary["trace"].is_object()) {
+    // A run of traces (or capacity measurements) alone has none of the measurements'
+    // figures to miss.
+    if v.groups
+        .iter()
+        .flat_map(|g| &g.cells)
+        .all(|c| c.cell.summary["trace"].is_object() || c.cell.summary["capacity"].is_object())
+    {
         traces(v, &mut out);
         return out;
     }

@@ -214,6 +214,7 @@ pub fn statistics(v: &View) -> String {
     h += &copies(v);
     h += &verdicts(v);
     h += &traces(v);
+    h += &capacities(v);
 
     let ping: Vec<&Group> = v.groups.iter().filter(|g| g.plain.is_some()).collect();
     if !ping.is_empty() {
@@ -286,6 +287,54 @@ fn traces(v: &View) -> String {
         }
         h += "</table></div>\n";
     }
+    h
+}
+
+/// Capacity measurements (`wanperf capacity --save`): the narrow link's rate each way with
+/// its range, the available bandwidth, the bottleneck's hop, and what the estimate cost.
+fn capacities(v: &View) -> String {
+    let cells = cells_where(v, |c| c.cell.summary["capacity"].is_object());
+    if cells.is_empty() {
+        return String::new();
+    }
+    let mut h = "<h3>Capacity and available bandwidth</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">to</th>\
+                 <th>RTT (ms)</th><th>capacity (Mbit/s)</th><th>range (Mbit/s)</th><th>available (Mbit/s)</th>\
+                 <th>range (Mbit/s)</th><th class=\"l\">bottleneck</th><th>capacity back (Mbit/s)</th>\
+                 <th>cost (MB)</th><th>time (s)</th></tr>\n"
+        .to_string();
+    let mbit = |x: &serde_json::Value| x.as_f64().map(|b| b / 1e6);
+    let range = |x: &serde_json::Value| match (mbit(&x["low_bps"]), mbit(&x["high_bps"])) {
+        (Some(a), Some(b)) => format!("{a:.1} – {b:.1}"),
+        _ => "–".into(),
+    };
+    for (_, c) in cells {
+        let s = &c.cell.summary;
+        let r = &s["capacity"];
+        let bottleneck = match (&r["bottleneck"], r["bottleneck"]["destination"].as_bool()) {
+            (serde_json::Value::Null, _) => "–".to_string(),
+            (_, Some(true)) => "the last link".to_string(),
+            (b, _) => format!(
+                "into hop {} ({})",
+                b["ttl"].as_u64().unwrap_or(0),
+                b["address"].as_str().unwrap_or("no answer")
+            ),
+        };
+        let _ = writeln!(
+            h,
+            "<tr>{}{}{}{}{}{}{}{}{}{}</tr>",
+            tdl(&format!("{} ({})", s["host"].as_str().unwrap_or("?"), s["address"].as_str().unwrap_or("?"))),
+            td(r["rtt_ms"].as_f64()),
+            td(mbit(&r["capacity"]["bps"])),
+            tdl(&range(&r["capacity"])),
+            td(mbit(&r["available"]["bps"])),
+            tdl(&range(&r["available"])),
+            tdl(&bottleneck),
+            td(mbit(&r["reverse"]["capacity"]["bps"])),
+            td(r["bytes_sent"].as_f64().map(|b| b / 1e6)),
+            td(r["seconds"].as_f64()),
+        );
+    }
+    h += "</table></div>\n";
     h
 }
 

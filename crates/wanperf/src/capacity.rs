@@ -20,19 +20,21 @@ Examples:
   wanperf capacity HOST --budget 4M --time 20s --json
   wanperf capacity HOST --no-locate         # no TTL-limited packets (routers need not answer)
   wanperf capacity HOST --no-reverse        # this direction only
+  wanperf capacity HOST --save              # kept in the archive: `wanperf report` tables it
 
 Measures the path from this host to a `wanperf serve` (its UDP echo on the server's port
 stamps every packet with the kernel's receive time there), in four phases within a budget
-of bytes (--budget, 1 MB by default) and time (--time, 10 s):
+of bytes (--budget, 1.5 MB by default, no estimate more than 1 MB of it) and time (--time,
+10 s):
 
-capacity   back-to-back trains of 33 large packets; every window of 2, 3, 5 … 33 consecutive
+capacity   (a sixth of the budget) back-to-back trains of 33 large packets; every window of 2, 3, 5 … 33 consecutive
            packets gives an estimate (bytes / dispersion at the receiver). Cross traffic
            widens windows, timer noise and interrupt coalescing move them both ways, so each
            window length's estimates are reduced to their modes (as wide as that length's
            timing noise), the capacity is the fastest mode that several window lengths agree
            on, and the most precise length that agrees places it. The range is the 10th-90th
            percentile of the estimates in that mode.
-bottleneck recursive packet trains (Pathneck): small packets with TTL 1, 2, … at the head and
+bottleneck (a tenth) recursive packet trains (Pathneck): small packets with TTL 1, 2, … at the head and
            … 2, 1 at the tail of 20 large ones; every router answers its head and tail
            packet, so the gap between its two answers is the train's length as it left that
            router. The train lengthens at a link narrower than all before it and is longest
@@ -42,10 +44,12 @@ bottleneck recursive packet trains (Pathneck): small packets with TTL 1, 2, … 
 available  self-loading streams of 64 packets paced above the available bandwidth (first at
            the capacity, then between the estimate and the capacity): cross traffic sharing
            the bottleneck spreads them, by C·Δout/Δin − R = the cross traffic's rate, and the
-           streams are pooled until the budget is spent. The range is ±2 standard errors of
-           the streams' own estimates.
+           streams are pooled until the budget is spent (the rest of it, more than half: the
+           cross traffic's own randomness over the time the streams sample is what limits
+           this estimate, so it gets the most bytes). The range is ±2 standard errors of the
+           streams' own estimates.
 
-reverse    the server sends trains of 33 packets back to back (15 % of the budget, counted
+reverse    the server sends trains of 33 packets back to back (a tenth of the budget, counted
            as sent) and this host's kernel times their arrival: the capacity of the path
            back, estimated as above (paths are often asymmetric: seed 004's CERN→SLAC 27
            Mbit/s, SLAC→CERN 32). The server sends trains only to an address it gave its
@@ -61,8 +65,9 @@ pub struct CapacityArgs {
     /// Server port (its UDP echo).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     port: u16,
-    /// Most bytes sent, all phases, both directions (e.g. 2M, 500k; 1 MB = 10^6 by default).
-    #[arg(long, default_value = "1000000", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
+    /// Most bytes sent, all phases, both directions (e.g. 2M, 500k; 1.5 MB = 1.5 × 10^6 by
+    /// default).
+    #[arg(long, default_value = "1500000", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
     budget: u64,
     /// Most time spent.
     #[arg(long, default_value = "10s", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
@@ -82,6 +87,8 @@ pub struct CapacityArgs {
     /// Highest TTL of the bottleneck trains' head and tail packets.
     #[arg(short = 'm', long, default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=64))]
     max_ttl: u8,
+    #[command(flatten)]
+    save: crate::keep::SaveArgs,
     /// One JSON record (`capacity`) instead of the table.
     #[arg(long)]
     json: bool,
@@ -160,13 +167,19 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
         None if r.rpts > 0 => println!("  bottleneck           not located (routers did not answer the trains)"),
         None => {}
     }
+    let mb = |b: u64| b as f64 / 1e6;
     println!(
-        "  cost                 {:.2} MB in {:.1} s ({} trains, {} back, {} bottleneck trains, {} streams; {} packets lost)",
-        r.bytes_sent as f64 / 1e6,
+        "  cost                 {:.2} MB in {:.1} s: capacity {:.2} MB ({} trains), back {:.2} MB ({} trains), \
+         bottleneck {:.2} MB ({} trains), available {:.2} MB ({} streams); {} packets lost",
+        mb(r.bytes_sent),
         r.seconds,
+        mb(r.cost.capacity),
         r.trains,
+        mb(r.cost.reverse),
         r.reverse.as_ref().map_or(0, |x| x.trains),
+        mb(r.cost.bottleneck),
         r.rpts,
+        mb(r.cost.available),
         r.streams,
         r.lost
     );
@@ -191,6 +204,9 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
         max_ttl: a.max_ttl,
         ..Options::default()
     };
+    // A wrong --db fails before anything is sent.
+    let mut store = a.save.open()?;
+    let started = std::time::SystemTime::now();
     let bar = (!a.json && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
         let b = indicatif::ProgressBar::new(1000);
         b.set_style(
@@ -217,6 +233,38 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
         );
     } else {
         print_table(&a.host, dst, &report);
+    }
+    if let Some(s) = store.as_mut() {
+        let complete = !INTERRUPTED.load(Ordering::Acquire);
+        let unix = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let params: std::collections::BTreeMap<String, serde_json::Value> = [
+            ("host", serde_json::json!(a.host)),
+            ("address", serde_json::json!(dst.ip().to_string())),
+            ("budget_bytes", serde_json::json!(a.budget)),
+            ("time_s", serde_json::json!(a.time)),
+            ("size", serde_json::json!(a.size)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let failure = if !complete {
+            Some("interrupted".to_string())
+        } else if report.capacity.is_none() {
+            Some("no capacity estimate (too few trains arrived whole)".to_string())
+        } else {
+            None
+        };
+        let cell = wanperf_archive::CellRecord {
+            kind: "capacity".into(),
+            params: params.clone(),
+            ok: failure.is_none(),
+            failure,
+            started_unix: unix(started),
+            duration_s: started.elapsed().map_or(0.0, |d| d.as_secs_f64()),
+            summary: serde_json::json!({"capacity": report, "host": a.host, "address": dst.ip(), "complete": complete}),
+            ..Default::default()
+        };
+        crate::keep::save_cell(s.as_mut(), &cell, serde_json::json!({"capacity": params}), a.json)?;
     }
     Ok(if INTERRUPTED.load(Ordering::Acquire) {
         ExitCode::from(130)

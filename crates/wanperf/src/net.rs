@@ -430,7 +430,9 @@ impl Session {
         let now = self.started.elapsed().as_nanos() as u64;
         let Session { net, flows, exe, .. } = self;
         for (i, child, done) in flows.iter_mut() {
-            let Traffic::Tcp { from, to, flows, start_ns, stop_ns, .. } = net.topology().traffic[*i] else { continue };
+            let Traffic::Tcp { from, to, flows, rate_bps, start_ns, stop_ns, .. } = net.topology().traffic[*i] else {
+                continue;
+            };
             if let Some(c) = child.as_mut() {
                 if matches!(c.try_wait(), Ok(Some(_))) {
                     *child = None;
@@ -455,6 +457,10 @@ impl Session {
                 format!("{secs:.3}"),
                 "--json".into(),
             ];
+            let argv: Vec<String> = match rate_bps {
+                Some(b) => argv.into_iter().chain(["-b".to_string(), b.to_string()]).collect(),
+                None => argv,
+            };
             let mut c = contained(net, exe, from, &argv);
             c.stdout(Stdio::null()).stderr(Stdio::null()).stdin(Stdio::null());
             match c.spawn() {

@@ -360,3 +360,51 @@ compress = ["off", "3"]
     assert!(page.contains("<h3>Copies</h3>"), "no copies table");
     assert!(page.contains("What limited it"), "no verdict table");
 }
+
+#[test]
+fn a_capacity_study_sweeps_the_link_rate_and_tables_each_estimate() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("capacity");
+    let db = d.join("a.sqlite").display().to_string();
+    let file = write(
+        &d,
+        "s.toml",
+        r#"name = "capacity-by-rate"
+[path]
+rtt = "10ms"
+queue = "300kB"
+[measure]
+kind = "capacity"
+budget = "400k"
+time = "6s"
+[sweep]
+rate = ["10M", "40M"]
+"#,
+    );
+    let out = run(&["study", "run", &file, "--db", &db], Duration::from_secs(120));
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The headline: one row per cell with the capacity and where the bottleneck is.
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("capacity") && text.contains("the last link"), "{text}");
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = data["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    for c in cells {
+        assert_eq!(c["kind"], "capacity", "{c}");
+        assert_eq!(c["ok"], true, "{c}");
+        let rate = f(&c["params"]["rate"]);
+        let got = f(&c["summary"]["capacity"]["capacity"]["bps"]);
+        assert!((got - rate).abs() <= 0.02 * rate, "capacity {got} bit/s for a {rate} bit/s link: {c}");
+        // The budget the study set holds.
+        assert!(c["summary"]["capacity"]["bytes_sent"].as_u64().unwrap() <= 400_000, "{c}");
+        assert!(c["emulator"]["stats"]["up"].to_string().contains("packets_in"));
+    }
+    let html = d.join("r.html");
+    let out = run(&["report", "latest", "--db", &db, "-o", html.to_str().unwrap()], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<h3>Capacity and available bandwidth</h3>"), "no capacity table");
+}

@@ -217,6 +217,8 @@ pub fn execute(store: &mut dyn Store, text: &str, study: &Study, resume: Option<
         );
     } else if study.kind == Kind::Copy {
         print_copy_headline(study, &store.run_data(run_id)?.cells);
+    } else if study.kind == Kind::Capacity {
+        print_capacity_headline(study, &store.run_data(run_id)?.cells);
     } else {
         print_headline(study, &aggs);
     }
@@ -530,8 +532,13 @@ fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
             Some("cell") if kind == Kind::Load => rec.summary = r.clone(),
             Some("end") => match kind {
                 Kind::Tput | Kind::Ping => rec.summary = r["summary"].clone(),
-                Kind::Load | Kind::Copy => {}
+                Kind::Load | Kind::Copy | Kind::Capacity => {}
             },
+            // The same summary as `capacity --save`; none without a capacity estimate.
+            Some("capacity") if kind == Kind::Capacity && !r["report"]["capacity"].is_null() => {
+                rec.summary = json!({"capacity": r["report"], "host": r["host"], "address": r["address"],
+                    "complete": r["complete"]});
+            }
             _ => {}
         }
     }
@@ -571,6 +578,31 @@ pub fn print_copy_headline(study: &Study, cells: &[wanperf_archive::StoredCell])
             None => text.split(": ").next().unwrap_or("").trim_start_matches("limited by ").to_string(),
         };
         println!("{}  {why}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+    }
+}
+
+/// The headline table of a capacity study: per cell, the capacity, the available bandwidth,
+/// the capacity back and the bottleneck's hop.
+pub fn print_capacity_headline(study: &Study, cells: &[wanperf_archive::StoredCell]) {
+    let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
+    let mut head: Vec<String> = axes.clone();
+    head.extend(["rep", "capacity", "available", "back"].map(String::from));
+    println!("{}  bottleneck", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+    for c in cells.iter().map(|c| &c.cell) {
+        let r = &c.summary["capacity"];
+        let rate = |v: &Value| v.as_f64().map_or("-".into(), wanperf_proto::units::fmt_rate);
+        let mut row = axis_cells(&axes, &c.params);
+        row.push((c.repeat + 1).to_string());
+        row.push(rate(&r["capacity"]["bps"]));
+        row.push(rate(&r["available"]["bps"]));
+        row.push(rate(&r["reverse"]["capacity"]["bps"]));
+        let at = match (&c.failure, r["bottleneck"]["ttl"].as_u64()) {
+            (Some(f), _) => format!("(failed: {f})"),
+            (None, Some(t)) if r["bottleneck"]["destination"] == true => format!("hop {t}, the last link"),
+            (None, Some(t)) => format!("hop {t} ({})", r["bottleneck"]["address"].as_str().unwrap_or("no answer")),
+            (None, None) => "-".into(),
+        };
+        println!("{}  {at}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
     }
 }
 

@@ -46,6 +46,8 @@ pub enum Kind {
     Load,
     /// A file copy (`wanperf copy`) of data the runner makes for each cell.
     Copy,
+    /// Capacity, available bandwidth and the bottleneck's hop (`wanperf capacity`).
+    Capacity,
 }
 
 impl Kind {
@@ -56,6 +58,7 @@ impl Kind {
             Kind::Ping => "ping",
             Kind::Load => "load",
             Kind::Copy => "copy",
+            Kind::Capacity => "capacity",
         }
     }
 }
@@ -248,6 +251,7 @@ enum MeasureCli {
     Load(crate::load::LoadArgs),
     Ping(crate::ping::PingArgs),
     Copy(crate::copy::CopyArgs),
+    Capacity(crate::capacity::CapacityArgs),
 }
 
 #[derive(Parser, Debug)]
@@ -329,13 +333,14 @@ impl Study {
         let mut measure_tbl = file.measure;
         let kind_key = measure_tbl.keys().find(|k| k.get_ref() == "kind").cloned();
         let kind = match kind_key.and_then(|k| measure_tbl.remove(&k)) {
-            None => return Err(err(0, "[measure] needs `kind` (tput, ping, load or copy)")),
+            None => return Err(err(0, "[measure] needs `kind` (tput, ping, load, copy or capacity)")),
             Some(v) => match v.get_ref().as_str() {
                 Some("tput") => Kind::Tput,
                 Some("ping") => Kind::Ping,
                 Some("load") => Kind::Load,
                 Some("copy") => Kind::Copy,
-                _ => return Err(err(lines.of(v.span().start), "`kind` must be tput, ping, load or copy")),
+                Some("capacity") => Kind::Capacity,
+                _ => return Err(err(lines.of(v.span().start), "`kind` must be tput, ping, load, copy or capacity")),
             },
         };
         let mut study = Study {
@@ -636,6 +641,7 @@ impl Study {
         let list = |k: &str| get(k).map_or(1, |v| v.split(',').count()) as f64;
         match self.kind {
             Kind::Tput => dur("time", 10.0) + 1.0,
+            Kind::Capacity => dur("time", 10.0) + 2.0,
             Kind::Ping => {
                 let n = get("count").and_then(|c| c.parse::<f64>().ok()).unwrap_or(10.0);
                 n * dur("interval", 1.0) + dur("timeout", 2.0)
