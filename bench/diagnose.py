@@ -2,8 +2,9 @@
 """Accuracy and cost of `wanperf capacity` (capacity, available bandwidth, bottleneck hop)
 and the completion time of `wanperf trace` against mtr and traceroute, on TOPOLOGIES seeded
 random chains a - r1 - ... - rN - b built with `wanperf net` (hosts, kernel routers,
-emulated links). Every chain has one narrow link at least 20 % below the next-narrowest,
-sometimes loaded by Poisson cross traffic at 30 % or 60 % of its rate (the truth for the
+emulated links). Every chain has one narrow link (10 Mbit/s to 1 Gbit/s) at least 20 % below
+the next-narrowest, sometimes loaded by Poisson cross traffic or by bulk TCP (paced, between
+two hosts beside the narrow link's routers) at 30 % or 60 % of its rate (the truth for the
 available bandwidth is its rate minus the cross traffic's mean). Prints a row per topology,
 then medians, worst cases and ratios; everything is bounded in time and torn down."""
 
@@ -14,8 +15,11 @@ SBIN_PATH = os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin"
 MTR = shutil.which("mtr", path=SBIN_PATH) or "mtr"
 TRACEROUTE = shutil.which("traceroute", path=SBIN_PATH) or "traceroute"
 N = int(os.environ.get("TOPOLOGIES", "20"))
+LOSS_N = int(os.environ.get("LOSS_TOPOLOGIES", "20"))
+ROUNDS = int(os.environ.get("ROUNDS", "1000"))
+PARTS = os.environ.get("PARTS", "capacity,loss").split(",")
 SEED = int(os.environ.get("SEED", "1"))
-RATES = [10e6, 20e6, 50e6, 100e6, 300e6, 1e9]
+RATES = [10e6, 20e6, 50e6, 100e6, 300e6, 1e9, 2e9]
 
 
 def rate_text(bps):
@@ -26,12 +30,14 @@ def topology(rng, i):
     routers = rng.randint(2, 5)
     links = routers + 1
     narrow = rng.randrange(links)
-    c = rng.choice(RATES[:5])
+    c = rng.choice(RATES[:6])
     # Every other link at least 25 % faster than the narrow one (the 20 % rule with a margin).
-    faster = [r for r in RATES if r >= 1.25 * c] or [1e9]
+    faster = [r for r in RATES if r >= 1.25 * c] or [2e9]
     rates = [rng.choice(faster) for _ in range(links)]
     rates[narrow] = c
     load = rng.choice([0.0, 0.0, 0.3, 0.6])
+    # Bulk TCP needs routers at both ends of the narrow link (hosts beside them send it).
+    kind = rng.choice(["poisson", "tcp"]) if load > 0 and 0 < narrow < links - 1 else "poisson"
     nodes = ["a"] + [f"r{k}" for k in range(1, routers + 1)] + ["b"]
     t = [f'name = "d{i}"', '[[host]]\nname = "a"', '[[host]]\nname = "b"']
     for k in range(1, routers + 1):
@@ -42,15 +48,22 @@ def topology(rng, i):
             f'[[link]]\na = "{nodes[k]}"\nb = "{nodes[k + 1]}"\nrate = "{rate_text(rates[k])}"\n'
             f'delay = "{delay}ms"\nqueue = "400kB"'
         )
-    if load > 0:
+    if load > 0 and kind == "poisson":
         t.append(
             f'[[traffic]]\nlink = "{nodes[narrow]}-{nodes[narrow + 1]}"\ndirection = "ab"\n'
             f'rate = "{rate_text(load * c)}"\npattern = "poisson"\npacket = 1500'
         )
+    elif load > 0:
+        # x1 beside the narrow link's first router, x2 beside its second (links after the
+        # chain's, so the chain keeps its addresses).
+        t.append('[[host]]\nname = "x1"\n[[host]]\nname = "x2"')
+        t.append(f'[[link]]\na = "x1"\nb = "{nodes[narrow]}"\nrate = "{rate_text(faster[-1])}"\ndelay = "1ms"')
+        t.append(f'[[link]]\na = "{nodes[narrow + 1]}"\nb = "x2"\nrate = "{rate_text(faster[-1])}"\ndelay = "1ms"')
+        t.append(f'[[traffic]]\nfrom = "x1"\nto = "x2"\nrate = "{rate_text(load * c)}"')
     # The addresses: link k is 198.18.k.0/24, the a-side .1, the b-side .2.
     dest = f"198.18.{links - 1}.2"
     hop_addr = f"198.18.{narrow}.2"  # the router (or host) the narrow link leads into
-    return "\n".join(t) + "\n", dict(routers=routers, narrow_ttl=narrow + 1, c=c, load=load,
+    return "\n".join(t) + "\n", dict(routers=routers, narrow_ttl=narrow + 1, c=c, load=load, kind=kind,
                                        dest=dest, hop_addr=hop_addr, rates=rates)
 
 
@@ -60,7 +73,7 @@ def run(args, limit):
     return p, time.monotonic() - t
 
 
-def main():
+def capacity_part():
     rng = random.Random(SEED)
     rows = []
     tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-")
@@ -80,7 +93,7 @@ def main():
         try:
             server.stderr.readline()  # the banner: listening
             if truth["load"] > 0:
-                time.sleep(1)
+                time.sleep(1 if truth["kind"] == "poisson" else 3)  # TCP: past slow start
             cap, secs = run([BIN, "net", "exec", name, "a", "--", BIN, "capacity", truth["dest"], "--json"], 60)
             rep = json.loads(cap.stdout.strip().splitlines()[-1])["report"] if cap.returncode == 0 else None
             ex = lambda cmd: run([BIN, "net", "exec", name, "a", "--"] + cmd, 120)
@@ -96,7 +109,7 @@ def main():
             server.terminate()
             server.wait(timeout=10)
             run([BIN, "net", "down", name], 60)
-        row = dict(i=i, routers=truth["routers"], c=truth["c"], load=truth["load"], ttl=truth["narrow_ttl"],
+        row = dict(i=i, routers=truth["routers"], c=truth["c"], load=truth["load"], kind=truth["kind"], ttl=truth["narrow_ttl"],
                    t_trace=t_trace, t_mtr=t_mtr, t_traceroute=t_trt,
                    trace_ok=tr.returncode == 0, mtr_ok=mtr.returncode == 0, traceroute_ok=trt.returncode == 0)
         if rep and rep.get("capacity"):
@@ -113,7 +126,7 @@ def main():
         rows.append(row)
         fmt = lambda x, f: "-" if x is None else f.format(x)
         print(f"{i:>3} {truth['routers']} routers, narrow {truth['c'] / 1e6:>5g} Mbit/s at hop {truth['narrow_ttl']}, "
-              f"cross {truth['load'] * 100:>2.0f} %: capacity err {fmt(row.get('cap_err'), '{:+.2%}')}, "
+              f"cross {truth['load'] * 100:>2.0f} % {truth['kind'] if truth['load'] else '':<7}: capacity err {fmt(row.get('cap_err'), '{:+.2%}')}, "
               f"hop {'ok' if row.get('hop_ok') else 'WRONG'}, avail err {fmt(row.get('avail_err'), '{:+.1%}')} of C, "
               f"{fmt(row.get('bytes'), '{:,}')} B in {fmt(row.get('seconds'), '{:.1f}')} s; "
               f"trace {t_trace:.1f} s, mtr {t_mtr:.1f} s, traceroute {t_trt:.1f} s", flush=True)
@@ -132,6 +145,11 @@ def main():
     if avail:
         print(f"available bandwidth error (share of capacity): median {statistics.median(avail):.1%}, worst {max(avail):.1%}, "
               f"within 5 %: {sum(e <= 0.05 for e in avail)}/{len(avail)}")
+        for label, keep in (("unloaded", lambda r: r["load"] == 0), ("Poisson", lambda r: r["load"] and r["kind"] == "poisson"),
+                            ("bulk TCP", lambda r: r["load"] and r["kind"] == "tcp")):
+            v = [abs(r["avail_err"]) for r in est if r.get("avail_err") is not None and keep(r)]
+            if v:
+                print(f"  {label:<9} within 5 %: {sum(e <= 0.05 for e in v)}/{len(v)}, worst {max(v):.1%}")
     print(f"cost of a run (every estimate): median {statistics.median(r['bytes'] for r in est) / 1e6:.2f} MB, "
           f"{statistics.median(r['seconds'] for r in est):.1f} s; worst {max(r['bytes'] for r in est) / 1e6:.2f} MB, "
           f"{max(r['seconds'] for r in est):.1f} s")
@@ -144,6 +162,97 @@ def main():
           f"({med('t_mtr') / med('t_trace'):.2f}x), traceroute -q 3 {med('t_traceroute'):.2f} s "
           f"({med('t_traceroute') / med('t_trace'):.2f}x)")
     return 0
+
+
+def loss_topology(rng, i):
+    """A chain a - r1 - ... - rN - b whose link `lossy` loses `p` of what goes toward b, and
+    whose router `limited` keeps Linux's default ICMP rate limit (one reply a second per
+    destination, a burst of 6); the other routers answer every probe."""
+    routers = rng.randint(3, 6)
+    links = routers + 1
+    lossy = rng.randrange(links)
+    limited = rng.randint(1, routers)
+    p = rng.choice([0.005, 0.01, 0.02])
+    nodes = ["a"] + [f"r{k}" for k in range(1, routers + 1)] + ["b"]
+    t = [f'name = "l{i}"', '[[host]]\nname = "a"', '[[host]]\nname = "b"']
+    for k in range(1, routers + 1):
+        t.append(f'[[router]]\nname = "r{k}"' + ("" if k == limited else '\nicmp_ratelimit = "0ms"'))
+    for k in range(links):
+        t.append(f'[[link]]\na = "{nodes[k]}"\nb = "{nodes[k + 1]}"\ndelay = "{rng.choice([1, 2, 5])}ms"'
+                 + (f"\nloss_ab = {p}" if k == lossy else ""))
+    return "\n".join(t) + "\n", dict(routers=routers, lossy_ttl=lossy + 1, limited_ttl=limited, p=p,
+                                       dest=f"198.18.{links - 1}.2")
+
+
+def loss_part():
+    """Forward loss placed on the right link, and no false loss at a rate-limited router:
+    `wanperf trace --icmp` with ROUNDS probes a hop against `mtr` with as many."""
+    rng = random.Random(SEED + 1000)
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-loss-")
+    for i in range(LOSS_N):
+        text, truth = loss_topology(rng, i)
+        path = os.path.join(tmp, f"l{i}.toml")
+        with open(path, "w") as f:
+            f.write(text)
+        name = f"diagl{os.getpid()}x{i}"
+        up, _ = run([BIN, "net", "up", path, name], 60)
+        if up.returncode != 0:
+            print(f"loss topology {i}: net up failed: {up.stderr.strip()}", file=sys.stderr)
+            continue
+        try:
+            ex = lambda cmd, limit: run([BIN, "net", "exec", name, "a", "--"] + cmd, limit)
+            tr, t_trace = ex([BIN, "trace", truth["dest"], "--icmp", "-c", str(ROUNDS), "-i", "0.02", "--json"], 600)
+            mtr, _ = ex([MTR, "-n", "-r", "-c", str(min(ROUNDS, 200)), "-i", "0.1", truth["dest"]], 600)
+        finally:
+            run([BIN, "net", "down", name], 60)
+        if tr.returncode != 0:
+            print(f"loss topology {i}: trace failed: {tr.stderr.strip()[:200]}", file=sys.stderr)
+            continue
+        hops = json.loads(tr.stdout.strip().splitlines()[-1])["report"]["hops"]
+        starts = [h["ttl"] for h in hops if (h.get("note") or "").startswith("loss starts here")]
+        lim = next((h for h in hops if h["ttl"] == truth["limited_ttl"]), None)
+        true_here = truth["p"] * 100 if truth["limited_ttl"] >= truth["lossy_ttl"] else 0.0
+        false_loss = abs(lim["path_loss_pct"] - true_here) if lim else None
+        mtr_hops = [l for l in mtr.stdout.splitlines() if "|--" in l]
+        mtr_lim = None
+        if len(mtr_hops) >= truth["limited_ttl"]:
+            mtr_lim = float(mtr_hops[truth["limited_ttl"] - 1].split("|--")[1].split()[1].rstrip("%"))
+        row = dict(i=i, p=truth["p"], lossy=truth["lossy_ttl"], limited=truth["limited_ttl"], starts=starts,
+                   placed=starts == [truth["lossy_ttl"]], false_loss=false_loss,
+                   limited_note=(lim or {}).get("note"), mtr_limited=mtr_lim, probes=sum(h["sent"] for h in hops),
+                   t=t_trace)
+        rows.append(row)
+        print(f"{i:>3} {truth['routers']} routers, {truth['p']:.1%} loss into hop {truth['lossy_ttl']}, hop "
+              f"{truth['limited_ttl']} rate-limited: loss starts at {starts or '-'} "
+              f"({'right' if row['placed'] else 'WRONG'}); at the limited hop path loss "
+              f"{'-' if false_loss is None else f'{false_loss:.2f}'} points off the truth, note "
+              f"{row['limited_note']!r}, mtr shows {mtr_lim} %; {row['probes']} probes in {t_trace:.1f} s", flush=True)
+    if not rows:
+        print("no loss results")
+        return 1
+    print()
+    print(f"loss placed on the right link: {sum(r['placed'] for r in rows)}/{len(rows)} "
+          f"(0.5 %: {sum(r['placed'] for r in rows if r['p'] == 0.005)}/{sum(1 for r in rows if r['p'] == 0.005)})")
+    fl = [r["false_loss"] for r in rows if r["false_loss"] is not None]
+    print(f"false path loss at the rate-limited hop: median {statistics.median(fl):.2f} points, worst {max(fl):.2f}; "
+          f"under 1 point: {sum(x < 1.0 for x in fl)}/{len(fl)}; marked rate-limited: "
+          f"{sum(1 for r in rows if (r['limited_note'] or '').endswith('rate-limited'))}/{len(rows)}")
+    m = [r["mtr_limited"] for r in rows if r["mtr_limited"] is not None]
+    if m:
+        print(f"mtr's loss at the same hop (what its users read as loss): median {statistics.median(m):.1f} %, "
+              f"lowest {min(m):.1f} %")
+    return 0
+
+
+def main():
+    status = 0
+    if "capacity" in PARTS:
+        status |= capacity_part()
+    if "loss" in PARTS:
+        print()
+        status |= loss_part()
+    return status
 
 
 if __name__ == "__main__":

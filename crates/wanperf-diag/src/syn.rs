@@ -82,7 +82,16 @@ impl Syn {
         if self.local_ports.len() <= f {
             self.local_ports.resize(f + 1, None);
         }
-        sock.bind(&SockAddr::from(SocketAddr::new(any, self.local_ports[f].unwrap_or(0))))?;
+        match sock.bind(&SockAddr::from(SocketAddr::new(any, self.local_ports[f].unwrap_or(0)))) {
+            Ok(()) => {}
+            // Another socket took the flow's port since its last probe: the flow moves to a
+            // port the kernel picks (a new flow identifier for it from here on).
+            Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) && self.local_ports[f].is_some() => {
+                sock.bind(&SockAddr::from(SocketAddr::new(any, 0)))?;
+                self.local_ports[f] = None;
+            }
+            Err(e) => return Err(e),
+        }
         if self.local_ports[f].is_none() {
             self.local_ports[f] = sock.local_addr()?.as_socket().map(|a| a.port());
         }

@@ -262,7 +262,9 @@ impl Fabric {
         tap: TapBox,
     ) -> Result<Fabric, EnvError> {
         let stop = Arc::new(AtomicBool::new(false));
-        let live = Arc::new(Mutex::new(Vec::new()));
+        // Listed with zero counters until the loop's first snapshot replaces them.
+        let zero = |l: &LinkSpec| LinkStats { name: l.name.clone(), ab: DirStats::default(), ba: DirStats::default() };
+        let live = Arc::new(Mutex::new(links.iter().map(zero).collect()));
         let (ctl, rx) = channel();
         let (s2, l2) = (stop.clone(), live.clone());
         let io = std::thread::Builder::new()
@@ -574,6 +576,11 @@ fn io_loop(
             .map(|(r, n)| LinkStats { name: n.clone(), ab: r.dirs[0].stats(), ba: r.dirs[1].stats() })
             .collect()
     };
+    // Every link is listed from the start (zero counters), not only after the first refresh:
+    // `net stats` right after `net up` shows the links.
+    if let Ok(mut g) = live.lock() {
+        *g = snapshot(&run);
+    }
     while !stop.load(Ordering::Acquire) {
         while let Ok(c) = ctl.try_recv() {
             match c {

@@ -208,8 +208,8 @@ fn a_saved_capacity_is_stored_exported_and_tabled() {
     let c = &data["cells"][0];
     assert_eq!(c["kind"], "capacity", "{c}");
     assert_eq!(c["ok"], true, "{c}");
-    assert_eq!(c["params"]["budget_bytes"], 300_000, "{c}");
-    // The archive keeps the whole report, as measured.
+    assert_eq!(c["params"]["budget_bytes"], 300 * 1024, "{c}"); // sizes are binary
+                                                                // The archive keeps the whole report, as measured.
     assert_eq!(c["summary"]["capacity"], measured["report"], "{c}");
     let html = dir.join("r.html");
     let out = run(&["report", "latest", "--db", &db, "-o", html.to_str().unwrap()], Duration::from_secs(20));
@@ -219,11 +219,10 @@ fn a_saved_capacity_is_stored_exported_and_tabled() {
     let mbit = measured["report"]["capacity"]["bps"].as_f64().unwrap() / 1e6;
     assert!(page.contains("127.0.0.1 (127.0.0.1)"), "no row for the host");
     assert!(mbit > 1.0, "{measured}");
-    // A wrong --db fails before anything is sent, in one line.
-    let out = run(
-        &["capacity", "127.0.0.1", "-p", &s.port_s(), "--db", "/nonexistent/dir/x.sqlite"],
-        Duration::from_secs(20),
-    );
+    // A wrong --db (under a plain file) fails before anything is sent, in one line.
+    std::fs::write(dir.join("plain"), b"").unwrap();
+    let bad = dir.join("plain").join("x.sqlite").display().to_string();
+    let out = run(&["capacity", "127.0.0.1", "-p", &s.port_s(), "--db", &bad], Duration::from_secs(20));
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -587,7 +587,9 @@ pub fn print_capacity_headline(study: &Study, cells: &[wanperf_archive::StoredCe
     let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
     let mut head: Vec<String> = axes.clone();
     head.extend(["rep", "capacity", "available", "back"].map(String::from));
-    println!("{}  bottleneck", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+    // Rates are up to 13 characters ("999.00 Mbit/s"): wider columns than the other tables'.
+    let line = |row: &[String]| row.iter().map(|h| format!("{h:>14}")).collect::<Vec<_>>().join("");
+    println!("{}  bottleneck", line(&head));
     for c in cells.iter().map(|c| &c.cell) {
         let r = &c.summary["capacity"];
         let rate = |v: &Value| v.as_f64().map_or("-".into(), wanperf_proto::units::fmt_rate);
@@ -602,7 +604,7 @@ pub fn print_capacity_headline(study: &Study, cells: &[wanperf_archive::StoredCe
             (None, Some(t)) => format!("hop {t} ({})", r["bottleneck"]["address"].as_str().unwrap_or("no answer")),
             (None, None) => "-".into(),
         };
-        println!("{}  {at}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+        println!("{}  {at}", line(&row));
     }
 }
 
