@@ -171,7 +171,9 @@ def loss_topology(rng, i):
     routers = rng.randint(3, 6)
     links = routers + 1
     lossy = rng.randrange(links)
-    limited = rng.randint(1, routers)
+    # The limited router is not the one the lossy link leads into: there the two cannot be
+    # told apart (the report then says "loss starts here or at hop N").
+    limited = rng.choice([k for k in range(1, routers + 1) if k != lossy + 1])
     p = rng.choice([0.005, 0.01, 0.02])
     nodes = ["a"] + [f"r{k}" for k in range(1, routers + 1)] + ["b"]
     t = [f'name = "l{i}"', '[[host]]\nname = "a"', '[[host]]\nname = "b"']

@@ -198,6 +198,26 @@ impl Prober {
                 m
             }
         };
+        // An ICMP error that came in since the last read fails one send with its errno (the
+        // socket's pending error; the error itself waits on the queue): send again.
+        for _ in 0..3 {
+            let at = realtime_ns();
+            match sock.send_to(&data, dst) {
+                Ok(_) => return Ok(at),
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(
+                            libc::EHOSTUNREACH
+                                | libc::ENETUNREACH
+                                | libc::ECONNREFUSED
+                                | libc::EHOSTDOWN
+                                | libc::EPROTO
+                        )
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
         let at = realtime_ns();
         sock.send_to(&data, dst)?;
         Ok(at)

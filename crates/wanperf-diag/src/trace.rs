@@ -186,13 +186,15 @@ pub struct Trace {
     local_mtu: Option<u32>,
 }
 
-/// Two probes out of `n` answered differently by chance: the least difference in lost probes
-/// that counts as real, for a hop probed `n` times (about three standard deviations of a
-/// binomial at the observed rate, and at least two probes).
-fn significant(diff: f64, rate: f64, n: u32) -> bool {
+/// Whether `diff` more loss (a share of `n` probes) than a `base` rate is real and not chance:
+/// at least two probes, and three standard deviations of a binomial at the base rate — the
+/// rate the null hypothesis says (the level before a step, the path's loss under a router's
+/// surplus), not the observed one: after a loss-free path two lost probes in a thousand
+/// are news, 10 after a 1 % path are not.
+fn significant(diff: f64, base: f64, n: u32) -> bool {
     let n = f64::from(n.max(1));
-    let sd = (n * rate.max(1.0 / n) * (1.0 - rate).max(1.0 / n)).sqrt();
-    diff * n >= 2.0_f64.max(3.0 * sd)
+    let base = base.clamp(0.0, 1.0);
+    diff * n >= 2.0_f64.max(3.0 * (n * base * (1.0 - base)).sqrt())
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -382,22 +384,37 @@ impl Trace {
             h.path_loss_pct = if floor.is_finite() { floor.min(h.loss_pct) } else { h.loss_pct };
             h.icmp_only_loss_pct = h.loss_pct - h.path_loss_pct;
         }
+        // A hop that only limits its replies says nothing of the path's loss up to it: its
+        // path loss is the level before it (the path's loss only grows along it, so the truth
+        // lies between that and the next hop's), not the next hops' — which would blame the
+        // link into it for loss further on — and a step in loss is placed at the next hop
+        // that answers enough to show it.
         let mut before = 0.0;
         let mut noted_before = 0.0;
+        let mut limited_before: Option<u8> = None;
         for h in hops.iter_mut() {
             let n = h.sent;
-            if h.received > 0 && significant(h.icmp_only_loss_pct / 100.0, h.loss_pct / 100.0, n) {
+            if h.received > 0 && significant(h.icmp_only_loss_pct / 100.0, h.path_loss_pct / 100.0, n) {
                 h.note = Some("rate-limited".into());
+                h.path_loss_pct = h.path_loss_pct.min(before);
+                h.icmp_only_loss_pct = h.loss_pct - h.path_loss_pct;
+                limited_before = Some(h.ttl);
+                continue;
             }
             let step = (h.path_loss_pct - noted_before) / 100.0;
-            if h.path_loss_pct > before && significant(step, h.path_loss_pct / 100.0, n) {
-                h.note = Some(match h.note.take() {
-                    Some(n) => format!("loss starts here; {n}"),
+            if h.path_loss_pct > before && significant(step, noted_before / 100.0, n) {
+                let here = match limited_before {
+                    Some(t) => format!("loss starts here or at hop {t} (it limits its replies)"),
                     None => "loss starts here".into(),
+                };
+                h.note = Some(match h.note.take() {
+                    Some(n) => format!("{here}; {n}"),
+                    None => here,
                 });
                 noted_before = h.path_loss_pct;
             }
             before = h.path_loss_pct;
+            limited_before = None;
         }
         // Route changes: per TTL and flow, the answering address of each round in order.
         let mut route_changes = Vec::new();
@@ -536,6 +553,38 @@ mod tests {
         assert_eq!(r.hops[2].note.as_deref(), Some("loss starts here"));
         assert_eq!(r.hops[3].note, None);
         assert_eq!(r.hops[4].note, None);
+    }
+
+    #[test]
+    fn half_a_percent_in_a_thousand_probes_is_placed_on_its_link() {
+        // 5 of 1000 probes lost on the link into hop 3 (and so at every later hop).
+        let lost = |round: u32, ttl: u8| ttl >= 3 && round % 200 == 7;
+        let r = run(1000, 5, lost, chain_addr);
+        assert_eq!(r.hops[1].path_loss_pct, 0.0);
+        assert_eq!(r.hops[2].path_loss_pct, 0.5);
+        assert_eq!(r.hops[2].note.as_deref(), Some("loss starts here"));
+        assert!(r.hops[3..].iter().all(|h| h.note.is_none()), "{r:?}");
+    }
+
+    #[test]
+    fn a_rate_limited_hop_before_a_lossy_link_is_not_blamed_for_it() {
+        // Hop 2 answers one probe in 20; the link into hop 4 loses 2 %.
+        let lost = |round: u32, ttl: u8| (ttl == 2 && round % 20 != 0) || (ttl >= 4 && round % 50 == 3);
+        let r = run(1000, 5, lost, chain_addr);
+        let h = &r.hops[1];
+        assert_eq!(h.note.as_deref(), Some("rate-limited"), "{h:?}");
+        assert_eq!(h.path_loss_pct, 0.0, "no false loss at the limited hop: {h:?}");
+        assert_eq!(r.hops[2].path_loss_pct, 0.0);
+        assert_eq!(r.hops[3].path_loss_pct, 2.0);
+        assert_eq!(r.hops[3].note.as_deref(), Some("loss starts here"));
+        // The same router behind the lossy link: the path's loss there, and the step placed
+        // at the next hop that shows it, naming the limited one it may be at.
+        let lost = |round: u32, ttl: u8| (ttl == 3 && round % 20 != 0) || (ttl >= 3 && round % 50 == 3);
+        let r = run(1000, 5, lost, chain_addr);
+        assert_eq!(r.hops[2].note.as_deref(), Some("rate-limited"), "{:?}", r.hops[2]);
+        assert_eq!(r.hops[2].path_loss_pct, 0.0);
+        assert_eq!(r.hops[3].path_loss_pct, 2.0);
+        assert_eq!(r.hops[3].note.as_deref(), Some("loss starts here or at hop 3 (it limits its replies)"));
     }
 
     #[test]
