@@ -188,7 +188,8 @@ def loss_topology(rng, i):
 
 def loss_part():
     """Forward loss placed on the right link, and no false loss at a rate-limited router:
-    `wanperf trace --icmp` with ROUNDS probes a hop against `mtr` with as many."""
+    `wanperf trace --icmp` with ROUNDS probes a hop (50 rounds a second), against `mtr` at
+    3 probes a hop a second."""
     rng = random.Random(SEED + 1000)
     rows = []
     tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-loss-")
@@ -205,7 +206,8 @@ def loss_part():
         try:
             ex = lambda cmd, limit: run([BIN, "net", "exec", name, "a", "--"] + cmd, limit)
             tr, t_trace = ex([BIN, "trace", truth["dest"], "--icmp", "-c", str(ROUNDS), "-i", "0.02", "--json"], 600)
-            mtr, _ = ex([MTR, "-n", "-r", "-c", str(min(ROUNDS, 200)), "-i", "0.1", truth["dest"]], 600)
+            # mtr as its users run it: a few probes a hop a second (3 here), for 10 s.
+            mtr, _ = ex([MTR, "-n", "-r", "-c", "30", "-i", "0.33", truth["dest"]], 600)
         finally:
             run([BIN, "net", "down", name], 60)
         if tr.returncode != 0:

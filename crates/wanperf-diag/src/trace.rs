@@ -203,6 +203,26 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
+/// The non-decreasing sequence closest to `v` in weighted least squares ((value, weight)
+/// pairs; pool adjacent violators): each run of values that decreases is replaced by its
+/// weighted mean, until none does.
+fn isotonic(v: &[(f64, f64)]) -> Vec<f64> {
+    // Blocks of (weighted mean, total weight, length).
+    let mut blocks: Vec<(f64, f64, usize)> = Vec::with_capacity(v.len());
+    for &(x, w) in v {
+        let mut b = (x, w.max(1e-9), 1);
+        while let Some(&(m, bw, n)) = blocks.last() {
+            if m <= b.0 {
+                break;
+            }
+            blocks.pop();
+            b = ((m * bw + b.0 * b.1) / (bw + b.1), bw + b.1, n + b.2);
+        }
+        blocks.push(b);
+    }
+    blocks.into_iter().flat_map(|(m, _, n)| std::iter::repeat_n(m, n)).collect()
+}
+
 impl Trace {
     /// A trace that has sent nothing yet.
     pub fn new(plan: Plan) -> Trace {
@@ -375,7 +395,8 @@ impl Trace {
                 load_balanced: false,
             });
         }
-        // Path loss: the least loss at this hop or any later one that answers at all.
+        // Path loss, first as the least loss at this hop or any later one that answers at
+        // all: a router answering less than that only limits its replies.
         let mut floor = f64::INFINITY;
         for h in hops.iter_mut().rev() {
             if h.received > 0 {
@@ -384,6 +405,22 @@ impl Trace {
             h.path_loss_pct = if floor.is_finite() { floor.min(h.loss_pct) } else { h.loss_pct };
             h.icmp_only_loss_pct = h.loss_pct - h.path_loss_pct;
         }
+        let limited: Vec<bool> = hops
+            .iter()
+            .map(|h| h.received > 0 && significant(h.icmp_only_loss_pct / 100.0, h.loss_pct / 100.0, h.sent))
+            .collect();
+        // Then, over the hops that answer for themselves, the non-decreasing loss closest to
+        // what they saw (weighted least squares, pool-adjacent-violators): the least later
+        // loss is biased low — the luckiest of several hops — where the fit pools them.
+        let fit = isotonic(
+            &hops
+                .iter()
+                .zip(&limited)
+                .filter(|(h, l)| h.received > 0 && !**l)
+                .map(|(h, _)| (h.loss_pct, f64::from(h.sent)))
+                .collect::<Vec<_>>(),
+        );
+        let mut fitted = fit.into_iter();
         // A hop that only limits its replies says nothing of the path's loss up to it: its
         // path loss is the level before it (the path's loss only grows along it, so the truth
         // lies between that and the next hop's), not the next hops' — which would blame the
@@ -392,14 +429,19 @@ impl Trace {
         let mut before = 0.0;
         let mut noted_before = 0.0;
         let mut limited_before: Option<u8> = None;
-        for h in hops.iter_mut() {
+        for (h, &lim) in hops.iter_mut().zip(&limited) {
             let n = h.sent;
-            if h.received > 0 && significant(h.icmp_only_loss_pct / 100.0, h.path_loss_pct / 100.0, n) {
+            if lim {
                 h.note = Some("rate-limited".into());
                 h.path_loss_pct = h.path_loss_pct.min(before);
                 h.icmp_only_loss_pct = h.loss_pct - h.path_loss_pct;
                 limited_before = Some(h.ttl);
                 continue;
+            }
+            if h.received > 0 {
+                // (Above its own loss where it was luckier than the hops around it.)
+                h.path_loss_pct = fitted.next().unwrap_or(h.path_loss_pct);
+                h.icmp_only_loss_pct = (h.loss_pct - h.path_loss_pct).max(0.0);
             }
             let step = (h.path_loss_pct - noted_before) / 100.0;
             if h.path_loss_pct > before && significant(step, noted_before / 100.0, n) {
@@ -569,7 +611,7 @@ mod tests {
     #[test]
     fn a_rate_limited_hop_before_a_lossy_link_is_not_blamed_for_it() {
         // Hop 2 answers one probe in 20; the link into hop 4 loses 2 %.
-        let lost = |round: u32, ttl: u8| (ttl == 2 && round % 20 != 0) || (ttl >= 4 && round % 50 == 3);
+        let lost = |round: u32, ttl: u8| (ttl == 2 && !round.is_multiple_of(20)) || (ttl >= 4 && round % 50 == 3);
         let r = run(1000, 5, lost, chain_addr);
         let h = &r.hops[1];
         assert_eq!(h.note.as_deref(), Some("rate-limited"), "{h:?}");
@@ -579,12 +621,38 @@ mod tests {
         assert_eq!(r.hops[3].note.as_deref(), Some("loss starts here"));
         // The same router behind the lossy link: the path's loss there, and the step placed
         // at the next hop that shows it, naming the limited one it may be at.
-        let lost = |round: u32, ttl: u8| (ttl == 3 && round % 20 != 0) || (ttl >= 3 && round % 50 == 3);
+        let lost = |round: u32, ttl: u8| (ttl == 3 && !round.is_multiple_of(20)) || (ttl >= 3 && round % 50 == 3);
         let r = run(1000, 5, lost, chain_addr);
         assert_eq!(r.hops[2].note.as_deref(), Some("rate-limited"), "{:?}", r.hops[2]);
         assert_eq!(r.hops[2].path_loss_pct, 0.0);
         assert_eq!(r.hops[3].path_loss_pct, 2.0);
         assert_eq!(r.hops[3].note.as_deref(), Some("loss starts here or at hop 3 (it limits its replies)"));
+    }
+
+    #[test]
+    fn chance_differences_after_a_lossy_link_are_pooled_not_called_rate_limiting() {
+        // The link into hop 2 loses; by chance hop 2 lost 10 of 400 and the later hops 4 each.
+        let lost = |round: u32, ttl: u8| match ttl {
+            2 => round % 40 == 1,
+            3 => round % 100 == 1,
+            4 => round % 130 == 1,
+            _ => false,
+        };
+        let r = run(400, 4, lost, chain_addr);
+        assert_eq!(r.hops[1].loss_pct, 2.5);
+        assert_eq!(r.hops[1].note.as_deref(), Some("loss starts here"), "{:?}", r.hops[1]);
+        // One level for the three hops behind the lossy link: their pooled loss.
+        for h in &r.hops[1..] {
+            assert!((h.path_loss_pct - 1.5).abs() < 1e-9, "{h:?}");
+        }
+        assert!(r.hops[2..].iter().all(|h| h.note.is_none()), "{r:?}");
+    }
+
+    #[test]
+    fn isotonic_fit_pools_what_decreases() {
+        assert_eq!(isotonic(&[(1.0, 1.0), (3.0, 1.0), (2.0, 1.0), (4.0, 2.0)]), vec![1.0, 2.5, 2.5, 4.0]);
+        assert_eq!(isotonic(&[(3.0, 1.0), (1.0, 3.0)]), vec![1.5, 1.5]);
+        assert_eq!(isotonic(&[]), Vec::<f64>::new());
     }
 
     #[test]
