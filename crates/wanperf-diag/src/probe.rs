@@ -119,6 +119,18 @@ pub fn classify(v6: bool, origin: u8, kind: u8, code: u8, info: u32) -> Option<A
     }
 }
 
+/// Waits up to `timeout_ms` for `events` on `fd`; false on a timeout or an interrupted wait.
+pub(crate) fn poll_one(fd: std::os::fd::RawFd, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd { fd, events, revents: 0 };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+    }
+    Ok(n > 0)
+}
+
 /// What one read found.
 pub enum Got {
     /// A reply to a probe.
@@ -229,14 +241,7 @@ impl Prober {
             Kind::Dgram { sock, .. } => sock,
             Kind::Tcp(s) => return s.wait(timeout_ms),
         };
-        let mut p = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
-        }
-        Ok(n > 0)
+        poll_one(sock.as_raw_fd(), libc::POLLIN | libc::POLLERR, timeout_ms)
     }
 
     /// Reads one message, from the error queue first; `None` when there is nothing.

@@ -111,14 +111,7 @@ impl Syn {
             std::thread::sleep(Duration::from_millis(timeout_ms.max(0) as u64));
             return Ok(false);
         };
-        let mut p = libc::pollfd { fd: o.sock.as_raw_fd(), events: libc::POLLOUT | libc::POLLERR, revents: 0 };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
-        }
-        Ok(n > 0)
+        crate::probe::poll_one(o.sock.as_raw_fd(), libc::POLLOUT | libc::POLLERR, timeout_ms)
     }
 
     /// The open probe's answer, if it has one; the probe is then closed. A probe whose SYN

@@ -236,17 +236,6 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
     }
     if let Some(s) = store.as_mut() {
         let complete = !INTERRUPTED.load(Ordering::Acquire);
-        let unix = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-        let params: std::collections::BTreeMap<String, serde_json::Value> = [
-            ("host", serde_json::json!(a.host)),
-            ("address", serde_json::json!(dst.ip().to_string())),
-            ("budget_bytes", serde_json::json!(a.budget)),
-            ("time_s", serde_json::json!(a.time)),
-            ("size", serde_json::json!(a.size)),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
         let failure = if !complete {
             Some("interrupted".to_string())
         } else if report.capacity.is_none() {
@@ -254,17 +243,16 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
         } else {
             None
         };
-        let cell = wanperf_archive::CellRecord {
-            kind: "capacity".into(),
-            params: params.clone(),
-            ok: failure.is_none(),
-            failure,
-            started_unix: unix(started),
-            duration_s: started.elapsed().map_or(0.0, |d| d.as_secs_f64()),
-            summary: serde_json::json!({"capacity": report, "host": a.host, "address": dst.ip(), "complete": complete}),
-            ..Default::default()
-        };
-        crate::keep::save_cell(s.as_mut(), &cell, serde_json::json!({"capacity": params}), a.json)?;
+        let params = [
+            ("host", serde_json::json!(a.host)),
+            ("address", serde_json::json!(dst.ip().to_string())),
+            ("budget_bytes", serde_json::json!(a.budget)),
+            ("time_s", serde_json::json!(a.time)),
+            ("size", serde_json::json!(a.size)),
+        ];
+        let summary =
+            serde_json::json!({"capacity": report, "host": a.host, "address": dst.ip(), "complete": complete});
+        crate::keep::save_measurement(s.as_mut(), "capacity", &params, summary, failure, started, a.json)?;
     }
     Ok(if INTERRUPTED.load(Ordering::Acquire) {
         ExitCode::from(130)

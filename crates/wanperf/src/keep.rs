@@ -109,6 +109,36 @@ pub fn save_cell(
     Ok(id)
 }
 
+/// Stores a measurement of one cell (`trace`, `capacity`) begun at `started` — its
+/// parameters (by name), its summary, and why it failed when it did (`None`: it succeeded) —
+/// as a run of its own; returns the run's id.
+pub fn save_measurement(
+    store: &mut dyn Store,
+    kind: &str,
+    params: &[(&str, serde_json::Value)],
+    summary: serde_json::Value,
+    failure: Option<String>,
+    started: std::time::SystemTime,
+    json: bool,
+) -> Result<i64> {
+    let unix = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    let params: std::collections::BTreeMap<String, serde_json::Value> =
+        params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let cell = wanperf_archive::CellRecord {
+        kind: kind.into(),
+        params: params.clone(),
+        ok: failure.is_none(),
+        failure,
+        started_unix: unix(started),
+        duration_s: started.elapsed().map_or(0.0, |d| d.as_secs_f64()),
+        summary,
+        ..Default::default()
+    };
+    let mut spec = serde_json::Map::new();
+    spec.insert(kind.to_string(), serde_json::json!(params));
+    save_cell(store, &cell, serde_json::Value::Object(spec), json)
+}
+
 /// `wanperf runs`.
 #[derive(Args, Debug)]
 pub struct RunsArgs {

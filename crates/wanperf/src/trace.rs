@@ -219,18 +219,6 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
     }
     if let Some(s) = store.as_mut() {
         let complete = !INTERRUPTED.load(Ordering::Acquire);
-        let unix = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-        let params: std::collections::BTreeMap<String, serde_json::Value> = [
-            ("host", serde_json::json!(a.host)),
-            ("address", serde_json::json!(dst.to_string())),
-            ("method", serde_json::json!(format!("{method:?}").to_lowercase())),
-            ("rounds", serde_json::json!(a.rounds)),
-            ("flows", serde_json::json!(a.multipath.unwrap_or(1))),
-            ("size", serde_json::json!(size)),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
         let failure = if !complete {
             Some("interrupted".to_string())
         } else if !report.reached {
@@ -238,17 +226,16 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
         } else {
             None
         };
-        let cell = wanperf_archive::CellRecord {
-            kind: "trace".into(),
-            params: params.clone(),
-            ok: failure.is_none(),
-            failure,
-            started_unix: unix(started),
-            duration_s: started.elapsed().map_or(0.0, |d| d.as_secs_f64()),
-            summary: serde_json::json!({"trace": report, "host": a.host, "address": dst, "complete": complete}),
-            ..Default::default()
-        };
-        crate::keep::save_cell(s.as_mut(), &cell, serde_json::json!({"trace": params}), a.json)?;
+        let params = [
+            ("host", serde_json::json!(a.host)),
+            ("address", serde_json::json!(dst.to_string())),
+            ("method", serde_json::json!(format!("{method:?}").to_lowercase())),
+            ("rounds", serde_json::json!(a.rounds)),
+            ("flows", serde_json::json!(a.multipath.unwrap_or(1))),
+            ("size", serde_json::json!(size)),
+        ];
+        let summary = serde_json::json!({"trace": report, "host": a.host, "address": dst, "complete": complete});
+        crate::keep::save_measurement(s.as_mut(), "trace", &params, summary, failure, started, a.json)?;
     }
     Ok(if INTERRUPTED.load(Ordering::Acquire) {
         ExitCode::from(130)
