@@ -862,7 +862,7 @@ pause = "1s"
         assert_eq!(e.line, 9, "{e}");
         assert!(error_of(&SEED000.replace("kind = \"load\"", "kind = \"iperf\""))
             .message
-            .contains("tput, ping, load or copy"));
+            .contains("tput, ping, load, copy or capacity"));
         // Reserved options and misplaced link options.
         assert!(error_of(&SEED000.replace("idle = \"2s\"", "json = true")).message.contains("set by the study runner"));
         assert!(error_of(&SEED000.replace("idle = \"2s\"", "rtt = \"10ms\"")).message.contains("link option"));
