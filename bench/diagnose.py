@@ -73,19 +73,27 @@ def run(args, limit):
     return p, time.monotonic() - t
 
 
+def network_up(tmp, tag, i, text):
+    """Writes topology `text` and brings it up as a named network; its name, or None (said)."""
+    path = os.path.join(tmp, f"{tag}{i}.toml")
+    with open(path, "w") as f:
+        f.write(text)
+    name = f"diag{tag}{os.getpid()}x{i}"
+    up, _ = run([BIN, "net", "up", path, name], 60)
+    if up.returncode != 0:
+        print(f"topology {tag}{i}: net up failed: {up.stderr.strip()}", file=sys.stderr)
+        return None
+    return name
+
+
 def capacity_part():
     rng = random.Random(SEED)
     rows = []
     tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-")
     for i in range(N):
         text, truth = topology(rng, i)
-        path = os.path.join(tmp, f"d{i}.toml")
-        with open(path, "w") as f:
-            f.write(text)
-        name = f"diag{os.getpid()}x{i}"
-        up, _ = run([BIN, "net", "up", path, name], 60)
-        if up.returncode != 0:
-            print(f"topology {i}: net up failed: {up.stderr.strip()}", file=sys.stderr)
+        name = network_up(tmp, "d", i, text)
+        if name is None:
             continue
         server = subprocess.Popen(
             [BIN, "net", "exec", name, "b", "--", BIN, "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"],
@@ -130,7 +138,7 @@ def capacity_part():
               f"hop {'ok' if row.get('hop_ok') else 'WRONG'}, avail err {fmt(row.get('avail_err'), '{:+.1%}')} of C, "
               f"{fmt(row.get('bytes'), '{:,}')} B in {fmt(row.get('seconds'), '{:.1f}')} s; "
               f"trace {t_trace:.1f} s, mtr {t_mtr:.1f} s, traceroute {t_trt:.1f} s", flush=True)
-    os.rmdir(tmp) if not os.listdir(tmp) else None
+    shutil.rmtree(tmp, ignore_errors=True)
     est = [r for r in rows if "cap_err" in r]
     if not est:
         print("no estimates")
@@ -195,13 +203,8 @@ def loss_part():
     tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-loss-")
     for i in range(LOSS_N):
         text, truth = loss_topology(rng, i)
-        path = os.path.join(tmp, f"l{i}.toml")
-        with open(path, "w") as f:
-            f.write(text)
-        name = f"diagl{os.getpid()}x{i}"
-        up, _ = run([BIN, "net", "up", path, name], 60)
-        if up.returncode != 0:
-            print(f"loss topology {i}: net up failed: {up.stderr.strip()}", file=sys.stderr)
+        name = network_up(tmp, "l", i, text)
+        if name is None:
             continue
         try:
             ex = lambda cmd, limit: run([BIN, "net", "exec", name, "a", "--"] + cmd, limit)
@@ -232,6 +235,7 @@ def loss_part():
               f"({'right' if row['placed'] else 'WRONG'}); at the limited hop path loss "
               f"{'-' if false_loss is None else f'{false_loss:.2f}'} points off the truth, note "
               f"{row['limited_note']!r}, mtr shows {mtr_lim} %; {row['probes']} probes in {t_trace:.1f} s", flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
     if not rows:
         print("no loss results")
         return 1

@@ -25,16 +25,18 @@ impl HashKind {
         }
     }
 
-    /// A block's hash where the hash is cheap enough to compute in the thread that just
-    /// copied the block (the reader, the receiving stream), while the block is still in that
-    /// core's cache — XXH3 hashes such a block about twice as fast as one fetched from memory
-    /// by another thread — and needs neither the file's size nor a thread of its own; `None`
-    /// for BLAKE3, which its own threads compute in parallel.
+    /// Whether the hash is cheap enough to compute in the thread that just copied the block
+    /// (the reader, the receiving stream), while the block is still in that core's cache —
+    /// XXH3 hashes such a block about twice as fast as one fetched from memory by another
+    /// thread — needing neither the file's size nor a thread of its own; BLAKE3 is computed
+    /// by its own threads in parallel.
+    pub fn cheap(self) -> bool {
+        self == HashKind::Xxh3
+    }
+
+    /// A block's hash where it is [`cheap`](Self::cheap), else `None`.
     pub fn cheap_block(self, data: &[u8], block: u64) -> Option<[u8; 32]> {
-        match self {
-            HashKind::Blake3 => None,
-            HashKind::Xxh3 => Some(self.block(data, block, 0, 0)),
-        }
+        self.cheap().then(|| self.block(data, block, 0, 0))
     }
 
     /// The file's hash from its blocks' hashes (in block order).

@@ -119,6 +119,15 @@ pub fn classify(v6: bool, origin: u8, kind: u8, code: u8, info: u32) -> Option<A
     }
 }
 
+/// Whether a failed send only reports an ICMP error queued for the socket: it fails one
+/// call, and the error itself is read from the error queue.
+fn pending_icmp_error(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EHOSTUNREACH | libc::ENETUNREACH | libc::ECONNREFUSED | libc::EHOSTDOWN | libc::EPROTO)
+    )
+}
+
 /// Waits up to `timeout_ms` for `events` on `fd`; false on a timeout or an interrupted wait.
 pub(crate) fn poll_one(fd: std::os::fd::RawFd, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
     let mut p = libc::pollfd { fd, events, revents: 0 };
@@ -212,27 +221,15 @@ impl Prober {
         };
         // An ICMP error that came in since the last read fails one send with its errno (the
         // socket's pending error; the error itself waits on the queue): send again.
-        for _ in 0..3 {
+        let mut retries = 3;
+        loop {
             let at = realtime_ns();
             match sock.send_to(&data, dst) {
                 Ok(_) => return Ok(at),
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(
-                            libc::EHOSTUNREACH
-                                | libc::ENETUNREACH
-                                | libc::ECONNREFUSED
-                                | libc::EHOSTDOWN
-                                | libc::EPROTO
-                        )
-                    ) => {}
+                Err(e) if retries > 0 && pending_icmp_error(&e) => retries -= 1,
                 Err(e) => return Err(e),
             }
         }
-        let at = realtime_ns();
-        sock.send_to(&data, dst)?;
-        Ok(at)
     }
 
     /// Waits up to `timeout_ms` for something to read.

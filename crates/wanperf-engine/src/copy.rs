@@ -413,7 +413,7 @@ impl SendJob {
         sh.read.threads.store(1, Ordering::Relaxed);
         let k = prep_threads();
         // A cheap hash is the reader's (one thread), BLAKE3 the preparing threads'.
-        let hashers = if sh.spec.hash.cheap_block(&[], 0).is_some() { 1 } else { k };
+        let hashers = if sh.spec.hash.cheap() { 1 } else { k };
         sh.hash.threads.store(hashers as u64, Ordering::Relaxed);
         sh.compress.threads.store(k as u64, Ordering::Relaxed);
         for _ in 0..k {
@@ -526,13 +526,17 @@ fn reader(sh: &Arc<SendShared>, prep_tx: Sender<Raw>) {
         }
         sh.read.bytes.fetch_add(len as u64, Ordering::Relaxed);
         let t = sh.read.busy(t);
-        let c0 = cpu_now();
-        let hash = sh.spec.hash.cheap_block(&buf[HEADER_LEN..], block);
-        if hash.is_some() {
+        // (The thread's CPU clock is read only around a hash computed here.)
+        let hash = if sh.spec.hash.cheap() {
+            let c0 = cpu_now();
+            let hash = sh.spec.hash.cheap_block(&buf[HEADER_LEN..], block);
             sh.hash.bytes.fetch_add(len as u64, Ordering::Relaxed);
             sh.hash.busy(t);
             hash_cpu.set(hash_cpu.get() + cpu_now() - c0);
-        }
+            hash
+        } else {
+            None
+        };
         Ok(Raw { file, block, buf, seq, hash })
     };
     let push = |raw: Raw| -> bool {
@@ -825,7 +829,7 @@ impl RecvJob {
         let k = prep_threads();
         // A cheap hash of uncompressed blocks is verified by the receiving threads (counted
         // as they start), anything else by the verifying threads.
-        let inline = sh.spec.hash.cheap_block(&[], 0).is_some() && sh.spec.compress == Compress::Off;
+        let inline = sh.spec.hash.cheap() && sh.spec.compress == Compress::Off;
         sh.verify.threads.store(if inline { 0 } else { k as u64 }, Ordering::Relaxed);
         sh.decompress.threads.store(k as u64, Ordering::Relaxed);
         sh.write.threads.store(1, Ordering::Relaxed);
@@ -1109,14 +1113,14 @@ fn recv_worker(sh: &Arc<RecvShared>, conn: Conn, c: &Counters, start: Instant) -
         sh.receive.bytes.fetch_add(n as u64, Ordering::Relaxed);
         sh.n.wire.fetch_add(n as u64, Ordering::Relaxed);
         // A cheap hash is verified here, while the block is in this core's cache.
-        let c0 = cpu_now();
-        let hash = if h.zstd { None } else { sh.spec.hash.cheap_block(&payload, h.block) };
-        let t = if hash.is_some() {
+        let (hash, t) = if !h.zstd && sh.spec.hash.cheap() {
+            let c0 = cpu_now();
+            let hash = sh.spec.hash.cheap_block(&payload, h.block);
             sh.verify.bytes.fetch_add(payload.len() as u64, Ordering::Relaxed);
             vcpu += cpu_now() - c0;
-            sh.verify.busy(t)
+            (hash, sh.verify.busy(t))
         } else {
-            t
+            (None, t)
         };
         let mut g = Got { h, payload, hash };
         let sent = loop {

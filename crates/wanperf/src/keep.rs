@@ -87,31 +87,10 @@ fn say_saved(id: i64, json: bool) {
     }
 }
 
-/// Stores a measurement made outside a study (a trace) as a run of one cell named after its
-/// kind, with the command line as the run's text, and says where.
-pub fn save_cell(
-    store: &mut dyn Store,
-    cell: &wanperf_archive::CellRecord,
-    spec: serde_json::Value,
-    json: bool,
-) -> Result<i64> {
-    let run = wanperf_archive::NewRun {
-        study: cell.kind.clone(),
-        study_text: std::env::args().collect::<Vec<_>>().join(" "),
-        spec,
-        software: crate::tput::software(),
-        cells_planned: 1,
-        started_unix: cell.started_unix,
-    };
-    let status = if cell.ok { wanperf_archive::RunStatus::Complete } else { wanperf_archive::RunStatus::Incomplete };
-    let id = store_one(store, &run, cell, status, cell.started_unix + cell.duration_s).context("cannot store")?;
-    say_saved(id, json);
-    Ok(id)
-}
-
-/// Stores a measurement of one cell (`trace`, `capacity`) begun at `started` — its
-/// parameters (by name), its summary, and why it failed when it did (`None`: it succeeded) —
-/// as a run of its own; returns the run's id.
+/// Stores a measurement of one cell made outside a study (`trace`, `capacity`) begun at
+/// `started` — its parameters (by name), its summary, and why it failed when it did (`None`:
+/// it succeeded) — as a run of its own named after its kind, with the command line as the
+/// run's text, and says where; returns the run's id.
 pub fn save_measurement(
     store: &mut dyn Store,
     kind: &str,
@@ -124,9 +103,11 @@ pub fn save_measurement(
     let unix = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
     let params: std::collections::BTreeMap<String, serde_json::Value> =
         params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let mut spec = serde_json::Map::new();
+    spec.insert(kind.to_string(), serde_json::json!(params));
     let cell = wanperf_archive::CellRecord {
         kind: kind.into(),
-        params: params.clone(),
+        params,
         ok: failure.is_none(),
         failure,
         started_unix: unix(started),
@@ -134,9 +115,18 @@ pub fn save_measurement(
         summary,
         ..Default::default()
     };
-    let mut spec = serde_json::Map::new();
-    spec.insert(kind.to_string(), serde_json::json!(params));
-    save_cell(store, &cell, serde_json::Value::Object(spec), json)
+    let run = wanperf_archive::NewRun {
+        study: cell.kind.clone(),
+        study_text: std::env::args().collect::<Vec<_>>().join(" "),
+        spec: serde_json::Value::Object(spec),
+        software: crate::tput::software(),
+        cells_planned: 1,
+        started_unix: cell.started_unix,
+    };
+    let status = if cell.ok { wanperf_archive::RunStatus::Complete } else { wanperf_archive::RunStatus::Incomplete };
+    let id = store_one(store, &run, &cell, status, cell.started_unix + cell.duration_s).context("cannot store")?;
+    say_saved(id, json);
+    Ok(id)
 }
 
 /// `wanperf runs`.
