@@ -7,6 +7,11 @@
 //! together with its one's complement, so the UDP or ICMP checksum is the same for every
 //! probe too: a per-flow load balancer sends them all the same way. Probes are told apart by
 //! the payload, which routers quote back in their ICMP errors.
+//!
+//! With a `wanperf serve` at the destination (`--server`), UDP probes go to its port as echo
+//! probes that ask for its count ([`Count`]): the number is the probe's `seq` and its
+//! complement the client time field, so the checksum stays constant as before; the server
+//! answers each one (no ICMP rate limit at the destination) with how many it has had.
 
 use crate::trace::{Answer, Reply};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -16,6 +21,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsRawFd;
 pub use wanperf_engine::sys::realtime_ns;
 use wanperf_engine::sys::{enable_rx_timestamps, recv_timestamped, setsockopt_raw};
+use wanperf_proto::probe::{Count, Probe, COUNT_LEN};
 
 /// How probes travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +37,8 @@ pub enum Method {
 const MAGIC: &[u8; 4] = b"WPTR";
 /// Bytes of the probe's own payload: magic, number, its complement.
 pub const PAYLOAD_MIN: usize = 12;
+/// Bytes of a probe's payload to a `wanperf serve` (an echo probe asking for the count).
+pub const SERVER_PAYLOAD_MIN: usize = COUNT_LEN;
 
 const SO_EE_ORIGIN_LOCAL: u8 = 1;
 const SO_EE_ORIGIN_ICMP: u8 = 2;
@@ -43,8 +51,8 @@ pub struct Prober {
 }
 
 enum Kind {
-    /// UDP or ICMP echo: one socket for every probe.
-    Dgram { sock: Socket, dst: SockAddr, method: Method },
+    /// UDP or ICMP echo: one socket for every probe; `server`: UDP to a `wanperf serve`.
+    Dgram { sock: Socket, dst: SockAddr, method: Method, server: bool },
     /// TCP SYN.
     Tcp(crate::syn::Syn),
 }
@@ -88,13 +96,34 @@ pub fn payload(seq: u32, len: usize) -> Vec<u8> {
     p
 }
 
+/// The payload of probe number `seq` to a `wanperf serve`, `len` bytes (at least
+/// [`SERVER_PAYLOAD_MIN`]): an echo probe asking for the count, the number and its
+/// complement in place of the client's time, so every probe has the same checksum.
+pub fn server_payload(seq: u32, len: usize) -> Vec<u8> {
+    let mut p = vec![0u8; len.max(SERVER_PAYLOAD_MIN)];
+    let n = u64::from(seq);
+    Probe { reply: false, short: false, seq: n, client_tx_ns: !n, server_rx_ns: 0, server_tx_ns: 0 }.write(&mut p);
+    Count::ask(&mut p);
+    p
+}
+
 /// The probe number in a payload the network gave back (quoted in an ICMP error, or echoed),
-/// looked for within its first bytes (a ping socket's quote starts with the ICMP header).
+/// looked for within its first bytes (a ping socket's quote starts with the ICMP header);
+/// either layout ([`payload`], [`server_payload`]).
 pub fn probe_number(data: &[u8]) -> Option<u32> {
     (0..=16).find_map(|off| {
-        let p = data.get(off..off + PAYLOAD_MIN)?;
-        let seq = u32::from_be_bytes([p[4], p[5], p[6], p[7]]);
-        (p[..4] == *MAGIC && u32::from_be_bytes([p[8], p[9], p[10], p[11]]) == !seq).then_some(seq)
+        let p = data.get(off..)?;
+        if p.len() >= PAYLOAD_MIN && p[..4] == *MAGIC {
+            let seq = u32::from_be_bytes([p[4], p[5], p[6], p[7]]);
+            return (u32::from_be_bytes([p[8], p[9], p[10], p[11]]) == !seq).then_some(seq);
+        }
+        // The echo header without its version check: a router quotes the probe as it was.
+        if p.len() >= 24 && p[..4] == wanperf_proto::probe::PROBE_MAGIC {
+            let word = |i: usize| u64::from_be_bytes(p[i..i + 8].try_into().expect("8 bytes"));
+            let seq = word(8);
+            return (word(16) == !seq).then_some(seq).and_then(|s| u32::try_from(s).ok());
+        }
+        None
     })
 }
 
@@ -146,6 +175,9 @@ pub enum Got {
     Reply(Reply),
     /// A send failed locally because the first link's MTU is smaller: that MTU.
     LocalMtu(u32),
+    /// The `wanperf serve` at the destination answered a probe: the reply (its time less the
+    /// server's turnaround) and the server's count of this trace's probes.
+    Echo(Reply, u64),
     /// Something else (not ours, unparseable).
     Other,
 }
@@ -153,8 +185,8 @@ pub enum Got {
 impl Prober {
     /// A non-blocking socket for probes to `dst` (UDP or TCP to `port`, or ICMP echo), with
     /// path MTU discovery probing (DF set, nothing cached) when `df` (not for TCP: a SYN is
-    /// small).
-    pub fn new(dst: IpAddr, method: Method, port: u16, df: bool) -> io::Result<Prober> {
+    /// small); `server`: UDP probes are echo probes to a `wanperf serve` on `port`.
+    pub fn new(dst: IpAddr, method: Method, port: u16, df: bool, server: bool) -> io::Result<Prober> {
         let v6 = dst.is_ipv6();
         let proto = match (method, v6) {
             (Method::Udp, _) => Protocol::UDP,
@@ -178,7 +210,8 @@ impl Prober {
         }
         enable_rx_timestamps(sock.as_raw_fd())?;
         let dst = SockAddr::from(SocketAddr::new(dst, if method == Method::Udp { port } else { 0 }));
-        Ok(Prober { kind: Kind::Dgram { sock, dst, method }, v6 })
+        let server = server && method == Method::Udp;
+        Ok(Prober { kind: Kind::Dgram { sock, dst, method, server }, v6 })
     }
 
     /// Whether probes go one at a time (TCP: the next waits until this one is answered or
@@ -191,8 +224,8 @@ impl Prober {
     /// has its own size), as flow `flow` (UDP: the destination port plus `flow`; TCP: a
     /// source port of the flow's own; ICMP: one flow only); returns the send time.
     pub fn send(&mut self, ttl: u8, seq: u32, size: usize, flow: u16) -> io::Result<u64> {
-        let (sock, dst, method) = match &mut self.kind {
-            Kind::Dgram { sock, dst, method } => (sock, dst, *method),
+        let (sock, dst, method, server) = match &mut self.kind {
+            Kind::Dgram { sock, dst, method, server } => (sock, dst, *method, *server),
             Kind::Tcp(s) => return s.send(ttl, seq, flow),
         };
         let flow_dst;
@@ -208,7 +241,8 @@ impl Prober {
         } else {
             sock.set_ttl(u32::from(ttl))?;
         }
-        let body = payload(seq, size.saturating_sub(overhead(self.v6)));
+        let len = size.saturating_sub(overhead(self.v6));
+        let body = if server { server_payload(seq, len) } else { payload(seq, len) };
         let data = match method {
             Method::Udp | Method::Tcp => body,
             Method::Icmp => {
@@ -243,14 +277,14 @@ impl Prober {
 
     /// Reads one message, from the error queue first; `None` when there is nothing.
     pub fn read(&mut self) -> io::Result<Option<Got>> {
-        let (sock, method) = match &mut self.kind {
-            Kind::Dgram { sock, method, .. } => (&*sock, *method),
+        let (sock, method, server) = match &mut self.kind {
+            Kind::Dgram { sock, method, server, .. } => (&*sock, *method, *server),
             Kind::Tcp(s) => return s.read(),
         };
         if let Some(g) = Self::recv_error(sock, self.v6)? {
             return Ok(Some(g));
         }
-        // An echo reply (ICMP type 0 or 129) from the destination.
+        // An echo reply (ICMP type 0 or 129) from the destination, or the server's.
         let mut buf = [0u8; 2048];
         let r = match recv_timestamped(sock.as_raw_fd(), &mut buf) {
             Ok(r) => r,
@@ -263,6 +297,28 @@ impl Prober {
             }
         };
         let data = &buf[..r.len];
+        if server {
+            let at_ns = r.kernel_ns.unwrap_or_else(realtime_ns);
+            return Ok(Some(match (Probe::read(data), Count::read(data), r.from) {
+                (Some(p), Some(count), Some(from)) if p.reply && p.client_tx_ns == !p.seq => {
+                    // The server's time between receiving and answering is not the path's.
+                    let turnaround = p.server_tx_ns.saturating_sub(p.server_rx_ns).min(1_000_000_000);
+                    match u32::try_from(p.seq) {
+                        Ok(seq) => Got::Echo(
+                            Reply {
+                                seq,
+                                from: from.ip(),
+                                at_ns: at_ns.saturating_sub(turnaround),
+                                answer: Answer::Reached,
+                            },
+                            count,
+                        ),
+                        Err(_) => Got::Other,
+                    }
+                }
+                _ => Got::Other,
+            }));
+        }
         let echo_reply = data.first().is_some_and(|&t| t == if self.v6 { 129 } else { 0 });
         Ok(Some(match (method, echo_reply, r.from, probe_number(data)) {
             (Method::Icmp, true, Some(from), Some(seq)) => Got::Reply(Reply {
@@ -393,6 +449,28 @@ mod tests {
         for seq in [2, 77, 65_535, 65_536, 0xdead_beef, u32::MAX] {
             assert_eq!(sum(&payload(seq, 40)), a, "seq {seq}");
         }
+    }
+
+    #[test]
+    fn server_probes_keep_one_checksum_ask_for_the_count_and_are_found_in_quotes() {
+        fn sum(p: &[u8]) -> u32 {
+            let mut s: u32 = p.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+            while s > 0xffff {
+                s = (s & 0xffff) + (s >> 16);
+            }
+            s
+        }
+        let a = server_payload(1, 60);
+        assert_eq!(a.len(), 60);
+        assert!(Count::asked(&a) && Probe::read(&a).is_some_and(|p| !p.reply && p.seq == 1));
+        for seq in [2, 77, 65_536, u32::MAX] {
+            assert_eq!(sum(&server_payload(seq, 60)), sum(&a), "seq {seq}");
+            assert_eq!(probe_number(&server_payload(seq, 60)), Some(seq));
+        }
+        assert_eq!(server_payload(5, 10).len(), SERVER_PAYLOAD_MIN);
+        let mut bad = server_payload(9, 48);
+        bad[20] ^= 1;
+        assert_eq!(probe_number(&bad), None);
     }
 
     #[test]

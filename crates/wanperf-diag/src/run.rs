@@ -33,6 +33,8 @@ pub struct Options {
     /// Flow identifiers the rounds take in turn (1: one flow, Paris-style; more: the paths
     /// of per-flow load balancers). UDP varies the destination port, TCP the source port.
     pub flows: u16,
+    /// UDP probes go to a `wanperf serve` on `port`, which answers and counts them.
+    pub server: bool,
 }
 
 /// TTLs probed beyond the farthest answer while the destination is unknown.
@@ -43,6 +45,10 @@ fn pump(p: &mut Prober, t: &mut Trace, until: Instant) -> io::Result<()> {
         while let Some(g) = p.read()? {
             match g {
                 Got::Reply(r) => t.reply(r),
+                Got::Echo(r, count) => {
+                    t.reply(r);
+                    t.server_count(r.seq, count);
+                }
                 Got::LocalMtu(m) => t.local_mtu(m),
                 Got::Other => {}
             }
@@ -60,12 +66,13 @@ fn pump(p: &mut Prober, t: &mut Trace, until: Instant) -> io::Result<()> {
 /// Traces the path to `dst`; `on_round` sees the trace after each round and may stop it by
 /// returning false.
 pub fn trace(dst: IpAddr, o: &Options, mut on_round: impl FnMut(u32, &Trace) -> bool) -> io::Result<Report> {
-    let mut p = Prober::new(dst, o.method, o.port, o.mtu)?;
+    let mut p = Prober::new(dst, o.method, o.port, o.mtu, o.server)?;
     let mut t = Trace::new(Plan {
         first_ttl: o.first_ttl,
         max_ttl: o.max_ttl,
         wait_ns: o.wait.as_nanos() as u64,
         flows: o.flows.max(1),
+        server: o.server,
     });
     let start = Instant::now();
     let mut last_send = start;

@@ -53,6 +53,9 @@ pub struct Plan {
     /// probes every hop with the next flow, so that a per-flow load balancer shows each of
     /// its paths, and each flow keeps its own).
     pub flows: u16,
+    /// A `wanperf serve` counts the probes that reach it ([`Trace::server_count`]): keep
+    /// what forward and reverse loss are told apart with.
+    pub server: bool,
 }
 
 /// A probe still waiting for its answer.
@@ -162,6 +165,27 @@ pub struct Report {
     pub route_changes: Vec<RouteChange>,
     /// Rounds completed.
     pub rounds: u32,
+    /// The destination's loss split by direction, when a `wanperf serve` there counted the
+    /// probes it had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub one_way: Option<OneWayLoss>,
+}
+
+/// The destination's loss split by direction: probes that never reached the server (forward)
+/// and replies that never came back (reverse), over the probes up to the last one whose
+/// reply brought the server's count.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OneWayLoss {
+    /// Probes sent far enough to reach the destination.
+    pub sent: u32,
+    /// Of those, how many the server had.
+    pub arrived: u32,
+    /// Replies that came back in time.
+    pub answered: u32,
+    /// (sent − arrived) / sent, %.
+    pub forward_loss_pct: f64,
+    /// (arrived − answered) / arrived, %.
+    pub reverse_loss_pct: f64,
 }
 
 /// The state of a trace. Each probe is kept only until it is answered or lost; then it is
@@ -184,6 +208,11 @@ pub struct Trace {
     /// MTUs routers reported for their next link, by router address.
     mtus: BTreeMap<IpAddr, u32>,
     local_mtu: Option<u32>,
+    /// With a server: every probe's (seq, TTL) in send order, the destination's answers in
+    /// time, and the latest count (seq of its reply, count).
+    sent_log: Vec<(u32, u8)>,
+    reached: std::collections::HashSet<u32>,
+    count: Option<(u32, u64)>,
 }
 
 /// Whether `diff` more loss (a share of `n` probes) than a `base` rate is real and not chance:
@@ -251,7 +280,35 @@ impl Trace {
             size: None,
             mtus: BTreeMap::new(),
             local_mtu: None,
+            sent_log: Vec::new(),
+            reached: std::collections::HashSet::new(),
+            count: None,
         }
+    }
+
+    /// The server at the destination has had `count` of this trace's probes, counting probe
+    /// `seq` (its reply said so, in time or late).
+    pub fn server_count(&mut self, seq: u32, count: u64) {
+        if self.plan.server && self.count.is_none_or(|(s, _)| seq > s) {
+            self.count = Some((seq, count));
+        }
+    }
+
+    /// The destination's loss by direction, from the server's latest count.
+    fn one_way(&self) -> Option<OneWayLoss> {
+        let (upto, count) = self.count?;
+        let dest = self.dest_ttl?;
+        let sent = self.sent_log.iter().filter(|(s, ttl)| *s <= upto && *ttl >= dest).count() as u32;
+        let arrived = u32::try_from(count).unwrap_or(u32::MAX).min(sent);
+        let answered = (self.reached.iter().filter(|s| **s <= upto).count() as u32).min(arrived);
+        let pct = |lost: u32, of: u32| if of == 0 { 0.0 } else { f64::from(lost) * 100.0 / f64::from(of) };
+        Some(OneWayLoss {
+            sent,
+            arrived,
+            answered,
+            forward_loss_pct: pct(sent - arrived, sent),
+            reverse_loss_pct: pct(arrived - answered, arrived),
+        })
     }
 
     /// The TTLs to probe in a round: up to the destination once it has answered, else up to
@@ -285,6 +342,9 @@ impl Trace {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1).max(1);
         self.pending.insert(seq, Pending { round, ttl, at_ns, size });
+        if self.plan.server {
+            self.sent_log.push((seq, ttl));
+        }
         self.order.push_back(seq);
         self.rounds = self.rounds.max(round);
         seq
@@ -323,6 +383,9 @@ impl Trace {
         match r.answer {
             Answer::Reached if self.dest_ttl.is_none_or(|d| p.ttl < d) => self.dest_ttl = Some(p.ttl),
             _ => {}
+        }
+        if self.plan.server && r.answer == Answer::Reached {
+            self.reached.insert(r.seq);
         }
         if matches!(r.answer, Answer::TimeExceeded | Answer::Reached) {
             let flow = self.flow(p.round);
@@ -505,6 +568,7 @@ impl Trace {
             path_mtu: self.mtus.values().copied().chain(self.local_mtu).min(),
             route_changes,
             rounds: self.rounds,
+            one_way: self.one_way(),
         }
     }
 }
@@ -520,7 +584,7 @@ mod tests {
     }
 
     fn plan() -> Plan {
-        Plan { first_ttl: 1, max_ttl: 30, wait_ns: 1_000 * MS, flows: 1 }
+        Plan { first_ttl: 1, max_ttl: 30, wait_ns: 1_000 * MS, flows: 1, server: false }
     }
 
     /// Runs `rounds` rounds over a chain whose hop k (1-based) has address 10.0.k.1, RTT 2k ms,
@@ -673,6 +737,43 @@ mod tests {
         assert_eq!(r.hops[1].loss_pct, 1.5);
         assert_eq!(r.hops[1].note.as_deref(), Some("loss starts here or at hop 1 (it limits its replies)"));
         assert!(r.hops[2..].iter().all(|h| h.note.is_none()), "{r:?}");
+    }
+
+    #[test]
+    fn a_counting_server_splits_the_destinations_loss_by_direction() {
+        // A 3-hop chain; of 100 rounds' probes to the destination (hop 3), every 10th never
+        // reaches the server (forward) and every 25th of those that do is answered but the
+        // answer is lost (reverse). The server's count rides on each answer that comes back.
+        let mut t = Trace::new(Plan { server: true, ..plan() });
+        let mut arrived = 0u64;
+        for round in 1..=100u32 {
+            let base = u64::from(round) * 1_000 * MS;
+            let ttls: Vec<u8> = t.ttls().filter(|&ttl| ttl <= 3).collect();
+            for ttl in ttls {
+                let at = base + u64::from(ttl) * MS;
+                let seq = t.sent(round, ttl, at, 60);
+                if ttl < 3 {
+                    t.reply(Reply { seq, from: chain_addr(round, ttl), at_ns: at + MS, answer: Answer::TimeExceeded });
+                } else if round % 10 != 0 {
+                    arrived += 1;
+                    if arrived % 25 != 0 {
+                        t.reply(Reply { seq, from: chain_addr(round, ttl), at_ns: at + MS, answer: Answer::Reached });
+                        t.server_count(seq, arrived);
+                    }
+                }
+            }
+            t.expire(base + 999 * MS);
+        }
+        t.expire(u64::MAX / 2);
+        let r = t.report();
+        let w = r.one_way.expect("split");
+        // The last count came with round 99's answer (round 100's probe was lost on the way):
+        // 99 probes, 9 lost forward, 3 of the 90 answers lost.
+        assert_eq!((w.sent, w.arrived, w.answered), (99, 90, 87), "{w:?}");
+        assert!((w.forward_loss_pct - 900.0 / 99.0).abs() < 1e-9, "{w:?}");
+        assert!((w.reverse_loss_pct - 300.0 / 90.0).abs() < 1e-9, "{w:?}");
+        // Without a count (no server, or a plain trace) there is no split.
+        assert_eq!(run(5, 3, |_, _| false, chain_addr).one_way, None);
     }
 
     #[test]

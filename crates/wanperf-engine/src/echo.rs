@@ -3,7 +3,8 @@
 //! clients (others get nothing, so the server is no reflector) — as large as it came, or only
 //! its header when the probe asks for a short reply (`wanperf capacity`'s trains). It also
 //! sends trains back for `wanperf capacity --reverse`, to clients that hold its token (see
-//! [`TrainRequest`]) and within a byte budget per client.
+//! [`TrainRequest`]) and within a byte budget per client, and counts the probes of clients
+//! that ask (see [`Count`]: `wanperf trace --server` tells forward from reverse loss).
 
 use crate::sys;
 use std::collections::HashMap;
@@ -12,7 +13,9 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use wanperf_proto::probe::{Probe, TrainRequest, PROBE_HEADER_LEN, TRAIN_MAX_COUNT, TRAIN_MAX_SIZE, TRAIN_REQUEST_LEN};
+use wanperf_proto::probe::{
+    Count, Probe, TrainRequest, PROBE_HEADER_LEN, TRAIN_MAX_COUNT, TRAIN_MAX_SIZE, TRAIN_REQUEST_LEN,
+};
 
 /// Bytes of trains a client may have per second, and at once.
 pub const TRAIN_BYTES_PER_S: f64 = 2e6;
@@ -76,6 +79,38 @@ impl Default for Trains {
     }
 }
 
+/// Clients whose counts are kept at most (a count is per address and port: one trace).
+const COUNTED_MAX: usize = 16_384;
+/// A client silent this long is forgotten when the table is full.
+const COUNTED_IDLE: Duration = Duration::from_secs(600);
+
+/// Probes counted per client address and port, for probes that ask ([`Count`]).
+#[derive(Default)]
+pub struct Counts {
+    seen: HashMap<SocketAddr, (u64, Instant)>,
+}
+
+impl Counts {
+    /// Counts one more probe from `from`; returns its count so far. A full table forgets the
+    /// clients silent for [`COUNTED_IDLE`], then, if it must, all but the newest half: a new
+    /// client is always counted (a forgotten one starts again from 1, which its replies show).
+    pub fn add(&mut self, from: SocketAddr, now: Instant) -> u64 {
+        if self.seen.len() >= COUNTED_MAX && !self.seen.contains_key(&from) {
+            self.seen.retain(|_, (_, at)| now.duration_since(*at) < COUNTED_IDLE);
+            if self.seen.len() >= COUNTED_MAX {
+                let mut ages: Vec<Instant> = self.seen.values().map(|(_, at)| *at).collect();
+                ages.sort_unstable();
+                let cut = ages[ages.len() / 2];
+                self.seen.retain(|_, (_, at)| *at > cut);
+            }
+        }
+        let e = self.seen.entry(from).or_insert((0, now));
+        e.0 += 1;
+        e.1 = now;
+        e.0
+    }
+}
+
 /// What the echo sends for one train request: `packets` replies of `len` bytes, the probe
 /// and train fields written into each with the sequence number advanced.
 struct TrainAnswer {
@@ -120,6 +155,7 @@ pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, sto
     let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
     let mut buf = vec![0u8; 65_536];
     let mut trains = Trains::new();
+    let mut counts = Counts::default();
     while !stop.load(Ordering::Acquire) {
         let Ok(r) = sys::recv_timestamped(sock.as_raw_fd(), &mut buf) else { continue };
         let Some(from) = r.from else { continue };
@@ -142,8 +178,12 @@ pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, sto
             server_tx_ns: sys::realtime_ns(),
             ..p
         };
+        let counted = Count::asked(&buf[..r.len]);
         reply.write(&mut buf);
-        let len = if p.short { PROBE_HEADER_LEN } else { r.len };
+        if counted {
+            Count::write(&mut buf, counts.add(from, Instant::now()));
+        }
+        let len = if p.short && !counted { PROBE_HEADER_LEN } else { r.len };
         let _ = sock.send_to(&buf[..len], from);
     }
 }
@@ -157,6 +197,26 @@ mod tests {
             Probe { reply: false, short: true, seq: 100, client_tx_ns: 5, server_rx_ns: 0, server_tx_ns: 0 },
             TrainRequest { token, count, size },
         )
+    }
+
+    #[test]
+    fn counts_are_per_client_and_a_full_table_still_counts_a_new_one() {
+        let mut c = Counts::default();
+        let t0 = Instant::now();
+        let a: SocketAddr = "198.18.0.1:4000".parse().unwrap();
+        let b: SocketAddr = "198.18.0.1:4001".parse().unwrap();
+        assert_eq!((c.add(a, t0), c.add(a, t0), c.add(b, t0), c.add(a, t0)), (1, 2, 1, 3));
+        // Fill the table with clients active later than `a` and `b`.
+        let later = t0 + Duration::from_secs(1);
+        for i in 0..COUNTED_MAX {
+            let ip = std::net::Ipv4Addr::from(0xc612_0000 + i as u32);
+            c.add(SocketAddr::new(ip.into(), 9), later + Duration::from_nanos(i as u64));
+        }
+        assert!(c.seen.len() <= COUNTED_MAX);
+        let n: SocketAddr = "198.19.0.1:1".parse().unwrap();
+        assert_eq!(c.add(n, later + Duration::from_secs(1)), 1);
+        assert!(c.seen.len() <= COUNTED_MAX, "the table stays bounded");
+        assert_eq!(c.add(n, later + Duration::from_secs(1)), 2, "the new client is kept");
     }
 
     #[test]

@@ -708,6 +708,7 @@ fn run_trace(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &Ato
         mtu: false,
         gap: Duration::from_millis(5),
         flows: 1,
+        server: false,
     };
     let report = wanperf_diag::run::trace(ip, &o, |_, _| !stop.load(Ordering::Acquire));
     r.end = now_unix();

@@ -5,7 +5,9 @@
 //! | WNPE  | ver   | flags | seq (u64)     | client tx     | server rx     | server tx     | padding…
 //! ```
 //! Flags: 1 = reply, 2 = short (answer with the header only), 4 = train (see
-//! [`TrainRequest`]: 12 more bytes after the header).
+//! [`TrainRequest`]: 12 more bytes after the header), 8 = count (see [`Count`]: the reply
+//! carries, in the 8 bytes after the header, how many probes the server has had from this
+//! client's address and port).
 //! All big endian. The client's timestamp is opaque to the server; the server's two
 //! timestamps are its wall clock (ns since the Unix epoch) when the request arrived (kernel
 //! receive time where available) and when the reply left. Their difference is the server's
@@ -20,6 +22,7 @@ pub const PROBE_HEADER_LEN: usize = 40;
 const FLAG_REPLY: u16 = 1;
 const FLAG_SHORT: u16 = 2;
 const FLAG_TRAIN: u16 = 4;
+const FLAG_COUNT: u16 = 8;
 
 /// Header and train fields.
 pub const TRAIN_REQUEST_LEN: usize = PROBE_HEADER_LEN + 12;
@@ -72,6 +75,52 @@ impl TrainRequest {
             count: u16::from_be_bytes([buf[48], buf[49]]),
             size: u16::from_be_bytes([buf[50], buf[51]]),
         })
+    }
+}
+
+/// Bytes of a probe that asks for the server's count: the header and the count.
+pub const COUNT_LEN: usize = PROBE_HEADER_LEN + 8;
+
+/// `wanperf trace --server`: a probe (flag 8, at least [`COUNT_LEN`] bytes) whose reply
+/// carries, as a big-endian u64 after the header, how many counting probes the server has had
+/// from the client's address and port, this one included. A client that knows how many it
+/// sent and how many replies came back tells the loss on the way there (sent − counted) from
+/// the loss on the way back (counted − replies). Not for trains (flag 4 wins). An older
+/// server's reply has only the reply flag (it writes the header anew): no count.
+pub struct Count;
+
+impl Count {
+    /// Marks the probe already written at the start of `buf` (at least [`COUNT_LEN`] bytes)
+    /// as asking for the count, the count field zero.
+    pub fn ask(buf: &mut [u8]) {
+        let flags = u16::from_be_bytes([buf[6], buf[7]]) | FLAG_COUNT;
+        buf[6..8].copy_from_slice(&flags.to_be_bytes());
+        buf[40..48].fill(0);
+    }
+
+    /// Whether a request asks for the count (flag 8, long enough, not a train).
+    pub fn asked(buf: &[u8]) -> bool {
+        let flags = if buf.len() >= 8 { u16::from_be_bytes([buf[6], buf[7]]) } else { 0 };
+        buf.len() >= COUNT_LEN && flags & FLAG_COUNT != 0 && flags & FLAG_TRAIN == 0
+    }
+
+    /// Marks the reply header already written at the start of `buf` (at least [`COUNT_LEN`]
+    /// bytes) as carrying `count`, and writes it.
+    pub fn write(buf: &mut [u8], count: u64) {
+        Count::ask(buf);
+        buf[40..48].copy_from_slice(&count.to_be_bytes());
+    }
+
+    /// The server's count in a reply: `None` without flag 8 or when it is 0 (a server that
+    /// does not count).
+    pub fn read(buf: &[u8]) -> Option<u64> {
+        let p = Probe::read(buf)?;
+        if !p.reply || !Count::asked(buf) {
+            return None;
+        }
+        let mut c = [0u8; 8];
+        c.copy_from_slice(&buf[40..48]);
+        Some(u64::from_be_bytes(c)).filter(|&n| n > 0)
     }
 }
 
@@ -161,5 +210,31 @@ mod tests {
         // Still a probe (an older server echoes it as one), and the flags it had are kept.
         assert_eq!(Probe::read(&b), Some(p));
         assert_eq!(TrainRequest::read(&b[..TRAIN_REQUEST_LEN - 1]), None);
+    }
+
+    #[test]
+    fn counts_are_asked_written_and_read_back() {
+        let p = Probe { reply: false, short: false, seq: 3, client_tx_ns: 4, server_rx_ns: 0, server_tx_ns: 0 };
+        let mut b = [0xaau8; 64];
+        p.write(&mut b);
+        assert!(!Count::asked(&b));
+        Count::ask(&mut b);
+        assert!(Count::asked(&b) && !Count::asked(&b[..COUNT_LEN - 1]));
+        assert_eq!(Probe::read(&b), Some(p), "still a plain probe to an older server");
+        // An older server's echo: the header written anew, without flag 8.
+        let mut echo = b;
+        Probe { reply: true, ..p }.write(&mut echo);
+        assert_eq!(Count::read(&echo), None);
+        Count::write(&mut echo, 17);
+        assert_eq!(Count::read(&echo), Some(17));
+        Count::write(&mut echo, 0);
+        assert_eq!(Count::read(&echo), None, "0 is no count");
+        assert_eq!(Count::read(&b), None, "a request carries no count");
+        // A train request is never counted.
+        let mut t = [0u8; TRAIN_REQUEST_LEN];
+        p.write(&mut t);
+        Count::ask(&mut t);
+        TrainRequest { token: 1, count: 2, size: 100 }.write(&mut t);
+        assert!(!Count::asked(&t));
     }
 }

@@ -172,6 +172,14 @@ fn trace_finding(s: &serde_json::Value, hops: &[serde_json::Value]) -> String {
         }
         None => f += " No loss on the path.",
     }
+    let w = &s["trace"]["one_way"];
+    if let (Some(fwd), Some(rev)) = (w["forward_loss_pct"].as_f64(), w["reverse_loss_pct"].as_f64()) {
+        f += &format!(
+            " The server at the destination counted the probes: {} lost on the way there, {} of its answers on the way back.",
+            pct(fwd),
+            pct(rev)
+        );
+    }
     if let Some(m) = s["trace"]["path_mtu"].as_u64() {
         f += &format!(" Path MTU {m} B.");
     }

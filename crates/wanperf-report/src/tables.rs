@@ -286,6 +286,16 @@ fn traces(v: &View) -> String {
             );
         }
         h += "</table></div>\n";
+        let w = &s["trace"]["one_way"];
+        if let (Some(fwd), Some(rev)) = (w["forward_loss_pct"].as_f64(), w["reverse_loss_pct"].as_f64()) {
+            let _ = writeln!(
+                h,
+                "<p>Counted by the server at the destination: {fwd:.2} % of {} probes lost on the way there, \
+                 {rev:.2} % of {} answers on the way back.</p>",
+                w["sent"].as_u64().unwrap_or(0),
+                w["arrived"].as_u64().unwrap_or(0)
+            );
+        }
     }
     h
 }

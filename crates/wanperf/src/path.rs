@@ -91,6 +91,12 @@ pub struct LinkArgs {
     /// Random loss probability in each direction (0.01 or 1%).
     #[arg(long, value_name = "P")]
     loss: Option<String>,
+    /// Random loss left → right only (overrides --loss that way).
+    #[arg(long, value_name = "P")]
+    loss_up: Option<String>,
+    /// Random loss right → left only (overrides --loss that way).
+    #[arg(long, value_name = "P")]
+    loss_down: Option<String>,
     /// Gilbert-Elliott loss in each direction: ge:p,r[,h,k].
     #[arg(long, value_name = "MODEL")]
     loss_model: Option<String>,
@@ -230,6 +236,14 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
     if let Some(l) = loss {
         cfg.up.loss = l;
         cfg.down.loss = l;
+    }
+    if let Some(p) = &a.loss_up {
+        cfg.up.loss =
+            LossModel::bernoulli(p).map_err(|e| anyhow::anyhow!(e.to_string().replacen("--loss", "--loss-up", 1)))?;
+    }
+    if let Some(p) = &a.loss_down {
+        cfg.down.loss =
+            LossModel::bernoulli(p).map_err(|e| anyhow::anyhow!(e.to_string().replacen("--loss", "--loss-down", 1)))?;
     }
     if let Some(p) = &a.policer {
         cfg.up.policer = Some(PolicerConfig::parse(p)?);

@@ -7,7 +7,7 @@ use std::net::{IpAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use wanperf_diag::probe::{self, Method, PAYLOAD_MIN};
+use wanperf_diag::probe::{self, Method, PAYLOAD_MIN, SERVER_PAYLOAD_MIN};
 use wanperf_diag::run::{self, Options};
 use wanperf_diag::trace::Report;
 use wanperf_proto::units::parse_duration;
@@ -22,6 +22,7 @@ Examples:
   wanperf trace HOST --tcp -p 443           # TCP SYN probes, where UDP and ICMP are filtered
   wanperf trace HOST --multipath 8 -c 32    # the paths of per-flow load balancers (8 flows)
   wanperf trace HOST --mtu                  # also find each link's MTU (DF set)
+  wanperf trace HOST --server -c 300 -i 0.1 # HOST runs `wanperf serve`: loss split by direction
 
 Every probe of a trace has the same addresses, ports and checksum (Paris traceroute's
 constant flow identifier), so a per-flow load balancer sends them all one way; the probes are
@@ -44,7 +45,15 @@ PORT+N-1; TCP: N source ports), each constant across the hops of its round: a pe
 balancer sends each flow its own way, and a hop answered from different addresses by
 different flows — each flow keeping its own — is `load-balanced`, not a route change (which
 is an address changing within one flow). Classic traceroute varies the port with every
-probe and so draws links between the hops of different paths that do not exist.")]
+probe and so draws links between the hops of different paths that do not exist.
+
+--server: the destination runs `wanperf serve` (port 5301 unless -p says otherwise). UDP
+probes go to its port; it answers every one itself — a host's kernel answers port
+unreachable at most once a second (a burst of 6), so a fast trace to a plain host shows loss
+at the destination that is only rate limiting — and with each answer says how many of this
+trace's probes it has had. Probes that never reached it are the forward loss, answers that
+never came back the reverse loss: the path's loss split by direction, which no one-ended tool
+can do. Without a server answering, the trace goes on as a plain UDP trace.")]
 pub struct TraceArgs {
     /// Destination (address or name).
     host: String,
@@ -70,7 +79,8 @@ pub struct TraceArgs {
     #[arg(long)]
     tcp: bool,
     /// Destination port: UDP (a closed port, default 33434: the destination answers port
-    /// unreachable) or TCP (default 80; open or closed, both answer).
+    /// unreachable; with --server the server's, default 5301) or TCP (default 80; open or
+    /// closed, both answer).
     #[arg(short, long)]
     port: Option<u16>,
     /// Probe size on the wire, bytes (IP header included); with --mtu, where discovery starts.
@@ -82,6 +92,10 @@ pub struct TraceArgs {
     /// Flow identifiers the rounds take in turn, to list load-balanced paths (UDP or TCP).
     #[arg(long, value_name = "FLOWS", value_parser = clap::value_parser!(u16).range(2..=256), conflicts_with = "icmp")]
     multipath: Option<u16>,
+    /// The destination runs `wanperf serve`: it answers and counts the probes, and the
+    /// destination's loss is split into forward and reverse (UDP only).
+    #[arg(long, conflicts_with_all = ["icmp", "tcp", "multipath"])]
+    server: bool,
     /// Time between the probes of one round.
     #[arg(long, default_value = "5ms", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
     gap: f64,
@@ -137,6 +151,18 @@ fn print_table(host: &str, dst: IpAddr, r: &Report) {
     for c in &r.route_changes {
         println!("route change in round {}: hop {} was {}, now {}", c.round, c.ttl, c.before, c.after);
     }
+    if let Some(w) = &r.one_way {
+        println!(
+            "to the destination and back: forward loss {:.1} % ({} of {} probes never reached the server), \
+             reverse loss {:.1} % ({} of {} answers never came back)",
+            w.forward_loss_pct,
+            w.sent - w.arrived,
+            w.sent,
+            w.reverse_loss_pct,
+            w.arrived - w.answered,
+            w.arrived
+        );
+    }
 }
 
 /// `wanperf trace`.
@@ -155,9 +181,10 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
     }
     let dst = resolve(&a.host)?;
     let overhead = probe::overhead(dst.is_ipv6());
-    let size = a.size.unwrap_or(if a.mtu { 65_000 } else { overhead + 32 });
-    if size < overhead + PAYLOAD_MIN || size > 65_000 {
-        bail!("--size must be between {} and 65000 bytes", overhead + PAYLOAD_MIN);
+    let least = overhead + if a.server { SERVER_PAYLOAD_MIN } else { PAYLOAD_MIN };
+    let size = a.size.unwrap_or(if a.mtu { 65_000 } else { least.max(overhead + 32) });
+    if size < least || size > 65_000 {
+        bail!("--size must be between {least} and 65000 bytes");
     }
     let method = if a.icmp {
         Method::Icmp
@@ -168,7 +195,13 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
     };
     let o = Options {
         method,
-        port: a.port.unwrap_or(if a.tcp { 80 } else { 33434 }),
+        port: a.port.unwrap_or(if a.tcp {
+            80
+        } else if a.server {
+            5301
+        } else {
+            33434
+        }),
         rounds: a.rounds,
         interval: Duration::from_secs_f64(a.interval),
         wait: Duration::from_secs_f64(a.wait),
@@ -178,6 +211,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
         mtu: a.mtu,
         gap: Duration::from_secs_f64(a.gap),
         flows: a.multipath.unwrap_or(1),
+        server: a.server,
     };
     // A wrong --db fails before anything is sent.
     let mut store = a.save.open()?;
@@ -233,6 +267,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
             ("rounds", serde_json::json!(a.rounds)),
             ("flows", serde_json::json!(a.multipath.unwrap_or(1))),
             ("size", serde_json::json!(size)),
+            ("server", serde_json::json!(a.server)),
         ];
         let summary = serde_json::json!({"trace": report, "host": a.host, "address": dst, "complete": complete});
         crate::keep::save_measurement(s.as_mut(), "trace", &params, summary, failure, started, a.json)?;

@@ -408,3 +408,55 @@ rate = ["10M", "40M"]
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<h3>Capacity and available bandwidth</h3>"), "no capacity table");
 }
+
+#[test]
+fn a_trace_study_splits_each_cells_loss_by_direction_with_the_studys_server() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("trace");
+    let db = d.join("a.sqlite").display().to_string();
+    // 600 probes a cell at 100 a second: far past the destination kernel's ICMP rate limit,
+    // which the study's server does not have.
+    let file = write(
+        &d,
+        "s.toml",
+        r#"name = "trace-by-direction"
+[path]
+rtt = "10ms"
+[measure]
+kind = "trace"
+count = 600
+interval = "10ms"
+[sweep]
+loss_up = ["0", "0.05"]
+loss_down = ["0", "0.05"]
+"#,
+    );
+    let out = run(&["study", "run", &file, "--db", &db], Duration::from_secs(180));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("forward") && text.contains("reverse"), "{text}");
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = data["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    for c in cells {
+        assert_eq!((c["kind"].as_str(), c["ok"].as_bool()), (Some("trace"), Some(true)), "{c}");
+        let w = &c["summary"]["trace"]["one_way"];
+        let (up, down) = (f(&c["params"]["loss_up"]), f(&c["params"]["loss_down"]));
+        // 600 probes: within four standard deviations of 5 % (±3.6 points), exactly 0 without.
+        for (got, want) in [(f(&w["forward_loss_pct"]), up * 100.0), (f(&w["reverse_loss_pct"]), down * 100.0)] {
+            if want == 0.0 {
+                assert_eq!(got, 0.0, "{c}");
+            } else {
+                assert!((got - want).abs() <= 3.6, "{got} % for {want} %: {c}");
+            }
+        }
+    }
+    let html = d.join("r.html");
+    let out = run(&["report", "latest", "--db", &db, "-o", html.to_str().unwrap()], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Counted by the server at the destination"), "no split in the trace table");
+}

@@ -393,3 +393,65 @@ fn bad_input_gets_one_line() {
         assert!(err.trim().lines().count() <= 3, "{args:?}: {err}");
     }
 }
+
+/// `wanperf trace --json ARGS` from a to b (198.18.5.2) of the named network `net`: the report.
+fn trace_exec(net: &str, args: &[&str]) -> Value {
+    let mut argv = vec!["net", "exec", net, "a", "--", BIN, "trace", "198.18.5.2", "--json"];
+    argv.extend_from_slice(args);
+    let text = ok(&run(&argv, Duration::from_secs(90)));
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "trace", "{text}");
+    last["report"].clone()
+}
+
+#[test]
+fn a_wanperf_serve_at_the_destination_splits_its_loss_by_direction_and_is_never_rate_limited() {
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    // Routers answer every probe; b is a plain host (Linux's default ICMP rate limit). The
+    // r1–r2 link loses 5 % toward b, the r4–r5 link 3 % toward a.
+    let topo = chain_with(
+        |_| "icmp_ratelimit = \"0ms\"".into(),
+        |i| match i {
+            1 => "loss_ab = 0.05".into(),
+            4 => "loss_ba = 0.03".into(),
+            _ => String::new(),
+        },
+    );
+    let net = format!("tsrv{}", std::process::id() % 100_000);
+    let f = topo_file("trace-server", &topo);
+    let _up = Up::new(&f, &net);
+    // A hundred rounds a second: b's kernel answers port unreachable once a second (a burst
+    // of 6), so a plain trace shows nearly all of the destination's answers missing.
+    let plain = trace_exec(&net, &["-c", "100", "-i", "0.01", "--gap", "1ms"]);
+    let last = hops(&plain).last().unwrap().clone();
+    assert_eq!(last["destination"], true, "{plain}");
+    assert!(num(&last["loss_pct"]) > 50.0, "b limits its port unreachables: {last}");
+    assert!(plain["one_way"].is_null(), "no server, no split: {plain}");
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(["net", "exec", &net, "b", "--", BIN, "serve", "--listen", "0.0.0.0:0", "--allow", "198.18.0.0/15"]);
+    let server = Server::spawn(cmd);
+    let port = server.port_s();
+    let r = trace_exec(&net, &["--server", "-p", &port, "-c", "1000", "-i", "0.01", "--gap", "1ms"]);
+    let h = hops(&r);
+    assert_eq!(h.len(), 6, "{r}");
+    let dest = &h[5];
+    assert_eq!((dest["destination"].clone(), dest["addrs"][0][0].clone()), (true.into(), "198.18.5.2".into()));
+    // The server answers every probe that reaches it: the destination's loss is the path's
+    // (1 − 0.95 × 0.97 ≈ 7.9 %), not rate limiting.
+    let total = num(&dest["loss_pct"]);
+    assert!((4.5..=11.5).contains(&total), "destination loss {total} %: {dest}");
+    let w = &r["one_way"];
+    let (fwd, rev) = (num(&w["forward_loss_pct"]), num(&w["reverse_loss_pct"]));
+    // 1,000 probes: four standard deviations either side of 5 % and 3 %.
+    assert!((2.2..=7.8).contains(&fwd), "forward {fwd} %: {w}");
+    assert!((0.8..=5.2).contains(&rev), "reverse {rev} %: {w}");
+    assert!(num(&w["sent"]) >= 990.0 && num(&w["arrived"]) <= num(&w["sent"]), "{w}");
+    // The loss starts at r2, behind the forward-lossy link (the reverse loss, behind r4, adds
+    // to hop 5 on): no hop is called rate-limited.
+    assert!(h[1]["note"].as_str().is_some_and(|n| n.starts_with("loss starts here")), "{r}");
+    assert!(h.iter().all(|x| x["note"] != "rate-limited"), "{r}");
+    assert_eq!(num(&h[0]["path_loss_pct"]), 0.0, "{}", h[0]);
+}

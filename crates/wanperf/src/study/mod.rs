@@ -219,6 +219,8 @@ pub fn execute(store: &mut dyn Store, text: &str, study: &Study, resume: Option<
         print_copy_headline(study, &store.run_data(run_id)?.cells);
     } else if study.kind == Kind::Capacity {
         print_capacity_headline(study, &store.run_data(run_id)?.cells);
+    } else if study.kind == Kind::Trace {
+        print_trace_headline(study, &store.run_data(run_id)?.cells);
     } else {
         print_headline(study, &aggs);
     }
@@ -532,11 +534,16 @@ fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
             Some("cell") if kind == Kind::Load => rec.summary = r.clone(),
             Some("end") => match kind {
                 Kind::Tput | Kind::Ping => rec.summary = r["summary"].clone(),
-                Kind::Load | Kind::Copy | Kind::Capacity => {}
+                Kind::Load | Kind::Copy | Kind::Capacity | Kind::Trace => {}
             },
             // The same summary as `capacity --save`; none without a capacity estimate.
             Some("capacity") if kind == Kind::Capacity && !r["report"]["capacity"].is_null() => {
                 rec.summary = json!({"capacity": r["report"], "host": r["host"], "address": r["address"],
+                    "complete": r["complete"]});
+            }
+            // The same summary as `trace --save`.
+            Some("trace") if kind == Kind::Trace => {
+                rec.summary = json!({"trace": r["report"], "host": r["host"], "address": r["address"],
                     "complete": r["complete"]});
             }
             _ => {}
@@ -605,6 +612,53 @@ pub fn print_capacity_headline(study: &Study, cells: &[wanperf_archive::StoredCe
             (None, None) => "-".into(),
         };
         println!("{}  {at}", line(&row));
+    }
+}
+
+/// The headline table of a trace study: per cell, the hops, the destination's RTT and the
+/// path's loss, and what the trace found on the way (where loss starts, rate-limited
+/// routers, route changes, the path MTU).
+pub fn print_trace_headline(study: &Study, cells: &[wanperf_archive::StoredCell]) {
+    let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
+    let mut head: Vec<String> = axes.clone();
+    head.extend(["rep", "hops", "RTT min", "RTT median", "loss", "forward", "reverse"].map(String::from));
+    println!("{}  found", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+    for c in cells.iter().map(|c| &c.cell) {
+        let t = &c.summary["trace"];
+        let hops = t["hops"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        let last = hops.iter().rev().find(|h| h["destination"] == true);
+        let ms = |k: &str| last.and_then(|h| h["rtt_ms"][k].as_f64()).map_or("-".into(), |x| format!("{x:.2} ms"));
+        let mut row = axis_cells(&axes, &c.params);
+        row.push((c.repeat + 1).to_string());
+        row.push(last.and_then(|h| h["ttl"].as_u64()).map_or("-".into(), |t| t.to_string()));
+        row.push(ms("min"));
+        row.push(ms("median"));
+        let pct = |v: Option<f64>| v.map_or("-".into(), |l| format!("{l:.1} %"));
+        row.push(pct(last.and_then(|h| h["path_loss_pct"].as_f64())));
+        // Split by the study's server (none when it did not answer).
+        row.push(pct(t["one_way"]["forward_loss_pct"].as_f64()));
+        row.push(pct(t["one_way"]["reverse_loss_pct"].as_f64()));
+        let mut found: Vec<String> = Vec::new();
+        if let Some(f) = &c.failure {
+            found.push(format!("(failed: {f})"));
+        }
+        for h in hops {
+            let ttl = h["ttl"].as_u64().unwrap_or(0);
+            let note = h["note"].as_str().unwrap_or("");
+            if note.contains("loss starts here") {
+                found.push(format!("loss starts at hop {ttl}"));
+            }
+            if note.contains("rate-limited") {
+                found.push(format!("hop {ttl} rate-limited"));
+            }
+        }
+        if let Some(n) = t["route_changes"].as_array().map(Vec::len).filter(|n| *n > 0) {
+            found.push(format!("{n} route change{}", if n == 1 { "" } else { "s" }));
+        }
+        if let Some(m) = t["path_mtu"].as_u64() {
+            found.push(format!("path MTU {m} B"));
+        }
+        println!("{}  {}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""), found.join("; "));
     }
 }
 

@@ -48,6 +48,8 @@ pub enum Kind {
     Copy,
     /// Capacity, available bandwidth and the bottleneck's hop (`wanperf capacity`).
     Capacity,
+    /// A hop-by-hop trace: per-hop RTT and loss (`wanperf trace`).
+    Trace,
 }
 
 impl Kind {
@@ -59,6 +61,7 @@ impl Kind {
             Kind::Load => "load",
             Kind::Copy => "copy",
             Kind::Capacity => "capacity",
+            Kind::Trace => "trace",
         }
     }
 }
@@ -155,6 +158,8 @@ const LINK_KEYS: &[&str] = &[
     "queue",
     "aqm",
     "loss",
+    "loss_up",
+    "loss_down",
     "loss_model",
     "policer",
     "priority",
@@ -180,7 +185,7 @@ fn alias(kind: Kind, key: &str) -> Option<&'static str> {
 pub const MAX_CELLS: u64 = 100_000;
 
 /// Measurement options a study may not set: wanperf sets them itself.
-const RESERVED: &[&str] = &["json", "host", "port", "help", "save", "db"];
+const RESERVED: &[&str] = &["json", "host", "port", "help", "save", "db", "server"];
 
 /// Keys of a copy study that describe the data the runner makes for each cell, not options of
 /// `wanperf copy`: `size` (in all), `files` (how many, of equal size) and `content`.
@@ -252,6 +257,7 @@ enum MeasureCli {
     Ping(crate::ping::PingArgs),
     Copy(crate::copy::CopyArgs),
     Capacity(crate::capacity::CapacityArgs),
+    Trace(crate::trace::TraceArgs),
 }
 
 #[derive(Parser, Debug)]
@@ -333,14 +339,20 @@ impl Study {
         let mut measure_tbl = file.measure;
         let kind_key = measure_tbl.keys().find(|k| k.get_ref() == "kind").cloned();
         let kind = match kind_key.and_then(|k| measure_tbl.remove(&k)) {
-            None => return Err(err(0, "[measure] needs `kind` (tput, ping, load, copy or capacity)")),
+            None => return Err(err(0, "[measure] needs `kind` (tput, ping, load, copy, capacity or trace)")),
             Some(v) => match v.get_ref().as_str() {
                 Some("tput") => Kind::Tput,
                 Some("ping") => Kind::Ping,
                 Some("load") => Kind::Load,
                 Some("copy") => Kind::Copy,
                 Some("capacity") => Kind::Capacity,
-                _ => return Err(err(lines.of(v.span().start), "`kind` must be tput, ping, load, copy or capacity")),
+                Some("trace") => Kind::Trace,
+                _ => {
+                    return Err(err(
+                        lines.of(v.span().start),
+                        "`kind` must be tput, ping, load, copy, capacity or trace",
+                    ))
+                }
             },
         };
         let mut study = Study {
@@ -518,6 +530,12 @@ impl Study {
             if self.kind == Kind::Copy && DATA_KEYS.contains(&k.as_str()) {
                 check_data(k, val)?;
             }
+            if self.kind == Kind::Trace && ["icmp", "tcp", "multipath"].contains(&k.as_str()) {
+                return Err(format!(
+                    "a trace study sends UDP probes to the study's `wanperf serve` (it counts them): \
+                     `{k}` is for `wanperf trace` alone"
+                ));
+            }
         }
         let mut argv = vec![self.kind.command().to_string(), "host.invalid".to_string()];
         if self.kind == Kind::Copy {
@@ -592,6 +610,11 @@ impl Study {
         } else {
             argv.push(host.to_string());
         }
+        // A study's trace goes to the `wanperf serve` every study has at the far end: it
+        // answers every probe (no ICMP rate limit) and splits the loss by direction.
+        if self.kind == Kind::Trace {
+            argv.push("--server".to_string());
+        }
         if let Some(p) = port {
             argv.extend(["--port".to_string(), p.to_string()]);
         }
@@ -642,6 +665,10 @@ impl Study {
         match self.kind {
             Kind::Tput => dur("time", 10.0) + 1.0,
             Kind::Capacity => dur("time", 10.0) + 2.0,
+            Kind::Trace => {
+                let rounds = get("count").and_then(|c| c.parse::<f64>().ok()).unwrap_or(10.0);
+                rounds * dur("interval", 1.0) + dur("wait", 2.0)
+            }
             Kind::Ping => {
                 let n = get("count").and_then(|c| c.parse::<f64>().ok()).unwrap_or(10.0);
                 n * dur("interval", 1.0) + dur("timeout", 2.0)
@@ -862,10 +889,36 @@ pause = "1s"
         assert_eq!(e.line, 9, "{e}");
         assert!(error_of(&SEED000.replace("kind = \"load\"", "kind = \"iperf\""))
             .message
-            .contains("tput, ping, load, copy or capacity"));
+            .contains("tput, ping, load, copy, capacity or trace"));
         // Reserved options and misplaced link options.
         assert!(error_of(&SEED000.replace("idle = \"2s\"", "json = true")).message.contains("set by the study runner"));
         assert!(error_of(&SEED000.replace("idle = \"2s\"", "rtt = \"10ms\"")).message.contains("link option"));
+    }
+
+    #[test]
+    fn a_trace_study_probes_the_server_and_refuses_what_it_cannot_send() {
+        let text = "name = \"t\"\n[path]\nrtt = \"20ms\"\n[measure]\nkind = \"trace\"\ncount = 200\ninterval = \"10ms\"\n[sweep]\nloss = [\"0\", \"0.02\"]\n";
+        let s = Study::parse(text).unwrap();
+        assert_eq!(s.kind, Kind::Trace);
+        let cells = s.cells();
+        assert_eq!(cells.len(), 2);
+        let argv = s.measure_argv(&cells[0], "198.18.0.2", None);
+        assert_eq!(&argv[..3], ["trace", "198.18.0.2", "--server"], "{argv:?}");
+        assert!(argv.ends_with(&["--json".to_string()]) && argv.contains(&"200".to_string()), "{argv:?}");
+        // A real host's server port is the probes' port.
+        let host = text
+            .replace("rtt = \"20ms\"", "host = \"127.0.0.1\"\nport = 5999")
+            .replace("[sweep]\nloss = [\"0\", \"0.02\"]\n", "");
+        let s = Study::parse(&host).unwrap();
+        let argv = s.measure_argv(&s.cells()[0], "127.0.0.1", Some(5999));
+        assert!(argv.windows(2).any(|w| w == ["--port", "5999"]), "{argv:?}");
+        // 200 rounds 10 ms apart and the last probes' wait.
+        assert!((s.estimate_s(&s.cells()[0]) - 4.0).abs() < 1e-9);
+        for bad in ["icmp = true", "tcp = true", "multipath = 4"] {
+            let e = error_of(&text.replace("count = 200", bad));
+            assert!(e.message.contains("for `wanperf trace` alone"), "{bad}: {e}");
+        }
+        assert!(error_of(&text.replace("count = 200", "server = true")).message.contains("set by the study runner"));
     }
 
     #[test]
