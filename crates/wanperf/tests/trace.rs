@@ -385,6 +385,9 @@ fn bad_input_gets_one_line() {
         vec!["trace", "198.18.0.2", "--tcp", "--icmp"],
         vec!["trace", "198.18.0.2", "--icmp", "--multipath", "4"],
         vec!["trace", "198.18.0.2", "--multipath", "1"],
+        vec!["trace", "198.18.0.2", "--server", "--tcp"],
+        vec!["trace", "198.18.0.2", "--server", "--multipath", "4"],
+        vec!["trace", "198.18.0.2", "--server", "--size", "60"],
     ] {
         let out = run(&args, Duration::from_secs(20));
         assert!(!out.status.success(), "{args:?}");
