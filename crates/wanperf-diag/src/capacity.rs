@@ -509,19 +509,77 @@ pub struct HopGap {
 pub struct Location {
     /// The median gap per hop, routers then the destination (`ttl` = the destination's).
     pub gaps: Vec<HopGap>,
-    /// The first hop whose gap is 90 % of the largest (the link ending there is the
-    /// bottleneck).
+    /// The narrow link's hop (the link ending there has the least capacity): the first hop
+    /// whose gap reaches 90 % of the train's length at the measured capacity (without a
+    /// capacity, 90 % of the largest gap).
     pub ttl: u8,
     /// The gap's growth into it over the largest gap before it, µs.
     pub growth_us: f64,
     /// That growth's share of the largest gap.
     pub share: f64,
+    /// A tight link after the narrow one: where the train, already as long as the narrow
+    /// link (its capacity and its cross traffic) made it, grew by 8 % or more again — cross
+    /// traffic leaves less available bandwidth there than at the narrow link.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tight: Option<Tight>,
+    /// The rate the trains' length at the narrow hop gives (their bytes over the median gap,
+    /// bit/s), and the spread of the trains' gaps there (largest over smallest, − 1): a rate
+    /// well below the capacity with a spread near zero is the narrow link's own, and the
+    /// capacity estimate a faster link's after it (cross traffic there queues packets and
+    /// sends them on back to back: pathrate's post-narrow modes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub narrow_bps: Option<f64>,
+    /// See `narrow_bps`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub narrow_spread: Option<f64>,
 }
 
+/// A hop after the narrow link where the train grew again.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tight {
+    /// Its TTL (the link ending there).
+    pub ttl: u8,
+    /// Its gap over the train's length after the narrow link (≥ 1.08; both measured against
+    /// the length the capacity gives each hop).
+    pub stretch: f64,
+}
+
+/// A recursive train's make-up, to know how long it is after a link of a given rate: `heads`
+/// small packets of `small` bytes with TTL 1 … `heads` ahead of `loads` packets of `size`
+/// bytes, and as many behind them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrainShape {
+    /// Large packets.
+    pub loads: u32,
+    /// Their size, IP bytes.
+    pub size: u32,
+    /// Small packets' size, IP bytes.
+    pub small: u32,
+    /// Small packets at each end (the highest TTL).
+    pub heads: u8,
+}
+
+impl TrainShape {
+    /// The gap (µs) router `ttl` sees between its head and tail packets after a link of
+    /// `bps`: everything from its head packet to its tail packet crosses that link; at the
+    /// destination (`dest`), the large packets' n gaps.
+    pub fn length_us(&self, ttl: u8, dest: bool, bps: f64) -> f64 {
+        let smalls = if dest { 0 } else { 2 * u32::from(self.heads.saturating_sub(ttl)) + 1 };
+        let bytes = f64::from(self.loads) * f64::from(self.size) + f64::from(smalls) * f64::from(self.small);
+        bytes * 8.0 / bps * 1e6
+    }
+}
+
+/// How much longer than the capacity makes it a later hop's train must be to name it a tight
+/// link.
+const TIGHT_STRETCH: f64 = 1.08;
+
 /// The hop where the train reached its length, from several trains (median gap per hop; the
-/// destination counts as hop `dest_ttl`): the first whose gap is 90 % of the largest. `None`
-/// with fewer than two hops measured.
-pub fn locate(trains: &[RptResult], dest_ttl: u8) -> Option<Location> {
+/// destination counts as hop `dest_ttl`); with the trains' `shape` and the path's capacity,
+/// the narrow link is the first hop whose gap reaches 90 % of the length the capacity gives
+/// and a later hop whose gap is 8 % beyond the narrow link's is a tight link; without them, the
+/// first hop whose gap is 90 % of the largest. `None` with fewer than two hops measured.
+pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShape, f64)>) -> Option<Location> {
     let mut per: std::collections::BTreeMap<u8, Vec<f64>> = Default::default();
     for t in trains {
         for &(ttl, h, tail) in &t.hops {
@@ -535,28 +593,62 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8) -> Option<Location> {
             }
         }
     }
-    let gaps: Vec<HopGap> = per
+    let per_hop: std::collections::BTreeMap<u8, Vec<f64>> = per
         .into_iter()
         .map(|(ttl, mut v)| {
             v.sort_by(f64::total_cmp);
-            HopGap { ttl, gap_us: quantile(&v, 0.5), trains: v.len() }
+            (ttl, v)
         })
         .collect();
+    let gaps: Vec<HopGap> =
+        per_hop.iter().map(|(ttl, v)| HopGap { ttl: *ttl, gap_us: quantile(v, 0.5), trains: v.len() }).collect();
     if gaps.len() < 2 {
         return None;
     }
     // The train leaves the sender at its own line rate, and after each link it is as long as
-    // the narrowest link so far makes it: the gap grows to its largest at the narrow link and
-    // stays there (Pathneck's choke point with the largest gap). The bottleneck is the first
-    // hop whose gap reaches 90 % of the largest — not the hop of the largest step, which a
-    // link only twice as fast as the sender's can take before the narrow one.
+    // the narrowest link so far makes it: the gap grows to the capacity's length at the narrow
+    // link (Pathneck's choke point) — not necessarily the hop of the largest step, which a
+    // link only twice as fast as the sender's can take before the narrow one. Cross traffic
+    // stretches it further where it leaves less than that: at the narrow link itself, or at a
+    // later, tight link.
     let largest = gaps.iter().map(|g| g.gap_us).fold(0.0f64, f64::max);
-    let at = gaps.iter().find(|g| g.gap_us >= 0.9 * largest).map_or(gaps[0].ttl, |g| g.ttl);
+    let first_reaching = |f: &dyn Fn(&HopGap) -> bool| gaps.iter().find(|g| f(g)).map(|g| g.ttl);
+    let longest = first_reaching(&|g| g.gap_us >= 0.9 * largest).unwrap_or(gaps[0].ttl);
+    let expected = |g: &HopGap, (shape, bps): (TrainShape, f64)| shape.length_us(g.ttl, g.ttl == dest_ttl, bps);
+    let at = at_capacity
+        .and_then(|c| first_reaching(&|g| g.gap_us >= 0.9 * expected(g, c)))
+        .map_or(longest, |t| t.min(longest));
+    // Against the train's length at the narrow link, cross traffic there included: each
+    // hop's gap over what the capacity gives it (the small packets around the large ones
+    // differ by hop).
+    let tight = at_capacity.and_then(|c| {
+        let ratio = |g: &HopGap| g.gap_us / expected(g, c);
+        let narrow = gaps.iter().filter(|g| g.ttl <= at).map(ratio).fold(1.0f64, f64::max);
+        gaps.iter()
+            .filter(|g| g.ttl > at)
+            .map(|g| (g.ttl, ratio(g) / narrow))
+            .find(|(_, stretch)| *stretch >= TIGHT_STRETCH)
+            .map(|(ttl, stretch)| Tight { ttl, stretch })
+    });
     let before = gaps.iter().take_while(|g| g.ttl < at).map(|g| g.gap_us).fold(0.0f64, f64::max);
     let growth = gaps.iter().find(|g| g.ttl == at).map_or(0.0, |g| g.gap_us) - before;
-    let max_before = largest;
-    let total = max_before.max(1e-9);
-    Some(Location { ttl: at, growth_us: growth, share: (growth / total).clamp(0.0, 1.0), gaps })
+    let total = largest.max(1e-9);
+    let (narrow_bps, narrow_spread) = match (at_capacity, per_hop.get(&at)) {
+        (Some((shape, _)), Some(v)) if v.len() >= 3 && v[0] > 0.0 => {
+            let bits = shape.length_us(at, at == dest_ttl, 1e6);
+            (Some(bits / quantile(v, 0.5) * 1e6), Some(v[v.len() - 1] / v[0] - 1.0))
+        }
+        _ => (None, None),
+    };
+    Some(Location {
+        ttl: at,
+        growth_us: growth,
+        share: (growth / total).clamp(0.0, 1.0),
+        gaps,
+        tight,
+        narrow_bps,
+        narrow_spread,
+    })
 }
 
 #[cfg(test)]
@@ -898,22 +990,71 @@ mod tests {
             rpt(&[710_000, 900_000, 73 * ms, 72 * ms], 72 * ms),
             rpt(&[700_000, 720_000, 72 * ms], 72 * ms), // hop 4 silent (rate limited)
         ];
-        let l = locate(&trains, 5).unwrap();
+        let l = locate(&trains, 5, None).unwrap();
         assert_eq!(l.ttl, 3, "{l:?}");
         assert!(l.share > 0.9, "{l:?}");
         assert_eq!(l.gaps.len(), 5);
         assert_eq!(l.gaps[3].trains, 2);
         // The bottleneck on the last link: only the destination sees the long train.
-        let l = locate(&[rpt(&[720_000, 730_000], 72 * ms)], 3).unwrap();
+        let l = locate(&[rpt(&[720_000, 730_000], 72 * ms)], 3, None).unwrap();
         assert_eq!(l.ttl, 3);
         // On the first link.
-        let l = locate(&[rpt(&[72 * ms, 72 * ms], 72 * ms)], 3).unwrap();
+        let l = locate(&[rpt(&[72 * ms, 72 * ms], 72 * ms)], 3, None).unwrap();
         assert_eq!(l.ttl, 1);
         // 20 Mbit/s links, then 10 Mbit/s into the destination: the first link makes the
         // biggest step (0 → 12.8 ms) but the train is longest after the last (22.8 ms).
-        let l = locate(&[rpt(&[12_800_000, 13_300_000], 22_800_000)], 3).unwrap();
+        let l = locate(&[rpt(&[12_800_000, 13_300_000], 22_800_000)], 3, None).unwrap();
         assert_eq!(l.ttl, 3, "{l:?}");
         assert!((l.growth_us - 9_500.0).abs() < 1.0 && l.share > 0.4, "{l:?}");
-        assert_eq!(locate(&[RptResult::default()], 3), None);
+        assert_eq!(locate(&[RptResult::default()], 3, None), None);
+        assert_eq!(l.tight, None);
+    }
+
+    #[test]
+    fn a_tight_link_after_the_narrow_one_is_named_beside_it() {
+        // 20 packets of 1500 B between 16 small ones of 60 B at each end: 2.4 ms at 100 Mbit/s.
+        let shape = TrainShape { loads: 20, size: 1500, small: 60, heads: 16 };
+        let at = |ttl: u8, bps: f64, stretch: f64| (shape.length_us(ttl, ttl == 5, bps) * stretch * 1e3) as u64;
+        let rpt = |gaps: &[u64], dest: u64| RptResult {
+            hops: gaps.iter().enumerate().map(|(i, g)| (i as u8 + 1, 1_000_000, 1_000_000 + g)).collect(),
+            dest: Some((0, dest)),
+        };
+        // 1 G, then 100 M into hop 2, 1 G, 150 M carrying 90 M of cross traffic into hop 4
+        // (60 M available: the train, arriving at 100 M, leaves at 100·150/190 = 79 M), 1 G.
+        let stretched = 190.0 / 150.0;
+        let trains: Vec<RptResult> = (0..5)
+            .map(|k| {
+                let wobble = 1.0 + 0.02 * (f64::from(k) - 2.0);
+                rpt(
+                    &[at(1, 1e9, 1.0), at(2, 100e6, wobble), at(3, 100e6, 1.0), at(4, 100e6, stretched * wobble)],
+                    at(5, 100e6, stretched),
+                )
+            })
+            .collect();
+        let l = locate(&trains, 5, Some((shape, 100.5e6))).unwrap();
+        assert_eq!(l.ttl, 2, "the narrow link: {l:?}");
+        // Its own rate, from the trains' length there (4 % either side of it).
+        assert!((l.narrow_bps.unwrap() - 100e6).abs() < 0.5e6, "{l:?}");
+        assert!((l.narrow_spread.unwrap() - (1.04 / 0.96 - 1.0)).abs() < 1e-3, "{l:?}");
+        let t = l.tight.clone().expect("a tight link");
+        assert_eq!(t.ttl, 4, "{l:?}");
+        assert!((t.stretch - stretched).abs() < 0.02, "{t:?}");
+        // Without the capacity, only where the train is longest: the tight link.
+        assert_eq!(locate(&trains, 5, None).unwrap().ttl, 4);
+        // Cross traffic on the narrow link itself: one link, narrow and tight.
+        let trains: Vec<RptResult> = (0..5)
+            .map(|_| {
+                rpt(&[at(1, 1e9, 1.0), at(2, 100e6, 1.4), at(3, 100e6, 1.4), at(4, 100e6, 1.4)], at(5, 100e6, 1.4))
+            })
+            .collect();
+        let l = locate(&trains, 5, Some((shape, 100e6))).unwrap();
+        assert_eq!((l.ttl, l.tight.clone()), (2, None), "{l:?}");
+        // A later hop's timing noise under 8 % is no tight link.
+        let trains: Vec<RptResult> = (0..5)
+            .map(|_| {
+                rpt(&[at(1, 1e9, 1.0), at(2, 100e6, 1.0), at(3, 100e6, 1.06), at(4, 100e6, 1.05)], at(5, 100e6, 1.0))
+            })
+            .collect();
+        assert_eq!(locate(&trains, 5, Some((shape, 100e6))).unwrap().tight, None);
     }
 }

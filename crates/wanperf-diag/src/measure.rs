@@ -61,6 +61,23 @@ pub struct Bottleneck {
     pub location: Location,
     /// The router answering at each TTL.
     pub routers: Vec<(u8, IpAddr)>,
+    /// A tight link after the narrow one (less available bandwidth than the narrow link has),
+    /// when the trains show one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tight: Option<TightLink>,
+}
+
+/// The hop of a tight link that is not the narrow link.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TightLink {
+    /// TTL of the hop the link leads into.
+    pub ttl: u8,
+    /// The router there (none: the destination, or a router that did not answer).
+    pub address: Option<IpAddr>,
+    /// Whether that hop is the destination.
+    pub destination: bool,
+    /// The train's length there over its length at the capacity.
+    pub stretch: f64,
 }
 
 /// The path from the server back to here.
@@ -403,16 +420,26 @@ pub fn measure(
         }
         report.hops = dest_ttl;
         if let Some(d) = dest_ttl {
-            if let Some(l) = capacity::locate(&rpts, d) {
+            let shape =
+                capacity::TrainShape { loads: loads as u32, size: size as u32, small: small as u32, heads: o.max_ttl };
+            if let Some(l) = capacity::locate(&rpts, d, report.capacity.as_ref().map(|c| (shape, c.bps))) {
                 let mut rs: Vec<(u8, IpAddr)> = routers
                     .iter()
                     .filter(|(ttl, _)| **ttl < d)
                     .filter_map(|(ttl, m)| m.iter().max_by_key(|x| x.1).map(|(a, _)| (*ttl, *a)))
                     .collect();
                 rs.sort_unstable();
-                let address = rs.iter().find(|x| x.0 == l.ttl).map(|x| x.1).or((l.ttl == d).then_some(dst.ip()));
+                let address_of =
+                    |ttl: u8| rs.iter().find(|x| x.0 == ttl).map(|x| x.1).or((ttl == d).then_some(dst.ip()));
+                let tight = l.tight.as_ref().map(|t| TightLink {
+                    ttl: t.ttl,
+                    address: address_of(t.ttl),
+                    destination: t.ttl == d,
+                    stretch: t.stretch,
+                });
+                let address = address_of(l.ttl);
                 report.bottleneck =
-                    Some(Bottleneck { ttl: l.ttl, address, destination: l.ttl == d, location: l, routers: rs });
+                    Some(Bottleneck { ttl: l.ttl, address, destination: l.ttl == d, location: l, routers: rs, tight });
             }
         }
     }

@@ -37,10 +37,12 @@ capacity   (a sixth of the budget) back-to-back trains of 33 large packets; ever
 bottleneck (a tenth) recursive packet trains (Pathneck): small packets with TTL 1, 2, … at the head and
            … 2, 1 at the tail of 20 large ones; every router answers its head and tail
            packet, so the gap between its two answers is the train's length as it left that
-           router. The train lengthens at a link narrower than all before it and is longest
-           after the narrowest: the first hop where it reaches 90 % of its longest is named,
-           with the gap per hop. Needs routers that answer ICMP (a second between trains, for
-           their rate limits).
+           router. The train lengthens at a link narrower than all before it, to the length
+           the capacity gives it after the narrowest: the first hop where it reaches 90 % of
+           that is the narrow link, with the gap per hop. Where it grows by 8 % or more
+           again after that, cross traffic leaves less there than at the narrow link: a
+           tight link, named beside it. Needs routers that answer ICMP (a second between
+           trains, for their rate limits).
 available  self-loading streams of 64 packets paced above the available bandwidth (first at
            the capacity, then between the estimate and the capacity): cross traffic sharing
            the bottleneck spreads them, by C·Δout/Δin − R = the cross traffic's rate, and the
@@ -58,7 +60,9 @@ reverse    the server sends trains of 33 packets back to back (a tenth of the bu
 The available bandwidth and the bottleneck hop are of this direction only (run it from the
 other end for the reverse). The narrow link
 (least capacity) and the tight link (least available bandwidth) need not be the same: the
-bottleneck hop is where the train's dispersion grows, i.e. the narrow link.")]
+bottleneck is the narrow link, and a tight link after it is named too. The available
+bandwidth assumes the tight link's capacity is the narrow link's: with a faster tight link
+it reads the cross traffic low (the tight link's own capacity is not measured).")]
 pub struct CapacityArgs {
     /// The `wanperf serve` host (address or name).
     host: String,
@@ -154,6 +158,30 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
                 gap,
                 gap - b.location.growth_us
             );
+            // The trains' length at the narrow hop says a slower rate, precisely: the capacity
+            // estimate is likely a faster link's after it.
+            if let (Some(n), Some(sp), Some(c)) = (b.location.narrow_bps, b.location.narrow_spread, &r.capacity) {
+                if n < 0.95 * c.bps && sp < 0.01 {
+                    println!(
+                        "  note                 the trains are {} long at hop {} in every train: the link into it may run at {}; \
+                         the capacity above may be a faster link's after it (cross traffic there sends queued packets on back to back)",
+                        format_args!("{:.0} µs", gap),
+                        b.ttl,
+                        wanperf_proto::units::fmt_rate(n)
+                    );
+                }
+            }
+            if let Some(t) = &b.tight {
+                let at = match (t.destination, t.address) {
+                    (true, _) => "the last link, into the destination".to_string(),
+                    (false, Some(a)) => format!("the link into hop {} ({a})", t.ttl),
+                    (false, None) => format!("the link into hop {} (no answer from its router)", t.ttl),
+                };
+                println!(
+                    "  tight link           {at}: the train grew {:.0} % more there (cross traffic leaves less than the narrow link has)",
+                    (t.stretch - 1.0) * 100.0
+                );
+            }
             println!("  {:>4}  {:<28} {:>12}", "hop", "router", "train gap");
             for g in &b.location.gaps {
                 let who = if Some(g.ttl) == r.hops {

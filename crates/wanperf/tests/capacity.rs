@@ -264,3 +264,27 @@ fn bad_input_gets_one_line() {
     let v: Value = serde_json::from_str(ok(&out).lines().last().unwrap()).unwrap();
     assert!(v["report"]["reverse"].is_null(), "{v}");
 }
+
+#[test]
+fn a_tight_link_after_the_narrow_one_is_named_beside_it() {
+    let _g = serial();
+    if !paths_available() {
+        return;
+    }
+    // 20 Mbit/s into r2 (the narrow link, idle); 30 Mbit/s into r4 carrying 22 Mbit/s of
+    // Poisson cross traffic: 8 Mbit/s available there, less than the narrow link's 20.
+    let cross =
+        "[[traffic]]\nlink = \"r3-r4\"\ndirection = \"ab\"\nrate = \"22M\"\npattern = \"poisson\"\npacket = 1500\n";
+    let f = topo_file("cap-tight", &chain("cap", ["200M", "20M", "200M", "30M", "200M"], cross));
+    let net = format!("ctight{}", std::process::id());
+    let _up = Up::new(&f, &net);
+    let r = capacity(&net, "a", "b", "198.18.4.2");
+    let b = &r["bottleneck"];
+    assert_eq!((b["ttl"].as_u64(), b["address"].as_str()), (Some(2), Some("198.18.1.2")), "the narrow link: {r}");
+    let t = &b["tight"];
+    assert_eq!((t["ttl"].as_u64(), t["address"].as_str()), (Some(4), Some("198.18.3.2")), "the tight link: {r}");
+    // The train leaves the idle narrow link at its rate: its length there gives 20 Mbit/s.
+    if let Some(n) = b["location"]["narrow_bps"].as_f64() {
+        assert!(within(n, 20e6, 0.02), "the narrow link's rate from the trains: {n} bit/s: {r}");
+    }
+}
