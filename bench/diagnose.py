@@ -5,8 +5,11 @@ random chains a - r1 - ... - rN - b built with `wanperf net` (hosts, kernel rout
 emulated links). Every chain has one narrow link (10 Mbit/s to 1 Gbit/s) at least 20 % below
 the next-narrowest, sometimes loaded by Poisson cross traffic or by bulk TCP (paced, between
 two hosts beside the narrow link's routers) at 30 % or 60 % of its rate (the truth for the
-available bandwidth is its rate minus the cross traffic's mean). Prints a row per topology,
-then medians, worst cases and ratios; everything is bounded in time and torn down."""
+available bandwidth is its rate minus the cross traffic's mean). The loss part places loss
+on seeded chains against mtr; the tight part (TIGHT_TOPOLOGIES chains) puts an idle narrow
+link before a faster link whose Poisson cross traffic leaves 30-70 % of the narrow link's
+rate, and counts both hops named. Prints a row per topology, then medians, worst cases and
+ratios; everything is bounded in time and torn down."""
 
 import json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, time
 
@@ -17,7 +20,8 @@ TRACEROUTE = shutil.which("traceroute", path=SBIN_PATH) or "traceroute"
 N = int(os.environ.get("TOPOLOGIES", "20"))
 LOSS_N = int(os.environ.get("LOSS_TOPOLOGIES", "20"))
 ROUNDS = int(os.environ.get("ROUNDS", "1000"))
-PARTS = os.environ.get("PARTS", "capacity,loss").split(",")
+TIGHT_N = int(os.environ.get("TIGHT_TOPOLOGIES", "10"))
+PARTS = os.environ.get("PARTS", "capacity,loss,tight").split(",")
 SEED = int(os.environ.get("SEED", "1"))
 RATES = [10e6, 20e6, 50e6, 100e6, 300e6, 1e9, 2e9]
 
@@ -125,6 +129,8 @@ def capacity_part():
             row["cap_err"] = (c - truth["c"]) / truth["c"]
             b = rep.get("bottleneck") or {}
             row["hop_ok"] = b.get("ttl") == truth["narrow_ttl"]
+            # The narrow link is the tight one here (the only cross traffic is on it).
+            row["false_tight"] = b.get("tight") is not None
             a = (rep.get("available") or {}).get("bps")
             avail_truth = truth["c"] * (1 - truth["load"])
             row["avail_err"] = None if a is None else (a - avail_truth) / truth["c"]
@@ -149,7 +155,8 @@ def capacity_part():
     print(f"topologies {len(rows)}, with a capacity estimate {len(est)}")
     print(f"capacity error: median {statistics.median(abs_cap):.2%}, worst {max(abs_cap):.2%}, "
           f"within 2 %: {sum(e <= 0.02 for e in abs_cap)}/{len(est)}, within 10 %: {sum(e <= 0.10 for e in abs_cap)}/{len(est)}")
-    print(f"bottleneck hop right: {sum(1 for r in est if r['hop_ok'])}/{len(est)}")
+    print(f"bottleneck hop right: {sum(1 for r in est if r['hop_ok'])}/{len(est)}; "
+          f"a tight link named where the narrow one is tight: {sum(1 for r in est if r.get('false_tight'))}/{len(est)}")
     if avail:
         print(f"available bandwidth error (share of capacity): median {statistics.median(avail):.1%}, worst {max(avail):.1%}, "
               f"within 5 %: {sum(e <= 0.05 for e in avail)}/{len(avail)}")
@@ -253,6 +260,74 @@ def loss_part():
     return 0
 
 
+def tight_topology(rng, i):
+    """A chain with an idle narrow link and, after it, a faster link whose Poisson cross
+    traffic leaves 30-70 % of the narrow link's rate: the tight link."""
+    routers = rng.randint(3, 5)
+    links = routers + 1
+    narrow = rng.randrange(links - 1)
+    tight = rng.randrange(narrow + 1, links)
+    c = rng.choice([10e6, 20e6, 50e6, 100e6])
+    t = c * rng.choice([1.25, 1.5, 2.0, 3.0])
+    avail = c * rng.uniform(0.3, 0.7)
+    rates = [rng.choice([r for r in RATES if r >= 1.25 * t] or [2e9]) for _ in range(links)]
+    rates[narrow], rates[tight] = c, t
+    nodes = ["a"] + [f"r{k}" for k in range(1, routers + 1)] + ["b"]
+    text = [f'name = "t{i}"', '[[host]]\nname = "a"', '[[host]]\nname = "b"']
+    for k in range(1, routers + 1):
+        text.append(f'[[router]]\nname = "r{k}"')  # Linux's default ICMP rate limit
+    for k in range(links):
+        text.append(f'[[link]]\na = "{nodes[k]}"\nb = "{nodes[k + 1]}"\nrate = "{rate_text(rates[k])}"\n'
+                    f'delay = "{rng.choice([1, 2, 5, 10])}ms"\nqueue = "400kB"')
+    text.append(f'[[traffic]]\nlink = "{nodes[tight]}-{nodes[tight + 1]}"\ndirection = "ab"\n'
+                f'rate = "{rate_text(t - avail)}"\npattern = "poisson"\npacket = 1500')
+    return "\n".join(text) + "\n", dict(narrow_ttl=narrow + 1, tight_ttl=tight + 1, c=c, t=t, avail=avail,
+                                          dest=f"198.18.{links - 1}.2")
+
+
+def tight_part():
+    rng = random.Random(SEED + 2)
+    tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-")
+    rows = []
+    for i in range(TIGHT_N):
+        text, truth = tight_topology(rng, i)
+        name = network_up(tmp, "t", i, text)
+        if name is None:
+            continue
+        server = subprocess.Popen(
+            [BIN, "net", "exec", name, "b", "--", BIN, "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            server.stderr.readline()
+            time.sleep(1)
+            cap, _ = run([BIN, "net", "exec", name, "a", "--", BIN, "capacity", truth["dest"], "--json"], 60)
+            rep = json.loads(cap.stdout.strip().splitlines()[-1])["report"] if cap.returncode == 0 else {}
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+            run([BIN, "net", "down", name], 60)
+        b = rep.get("bottleneck") or {}
+        c = (rep.get("capacity") or {}).get("bps")
+        row = dict(narrow_ok=b.get("ttl") == truth["narrow_ttl"], tight_ok=(b.get("tight") or {}).get("ttl") == truth["tight_ttl"],
+                   cap_err=None if c is None else (c - truth["c"]) / truth["c"], set_aside=rep.get("post_narrow") is not None)
+        rows.append(row)
+        print(f"{i:>3} narrow {truth['c'] / 1e6:g} Mbit/s at hop {truth['narrow_ttl']}, tight {truth['t'] / 1e6:g} Mbit/s "
+              f"({truth['avail'] / 1e6:.1f} available) at hop {truth['tight_ttl']}: narrow hop "
+              f"{'ok' if row['narrow_ok'] else 'WRONG (' + str(b.get('ttl')) + ')'}, tight hop "
+              f"{'ok' if row['tight_ok'] else 'WRONG (' + str((b.get('tight') or {}).get('ttl')) + ')'}, capacity err "
+              f"{'-' if row['cap_err'] is None else format(row['cap_err'], '+.1%')}"
+              f"{' (a faster mode set aside)' if row['set_aside'] else ''}", flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    if not rows:
+        return 1
+    n = len(rows)
+    print(f"\nnarrow and tight links apart ({n} topologies): narrow hop right {sum(r['narrow_ok'] for r in rows)}/{n}, "
+          f"tight hop named {sum(r['tight_ok'] for r in rows)}/{n}, capacity within 2 % "
+          f"{sum(1 for r in rows if r['cap_err'] is not None and abs(r['cap_err']) <= 0.02)}/{n} "
+          f"(a post-narrow mode set aside in {sum(r['set_aside'] for r in rows)})")
+    return 0
+
+
 def main():
     status = 0
     if "capacity" in PARTS:
@@ -260,6 +335,9 @@ def main():
     if "loss" in PARTS:
         print()
         status |= loss_part()
+    if "tight" in PARTS:
+        print()
+        status |= tight_part()
     return status
 
 

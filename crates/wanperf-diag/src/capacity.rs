@@ -235,6 +235,13 @@ fn imprecision((centre, within): &Mode) -> f64 {
 /// agree closely by chance, or share one late first packet): the chosen one may be a short,
 /// noisy span's, and a longer span's mode of the same windows places it better.
 pub fn capacity(trains: &[Train]) -> Option<Capacity> {
+    estimate(trains).map(|(c, _)| c)
+}
+
+/// The capacity (as [`capacity`]) and the other modes that two spans or more agree on in half
+/// the trains, slowest last: the capacity's rivals, for a caller with other evidence (the
+/// recursive trains' length at the narrow link, [`Location::narrow_bps`]).
+pub fn estimate(trains: &[Train]) -> Option<(Capacity, Vec<Capacity>)> {
     let spans: Vec<Span> = SPANS.iter().filter_map(|&s| Span::of(trains, s)).collect();
     let make = |s: &Span, m: &Mode| Capacity {
         bps: m.0,
@@ -281,14 +288,26 @@ pub fn capacity(trains: &[Train]) -> Option<Capacity> {
             .max_by(|a, b| a.0.total_cmp(&b.0).then(a.1.span.cmp(&b.1.span)))
             .map(|(_, s, m)| (s, m))
     })?;
-    let (lo, hi) = (quantile(&best.1 .1, 0.25), quantile(&best.1 .1, 0.75));
-    let refined = spans
-        .iter()
-        .flat_map(|s| s.modes.iter().map(move |m| (s, m)))
-        .filter(|(_, m)| m.0 >= lo && m.0 <= hi && m.1.len() >= 2 * MIN_SAMPLES)
-        .min_by(|a, b| imprecision(a.1).total_cmp(&imprecision(b.1)))
-        .unwrap_or(best);
-    Some(make(refined.0, refined.1))
+    let refine = |best: (&Span, &Mode)| {
+        let (lo, hi) = (quantile(&best.1 .1, 0.25), quantile(&best.1 .1, 0.75));
+        let refined = spans
+            .iter()
+            .flat_map(|s| s.modes.iter().map(move |m| (s, m)))
+            .filter(|(_, m)| m.0 >= lo && m.0 <= hi && m.1.len() >= 2 * MIN_SAMPLES)
+            .min_by(|a, b| imprecision(a.1).total_cmp(&imprecision(b.1)))
+            .unwrap_or(best);
+        make(refined.0, refined.1)
+    };
+    let chosen = refine(best);
+    let mut rivals: Vec<Capacity> = Vec::new();
+    for &(s, m, _) in &agreed {
+        let c = refine((s, m));
+        if !near(c.bps, chosen.bps, 0.0) && !rivals.iter().any(|r| near(r.bps, c.bps, 0.0)) {
+            rivals.push(c);
+        }
+    }
+    rivals.sort_by(|a, b| b.bps.total_cmp(&a.bps));
+    Some((chosen, rivals))
 }
 
 /// One self-loading stream as sent and received.
@@ -634,7 +653,7 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
     let growth = gaps.iter().find(|g| g.ttl == at).map_or(0.0, |g| g.gap_us) - before;
     let total = largest.max(1e-9);
     let (narrow_bps, narrow_spread) = match (at_capacity, per_hop.get(&at)) {
-        (Some((shape, _)), Some(v)) if v.len() >= 3 && v[0] > 0.0 => {
+        (Some((shape, _)), Some(v)) if v.len() >= 2 && v[0] > 0.0 => {
             let bits = shape.length_us(at, at == dest_ttl, 1e6);
             (Some(bits / quantile(v, 0.5) * 1e6), Some(v[v.len() - 1] / v[0] - 1.0))
         }

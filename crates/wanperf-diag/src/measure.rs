@@ -98,6 +98,12 @@ pub struct Report {
     pub rtt_ms: f64,
     /// The capacity of the path from here to the server.
     pub capacity: Option<Capacity>,
+    /// A faster mode the capacity's trains showed, set aside because the recursive trains'
+    /// length at the narrow link says the slower `capacity` precisely: packets that cross
+    /// traffic on a faster link after the narrow one queued and sent on back to back
+    /// (pathrate's post-narrow capacity mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_narrow: Option<Capacity>,
     /// The capacity of the path back (when asked for).
     pub reverse: Option<Reverse>,
     /// Its available bandwidth.
@@ -294,6 +300,7 @@ pub fn measure(
     let mut report = Report {
         rtt_ms: rtt_ns as f64 / 1e6,
         capacity: None,
+        post_narrow: None,
         reverse: None,
         available: None,
         bottleneck: None,
@@ -334,7 +341,8 @@ pub fn measure(
         report.trains += 1;
         std::thread::sleep(r.rtt.max(Duration::from_millis(20)));
     }
-    report.capacity = capacity::capacity(&trains);
+    let (chosen, rivals) = capacity::estimate(&trains).map_or((None, Vec::new()), |(c, r)| (Some(c), r));
+    report.capacity = chosen;
     report.cost.capacity = r.sent_bytes - phase_start;
 
     // The reverse path: trains the server sends back to back, timed here by the kernel,
@@ -422,7 +430,22 @@ pub fn measure(
         if let Some(d) = dest_ttl {
             let shape =
                 capacity::TrainShape { loads: loads as u32, size: size as u32, small: small as u32, heads: o.max_ttl };
-            if let Some(l) = capacity::locate(&rpts, d, report.capacity.as_ref().map(|c| (shape, c.bps))) {
+            let mut located = capacity::locate(&rpts, d, report.capacity.as_ref().map(|c| (shape, c.bps)));
+            // The trains' length at the narrow link, the same in every train (no cross traffic
+            // there), says a slower rate that the capacity's trains also show as a mode, and a
+            // later link stretches the trains (cross traffic there): the faster mode was
+            // packets that link queued and sent on back to back. (Without the later stretch,
+            // an even length could be periodic cross traffic on the narrow link itself.)
+            if let (Some(l), Some(c)) = (&located, &report.capacity) {
+                let slower = l
+                    .narrow_bps
+                    .filter(|n| *n < 0.95 * c.bps && l.narrow_spread.is_some_and(|s| s < 0.01) && l.tight.is_some());
+                if let Some(r) = slower.and_then(|n| rivals.iter().find(|r| (r.bps - n).abs() <= 0.02 * n)) {
+                    report.post_narrow = report.capacity.replace(r.clone());
+                    located = capacity::locate(&rpts, d, Some((shape, r.bps)));
+                }
+            }
+            if let Some(l) = located {
                 let mut rs: Vec<(u8, IpAddr)> = routers
                     .iter()
                     .filter(|(ttl, _)| **ttl < d)

@@ -158,14 +158,24 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
                 gap,
                 gap - b.location.growth_us
             );
-            // The trains' length at the narrow hop says a slower rate, precisely: the capacity
-            // estimate is likely a faster link's after it.
+            // The trains' length at the narrow hop says a slower rate, evenly (no cross traffic
+            // there), with a later link stretching them: the capacity is likely a faster link's.
             if let (Some(n), Some(sp), Some(c)) = (b.location.narrow_bps, b.location.narrow_spread, &r.capacity) {
-                if n < 0.95 * c.bps && sp < 0.01 {
+                if r.post_narrow.is_some() {
                     println!(
-                        "  note                 the trains are {} long at hop {} in every train: the link into it may run at {}; \
-                         the capacity above may be a faster link's after it (cross traffic there sends queued packets on back to back)",
-                        format_args!("{:.0} µs", gap),
+                        "  set aside            {}: a faster mode of the capacity's trains — the recursive trains are {:.0} µs long \
+                         at hop {} in every train ({}), and a link after it sends queued packets on back to back",
+                        wanperf_proto::units::fmt_rate(r.post_narrow.as_ref().map_or(0.0, |p| p.bps)),
+                        gap,
+                        b.ttl,
+                        wanperf_proto::units::fmt_rate(n)
+                    );
+                } else if n < 0.95 * c.bps && sp < 0.01 && b.tight.is_some() {
+                    println!(
+                        "  note                 the recursive trains are {:.0} µs long at hop {} in every train: the link into it \
+                         may run at {}, and the capacity above be a faster link's after it (cross traffic there sends queued \
+                         packets on back to back)",
+                        gap,
                         b.ttl,
                         wanperf_proto::units::fmt_rate(n)
                     );
