@@ -551,6 +551,9 @@ pub struct Location {
     /// See `narrow_bps`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub narrow_spread: Option<f64>,
+    /// The slowest and fastest train's rate there, bit/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub narrow_range: Option<(f64, f64)>,
 }
 
 /// A hop after the narrow link where the train grew again.
@@ -652,12 +655,13 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
     let before = gaps.iter().take_while(|g| g.ttl < at).map(|g| g.gap_us).fold(0.0f64, f64::max);
     let growth = gaps.iter().find(|g| g.ttl == at).map_or(0.0, |g| g.gap_us) - before;
     let total = largest.max(1e-9);
-    let (narrow_bps, narrow_spread) = match (at_capacity, per_hop.get(&at)) {
+    let (narrow_bps, narrow_spread, narrow_range) = match (at_capacity, per_hop.get(&at)) {
         (Some((shape, _)), Some(v)) if v.len() >= 2 && v[0] > 0.0 => {
             let bits = shape.length_us(at, at == dest_ttl, 1e6);
-            (Some(bits / quantile(v, 0.5) * 1e6), Some(v[v.len() - 1] / v[0] - 1.0))
+            let rate = |gap: f64| bits / gap * 1e6;
+            (Some(rate(quantile(v, 0.5))), Some(v[v.len() - 1] / v[0] - 1.0), Some((rate(v[v.len() - 1]), rate(v[0]))))
         }
-        _ => (None, None),
+        _ => (None, None, None),
     };
     Some(Location {
         ttl: at,
@@ -667,6 +671,7 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
         tight,
         narrow_bps,
         narrow_spread,
+        narrow_range,
     })
 }
 

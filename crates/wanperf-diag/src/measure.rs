@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
+use wanperf_proto::probe::TRAIN_MAX_GAP_NS;
 
 /// Settings of a measurement.
 #[derive(Debug, Clone)]
@@ -31,7 +32,15 @@ pub struct Options {
     pub max_ttl: u8,
     /// Measure the capacity from the server back to here too (the server sends trains).
     pub reverse: bool,
+    /// Also the available bandwidth from the server back to here: streams the server paces,
+    /// [`REVERSE_AVAIL_BYTES`] and [`REVERSE_AVAIL_TIME`] beyond the budget and the time.
+    pub reverse_avail: bool,
 }
+
+/// Bytes of the way back's available-bandwidth streams (beyond the budget).
+pub const REVERSE_AVAIL_BYTES: u64 = 600_000;
+/// Time they may take (beyond the time limit).
+pub const REVERSE_AVAIL_TIME: Duration = Duration::from_secs(3);
 
 impl Default for Options {
     fn default() -> Self {
@@ -44,6 +53,7 @@ impl Default for Options {
             avail: true,
             max_ttl: 16,
             reverse: true,
+            reverse_avail: false,
         }
     }
 }
@@ -89,6 +99,16 @@ pub struct Reverse {
     pub trains: u32,
     /// Why there is no estimate, when there is none.
     pub note: Option<String>,
+    /// Its available bandwidth, from streams the server paced (`--avail-back`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available: Option<capacity::Avail>,
+    /// Streams the server was asked for.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub streams: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What a measurement found.
@@ -141,6 +161,13 @@ pub struct Cost {
     pub bottleneck: u64,
     /// The available bandwidth's streams.
     pub available: u64,
+    /// The way back's available-bandwidth streams (the server's bytes).
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub available_back: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a measurement could not be made.
@@ -162,6 +189,8 @@ struct Run<'a> {
     sent_bytes: u64,
     lost: u64,
     rtt: Duration,
+    /// The server's token for this address, once it gave one.
+    token: Option<u64>,
 }
 
 impl Run<'_> {
@@ -201,7 +230,7 @@ impl Run<'_> {
     fn reverse(&mut self, want: u32, size: usize) -> io::Result<Reverse> {
         let len = self.o.train_len.min(u32::from(wanperf_proto::probe::TRAIN_MAX_COUNT));
         let train_bytes = u64::from(len) * size as u64;
-        let mut out = Reverse { capacity: None, trains: 0, note: None };
+        let mut out = Reverse { capacity: None, trains: 0, note: None, available: None, streams: 0 };
         // The server's token for this address: one packet out, one of the same size back.
         let mut token = None;
         for _ in 0..3 {
@@ -251,6 +280,7 @@ impl Run<'_> {
             trains.push(Train { wire_bytes: size as u32, sent: len, arrivals });
             std::thread::sleep(self.rtt.max(Duration::from_millis(20)));
         }
+        self.token = Some(token);
         out.capacity = capacity::capacity(&trains);
         if out.capacity.is_none() {
             out.note = Some(if trains.iter().all(|t| t.arrivals.is_empty()) {
@@ -260,6 +290,48 @@ impl Run<'_> {
             });
         }
         Ok(out)
+    }
+
+    /// The way back's available bandwidth: self-loading streams of 64 packets the server
+    /// paces at the rates the probe asks for (above the available bandwidth, as this side's
+    /// streams), stamped with the server's send times and this host's kernel receive times;
+    /// at most [`REVERSE_AVAIL_BYTES`] and [`REVERSE_AVAIL_TIME`]. Returns the estimate and
+    /// the streams asked for.
+    fn reverse_avail(&mut self, capacity_bps: f64, size: usize) -> io::Result<(Option<capacity::Avail>, u32)> {
+        let Some(mut token) = self.token else { return Ok((None, 0)) };
+        let k = 64u64;
+        let stream_bytes = k * size as u64;
+        let (limit, until) = (self.sent_bytes + REVERSE_AVAIL_BYTES, Instant::now() + REVERSE_AVAIL_TIME);
+        let mut probe = AvailProbe::new(capacity_bps);
+        let mut streams = 0;
+        while self.sent_bytes + stream_bytes <= limit && Instant::now() < until {
+            let rate = probe.next();
+            let gap_ns = (size as f64 * 8.0 / rate.max(1.0) * 1e9).min(f64::from(TRAIN_MAX_GAP_NS)) as u32;
+            let base = self.next_seqs(k);
+            let ours = base..base + k;
+            self.t.request_paced(base, token, k as u16, size, gap_ns)?;
+            self.sent_bytes += stream_bytes;
+            streams += 1;
+            let wait = Duration::from_nanos(u64::from(gap_ns) * k) + self.rtt * 2 + self.quiet();
+            let heard = self.t.collect(Instant::now() + wait.min(Duration::from_secs(2)), self.quiet(), |h| {
+                h.iter().filter(|x| matches!(x, Heard::Echo { seq, .. } if ours.contains(seq))).count() >= k as usize
+                    || h.iter().any(|x| matches!(x, Heard::Token { .. }))
+            })?;
+            let mut packets = Vec::new();
+            for h in heard {
+                match h {
+                    Heard::Echo { seq, server_tx_ns, at_ns, .. } if ours.contains(&seq) => {
+                        packets.push(((seq - base) as u32, server_tx_ns, at_ns));
+                    }
+                    Heard::Token { token: t, .. } => token = t,
+                    _ => {}
+                }
+            }
+            self.lost += k.saturating_sub(packets.len() as u64);
+            probe.record(&Stream { wire_bytes: size as u32, sent: k as u32, packets });
+            std::thread::sleep(self.rtt.min(Duration::from_millis(500)));
+        }
+        Ok((probe.estimate(), streams))
     }
 }
 
@@ -275,7 +347,7 @@ pub fn measure(
     let v6 = t.v6();
     let small = overhead(v6) + wanperf_proto::probe::PROBE_HEADER_LEN;
     let size = o.size.clamp(small, 9000);
-    let mut r = Run { t, o, started: Instant::now(), seq: 1, sent_bytes: 0, lost: 0, rtt: Duration::ZERO };
+    let mut r = Run { t, o, started: Instant::now(), seq: 1, sent_bytes: 0, lost: 0, rtt: Duration::ZERO, token: None };
     let share = |r: &Run| r.started.elapsed().as_secs_f64() / o.time.as_secs_f64().max(1e-9);
 
     // RTT: three small probes, one at a time.
@@ -432,15 +504,23 @@ pub fn measure(
                 capacity::TrainShape { loads: loads as u32, size: size as u32, small: small as u32, heads: o.max_ttl };
             let mut located = capacity::locate(&rpts, d, report.capacity.as_ref().map(|c| (shape, c.bps)));
             // The trains' length at the narrow link, the same in every train (no cross traffic
-            // there), says a slower rate that the capacity's trains also show as a mode, and a
-            // later link stretches the trains (cross traffic there): the faster mode was
-            // packets that link queued and sent on back to back. (Without the later stretch,
-            // an even length could be periodic cross traffic on the narrow link itself.)
+            // there), says a slower rate, and a later link stretches the trains (cross traffic
+            // there): the capacity's faster mode was packets that link queued and sent on back
+            // to back. (Without the later stretch, an even length could be periodic cross
+            // traffic on the narrow link itself.)
             if let (Some(l), Some(c)) = (&located, &report.capacity) {
                 let slower = l
                     .narrow_bps
                     .filter(|n| *n < 0.95 * c.bps && l.narrow_spread.is_some_and(|s| s < 0.01) && l.tight.is_some());
-                if let Some(r) = slower.and_then(|n| rivals.iter().find(|r| (r.bps - n).abs() <= 0.02 * n)) {
+                // The capacity's own mode there if it has one, else the trains' rate (span 0).
+                let better = slower.map(|n| {
+                    rivals.iter().find(|r| (r.bps - n).abs() <= 0.02 * n).cloned().unwrap_or_else(|| {
+                        let (low_bps, high_bps) = l.narrow_range.unwrap_or((n, n));
+                        let k = l.gaps.iter().find(|g| g.ttl == l.ttl).map_or(0, |g| g.trains);
+                        Capacity { bps: n, low_bps, high_bps, span: 0, in_mode: k, samples: k }
+                    })
+                });
+                if let Some(r) = better {
                     report.post_narrow = report.capacity.replace(r.clone());
                     located = capacity::locate(&rpts, d, Some((shape, r.bps)));
                 }
@@ -516,6 +596,20 @@ pub fn measure(
         report.available = probe.estimate();
     }
     report.cost.available = r.sent_bytes - phase_start;
+
+    // The way back's available bandwidth, beyond the budget and the time when asked for.
+    let phase_start = r.sent_bytes;
+    let back = report.reverse.as_ref().and_then(|x| x.capacity.as_ref()).map(|c| c.bps);
+    if let (true, Some(c)) = (o.reverse_avail, back) {
+        if progress("available bandwidth back", share(&r)) {
+            let (a, n) = r.reverse_avail(c, size)?;
+            if let Some(rev) = report.reverse.as_mut() {
+                rev.available = a;
+                rev.streams = n;
+            }
+        }
+    }
+    report.cost.available_back = r.sent_bytes - phase_start;
     report.bytes_sent = r.sent_bytes;
     report.lost = r.lost;
     report.seconds = r.started.elapsed().as_secs_f64();

@@ -16,7 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 use wanperf_engine::sys::{enable_rx_timestamps, realtime_ns, recv_timestamped, setsockopt_raw};
-use wanperf_proto::probe::{Probe, TrainRequest, PROBE_HEADER_LEN, TRAIN_REQUEST_LEN};
+use wanperf_proto::probe::{Probe, TrainRequest, PROBE_HEADER_LEN, TRAIN_PACED_LEN, TRAIN_REQUEST_LEN};
 
 /// One packet of a train.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +41,8 @@ pub enum Heard {
         client_tx_ns: u64,
         /// Receive time at the server, ns since the epoch (its clock).
         server_rx_ns: u64,
+        /// Send time at the server (its clock).
+        server_tx_ns: u64,
         /// When the echo arrived here.
         at_ns: u64,
     },
@@ -172,11 +174,16 @@ impl Trainer {
     /// included) numbered from `seq`, with `token` (0 to ask for the token); returns the
     /// send time.
     pub fn request_train(&self, seq: u64, token: u64, count: u16, size: usize) -> io::Result<u64> {
+        self.request_paced(seq, token, count, size, 0)
+    }
+
+    /// As [`Trainer::request_train`], the packets `gap_ns` apart (0: back to back).
+    pub fn request_paced(&self, seq: u64, token: u64, count: u16, size: usize, gap_ns: u32) -> io::Result<u64> {
         let t = realtime_ns();
-        let mut b = vec![0u8; TRAIN_REQUEST_LEN];
+        let mut b = vec![0u8; if gap_ns > 0 { TRAIN_PACED_LEN } else { TRAIN_REQUEST_LEN }];
         Probe { reply: false, short: true, seq, client_tx_ns: t, server_rx_ns: 0, server_tx_ns: 0 }.write(&mut b);
-        let payload = size.saturating_sub(overhead(self.v6)).clamp(TRAIN_REQUEST_LEN, usize::from(u16::MAX));
-        TrainRequest { token, count, size: payload as u16 }.write(&mut b);
+        let payload = size.saturating_sub(overhead(self.v6)).clamp(b.len(), usize::from(u16::MAX));
+        TrainRequest { token, count, size: payload as u16, gap_ns }.write(&mut b);
         self.send_buf(&b)?;
         Ok(t)
     }
@@ -235,6 +242,7 @@ impl Trainer {
                                 seq: p.seq,
                                 client_tx_ns: p.client_tx_ns,
                                 server_rx_ns: p.server_rx_ns,
+                                server_tx_ns: p.server_tx_ns,
                                 at_ns: r.kernel_ns.unwrap_or_else(realtime_ns),
                             },
                         });

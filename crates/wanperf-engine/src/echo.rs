@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wanperf_proto::probe::{
-    Count, Probe, TrainRequest, PROBE_HEADER_LEN, TRAIN_MAX_COUNT, TRAIN_MAX_SIZE, TRAIN_REQUEST_LEN,
+    Count, Probe, TrainRequest, PROBE_HEADER_LEN, TRAIN_MAX_COUNT, TRAIN_MAX_GAP_NS, TRAIN_MAX_SIZE, TRAIN_REQUEST_LEN,
 };
 
 /// Bytes of trains a client may have per second, and at once.
@@ -137,7 +137,7 @@ fn train_reply(trains: &mut Trains, p: &Probe, t: TrainRequest, from: SocketAddr
     let now_s = rx_ns / 1_000_000_000;
     let probe = Probe { reply: true, short: false, server_rx_ns: rx_ns, server_tx_ns: 0, ..*p };
     if !trains.valid(from.ip(), t.token, now_s) || t.count == 0 {
-        let fields = TrainRequest { token: trains.token(from.ip(), now_s), count: 0, size: 0 };
+        let fields = TrainRequest { token: trains.token(from.ip(), now_s), count: 0, size: 0, gap_ns: 0 };
         return Some(TrainAnswer { probe, fields, len: TRAIN_REQUEST_LEN, packets: 1 });
     }
     let count = t.count.min(TRAIN_MAX_COUNT);
@@ -145,8 +145,47 @@ fn train_reply(trains: &mut Trains, p: &Probe, t: TrainRequest, from: SocketAddr
     if !trains.take(from.ip(), f64::from(count) * f64::from(size), Instant::now()) {
         return None;
     }
-    let fields = TrainRequest { token: t.token, count, size };
+    let gap_ns = t.gap_ns.min(TRAIN_MAX_GAP_NS);
+    let fields = TrainRequest { token: t.token, count, size, gap_ns };
     Some(TrainAnswer { probe, fields, len: usize::from(size), packets: count })
+}
+
+/// Paced trains sending at once, at most (each at most 64 packets over 0.64 s).
+const PACED_MAX: usize = 4;
+
+/// Sends a paced train from a thread of its own (the echo goes on answering), unless
+/// [`PACED_MAX`] are being sent: then nothing (the client sees the stream lost).
+fn paced(sock: &UdpSocket, answer: TrainAnswer, to: SocketAddr, running: &Arc<std::sync::atomic::AtomicUsize>) {
+    if running.fetch_add(1, Ordering::AcqRel) >= PACED_MAX {
+        running.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let Ok(sock) = sock.try_clone() else {
+        running.fetch_sub(1, Ordering::AcqRel);
+        return;
+    };
+    let running = running.clone();
+    std::thread::spawn(move || {
+        let gap = Duration::from_nanos(u64::from(answer.fields.gap_ns));
+        let t0 = Instant::now();
+        for i in 0..answer.packets {
+            // Sleep while more than 200 µs are left, then spin: a few µs of error.
+            let at = t0 + gap * u32::from(i);
+            loop {
+                let now = Instant::now();
+                if now >= at {
+                    break;
+                }
+                if at - now > Duration::from_micros(200) {
+                    std::thread::sleep(at - now - Duration::from_micros(150));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            let _ = sock.send_to(&answer.packet(i), to);
+        }
+        running.fetch_sub(1, Ordering::AcqRel);
+    });
 }
 
 /// Answers probes on `sock` until `stop` is set. `allowed` decides per client address.
@@ -156,6 +195,7 @@ pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, sto
     let mut buf = vec![0u8; 65_536];
     let mut trains = Trains::new();
     let mut counts = Counts::default();
+    let pacing = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while !stop.load(Ordering::Acquire) {
         let Ok(r) = sys::recv_timestamped(sock.as_raw_fd(), &mut buf) else { continue };
         let Some(from) = r.from else { continue };
@@ -166,8 +206,12 @@ pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, sto
         if let Some(t) = TrainRequest::read(&buf[..r.len]) {
             let rx = r.kernel_ns.unwrap_or_else(sys::realtime_ns);
             if let Some(answer) = train_reply(&mut trains, &p, t, from, rx) {
-                for i in 0..answer.packets {
-                    let _ = sock.send_to(&answer.packet(i), from);
+                if answer.fields.gap_ns == 0 || answer.packets < 2 {
+                    for i in 0..answer.packets {
+                        let _ = sock.send_to(&answer.packet(i), from);
+                    }
+                } else {
+                    paced(&sock, answer, from, &pacing);
                 }
             }
             continue;
@@ -195,7 +239,7 @@ mod tests {
     fn request(token: u64, count: u16, size: u16) -> (Probe, TrainRequest) {
         (
             Probe { reply: false, short: true, seq: 100, client_tx_ns: 5, server_rx_ns: 0, server_tx_ns: 0 },
-            TrainRequest { token, count, size },
+            TrainRequest { token, count, size, gap_ns: 0 },
         )
     }
 

@@ -26,6 +26,10 @@ const FLAG_COUNT: u16 = 8;
 
 /// Header and train fields.
 pub const TRAIN_REQUEST_LEN: usize = PROBE_HEADER_LEN + 12;
+/// A train request with a pacing gap (see [`TrainRequest::gap_ns`]).
+pub const TRAIN_PACED_LEN: usize = TRAIN_REQUEST_LEN + 4;
+/// Longest gap between a paced train's packets the server keeps, ns (10 ms).
+pub const TRAIN_MAX_GAP_NS: u32 = 10_000_000;
 /// Most packets the server sends for one request.
 pub const TRAIN_MAX_COUNT: u16 = 64;
 /// Largest packet it sends (UDP payload bytes).
@@ -49,6 +53,11 @@ pub struct TrainRequest {
     pub count: u16,
     /// Their UDP payload size.
     pub size: u16,
+    /// Time between the packets' departures, ns (u32 after the size, in a request of
+    /// [`TRAIN_PACED_LEN`] bytes or more): 0 sends them back to back; more paces them
+    /// (`wanperf capacity`'s self-loading streams of the way back). An older server ignores
+    /// it and sends back to back, which each packet's send time shows.
+    pub gap_ns: u32,
 }
 
 impl TrainRequest {
@@ -60,6 +69,9 @@ impl TrainRequest {
         buf[40..48].copy_from_slice(&self.token.to_be_bytes());
         buf[48..50].copy_from_slice(&self.count.to_be_bytes());
         buf[50..52].copy_from_slice(&self.size.to_be_bytes());
+        if buf.len() >= TRAIN_PACED_LEN {
+            buf[52..56].copy_from_slice(&self.gap_ns.to_be_bytes());
+        }
     }
 
     /// The train fields of a probe that has them (flag 4 and the length).
@@ -74,6 +86,11 @@ impl TrainRequest {
             token: u64::from_be_bytes(t),
             count: u16::from_be_bytes([buf[48], buf[49]]),
             size: u16::from_be_bytes([buf[50], buf[51]]),
+            gap_ns: if buf.len() >= TRAIN_PACED_LEN {
+                u32::from_be_bytes([buf[52], buf[53], buf[54], buf[55]])
+            } else {
+                0
+            },
         })
     }
 }
@@ -204,12 +221,19 @@ mod tests {
         let mut b = [0u8; TRAIN_REQUEST_LEN];
         p.write(&mut b);
         assert_eq!(TrainRequest::read(&b), None);
-        let t = TrainRequest { token: 0xdead_beef_0102_0304, count: 33, size: 1472 };
+        let t = TrainRequest { token: 0xdead_beef_0102_0304, count: 33, size: 1472, gap_ns: 0 };
         t.write(&mut b);
         assert_eq!(TrainRequest::read(&b), Some(t));
         // Still a probe (an older server echoes it as one), and the flags it had are kept.
         assert_eq!(Probe::read(&b), Some(p));
         assert_eq!(TrainRequest::read(&b[..TRAIN_REQUEST_LEN - 1]), None);
+        // A paced request: the gap after the size; a 52-byte request has none.
+        let mut paced = [0u8; TRAIN_PACED_LEN];
+        p.write(&mut paced);
+        let t = TrainRequest { gap_ns: 600_000, ..t };
+        t.write(&mut paced);
+        assert_eq!(TrainRequest::read(&paced), Some(t));
+        assert_eq!(TrainRequest::read(&paced[..TRAIN_REQUEST_LEN]).map(|x| x.gap_ns), Some(0));
     }
 
     #[test]
@@ -234,7 +258,7 @@ mod tests {
         let mut t = [0u8; TRAIN_REQUEST_LEN];
         p.write(&mut t);
         Count::ask(&mut t);
-        TrainRequest { token: 1, count: 2, size: 100 }.write(&mut t);
+        TrainRequest { token: 1, count: 2, size: 100, gap_ns: 0 }.write(&mut t);
         assert!(!Count::asked(&t));
     }
 }

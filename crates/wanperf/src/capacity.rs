@@ -88,6 +88,10 @@ pub struct CapacityArgs {
     /// Do not measure the capacity of the way back (no trains from the server).
     #[arg(long)]
     no_reverse: bool,
+    /// Also the available bandwidth of the way back: the server paces self-loading streams
+    /// toward this host (0.6 MB and up to 3 s more than --budget and --time).
+    #[arg(long, conflicts_with = "no_reverse")]
+    avail_back: bool,
     /// Highest TTL of the bottleneck trains' head and tail packets.
     #[arg(short = 'm', long, default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=64))]
     max_ttl: u8,
@@ -110,6 +114,13 @@ fn range(lo: f64, hi: f64) -> String {
 /// A capacity estimate's row of the table, or why there is none.
 fn capacity_row(label: &str, c: Option<&Capacity>, why_not: &str) {
     match c {
+        // Span 0: from the recursive trains' length at the narrow link.
+        Some(c) if c.span == 0 => println!(
+            "  {label:<20} {:>12}   ({}; the recursive trains' length at the narrow link, {} trains)",
+            fmt_rate(c.bps),
+            range(c.low_bps, c.high_bps),
+            c.in_mode
+        ),
         Some(c) => println!(
             "  {label:<20} {:>12}   ({}; windows of {} packets, {} of {} in the mode)",
             fmt_rate(c.bps),
@@ -127,6 +138,23 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
     capacity_row("capacity", r.capacity.as_ref(), "too few trains arrived whole");
     if let Some(rev) = &r.reverse {
         capacity_row("capacity back", rev.capacity.as_ref(), rev.note.as_deref().unwrap_or("no estimate"));
+        match &rev.available {
+            Some(a) if a.used == 0 => println!(
+                "  available back       {:>12}   (no cross traffic seen: none of {} streams from the server up to {} was spread)",
+                fmt_rate(a.bps),
+                a.streams,
+                fmt_rate(a.low_bps)
+            ),
+            Some(a) => println!(
+                "  available back       {:>12}   ({}; from {} of {} streams the server paced)",
+                fmt_rate(a.bps),
+                range(a.low_bps, a.high_bps),
+                a.used,
+                a.streams
+            ),
+            None if rev.streams > 0 => println!("  available back       unknown (too few of the server's streams arrived whole)"),
+            None => {}
+        }
     }
     match &r.available {
         Some(a) if a.used == 0 => println!(
@@ -163,8 +191,8 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
             if let (Some(n), Some(sp), Some(c)) = (b.location.narrow_bps, b.location.narrow_spread, &r.capacity) {
                 if r.post_narrow.is_some() {
                     println!(
-                        "  set aside            {}: a faster mode of the capacity's trains — the recursive trains are {:.0} µs long \
-                         at hop {} in every train ({}), and a link after it sends queued packets on back to back",
+                        "  set aside            {}: the fastest mode of the capacity's trains — the recursive trains are {:.0} µs \
+                         long at hop {} in every train ({}), and a link after it sends queued packets on back to back",
                         wanperf_proto::units::fmt_rate(r.post_narrow.as_ref().map_or(0.0, |p| p.bps)),
                         gap,
                         b.ttl,
@@ -208,7 +236,7 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
     let mb = |b: u64| b as f64 / 1e6;
     println!(
         "  cost                 {:.2} MB in {:.1} s: capacity {:.2} MB ({} trains), back {:.2} MB ({} trains), \
-         bottleneck {:.2} MB ({} trains), available {:.2} MB ({} streams); {} packets lost",
+         bottleneck {:.2} MB ({} trains), available {:.2} MB ({} streams){}; {} packets lost",
         mb(r.bytes_sent),
         r.seconds,
         mb(r.cost.capacity),
@@ -219,6 +247,10 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
         r.rpts,
         mb(r.cost.available),
         r.streams,
+        match r.reverse.as_ref().filter(|x| x.streams > 0) {
+            Some(x) => format!(", available back {:.2} MB ({} streams)", mb(r.cost.available_back), x.streams),
+            None => String::new(),
+        },
         r.lost
     );
 }
@@ -239,6 +271,7 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
         locate: !a.no_locate,
         avail: !a.no_avail,
         reverse: !a.no_reverse,
+        reverse_avail: a.avail_back,
         max_ttl: a.max_ttl,
         ..Options::default()
     };

@@ -32,13 +32,18 @@ fn chain(name: &str, rates: [&str; 5], extra: &str) -> String {
 
 /// `wanperf capacity --json` from `from` to a `wanperf serve` on `to` (at `addr`) in `net`.
 fn capacity(net: &str, from: &str, to: &str, addr: &str) -> Value {
+    capacity_with(net, from, to, addr, &[])
+}
+
+/// The same with more flags.
+fn capacity_with(net: &str, from: &str, to: &str, addr: &str, flags: &[&str]) -> Value {
     let mut cmd = Command::new(BIN);
     cmd.args(["net", "exec", net, to, "--", BIN, "serve", "--listen", "0.0.0.0:0", "--allow", "198.18.0.0/15"]);
     let server = Server::spawn(cmd);
-    let out = run(
-        &["net", "exec", net, from, "--", BIN, "capacity", addr, "-p", &server.port_s(), "--json"],
-        Duration::from_secs(60),
-    );
+    let port = server.port_s();
+    let mut argv = vec!["net", "exec", net, from, "--", BIN, "capacity", addr, "-p", &port, "--json"];
+    argv.extend_from_slice(flags);
+    let out = run(&argv, Duration::from_secs(60));
     let text = ok(&out);
     let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!(v["event"], "capacity");
@@ -293,4 +298,32 @@ fn a_tight_link_after_the_narrow_one_is_named_beside_it() {
     if let Some(p) = r["post_narrow"]["bps"].as_f64() {
         assert!(within(r["capacity"]["bps"].as_f64().unwrap(), 20e6, 0.02) && p > 25e6, "{r}");
     }
+}
+
+#[test]
+fn the_available_bandwidth_back_comes_from_streams_the_server_paces() {
+    let _g = serial();
+    if !paths_available() {
+        return;
+    }
+    // Poisson cross traffic at 30 % of the 10 Mbit/s link toward a only: the way there is
+    // idle, the way back has 7 Mbit/s available.
+    let cross =
+        "[[traffic]]\nlink = \"r2-r3\"\ndirection = \"ba\"\nrate = \"3M\"\npattern = \"poisson\"\npacket = 1500\n";
+    let f = topo_file("cap-back", &chain("cap", ["200M", "200M", "10M", "200M", "200M"], cross));
+    let net = format!("cback{}", std::process::id());
+    let _up = Up::new(&f, &net);
+    let r = capacity_with(&net, "a", "b", "198.18.4.2", &["--avail-back"]);
+    let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    assert!(within(f(&r["capacity"]["bps"]), 10e6, 0.02), "{r}");
+    assert!(within(f(&r["reverse"]["capacity"]["bps"]), 10e6, 0.02), "{r}");
+    // Within 10 % of the capacity of the truth each way (the benchmark counts 5 %).
+    let (there, back) = (f(&r["available"]["bps"]), f(&r["reverse"]["available"]["bps"]));
+    assert!((there - 10e6).abs() <= 1e6, "the way there is idle: {there} bit/s: {r}");
+    assert!((back - 7e6).abs() <= 1e6, "the way back has 7 Mbit/s: {back} bit/s: {r}");
+    assert!(r["reverse"]["streams"].as_u64().unwrap() >= 3, "{r}");
+    // Its own bytes, beyond the default budget.
+    let extra = r["cost"]["available_back"].as_u64().unwrap();
+    assert!(extra > 0 && extra <= 600_000, "{r}");
+    assert!(r["bytes_sent"].as_u64().unwrap() <= 1_500_000 + 600_000, "{r}");
 }
