@@ -511,7 +511,7 @@ pub fn measure(
             if let (Some(l), Some(c)) = (&located, &report.capacity) {
                 let slower = l
                     .narrow_bps
-                    .filter(|n| *n < 0.95 * c.bps && l.narrow_spread.is_some_and(|s| s < 0.01) && l.tight.is_some());
+                    .filter(|n| *n < 0.95 * c.bps && l.narrow_spread.is_some_and(|s| s < 0.02) && l.tight.is_some());
                 // The capacity's own mode there if it has one, else the trains' rate (span 0).
                 let better = slower.map(|n| {
                     rivals.iter().find(|r| (r.bps - n).abs() <= 0.02 * n).cloned().unwrap_or_else(|| {

@@ -198,7 +198,7 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
                         b.ttl,
                         wanperf_proto::units::fmt_rate(n)
                     );
-                } else if n < 0.95 * c.bps && sp < 0.01 && b.tight.is_some() {
+                } else if n < 0.95 * c.bps && sp < 0.02 && b.tight.is_some() {
                     println!(
                         "  note                 the recursive trains are {:.0} µs long at hop {} in every train: the link into it \
                          may run at {}, and the capacity above be a faster link's after it (cross traffic there sends queued \
