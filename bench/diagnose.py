@@ -90,6 +90,13 @@ def network_up(tmp, tag, i, text):
     return name
 
 
+def serve_on_b(name):
+    """`wanperf serve` on host b of network `name` (port 5301, the emulated hosts allowed)."""
+    return subprocess.Popen(
+        [BIN, "net", "exec", name, "b", "--", BIN, "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def capacity_part():
     rng = random.Random(SEED)
     rows = []
@@ -99,9 +106,7 @@ def capacity_part():
         name = network_up(tmp, "d", i, text)
         if name is None:
             continue
-        server = subprocess.Popen(
-            [BIN, "net", "exec", name, "b", "--", BIN, "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        server = serve_on_b(name)
         try:
             server.stderr.readline()  # the banner: listening
             if truth["load"] > 0:
@@ -294,9 +299,7 @@ def tight_part():
         name = network_up(tmp, "t", i, text)
         if name is None:
             continue
-        server = subprocess.Popen(
-            [BIN, "net", "exec", name, "b", "--", BIN, "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        server = serve_on_b(name)
         try:
             server.stderr.readline()
             time.sleep(1)

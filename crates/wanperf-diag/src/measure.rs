@@ -226,6 +226,41 @@ impl Run<'_> {
         Ok(heard)
     }
 
+    /// Asks the server for `count` packets of `size` bytes, `gap_ns` apart (0: back to back),
+    /// with `token` (a new one the server sends, after a restart, replaces it), and reads them
+    /// until `until` or until all came: (position, the server's send time, the arrival time
+    /// here) of each that did. Their bytes count as sent; the missing ones as lost.
+    fn train_back(
+        &mut self,
+        count: u32,
+        size: usize,
+        gap_ns: u32,
+        token: &mut u64,
+        until: Instant,
+    ) -> io::Result<Vec<(u32, u64, u64)>> {
+        let base = self.next_seqs(u64::from(count));
+        let ours = base..base + u64::from(count);
+        self.t.request_paced(base, *token, count as u16, size, gap_ns)?;
+        self.sent_bytes += u64::from(count) * size as u64;
+        let heard = self.t.collect(until, self.quiet(), |h| {
+            h.iter().filter(|x| matches!(x, Heard::Echo { seq, .. } if ours.contains(seq))).count() >= count as usize
+                || h.iter().any(|x| matches!(x, Heard::Token { .. }))
+        })?;
+        let mut got = Vec::new();
+        for h in heard {
+            match h {
+                Heard::Echo { seq, server_tx_ns, at_ns, .. } if ours.contains(&seq) => {
+                    got.push(((seq - base) as u32, server_tx_ns, at_ns));
+                }
+                // The server restarted (a new secret): its new token, for the next train.
+                Heard::Token { token: t, .. } => *token = t,
+                _ => {}
+            }
+        }
+        self.lost += u64::from(count).saturating_sub(got.len() as u64);
+        Ok(got)
+    }
+
     /// The reverse path's capacity from up to `want` trains of `size`-byte packets.
     fn reverse(&mut self, want: u32, size: usize) -> io::Result<Reverse> {
         let len = self.o.train_len.min(u32::from(wanperf_proto::probe::TRAIN_MAX_COUNT));
@@ -255,28 +290,10 @@ impl Run<'_> {
         };
         let mut trains = Vec::new();
         while out.trains < want && self.affordable(train_bytes) && self.left() > self.o.time * 2 / 5 {
-            let base = self.next_seqs(u64::from(len));
-            let ours = base..base + u64::from(len);
-            self.t.request_train(base, token, len as u16, size)?;
-            self.sent_bytes += train_bytes;
-            out.trains += 1;
             let until = Instant::now() + Duration::from_secs(2).min(self.left() + self.quiet());
-            let heard = self.t.collect(until, self.quiet(), |h| {
-                h.iter().filter(|x| matches!(x, Heard::Echo { seq, .. } if ours.contains(seq))).count() >= len as usize
-                    || h.iter().any(|x| matches!(x, Heard::Token { .. }))
-            })?;
-            let mut arrivals = Vec::new();
-            for h in heard {
-                match h {
-                    Heard::Echo { seq, at_ns, .. } if ours.contains(&seq) => {
-                        arrivals.push(((seq - base) as u32, at_ns));
-                    }
-                    // The server restarted (a new secret): its new token, and the train again.
-                    Heard::Token { token: t, .. } => token = t,
-                    _ => {}
-                }
-            }
-            self.lost += u64::from(len).saturating_sub(arrivals.len() as u64);
+            let got = self.train_back(len, size, 0, &mut token, until)?;
+            out.trains += 1;
+            let arrivals: Vec<(u32, u64)> = got.into_iter().map(|(i, _, at)| (i, at)).collect();
             trains.push(Train { wire_bytes: size as u32, sent: len, arrivals });
             std::thread::sleep(self.rtt.max(Duration::from_millis(20)));
         }
@@ -307,27 +324,10 @@ impl Run<'_> {
         while self.sent_bytes + stream_bytes <= limit && Instant::now() < until {
             let rate = probe.next();
             let gap_ns = (size as f64 * 8.0 / rate.max(1.0) * 1e9).min(f64::from(TRAIN_MAX_GAP_NS)) as u32;
-            let base = self.next_seqs(k);
-            let ours = base..base + k;
-            self.t.request_paced(base, token, k as u16, size, gap_ns)?;
-            self.sent_bytes += stream_bytes;
-            streams += 1;
             let wait = Duration::from_nanos(u64::from(gap_ns) * k) + self.rtt * 2 + self.quiet();
-            let heard = self.t.collect(Instant::now() + wait.min(Duration::from_secs(2)), self.quiet(), |h| {
-                h.iter().filter(|x| matches!(x, Heard::Echo { seq, .. } if ours.contains(seq))).count() >= k as usize
-                    || h.iter().any(|x| matches!(x, Heard::Token { .. }))
-            })?;
-            let mut packets = Vec::new();
-            for h in heard {
-                match h {
-                    Heard::Echo { seq, server_tx_ns, at_ns, .. } if ours.contains(&seq) => {
-                        packets.push(((seq - base) as u32, server_tx_ns, at_ns));
-                    }
-                    Heard::Token { token: t, .. } => token = t,
-                    _ => {}
-                }
-            }
-            self.lost += k.saturating_sub(packets.len() as u64);
+            let packets =
+                self.train_back(k as u32, size, gap_ns, &mut token, Instant::now() + wait.min(Duration::from_secs(2)))?;
+            streams += 1;
             probe.record(&Stream { wire_bytes: size as u32, sent: k as u32, packets });
             std::thread::sleep(self.rtt.min(Duration::from_millis(500)));
         }

@@ -436,15 +436,17 @@ pub fn recv_error(fd: std::os::fd::RawFd, buf: &mut [u8]) -> io::Result<Option<S
 mod tests {
     use super::*;
 
+    /// The one's complement sum of 16-bit words that UDP and ICMP checksums are made of.
+    fn sum(p: &[u8]) -> u32 {
+        let mut s: u32 = p.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s
+    }
+
     #[test]
     fn every_payload_has_the_same_checksum() {
-        fn sum(p: &[u8]) -> u32 {
-            let mut s: u32 = p.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
-            while s > 0xffff {
-                s = (s & 0xffff) + (s >> 16);
-            }
-            s
-        }
         let a = sum(&payload(1, 40));
         for seq in [2, 77, 65_535, 65_536, 0xdead_beef, u32::MAX] {
             assert_eq!(sum(&payload(seq, 40)), a, "seq {seq}");
@@ -453,13 +455,6 @@ mod tests {
 
     #[test]
     fn server_probes_keep_one_checksum_ask_for_the_count_and_are_found_in_quotes() {
-        fn sum(p: &[u8]) -> u32 {
-            let mut s: u32 = p.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
-            while s > 0xffff {
-                s = (s & 0xffff) + (s >> 16);
-            }
-            s
-        }
         let a = server_payload(1, 60);
         assert_eq!(a.len(), 60);
         assert!(Count::asked(&a) && Probe::read(&a).is_some_and(|p| !p.reply && p.seq == 1));

@@ -133,45 +133,43 @@ fn capacity_row(label: &str, c: Option<&Capacity>, why_not: &str) {
     }
 }
 
-fn print_table(host: &str, dst: SocketAddr, r: &Report) {
-    println!("capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms);
-    capacity_row("capacity", r.capacity.as_ref(), "too few trains arrived whole");
-    if let Some(rev) = &r.reverse {
-        capacity_row("capacity back", rev.capacity.as_ref(), rev.note.as_deref().unwrap_or("no estimate"));
-        match &rev.available {
-            Some(a) if a.used == 0 => println!(
-                "  available back       {:>12}   (no cross traffic seen: none of {} streams from the server up to {} was spread)",
-                fmt_rate(a.bps),
-                a.streams,
-                fmt_rate(a.low_bps)
-            ),
-            Some(a) => println!(
-                "  available back       {:>12}   ({}; from {} of {} streams the server paced)",
-                fmt_rate(a.bps),
-                range(a.low_bps, a.high_bps),
-                a.used,
-                a.streams
-            ),
-            None if rev.streams > 0 => println!("  available back       unknown (too few of the server's streams arrived whole)"),
-            None => {}
-        }
-    }
-    match &r.available {
-        Some(a) if a.used == 0 => println!(
-            "  available bandwidth  {:>12}   (no cross traffic seen: none of {} streams up to {} was spread)",
+/// An available-bandwidth estimate's row; `whose` says whose streams they were.
+fn avail_row(label: &str, a: &wanperf_diag::capacity::Avail, whose: &str) {
+    if a.used == 0 {
+        println!(
+            "  {label:<20} {:>12}   (no cross traffic seen: none of {} streams{whose} up to {} was spread)",
             fmt_rate(a.bps),
             a.streams,
             fmt_rate(a.low_bps)
-        ),
-        Some(a) => println!(
-            "  available bandwidth  {:>12}   ({}; from {} of {} streams)",
+        );
+    } else {
+        println!(
+            "  {label:<20} {:>12}   ({}; from {} of {} streams{whose})",
             fmt_rate(a.bps),
             range(a.low_bps, a.high_bps),
             a.used,
             a.streams
-        ),
+        );
+    }
+}
+
+fn print_table(host: &str, dst: SocketAddr, r: &Report) {
+    println!("capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms);
+    capacity_row("capacity", r.capacity.as_ref(), "too few trains arrived whole");
+    match &r.available {
+        Some(a) => avail_row("available bandwidth", a, ""),
         None if r.capacity.is_some() => println!("  available bandwidth  not measured"),
         None => {}
+    }
+    if let Some(rev) = &r.reverse {
+        capacity_row("capacity back", rev.capacity.as_ref(), rev.note.as_deref().unwrap_or("no estimate"));
+        match &rev.available {
+            Some(a) => avail_row("available back", a, " from the server"),
+            None if rev.streams > 0 => {
+                println!("  available back       unknown (too few of the server's streams arrived whole)")
+            }
+            None => {}
+        }
     }
     match &r.bottleneck {
         Some(b) => {
