@@ -11,7 +11,7 @@ link before a faster link whose Poisson cross traffic leaves 30-70 % of the narr
 rate, and counts both hops named. Prints a row per topology, then medians, worst cases and
 ratios; everything is bounded in time and torn down."""
 
-import json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, time
+import contextlib, json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 BIN = os.path.abspath("target/release/wanperf")
 SBIN_PATH = os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin"
@@ -90,11 +90,20 @@ def network_up(tmp, tag, i, text):
     return name
 
 
-def serve_on_b(name):
-    """`wanperf serve` on host b of network `name` (port 5301, the emulated hosts allowed)."""
-    return subprocess.Popen(
+@contextlib.contextmanager
+def served(name):
+    """`wanperf serve` on host b of network `name` (port 5301, the emulated hosts allowed),
+    listening; on leaving, the server stops and the network goes down."""
+    server = subprocess.Popen(
         [BIN, "net", "exec", name, "b", "--", BIN, "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        server.stderr.readline()  # the banner: listening
+        yield
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        run([BIN, "net", "down", name], 60)
 
 
 def capacity_part():
@@ -106,9 +115,7 @@ def capacity_part():
         name = network_up(tmp, "d", i, text)
         if name is None:
             continue
-        server = serve_on_b(name)
-        try:
-            server.stderr.readline()  # the banner: listening
+        with served(name):
             if truth["load"] > 0:
                 time.sleep(1 if truth["kind"] == "poisson" else 3)  # TCP: past slow start
             cap, secs = run([BIN, "net", "exec", name, "a", "--", BIN, "capacity", truth["dest"], "--json"], 60)
@@ -122,10 +129,6 @@ def capacity_part():
             for tool, p in (("trace", tr), ("mtr", mtr), ("traceroute", trt)):
                 if p.returncode != 0:
                     print(f"topology {i}: {tool} failed: {(p.stderr or p.stdout).strip()[:200]}", file=sys.stderr)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
-            run([BIN, "net", "down", name], 60)
         row = dict(i=i, routers=truth["routers"], c=truth["c"], load=truth["load"], kind=truth["kind"], ttl=truth["narrow_ttl"],
                    t_trace=t_trace, t_mtr=t_mtr, t_traceroute=t_trt,
                    trace_ok=tr.returncode == 0, mtr_ok=mtr.returncode == 0, traceroute_ok=trt.returncode == 0)
@@ -299,16 +302,10 @@ def tight_part():
         name = network_up(tmp, "t", i, text)
         if name is None:
             continue
-        server = serve_on_b(name)
-        try:
-            server.stderr.readline()
+        with served(name):
             time.sleep(1)
             cap, _ = run([BIN, "net", "exec", name, "a", "--", BIN, "capacity", truth["dest"], "--json"], 60)
             rep = json.loads(cap.stdout.strip().splitlines()[-1])["report"] if cap.returncode == 0 else {}
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
-            run([BIN, "net", "down", name], 60)
         b = rep.get("bottleneck") or {}
         c = (rep.get("capacity") or {}).get("bps")
         row = dict(narrow_ok=b.get("ttl") == truth["narrow_ttl"], tight_ok=(b.get("tight") or {}).get("ttl") == truth["tight_ttl"],

@@ -675,6 +675,25 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
     })
 }
 
+/// The capacity when the recursive trains say that `c` is a faster link's after the narrow
+/// one: their length at the narrow hop is the same in every train (within 2 %: no cross
+/// traffic there) and gives a rate more than 5 % below `c`, and a tight link stretches them
+/// later (cross traffic there queues the capacity trains' packets and sends them on back to
+/// back: pathrate's post-narrow modes). The answer is the capacity trains' own mode within
+/// 2 % of that rate among `rivals` ([`estimate`]), else that rate itself (its range the
+/// slowest and fastest train's, span 0). `None` when the trains agree with `c`. The later
+/// stretch is required: periodic cross traffic on the narrow link itself (paced TCP) can also
+/// make the trains equally long, at the available bandwidth's rate.
+pub fn post_narrow(c: &Capacity, rivals: &[Capacity], l: &Location) -> Option<Capacity> {
+    let n =
+        l.narrow_bps.filter(|n| *n < 0.95 * c.bps && l.narrow_spread.is_some_and(|s| s < 0.02) && l.tight.is_some())?;
+    Some(rivals.iter().find(|r| (r.bps - n).abs() <= 0.02 * n).cloned().unwrap_or_else(|| {
+        let (low_bps, high_bps) = l.narrow_range.unwrap_or((n, n));
+        let k = l.gaps.iter().find(|g| g.ttl == l.ttl).map_or(0, |g| g.trains);
+        Capacity { bps: n, low_bps, high_bps, span: 0, in_mode: k, samples: k }
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1063,6 +1082,27 @@ mod tests {
         let t = l.tight.clone().expect("a tight link");
         assert_eq!(t.ttl, 4, "{l:?}");
         assert!((t.stretch - stretched).abs() < 0.02, "{t:?}");
+        // The capacity trains' 100 M estimate agrees with the trains' rate there: kept. A
+        // 150 M estimate (the tight link's packets sent on back to back) gives way to the
+        // agreeing 100 M mode, or without one to the trains' own rate (span 0).
+        // (Trains as long at the narrow hop in every one, within 1 %.)
+        let even: Vec<RptResult> = (0..5)
+            .map(|k| {
+                let w = 1.0 + 0.0025 * (f64::from(k) - 2.0);
+                rpt(
+                    &[at(1, 1e9, 1.0), at(2, 100e6, w), at(3, 100e6, 1.0), at(4, 100e6, stretched * w)],
+                    at(5, 100e6, stretched),
+                )
+            })
+            .collect();
+        let l = locate(&even, 5, Some((shape, 100.5e6))).unwrap();
+        let cap = |bps: f64, span: u32| Capacity { bps, low_bps: bps, high_bps: bps, span, in_mode: 9, samples: 20 };
+        assert_eq!(post_narrow(&cap(100.5e6, 8), &[], &l), None);
+        let rival = cap(100.2e6, 16);
+        assert_eq!(post_narrow(&cap(150e6, 2), &[rival.clone()], &l), Some(rival));
+        let own = post_narrow(&cap(150e6, 2), &[], &l).unwrap();
+        assert_eq!((own.span, own.in_mode), (0, 5));
+        assert!((own.bps - 100e6).abs() < 0.5e6 && own.low_bps < own.bps && own.high_bps > own.bps, "{own:?}");
         // Without the capacity, only where the train is longest: the tight link.
         assert_eq!(locate(&trains, 5, None).unwrap().ttl, 4);
         // Cross traffic on the narrow link itself: one link, narrow and tight.

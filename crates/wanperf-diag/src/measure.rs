@@ -107,8 +107,8 @@ pub struct Reverse {
     pub streams: u32,
 }
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// What a measurement found.
@@ -162,12 +162,8 @@ pub struct Cost {
     /// The available bandwidth's streams.
     pub available: u64,
     /// The way back's available-bandwidth streams (the server's bytes).
-    #[serde(skip_serializing_if = "is_zero_u64")]
+    #[serde(skip_serializing_if = "is_zero")]
     pub available_back: u64,
-}
-
-fn is_zero_u64(n: &u64) -> bool {
-    *n == 0
 }
 
 /// Why a measurement could not be made.
@@ -503,27 +499,13 @@ pub fn measure(
             let shape =
                 capacity::TrainShape { loads: loads as u32, size: size as u32, small: small as u32, heads: o.max_ttl };
             let mut located = capacity::locate(&rpts, d, report.capacity.as_ref().map(|c| (shape, c.bps)));
-            // The trains' length at the narrow link, the same in every train (no cross traffic
-            // there), says a slower rate, and a later link stretches the trains (cross traffic
-            // there): the capacity's faster mode was packets that link queued and sent on back
-            // to back. (Without the later stretch, an even length could be periodic cross
-            // traffic on the narrow link itself.)
-            if let (Some(l), Some(c)) = (&located, &report.capacity) {
-                let slower = l
-                    .narrow_bps
-                    .filter(|n| *n < 0.95 * c.bps && l.narrow_spread.is_some_and(|s| s < 0.02) && l.tight.is_some());
-                // The capacity's own mode there if it has one, else the trains' rate (span 0).
-                let better = slower.map(|n| {
-                    rivals.iter().find(|r| (r.bps - n).abs() <= 0.02 * n).cloned().unwrap_or_else(|| {
-                        let (low_bps, high_bps) = l.narrow_range.unwrap_or((n, n));
-                        let k = l.gaps.iter().find(|g| g.ttl == l.ttl).map_or(0, |g| g.trains);
-                        Capacity { bps: n, low_bps, high_bps, span: 0, in_mode: k, samples: k }
-                    })
-                });
-                if let Some(r) = better {
-                    report.post_narrow = report.capacity.replace(r.clone());
-                    located = capacity::locate(&rpts, d, Some((shape, r.bps)));
-                }
+            // A capacity estimate that is a faster link's after the narrow one gives way to
+            // the narrow link's own (capacity::post_narrow), and the hops are placed again.
+            let better =
+                located.as_ref().zip(report.capacity.as_ref()).and_then(|(l, c)| capacity::post_narrow(c, &rivals, l));
+            if let Some(better) = better {
+                located = capacity::locate(&rpts, d, Some((shape, better.bps)));
+                report.post_narrow = report.capacity.replace(better);
             }
             if let Some(l) = located {
                 let mut rs: Vec<(u8, IpAddr)> = routers

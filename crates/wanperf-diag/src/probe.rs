@@ -299,22 +299,14 @@ impl Prober {
         let data = &buf[..r.len];
         if server {
             let at_ns = r.kernel_ns.unwrap_or_else(realtime_ns);
-            return Ok(Some(match (Probe::read(data), Count::read(data), r.from) {
-                (Some(p), Some(count), Some(from)) if p.reply && p.client_tx_ns == !p.seq => {
+            // A reply with the server's count (Count::read: flag 8 and the reply flag), to one
+            // of this trace's probes.
+            return Ok(Some(match (Probe::read(data), Count::read(data), probe_number(data), r.from) {
+                (Some(p), Some(count), Some(seq), Some(from)) => {
                     // The server's time between receiving and answering is not the path's.
                     let turnaround = p.server_tx_ns.saturating_sub(p.server_rx_ns).min(1_000_000_000);
-                    match u32::try_from(p.seq) {
-                        Ok(seq) => Got::Echo(
-                            Reply {
-                                seq,
-                                from: from.ip(),
-                                at_ns: at_ns.saturating_sub(turnaround),
-                                answer: Answer::Reached,
-                            },
-                            count,
-                        ),
-                        Err(_) => Got::Other,
-                    }
+                    let at_ns = at_ns.saturating_sub(turnaround);
+                    Got::Echo(Reply { seq, from: from.ip(), at_ns, answer: Answer::Reached }, count)
                 }
                 _ => Got::Other,
             }));

@@ -15,6 +15,7 @@ use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
+pub use wanperf_engine::sys::pace_until;
 use wanperf_engine::sys::{enable_rx_timestamps, realtime_ns, recv_timestamped, setsockopt_raw};
 use wanperf_proto::probe::{Probe, TrainRequest, PROBE_HEADER_LEN, TRAIN_PACED_LEN, TRAIN_REQUEST_LEN};
 
@@ -305,21 +306,4 @@ fn time_exceeded(e: &SockError, quoted: &[u8]) -> Option<Heard> {
     }
     let p = Probe::read(quoted)?;
     Some(Heard::TimeExceeded { seq: p.seq, from: e.from?, at_ns: e.at_ns.unwrap_or_else(realtime_ns) })
-}
-
-/// Waits until `at` (a `Instant`): sleeps while more than 200 µs are left, then spins, so
-/// streams can be paced to a few µs.
-pub fn pace_until(at: Instant) {
-    loop {
-        let now = Instant::now();
-        if now >= at {
-            return;
-        }
-        let left = at - now;
-        if left > Duration::from_micros(200) {
-            std::thread::sleep(left - Duration::from_micros(150));
-        } else {
-            std::hint::spin_loop();
-        }
-    }
 }

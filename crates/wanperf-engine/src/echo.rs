@@ -169,19 +169,7 @@ fn paced(sock: &UdpSocket, answer: TrainAnswer, to: SocketAddr, running: &Arc<st
         let gap = Duration::from_nanos(u64::from(answer.fields.gap_ns));
         let t0 = Instant::now();
         for i in 0..answer.packets {
-            // Sleep while more than 200 µs are left, then spin: a few µs of error.
-            let at = t0 + gap * u32::from(i);
-            loop {
-                let now = Instant::now();
-                if now >= at {
-                    break;
-                }
-                if at - now > Duration::from_micros(200) {
-                    std::thread::sleep(at - now - Duration::from_micros(150));
-                } else {
-                    std::hint::spin_loop();
-                }
-            }
+            sys::pace_until(t0 + gap * u32::from(i));
             let _ = sock.send_to(&answer.packet(i), to);
         }
         running.fetch_sub(1, Ordering::AcqRel);

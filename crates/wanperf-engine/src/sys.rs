@@ -575,6 +575,23 @@ pub fn recv_tx_timestamp(fd: RawFd) -> io::Result<Option<(u32, u64)>> {
     }
 }
 
+/// Waits until `at` (a `Instant`): sleeps while more than 200 µs are left, then spins, so
+/// streams can be paced to a few µs.
+pub fn pace_until(at: std::time::Instant) {
+    loop {
+        let now = std::time::Instant::now();
+        if now >= at {
+            return;
+        }
+        let left = at - now;
+        if left > std::time::Duration::from_micros(200) {
+            std::thread::sleep(left - std::time::Duration::from_micros(150));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// Wall-clock nanoseconds since the Unix epoch.
 pub fn realtime_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)

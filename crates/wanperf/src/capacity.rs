@@ -184,28 +184,16 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
                 gap,
                 gap - b.location.growth_us
             );
-            // The trains' length at the narrow hop says a slower rate, evenly (no cross traffic
-            // there), with a later link stretching them: the capacity is likely a faster link's.
-            if let (Some(n), Some(sp), Some(c)) = (b.location.narrow_bps, b.location.narrow_spread, &r.capacity) {
-                if r.post_narrow.is_some() {
-                    println!(
-                        "  set aside            {}: the fastest mode of the capacity's trains — the recursive trains are {:.0} µs \
-                         long at hop {} in every train ({}), and a link after it sends queued packets on back to back",
-                        wanperf_proto::units::fmt_rate(r.post_narrow.as_ref().map_or(0.0, |p| p.bps)),
-                        gap,
-                        b.ttl,
-                        wanperf_proto::units::fmt_rate(n)
-                    );
-                } else if n < 0.95 * c.bps && sp < 0.02 && b.tight.is_some() {
-                    println!(
-                        "  note                 the recursive trains are {:.0} µs long at hop {} in every train: the link into it \
-                         may run at {}, and the capacity above be a faster link's after it (cross traffic there sends queued \
-                         packets on back to back)",
-                        gap,
-                        b.ttl,
-                        wanperf_proto::units::fmt_rate(n)
-                    );
-                }
+            // The capacity trains' fastest mode, set aside for the narrow hop's own rate.
+            if let (Some(p), Some(n)) = (&r.post_narrow, b.location.narrow_bps) {
+                println!(
+                    "  set aside            {}: the fastest mode of the capacity's trains — the recursive trains are {:.0} µs \
+                     long at hop {} in every train ({}), and a link after it sends queued packets on back to back",
+                    wanperf_proto::units::fmt_rate(p.bps),
+                    gap,
+                    b.ttl,
+                    wanperf_proto::units::fmt_rate(n)
+                );
             }
             if let Some(t) = &b.tight {
                 let at = match (t.destination, t.address) {
