@@ -26,7 +26,7 @@ fn num(v: &Value) -> f64 {
 #[test]
 fn trace_lists_the_routers_in_order_with_the_configured_delays_as_traceroute_does() {
     let _serial = serial();
-    if !paths_available() || !have("traceroute") {
+    if !paths_available() || !have("traceroute") || !have("mtr") {
         return;
     }
     // UDP probes once a second: the destination's port unreachables stay within its ICMP rate
@@ -36,11 +36,15 @@ fn trace_lists_the_routers_in_order_with_the_configured_delays_as_traceroute_doe
     let out = net_sh(
         &f,
         "a",
-        &format!("{BIN} trace $WANPERF_ADDR_B -c 4 --json | tail -1; echo ===; traceroute -n -q 4 $WANPERF_ADDR_B"),
+        &format!(
+            "{BIN} trace $WANPERF_ADDR_B -c 4 --json | tail -1; echo ===; traceroute -n -q 4 $WANPERF_ADDR_B; \
+             echo ===; mtr -n -r -c 4 $WANPERF_ADDR_B"
+        ),
         Duration::from_secs(90),
     );
     let text = ok(&out);
-    let (ours, tr) = text.split_once("===").unwrap();
+    let (ours, rest) = text.split_once("===").unwrap();
+    let (tr, mtr) = rest.split_once("===").unwrap();
     let r = &serde_json::from_str::<Value>(ours.trim()).unwrap()["report"];
     let theirs = traceroute_hops(tr);
     assert_eq!(r["reached"], true, "{ours}");
@@ -63,6 +67,14 @@ fn trace_lists_the_routers_in_order_with_the_configured_delays_as_traceroute_doe
     }
     assert_eq!(hops(r)[5]["destination"], true);
     assert!(r["route_changes"].as_array().unwrap().is_empty());
+    // mtr on the same network: the same routers in the same order, and ours no more than
+    // 0.5 ms above its best at each hop (mtr times in user space too).
+    let theirs = mtr_hops(mtr);
+    assert_eq!(theirs.len(), 6, "{mtr}");
+    for (h, (addr, _, best)) in hops(r).iter().zip(&theirs) {
+        assert_eq!(h["addrs"][0][0], addr.as_str(), "{mtr}");
+        assert!(num(&h["rtt_ms"]["min"]) <= best + 0.5, "hop {h}: mtr's best {best} ms\n{mtr}");
+    }
 }
 
 #[test]
