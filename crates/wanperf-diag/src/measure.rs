@@ -9,7 +9,101 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
-use wanperf_proto::probe::TRAIN_MAX_GAP_NS;
+use wanperf_proto::probe::{RPT_LOAD, RPT_SEQS, RPT_TAIL, TRAIN_MAX_GAP_NS, TRAIN_REQUEST_LEN};
+
+/// The recursive trains of one direction as they come back.
+#[derive(Default)]
+struct RptLog {
+    trains: Vec<RptResult>,
+    /// The routers answering at each TTL, and how often.
+    routers: HashMap<u8, HashMap<IpAddr, u32>>,
+    /// The lowest TTL whose head packet reached the far end.
+    dest_ttl: Option<u8>,
+}
+
+impl RptLog {
+    /// Files the train numbered from `base` (as [`RPT_TAIL`] says) with `loads` large
+    /// packets: the routers' answers to its head and tail packets, the far end's receive time
+    /// of each large packet (`arrival` of its echo), the head packets that reached the far
+    /// end. Returns the large packets that arrived.
+    fn add(&mut self, heard: &[Heard], base: u64, loads: u64, arrival: impl Fn(&Heard) -> u64) -> u64 {
+        let (mut head, mut tail) = (HashMap::new(), HashMap::new());
+        let mut load_rx = Vec::new();
+        for h in heard {
+            match *h {
+                Heard::TimeExceeded { seq, from, at_ns } if seq > base && seq < base + RPT_LOAD => {
+                    let (ttl, is_tail) =
+                        if seq > base + RPT_TAIL { (seq - base - RPT_TAIL, true) } else { (seq - base, false) };
+                    let ttl = ttl as u8;
+                    *self.routers.entry(ttl).or_default().entry(from).or_default() += 1;
+                    if is_tail {
+                        tail.insert(ttl, at_ns);
+                    } else {
+                        head.insert(ttl, at_ns);
+                    }
+                }
+                Heard::Echo { seq, .. } if seq >= base + RPT_LOAD && seq < base + RPT_LOAD + loads => {
+                    load_rx.push(arrival(h));
+                }
+                Heard::Echo { seq, .. } if seq > base && seq < base + RPT_TAIL => {
+                    // A head packet reached the far end: it is at most this far.
+                    let ttl = (seq - base) as u8;
+                    self.dest_ttl = Some(self.dest_ttl.map_or(ttl, |d| d.min(ttl)));
+                }
+                _ => {}
+            }
+        }
+        load_rx.sort_unstable();
+        let mut hops: Vec<(u8, u64, u64)> =
+            head.iter().filter_map(|(ttl, h)| tail.get(ttl).map(|t| (*ttl, *h, *t))).collect();
+        hops.sort_unstable();
+        // The routers' gaps span the large packets and the small ones around them; the
+        // destination's spans the large ones first to last: scaled to n gaps for n packets.
+        let dest = (load_rx.len() >= 2).then(|| {
+            let (a, b) = (load_rx[0], load_rx[load_rx.len() - 1]);
+            let n = load_rx.len() as u64;
+            (a, a + (b - a) * n / (n - 1))
+        });
+        self.trains.push(RptResult { hops, dest });
+        load_rx.len() as u64
+    }
+
+    /// The bottleneck's hop from the trains filed, with the trains' `shape` and the path's
+    /// capacity `c` (the far end at `far`); when the trains say `c` is a faster link's after
+    /// the narrow one ([`capacity::post_narrow`] with the capacity trains' `rivals`), the
+    /// capacity that replaces it too.
+    fn place(
+        &self,
+        shape: capacity::TrainShape,
+        c: Option<&Capacity>,
+        rivals: &[Capacity],
+        far: IpAddr,
+    ) -> (Option<Bottleneck>, Option<Capacity>) {
+        let Some(d) = self.dest_ttl else { return (None, None) };
+        let mut located = capacity::locate(&self.trains, d, c.map(|c| (shape, c.bps)));
+        let better = located.as_ref().zip(c).and_then(|(l, c)| capacity::post_narrow(c, rivals, l));
+        if let Some(b) = &better {
+            located = capacity::locate(&self.trains, d, Some((shape, b.bps)));
+        }
+        let Some(l) = located else { return (None, better) };
+        let mut rs: Vec<(u8, IpAddr)> = self
+            .routers
+            .iter()
+            .filter(|(ttl, _)| **ttl < d)
+            .filter_map(|(ttl, m)| m.iter().max_by_key(|x| x.1).map(|(a, _)| (*ttl, *a)))
+            .collect();
+        rs.sort_unstable();
+        let address_of = |ttl: u8| rs.iter().find(|x| x.0 == ttl).map(|x| x.1).or((ttl == d).then_some(far));
+        let tight = l.tight.as_ref().map(|t| TightLink {
+            ttl: t.ttl,
+            address: address_of(t.ttl),
+            destination: t.ttl == d,
+            stretch: t.stretch,
+        });
+        let address = address_of(l.ttl);
+        (Some(Bottleneck { ttl: l.ttl, address, destination: l.ttl == d, location: l, routers: rs, tight }), better)
+    }
+}
 
 /// Settings of a measurement.
 #[derive(Debug, Clone)]
@@ -35,6 +129,9 @@ pub struct Options {
     /// Also the available bandwidth from the server back to here: streams the server paces,
     /// [`REVERSE_AVAIL_BYTES`] and [`REVERSE_AVAIL_TIME`] beyond the budget and the time.
     pub reverse_avail: bool,
+    /// Also the bottleneck's hop on the way back: with each recursive train this side sends,
+    /// one the server sends (its bytes beyond the budget; needs `reverse` and `locate`).
+    pub reverse_locate: bool,
 }
 
 /// Bytes of the way back's available-bandwidth streams (beyond the budget).
@@ -54,6 +151,7 @@ impl Default for Options {
             max_ttl: 16,
             reverse: true,
             reverse_avail: false,
+            reverse_locate: false,
         }
     }
 }
@@ -105,6 +203,22 @@ pub struct Reverse {
     /// Streams the server was asked for.
     #[serde(skip_serializing_if = "is_zero")]
     pub streams: u32,
+    /// The bottleneck's hop on the way back (`--locate-back`): TTLs count from the server,
+    /// the routers' addresses are those the server heard from, the destination is here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<Bottleneck>,
+    /// Hops from the server to here, when its recursive trains found it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hops: Option<u8>,
+    /// Recursive trains the server was asked for.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rpts: u32,
+    /// Recursive trains whose report did not come (an older server, or lost).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rpts_unreported: u32,
+    /// A faster mode of the way back's capacity set aside (see [`Report::post_narrow`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_narrow: Option<Capacity>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -164,6 +278,9 @@ pub struct Cost {
     /// The way back's available-bandwidth streams (the server's bytes).
     #[serde(skip_serializing_if = "is_zero")]
     pub available_back: u64,
+    /// The way back's recursive trains (the server's bytes, beyond the budget).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub bottleneck_back: u64,
 }
 
 /// Why a measurement could not be made.
@@ -187,6 +304,8 @@ struct Run<'a> {
     rtt: Duration,
     /// The server's token for this address, once it gave one.
     token: Option<u64>,
+    /// Bytes beyond the budget (the way back's recursive trains).
+    beyond: u64,
 }
 
 impl Run<'_> {
@@ -257,11 +376,23 @@ impl Run<'_> {
         Ok(got)
     }
 
-    /// The reverse path's capacity from up to `want` trains of `size`-byte packets.
-    fn reverse(&mut self, want: u32, size: usize) -> io::Result<Reverse> {
+    /// The reverse path's capacity from up to `want` trains of `size`-byte packets, and the
+    /// slower modes its trains showed (see [`capacity::estimate`]).
+    fn reverse(&mut self, want: u32, size: usize) -> io::Result<(Reverse, Vec<Capacity>)> {
         let len = self.o.train_len.min(u32::from(wanperf_proto::probe::TRAIN_MAX_COUNT));
         let train_bytes = u64::from(len) * size as u64;
-        let mut out = Reverse { capacity: None, trains: 0, note: None, available: None, streams: 0 };
+        let mut out = Reverse {
+            capacity: None,
+            trains: 0,
+            note: None,
+            available: None,
+            streams: 0,
+            bottleneck: None,
+            hops: None,
+            rpts: 0,
+            rpts_unreported: 0,
+            post_narrow: None,
+        };
         // The server's token for this address: one packet out, one of the same size back.
         let mut token = None;
         for _ in 0..3 {
@@ -282,7 +413,7 @@ impl Run<'_> {
         }
         let Some(mut token) = token else {
             out.note = Some("the server sends no trains (a wanperf serve older than this client?)".into());
-            return Ok(out);
+            return Ok((out, Vec::new()));
         };
         let mut trains = Vec::new();
         while out.trains < want && self.affordable(train_bytes) && self.left() > self.o.time * 2 / 5 {
@@ -294,7 +425,8 @@ impl Run<'_> {
             std::thread::sleep(self.rtt.max(Duration::from_millis(20)));
         }
         self.token = Some(token);
-        out.capacity = capacity::capacity(&trains);
+        let (chosen, rivals) = capacity::estimate(&trains).map_or((None, Vec::new()), |(c, r)| (Some(c), r));
+        out.capacity = chosen;
         if out.capacity.is_none() {
             out.note = Some(if trains.iter().all(|t| t.arrivals.is_empty()) {
                 "no train came back (the server limits trains to 2 MB/s per client, or the path drops them)".into()
@@ -302,7 +434,37 @@ impl Run<'_> {
                 "too few trains arrived whole".into()
             });
         }
-        Ok(out)
+        Ok((out, rivals))
+    }
+
+    /// A recursive train back (see [`RptRequest`]): requested with the server's token, its
+    /// large packets timed here, the routers' answers from the server's report, filed in
+    /// `log`. Its bytes are beyond the budget. Returns whether the report came.
+    fn rpt_back(&mut self, log: &mut RptLog, loads: u64, size: usize, heads: u8, back_bps: f64) -> io::Result<bool> {
+        let Some(token) = self.token else { return Ok(false) };
+        let base = self.next_seqs(RPT_SEQS);
+        let small = (overhead(self.t.v6()) + TRAIN_REQUEST_LEN) as u64;
+        let bytes = loads * size as u64 + 2 * u64::from(heads) * small;
+        // The routers' answers come within the train's time on the way back and a round trip.
+        let span = Duration::from_secs_f64(bytes as f64 * 8.0 / back_bps.max(1e3));
+        let wait = (span * 3 / 2 + self.rtt * 2 + Duration::from_millis(30)).min(Duration::from_millis(2000));
+        self.t.request_rpt(base, token, loads as u16, size, heads, wait.as_millis() as u16)?;
+        self.beyond += bytes;
+        let until = Instant::now() + wait + self.rtt * 2 + self.quiet();
+        let heard = self.t.collect(until, until - Instant::now(), |h| {
+            let mut parts = h.iter().filter_map(|x| match *x {
+                Heard::Report { seq, part, parts } if seq == base => Some((part, parts)),
+                _ => None,
+            });
+            let Some((_, n)) = parts.next() else { return false };
+            1 + parts.count() >= usize::from(n)
+        })?;
+        let arrived = log.add(&heard, base, loads, |h| match *h {
+            Heard::Echo { at_ns, .. } => at_ns,
+            _ => 0,
+        });
+        self.lost += loads.saturating_sub(arrived);
+        Ok(heard.iter().any(|x| matches!(x, Heard::Report { seq, .. } if *seq == base)))
     }
 
     /// The way back's available bandwidth: self-loading streams of 64 packets the server
@@ -343,7 +505,17 @@ pub fn measure(
     let v6 = t.v6();
     let small = overhead(v6) + wanperf_proto::probe::PROBE_HEADER_LEN;
     let size = o.size.clamp(small, 9000);
-    let mut r = Run { t, o, started: Instant::now(), seq: 1, sent_bytes: 0, lost: 0, rtt: Duration::ZERO, token: None };
+    let mut r = Run {
+        t,
+        o,
+        started: Instant::now(),
+        seq: 1,
+        sent_bytes: 0,
+        lost: 0,
+        rtt: Duration::ZERO,
+        token: None,
+        beyond: 0,
+    };
     let share = |r: &Run| r.started.elapsed().as_secs_f64() / o.time.as_secs_f64().max(1e-9);
 
     // RTT: three small probes, one at a time.
@@ -416,116 +588,81 @@ pub fn measure(
     // The reverse path: trains the server sends back to back, timed here by the kernel,
     // a tenth of the budget (their bytes count: they load the path as much).
     let phase_start = r.sent_bytes;
+    let mut rev_rivals = Vec::new();
     if o.reverse && progress("reverse capacity", share(&r)) {
         let want = ((o.budget_bytes as f64 * 0.1) / train_bytes as f64).floor().max(3.0) as u32;
-        report.reverse = Some(r.reverse(want, size)?);
+        let (rev, rivals) = r.reverse(want, size)?;
+        report.reverse = Some(rev);
+        rev_rivals = rivals;
     }
     report.cost.reverse = r.sent_bytes - phase_start;
 
     // The bottleneck's hop: recursive packet trains, a second apart (routers' ICMP rate limits
-    // refill), a tenth of the budget.
+    // refill), a tenth of the budget; with `reverse_locate`, one from the server each second
+    // too (the routers answer it toward the server, under a rate limit of its own).
     let phase_start = r.sent_bytes;
+    let mut rev_rivals = rev_rivals;
     if o.locate {
         let loads = 20u64;
-        let heads = u64::from(o.max_ttl);
-        let rpt_bytes = loads * size as u64 + 2 * heads * small as u64;
+        let heads = o.max_ttl;
+        let rpt_bytes = loads * size as u64 + 2 * u64::from(heads) * small as u64;
         let want = ((o.budget_bytes as f64 * 0.1) / rpt_bytes as f64).floor().clamp(3.0, 8.0) as u32;
-        let mut rpts = Vec::new();
-        let mut routers: HashMap<u8, HashMap<IpAddr, u32>> = HashMap::new();
-        let mut dest_ttl: Option<u8> = None;
+        let back_bps = report.reverse.as_ref().and_then(|x| x.capacity.as_ref()).map(|c| c.bps);
+        let back_bps = back_bps.filter(|_| o.reverse_locate && r.token.is_some());
+        let (mut there, mut back) = (RptLog::default(), RptLog::default());
         while report.rpts < want && r.affordable(rpt_bytes) && r.left() > o.time / 4 {
             if !progress("bottleneck", share(&r)) {
                 break;
             }
-            let base = r.next_seqs(3 * 256);
+            let base = r.next_seqs(RPT_SEQS);
             let mut pkts = Vec::new();
-            for ttl in 1..=o.max_ttl {
+            for ttl in 1..=heads {
                 pkts.push(Pkt { seq: base + u64::from(ttl), size: small, ttl: Some(ttl) });
             }
             for i in 0..loads {
-                pkts.push(Pkt { seq: base + 512 + i, size, ttl: None });
+                pkts.push(Pkt { seq: base + RPT_LOAD + i, size, ttl: None });
             }
-            for ttl in (1..=o.max_ttl).rev() {
-                pkts.push(Pkt { seq: base + 256 + u64::from(ttl), size: small, ttl: Some(ttl) });
+            for ttl in (1..=heads).rev() {
+                pkts.push(Pkt { seq: base + RPT_TAIL + u64::from(ttl), size: small, ttl: Some(ttl) });
             }
             let started = Instant::now();
             let heard = r.train(&pkts, loads as usize)?;
-            let (mut head, mut tail) = (HashMap::new(), HashMap::new());
-            let mut load_rx = Vec::new();
-            for h in &heard {
-                match *h {
-                    Heard::TimeExceeded { seq, from, at_ns } if seq > base && seq < base + 512 => {
-                        let (ttl, is_tail) =
-                            if seq >= base + 256 { (seq - base - 256, true) } else { (seq - base, false) };
-                        let ttl = ttl as u8;
-                        *routers.entry(ttl).or_default().entry(from).or_default() += 1;
-                        if is_tail {
-                            tail.insert(ttl, at_ns);
-                        } else {
-                            head.insert(ttl, at_ns);
-                        }
-                    }
-                    Heard::Echo { seq, server_rx_ns, .. } if seq >= base + 512 && seq < base + 512 + loads => {
-                        load_rx.push(server_rx_ns);
-                    }
-                    Heard::Echo { seq, .. } if seq > base && seq < base + 256 => {
-                        // A head packet reached the server: the destination is at most this far.
-                        let ttl = (seq - base) as u8;
-                        dest_ttl = Some(dest_ttl.map_or(ttl, |d| d.min(ttl)));
-                    }
-                    _ => {}
+            let arrived = there.add(&heard, base, loads, |h| match *h {
+                Heard::Echo { server_rx_ns, .. } => server_rx_ns,
+                _ => 0,
+            });
+            r.lost += loads.saturating_sub(arrived);
+            report.rpts += 1;
+            if let (Some(bps), Some(rev)) = (back_bps, report.reverse.as_mut()) {
+                rev.rpts += 1;
+                if !r.rpt_back(&mut back, loads, size, heads, bps)? {
+                    // The report is the only way to the routers' answers.
+                    rev.rpts_unreported += 1;
                 }
             }
-            r.lost += loads.saturating_sub(load_rx.len() as u64);
-            load_rx.sort_unstable();
-            let mut hops: Vec<(u8, u64, u64)> =
-                head.iter().filter_map(|(ttl, h)| tail.get(ttl).map(|t| (*ttl, *h, *t))).collect();
-            hops.sort_unstable();
-            // The routers' gaps span the large packets and the small ones around them; the
-            // destination's spans the large ones first to last: scaled to n gaps for n packets.
-            let dest = (load_rx.len() >= 2).then(|| {
-                let (a, b) = (load_rx[0], load_rx[load_rx.len() - 1]);
-                let n = load_rx.len() as u64;
-                (a, a + (b - a) * n / (n - 1))
-            });
-            rpts.push(RptResult { hops, dest });
-            report.rpts += 1;
             // Routers answer ICMP at a limited rate: a second between trains.
             let wait = Duration::from_secs(1).saturating_sub(started.elapsed());
             std::thread::sleep(wait.min(r.left()));
         }
-        report.hops = dest_ttl;
-        if let Some(d) = dest_ttl {
-            let shape =
-                capacity::TrainShape { loads: loads as u32, size: size as u32, small: small as u32, heads: o.max_ttl };
-            let mut located = capacity::locate(&rpts, d, report.capacity.as_ref().map(|c| (shape, c.bps)));
-            // A capacity estimate that is a faster link's after the narrow one gives way to
-            // the narrow link's own (capacity::post_narrow), and the hops are placed again.
-            let better =
-                located.as_ref().zip(report.capacity.as_ref()).and_then(|(l, c)| capacity::post_narrow(c, &rivals, l));
+        report.hops = there.dest_ttl;
+        let shape = capacity::TrainShape { loads: loads as u32, size: size as u32, small: small as u32, heads };
+        let (located, better) = there.place(shape, report.capacity.as_ref(), &rivals, dst.ip());
+        if let Some(better) = better {
+            report.post_narrow = report.capacity.replace(better);
+        }
+        report.bottleneck = located;
+        if let (Some(_), Some(rev)) = (back_bps, report.reverse.as_mut()) {
+            // The server's small packets carry the train fields.
+            let small_back = (overhead(v6) + TRAIN_REQUEST_LEN) as u32;
+            let shape = capacity::TrainShape { small: small_back, ..shape };
+            let rivals = std::mem::take(&mut rev_rivals);
+            let here = r.t.local_ip().unwrap_or(dst.ip());
+            let (located, better) = back.place(shape, rev.capacity.as_ref(), &rivals, here);
             if let Some(better) = better {
-                located = capacity::locate(&rpts, d, Some((shape, better.bps)));
-                report.post_narrow = report.capacity.replace(better);
+                rev.post_narrow = rev.capacity.replace(better);
             }
-            if let Some(l) = located {
-                let mut rs: Vec<(u8, IpAddr)> = routers
-                    .iter()
-                    .filter(|(ttl, _)| **ttl < d)
-                    .filter_map(|(ttl, m)| m.iter().max_by_key(|x| x.1).map(|(a, _)| (*ttl, *a)))
-                    .collect();
-                rs.sort_unstable();
-                let address_of =
-                    |ttl: u8| rs.iter().find(|x| x.0 == ttl).map(|x| x.1).or((ttl == d).then_some(dst.ip()));
-                let tight = l.tight.as_ref().map(|t| TightLink {
-                    ttl: t.ttl,
-                    address: address_of(t.ttl),
-                    destination: t.ttl == d,
-                    stretch: t.stretch,
-                });
-                let address = address_of(l.ttl);
-                report.bottleneck =
-                    Some(Bottleneck { ttl: l.ttl, address, destination: l.ttl == d, location: l, routers: rs, tight });
-            }
+            rev.bottleneck = located;
+            rev.hops = back.dest_ttl;
         }
     }
 
@@ -592,7 +729,8 @@ pub fn measure(
         }
     }
     report.cost.available_back = r.sent_bytes - phase_start;
-    report.bytes_sent = r.sent_bytes;
+    report.cost.bottleneck_back = r.beyond;
+    report.bytes_sent = r.sent_bytes + r.beyond;
     report.lost = r.lost;
     report.seconds = r.started.elapsed().as_secs_f64();
     Ok(report)

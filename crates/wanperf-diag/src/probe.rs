@@ -16,11 +16,13 @@
 use crate::trace::{Answer, Reply};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
-use std::mem::{size_of, zeroed};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 pub use wanperf_engine::sys::realtime_ns;
-use wanperf_engine::sys::{enable_rx_timestamps, recv_timestamped, setsockopt_raw};
+use wanperf_engine::sys::{
+    enable_rx_timestamps, recv_timestamped, setsockopt_raw, SO_EE_ORIGIN_ICMP, SO_EE_ORIGIN_ICMP6, SO_EE_ORIGIN_LOCAL,
+};
+pub use wanperf_engine::sys::{recv_error, SockError};
 use wanperf_proto::probe::{Count, Probe, COUNT_LEN};
 
 /// How probes travel.
@@ -40,10 +42,6 @@ pub const PAYLOAD_MIN: usize = 12;
 /// Bytes of a probe's payload to a `wanperf serve` (an echo probe asking for the count).
 pub const SERVER_PAYLOAD_MIN: usize = COUNT_LEN;
 
-const SO_EE_ORIGIN_LOCAL: u8 = 1;
-const SO_EE_ORIGIN_ICMP: u8 = 2;
-const SO_EE_ORIGIN_ICMP6: u8 = 3;
-
 /// A socket sending probes toward one destination (for TCP, a socket per probe).
 pub struct Prober {
     kind: Kind,
@@ -59,27 +57,6 @@ enum Kind {
 
 fn setopt(sock: &Socket, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
     setsockopt_raw(sock.as_raw_fd(), level, name, &v.to_ne_bytes())
-}
-
-/// The address in a sockaddr the kernel wrote (an ICMP error's offender).
-///
-/// # Safety
-/// `p` must point to a sockaddr_in or sockaddr_in6 as its family says.
-unsafe fn read_sockaddr(p: *const libc::sockaddr) -> Option<IpAddr> {
-    // SAFETY: the caller guarantees the family matches the layout.
-    unsafe {
-        match i32::from((*p).sa_family) {
-            libc::AF_INET => {
-                let sin = std::ptr::read_unaligned(p.cast::<libc::sockaddr_in>());
-                Some(IpAddr::V4(Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes())))
-            }
-            libc::AF_INET6 => {
-                let sin6 = std::ptr::read_unaligned(p.cast::<libc::sockaddr_in6>());
-                Some(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)))
-            }
-            _ => None,
-        }
-    }
 }
 
 /// IP and UDP (or ICMP) header bytes in front of a probe's payload.
@@ -339,89 +316,6 @@ impl Prober {
             _ => Got::Other,
         }))
     }
-}
-
-/// An extended socket error read from the error queue (IP_RECVERR / IPV6_RECVERR).
-#[derive(Debug, Clone, Copy)]
-pub struct SockError {
-    /// Bytes of the quoted payload in the buffer.
-    pub len: usize,
-    /// The kernel's receive time, ns since the epoch.
-    pub at_ns: Option<u64>,
-    /// `ee_origin`: local, ICMP or ICMPv6.
-    pub origin: u8,
-    /// `ee_errno`.
-    pub errno: u32,
-    /// ICMP type.
-    pub kind: u8,
-    /// ICMP code.
-    pub code: u8,
-    /// `ee_info` (an MTU for fragmentation needed).
-    pub info: u32,
-    /// The offender (the router or host that sent the ICMP error).
-    pub from: Option<IpAddr>,
-}
-
-impl SockError {
-    /// An ICMP (v4 or v6) time exceeded.
-    pub fn time_exceeded(&self) -> bool {
-        matches!((self.origin, self.kind), (SO_EE_ORIGIN_ICMP, 11) | (SO_EE_ORIGIN_ICMP6, 3))
-    }
-}
-
-/// Reads one message from `fd`'s error queue into `buf` (the quoted payload); `None` when
-/// the queue is empty. The socket must have IP_RECVERR (or IPV6_RECVERR) set and, for
-/// `at_ns`, receive timestamps enabled.
-pub fn recv_error(fd: std::os::fd::RawFd, buf: &mut [u8]) -> io::Result<Option<SockError>> {
-    let mut cmsg = [0u64; 64];
-    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
-    let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cmsg.as_mut_ptr().cast();
-    msg.msg_controllen = size_of_val(&cmsg) as _;
-    // SAFETY: msg points at live buffers of the sizes given.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_ERRQUEUE) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
-            _ => Err(e),
-        };
-    }
-    let mut at = None;
-    let mut err: Option<(libc::sock_extended_err, Option<IpAddr>)> = None;
-    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, within
-    // msg_controllen; each payload is read unaligned as the type its level and type say.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
-            let d = libc::CMSG_DATA(c);
-            if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
-                let ts = std::ptr::read_unaligned(d.cast::<libc::timespec>());
-                at = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
-            } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
-                || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
-            {
-                let ee = std::ptr::read_unaligned(d.cast::<libc::sock_extended_err>());
-                let offender = d.add(size_of::<libc::sock_extended_err>()).cast::<libc::sockaddr>();
-                err = Some((ee, read_sockaddr(offender)));
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Ok(err.map(|(ee, from)| SockError {
-        len: (n as usize).min(buf.len()),
-        at_ns: at,
-        origin: ee.ee_origin,
-        errno: ee.ee_errno,
-        kind: ee.ee_type,
-        code: ee.ee_code,
-        info: ee.ee_info,
-        from,
-    }))
 }
 
 #[cfg(test)]

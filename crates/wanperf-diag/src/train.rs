@@ -17,7 +17,10 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 pub use wanperf_engine::sys::pace_until;
 use wanperf_engine::sys::{enable_rx_timestamps, realtime_ns, recv_timestamped, setsockopt_raw};
-use wanperf_proto::probe::{Probe, TrainRequest, PROBE_HEADER_LEN, TRAIN_PACED_LEN, TRAIN_REQUEST_LEN};
+use wanperf_proto::probe::{
+    Probe, RptReport, RptRequest, TrainRequest, PROBE_HEADER_LEN, RPT_REQUEST_LEN, RPT_TAIL, TRAIN_PACED_LEN,
+    TRAIN_REQUEST_LEN,
+};
 
 /// One packet of a train.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,8 +64,19 @@ pub enum Heard {
         seq: u64,
         /// The router.
         from: IpAddr,
-        /// When the answer arrived here (kernel time).
+        /// When the answer arrived (kernel time): here, or at the server for the packets of
+        /// its recursive trains (the server's clock), which it reports.
         at_ns: u64,
+    },
+    /// Part `part` of `parts` of the server's report on its recursive train `seq` came (its
+    /// answers are the `TimeExceeded` before it).
+    Report {
+        /// The request's number.
+        seq: u64,
+        /// This part, 0-based.
+        part: u8,
+        /// Parts of the report.
+        parts: u8,
     },
 }
 
@@ -105,6 +119,11 @@ impl Trainer {
     /// Whether the server is reached over IPv6.
     pub fn v6(&self) -> bool {
         self.v6
+    }
+
+    /// This host's address toward the server.
+    pub fn local_ip(&self) -> Option<IpAddr> {
+        self.sock.local_addr().ok()?.as_socket().map(|a| a.ip())
     }
 
     fn payload(&self, p: &Pkt, tx_ns: u64) -> Vec<u8> {
@@ -189,6 +208,28 @@ impl Trainer {
         Ok(t)
     }
 
+    /// Asks the server for a recursive train back (see [`RptRequest`]): `heads` TTL-limited
+    /// packets each side of `count` packets of `size` bytes on the wire, numbered from `seq`,
+    /// the routers' answers reported after `wait_ms`; returns the send time.
+    pub fn request_rpt(
+        &self,
+        seq: u64,
+        token: u64,
+        count: u16,
+        size: usize,
+        heads: u8,
+        wait_ms: u16,
+    ) -> io::Result<u64> {
+        let t = realtime_ns();
+        let mut b = vec![0u8; RPT_REQUEST_LEN];
+        Probe { reply: false, short: true, seq, client_tx_ns: t, server_rx_ns: 0, server_tx_ns: 0 }.write(&mut b);
+        let payload = size.saturating_sub(overhead(self.v6)).clamp(b.len(), usize::from(u16::MAX));
+        let train = TrainRequest { token, count, size: payload as u16, gap_ns: 0 };
+        RptRequest { train, heads, wait_ms }.write(&mut b);
+        self.send_buf(&b)?;
+        Ok(t)
+    }
+
     /// Sends one packet now, stamped with its send time; returns that time.
     pub fn send_one(&self, p: &Pkt) -> io::Result<u64> {
         let t = realtime_ns();
@@ -234,7 +275,13 @@ impl Trainer {
             }
             match recv_timestamped(self.sock.as_raw_fd(), &mut buf) {
                 Ok(r) => {
-                    if let Some(p) = Probe::read(&buf[..r.len]).filter(|p| p.reply) {
+                    if let Some((p, rep)) = RptReport::read(&buf[..r.len]) {
+                        for a in &rep.answers {
+                            let seq = p.seq + u64::from(a.ttl) + if a.tail { RPT_TAIL } else { 0 };
+                            out.push(Heard::TimeExceeded { seq, from: a.from, at_ns: a.at_ns });
+                        }
+                        out.push(Heard::Report { seq: p.seq, part: rep.part, parts: rep.parts });
+                    } else if let Some(p) = Probe::read(&buf[..r.len]).filter(|p| p.reply) {
                         // A train answer of count 0 carries the server's token; any other
                         // reply is an echo (a train's packets too).
                         out.push(match TrainRequest::read(&buf[..r.len]).filter(|t| t.count == 0) {

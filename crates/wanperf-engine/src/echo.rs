@@ -4,7 +4,10 @@
 //! its header when the probe asks for a short reply (`wanperf capacity`'s trains). It also
 //! sends trains back for `wanperf capacity --reverse`, to clients that hold its token (see
 //! [`TrainRequest`]) and within a byte budget per client, and counts the probes of clients
-//! that ask (see [`Count`]: `wanperf trace --server` tells forward from reverse loss).
+//! that ask (see [`Count`]: `wanperf trace --server` tells forward from reverse loss). For
+//! `wanperf capacity --locate-back` it sends recursive packet trains (see [`RptRequest`]):
+//! the routers' ICMP answers come to this socket's error queue (IP_RECVERR), and the echo
+//! reports them to the client.
 
 use crate::sys;
 use std::collections::HashMap;
@@ -14,7 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wanperf_proto::probe::{
-    Count, Probe, TrainRequest, PROBE_HEADER_LEN, TRAIN_MAX_COUNT, TRAIN_MAX_GAP_NS, TRAIN_MAX_SIZE, TRAIN_REQUEST_LEN,
+    Count, Probe, RptAnswer, RptReport, RptRequest, TrainRequest, PROBE_HEADER_LEN, RPT_LOAD, RPT_MAX_HEADS,
+    RPT_MAX_WAIT_MS, RPT_TAIL, TRAIN_MAX_COUNT, TRAIN_MAX_GAP_NS, TRAIN_MAX_SIZE, TRAIN_REQUEST_LEN,
 };
 
 /// Bytes of trains a client may have per second, and at once.
@@ -123,17 +127,132 @@ struct TrainAnswer {
 impl TrainAnswer {
     /// Reply `i` (0-based), its send time stamped now.
     fn packet(&self, i: u16) -> Vec<u8> {
-        let mut b = vec![0u8; self.len];
-        let seq = self.probe.seq.wrapping_add(u64::from(i));
+        self.packet_at(u64::from(i), self.len)
+    }
+
+    /// A reply of `len` bytes numbered `off` after the request, its send time stamped now.
+    fn packet_at(&self, off: u64, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        let seq = self.probe.seq.wrapping_add(off);
         Probe { seq, server_tx_ns: sys::realtime_ns(), ..self.probe }.write(&mut b);
         self.fields.write(&mut b);
         b
     }
+
+    /// Sends it as a recursive train of `heads` TTL-limited packets each side (see
+    /// [`RptRequest`]), back to back.
+    fn send_rpt(&self, sock: &UdpSocket, heads: u8, to: SocketAddr) {
+        let fd = sock.as_raw_fd();
+        for ttl in 1..=heads {
+            let _ = retry(|| sys::send_to_ttl(fd, &self.packet_at(u64::from(ttl), TRAIN_REQUEST_LEN), to, ttl));
+        }
+        for i in 0..u64::from(self.packets) {
+            send(sock, &self.packet_at(RPT_LOAD + i, self.len), to);
+        }
+        for ttl in (1..=heads).rev() {
+            let b = self.packet_at(RPT_TAIL + u64::from(ttl), TRAIN_REQUEST_LEN);
+            let _ = retry(|| sys::send_to_ttl(fd, &b, to, ttl));
+        }
+    }
+}
+
+/// `f` again when it fails with an error an ICMP message left on the socket (with
+/// IP_RECVERR, each fails the next send once; the message itself is on the error queue).
+fn retry<T>(mut f: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    let mut tries = 0;
+    loop {
+        match f() {
+            Err(e)
+                if tries < 3
+                    && matches!(
+                        e.raw_os_error(),
+                        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EPROTO | libc::EINTR)
+                    ) =>
+            {
+                tries += 1
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Sends `b` to `to`, again if a pending ICMP error failed it (see [`retry`]).
+fn send(sock: &UdpSocket, b: &[u8], to: SocketAddr) {
+    let _ = retry(|| sock.send_to(b, to));
+}
+
+/// Recursive trains whose routers' answers the echo collects at once, at most (more are
+/// refused: the client sees no report).
+const RPT_JOBS_MAX: usize = 32;
+
+/// A recursive train sent: the routers' answers to it until its report is due.
+struct RptJob {
+    to: SocketAddr,
+    reply: Probe,
+    heads: u8,
+    due: Instant,
+    answers: Vec<RptAnswer>,
+}
+
+/// The recursive trains in flight.
+#[derive(Default)]
+struct Rpts {
+    jobs: Vec<RptJob>,
+}
+
+impl Rpts {
+    /// Files a router's time exceeded for packet `seq` to `dest`, heard at `at_ns`; false
+    /// when it is no train's (nothing is kept).
+    fn heard(&mut self, dest: SocketAddr, seq: u64, from: IpAddr, at_ns: u64) -> bool {
+        let Some(j) = self.jobs.iter_mut().find(|j| j.to == dest && seq > j.reply.seq && seq < j.reply.seq + RPT_LOAD)
+        else {
+            return false;
+        };
+        let off = seq - j.reply.seq;
+        let (ttl, tail) = if off > RPT_TAIL { (off - RPT_TAIL, true) } else { (off, false) };
+        if ttl == 0 || ttl > u64::from(j.heads) || j.answers.len() >= 2 * usize::from(j.heads) {
+            return false;
+        }
+        j.answers.push(RptAnswer { ttl: ttl as u8, tail, from, at_ns });
+        true
+    }
+
+    /// The jobs whose reports are due at `now`, taken out.
+    fn due(&mut self, now: Instant) -> Vec<RptJob> {
+        let (due, keep) = std::mem::take(&mut self.jobs).into_iter().partition(|j| j.due <= now);
+        self.jobs = keep;
+        due
+    }
+
+    /// When the next report is due.
+    fn next_due(&self) -> Option<Instant> {
+        self.jobs.iter().map(|j| j.due).min()
+    }
+}
+
+/// Reads the socket's error queue: the routers' answers to recursive trains are filed, the
+/// rest (a client's port unreachable, …) dropped.
+fn drain_errors(sock: &UdpSocket, rpts: &mut Rpts) {
+    let mut buf = [0u8; 2048];
+    while let Ok(Some(e)) = sys::recv_error(sock.as_raw_fd(), &mut buf) {
+        let quoted = Probe::read(&buf[..e.len]);
+        if let (true, Some(dest), Some(from), Some(q)) = (e.time_exceeded(), e.dest, e.from, quoted) {
+            rpts.heard(dest, q.seq, from, e.at_ns.unwrap_or_else(sys::realtime_ns));
+        }
+    }
 }
 
 /// The answer to a train request `t` in probe `p` from `from`: the token answer (one packet
-/// the size of the smallest request) or the train; `None` over the client's budget.
-fn train_reply(trains: &mut Trains, p: &Probe, t: TrainRequest, from: SocketAddr, rx_ns: u64) -> Option<TrainAnswer> {
+/// the size of the smallest request) or the train, whose bytes and `extra` bytes are taken
+/// from the client's budget; `None` over it.
+fn train_reply(
+    trains: &mut Trains,
+    p: &Probe,
+    t: TrainRequest,
+    from: SocketAddr,
+    rx_ns: u64,
+    extra: f64,
+) -> Option<TrainAnswer> {
     let now_s = rx_ns / 1_000_000_000;
     let probe = Probe { reply: true, short: false, server_rx_ns: rx_ns, server_tx_ns: 0, ..*p };
     if !trains.valid(from.ip(), t.token, now_s) || t.count == 0 {
@@ -142,7 +261,7 @@ fn train_reply(trains: &mut Trains, p: &Probe, t: TrainRequest, from: SocketAddr
     }
     let count = t.count.min(TRAIN_MAX_COUNT);
     let size = t.size.clamp(TRAIN_REQUEST_LEN as u16, TRAIN_MAX_SIZE);
-    if !trains.take(from.ip(), f64::from(count) * f64::from(size), Instant::now()) {
+    if !trains.take(from.ip(), f64::from(count) * f64::from(size) + extra, Instant::now()) {
         return None;
     }
     let gap_ns = t.gap_ns.min(TRAIN_MAX_GAP_NS);
@@ -170,7 +289,7 @@ fn paced(sock: &UdpSocket, answer: TrainAnswer, to: SocketAddr, running: &Arc<st
         let t0 = Instant::now();
         for i in 0..answer.packets {
             sys::pace_until(t0 + gap * u32::from(i));
-            let _ = sock.send_to(&answer.packet(i), to);
+            send(&sock, &answer.packet(i), to);
         }
         running.fetch_sub(1, Ordering::AcqRel);
     });
@@ -178,25 +297,80 @@ fn paced(sock: &UdpSocket, answer: TrainAnswer, to: SocketAddr, running: &Arc<st
 
 /// Answers probes on `sock` until `stop` is set. `allowed` decides per client address.
 pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, stop: Arc<AtomicBool>) {
-    let _ = sys::enable_rx_timestamps(sock.as_raw_fd());
-    let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+    let fd = sock.as_raw_fd();
+    let _ = sys::enable_rx_timestamps(fd);
+    // The routers' answers to recursive trains come to the error queue (for IPv4 clients of
+    // an IPv6 socket too).
+    let _ = sys::setsockopt_raw(fd, libc::SOL_IP, libc::IP_RECVERR, &1i32.to_ne_bytes());
+    if sock.local_addr().is_ok_and(|a| a.is_ipv6()) {
+        let _ = sys::setsockopt_raw(fd, libc::SOL_IPV6, libc::IPV6_RECVERR, &1i32.to_ne_bytes());
+    }
+    let idle = Duration::from_millis(100);
+    let _ = sock.set_read_timeout(Some(idle));
+    let mut timeout = idle;
     let mut buf = vec![0u8; 65_536];
     let mut trains = Trains::new();
     let mut counts = Counts::default();
+    let mut rpts = Rpts::default();
     let pacing = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut served = 0u32;
     while !stop.load(Ordering::Acquire) {
-        let Ok(r) = sys::recv_timestamped(sock.as_raw_fd(), &mut buf) else { continue };
+        // Wake for the next report due.
+        let want = rpts
+            .next_due()
+            .map_or(idle, |d| d.saturating_duration_since(Instant::now()).clamp(Duration::from_millis(1), idle));
+        if want != timeout {
+            let _ = sock.set_read_timeout(Some(want));
+            timeout = want;
+        }
+        let got = sys::recv_timestamped(fd, &mut buf);
+        served = served.wrapping_add(1);
+        // A pending ICMP error fails a read; answers are due; now and then in any case (the
+        // queue takes from the receive buffer).
+        if got.is_err() || !rpts.jobs.is_empty() || served % 64 == 0 {
+            drain_errors(&sock, &mut rpts);
+            for j in rpts.due(Instant::now()) {
+                let reply = Probe { server_tx_ns: sys::realtime_ns(), ..j.reply };
+                for b in RptReport::packets(&reply, &j.answers) {
+                    send(&sock, &b, j.to);
+                }
+            }
+        }
+        let Ok(r) = got else { continue };
         let Some(from) = r.from else { continue };
         let Some(p) = Probe::read(&buf[..r.len]) else { continue };
         if p.reply || r.len < PROBE_HEADER_LEN || !allowed(from.ip()) {
             continue;
         }
+        let rx = r.kernel_ns.unwrap_or_else(sys::realtime_ns);
+        if let Some(q) = RptRequest::read(&buf[..r.len]) {
+            let heads = q.heads.clamp(1, RPT_MAX_HEADS);
+            if rpts.jobs.len() >= RPT_JOBS_MAX {
+                continue;
+            }
+            let extra = 2.0 * f64::from(heads) * TRAIN_REQUEST_LEN as f64;
+            if let Some(answer) = train_reply(&mut trains, &p, q.train, from, rx, extra) {
+                if answer.fields.count == 0 {
+                    send(&sock, &answer.packet(0), from);
+                    continue;
+                }
+                answer.send_rpt(&sock, heads, from);
+                let wait = Duration::from_millis(u64::from(q.wait_ms.min(RPT_MAX_WAIT_MS)));
+                rpts.jobs.push(RptJob {
+                    to: from,
+                    reply: answer.probe,
+                    heads,
+                    due: Instant::now() + wait,
+                    answers: vec![],
+                });
+            }
+            continue;
+        }
         if let Some(t) = TrainRequest::read(&buf[..r.len]) {
-            let rx = r.kernel_ns.unwrap_or_else(sys::realtime_ns);
-            if let Some(answer) = train_reply(&mut trains, &p, t, from, rx) {
+            if let Some(answer) = train_reply(&mut trains, &p, t, from, rx, 0.0) {
                 if answer.fields.gap_ns == 0 || answer.packets < 2 {
                     for i in 0..answer.packets {
-                        let _ = sock.send_to(&answer.packet(i), from);
+                        send(&sock, &answer.packet(i), from);
                     }
                 } else {
                     paced(&sock, answer, from, &pacing);
@@ -204,19 +378,14 @@ pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, sto
             }
             continue;
         }
-        let reply = Probe {
-            reply: true,
-            server_rx_ns: r.kernel_ns.unwrap_or_else(sys::realtime_ns),
-            server_tx_ns: sys::realtime_ns(),
-            ..p
-        };
+        let reply = Probe { reply: true, server_rx_ns: rx, server_tx_ns: sys::realtime_ns(), ..p };
         let counted = Count::asked(&buf[..r.len]);
         reply.write(&mut buf);
         if counted {
             Count::write(&mut buf, counts.add(from, Instant::now()));
         }
         let len = if p.short && !counted { PROBE_HEADER_LEN } else { r.len };
-        let _ = sock.send_to(&buf[..len], from);
+        send(&sock, &buf[..len], from);
     }
 }
 
@@ -258,7 +427,7 @@ mod tests {
         let rx = 1_700_000_000_000_000_000u64;
         // Without the token: one packet no larger than the request, carrying it.
         let (p, t) = request(0, 33, 1472);
-        let a = train_reply(&mut tr, &p, t, from, rx).unwrap();
+        let a = train_reply(&mut tr, &p, t, from, rx, 0.0).unwrap();
         let (b, n) = (a.packet(0), a.packets);
         assert_eq!((b.len(), n), (TRAIN_REQUEST_LEN, 1));
         let answer = TrainRequest::read(&b).unwrap();
@@ -267,10 +436,10 @@ mod tests {
         // Another address's token, or a made-up one, gets the same.
         let other: SocketAddr = "198.18.0.9:4000".parse().unwrap();
         let (p2, t2) = request(answer.token, 33, 1472);
-        assert_eq!(train_reply(&mut tr, &p2, t2, other, rx).unwrap().packets, 1);
+        assert_eq!(train_reply(&mut tr, &p2, t2, other, rx, 0.0).unwrap().packets, 1);
         // With it: the train, capped at 64 packets and 8952 bytes.
         let (p, t) = request(answer.token, 500, 60_000);
-        let a = train_reply(&mut tr, &p, t, from, rx).unwrap();
+        let a = train_reply(&mut tr, &p, t, from, rx, 0.0).unwrap();
         let (b, n) = (a.packet(1), a.packets);
         assert_eq!((b.len(), n), (usize::from(TRAIN_MAX_SIZE), TRAIN_MAX_COUNT));
         // The token of the previous 10 minutes still counts; one from 20 minutes ago not.
@@ -284,5 +453,44 @@ mod tests {
         assert!(!tr.take(ip, 1.0e6, t0));
         assert!(tr.take(ip, 1.0e6, t0 + Duration::from_millis(300)));
         assert!(tr.take("198.18.0.2".parse().unwrap(), 2e6, t0), "budgets are per client");
+    }
+    #[test]
+    fn routers_answers_are_filed_to_their_train_and_reported_when_due() {
+        let mut r = Rpts::default();
+        let a: SocketAddr = "198.18.0.1:4000".parse().unwrap();
+        let b: SocketAddr = "198.18.0.2:4000".parse().unwrap();
+        let t0 = Instant::now();
+        let job = |to, seq, due| RptJob {
+            to,
+            reply: Probe { reply: true, short: false, seq, client_tx_ns: 0, server_rx_ns: 0, server_tx_ns: 0 },
+            heads: 4,
+            due,
+            answers: vec![],
+        };
+        r.jobs.push(job(a, 1000, t0 + Duration::from_millis(50)));
+        r.jobs.push(job(b, 1000, t0 + Duration::from_millis(80)));
+        let router: IpAddr = "198.18.3.1".parse().unwrap();
+        // Head TTL 2 and tail TTL 2 of a's train; the same numbers toward b go to b's.
+        assert!(r.heard(a, 1002, router, 10));
+        assert!(r.heard(a, 1000 + RPT_TAIL + 2, router, 20));
+        assert!(r.heard(b, 1001, router, 30));
+        // Not ours: the request's own number, a large packet, beyond the heads, another client.
+        assert!(!r.heard(a, 1000, router, 0));
+        assert!(!r.heard(a, 1000 + RPT_LOAD + 3, router, 0));
+        assert!(!r.heard(a, 1005, router, 0));
+        assert!(!r.heard("198.18.0.9:4000".parse().unwrap(), 1002, router, 0));
+        assert_eq!(r.next_due(), Some(t0 + Duration::from_millis(50)));
+        assert!(r.due(t0).is_empty());
+        let due = r.due(t0 + Duration::from_millis(60));
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].to, a);
+        let got: Vec<(u8, bool, u64)> = due[0].answers.iter().map(|x| (x.ttl, x.tail, x.at_ns)).collect();
+        assert_eq!(got, vec![(2, false, 10), (2, true, 20)]);
+        assert_eq!(r.jobs.len(), 1);
+        // A router answering over and over fills no more than two answers a hop.
+        for _ in 0..100 {
+            r.heard(b, 1001, router, 40);
+        }
+        assert_eq!(r.jobs[0].answers.len(), 8);
     }
 }

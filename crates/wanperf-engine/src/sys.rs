@@ -639,20 +639,161 @@ pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<Received> {
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    let from = match i32::from(addr.ss_family) {
-        libc::AF_INET => {
-            // SAFETY: the family says this is a sockaddr_in.
-            let a: libc::sockaddr_in = unsafe { std::ptr::read((&addr as *const libc::sockaddr_storage).cast()) };
-            Some(SocketAddr::new(IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes()), u16::from_be(a.sin_port)))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: the family says this is a sockaddr_in6.
-            let a: libc::sockaddr_in6 = unsafe { std::ptr::read((&addr as *const libc::sockaddr_storage).cast()) };
-            Some(SocketAddr::new(IpAddr::from(a.sin6_addr.s6_addr), u16::from_be(a.sin6_port)))
-        }
-        _ => None,
-    };
+    // SAFETY: the kernel wrote a sockaddr of the family it gives, within the storage.
+    let from = unsafe { socket_addr((&addr as *const libc::sockaddr_storage).cast()) };
     Ok(Received { len: n as usize, from, kernel_ns })
+}
+
+/// The address and port in a sockaddr the kernel wrote.
+///
+/// # Safety
+/// `p` must point to a sockaddr_in or sockaddr_in6 as its family says (or any sockaddr of
+/// another family, which gives `None`).
+unsafe fn socket_addr(p: *const libc::sockaddr) -> Option<SocketAddr> {
+    // SAFETY: the caller guarantees the family matches the layout.
+    unsafe {
+        match i32::from((*p).sa_family) {
+            libc::AF_INET => {
+                let a = std::ptr::read_unaligned(p.cast::<libc::sockaddr_in>());
+                Some(SocketAddr::new(IpAddr::from(a.sin_addr.s_addr.to_ne_bytes()), u16::from_be(a.sin_port)))
+            }
+            libc::AF_INET6 => {
+                let a = std::ptr::read_unaligned(p.cast::<libc::sockaddr_in6>());
+                Some(SocketAddr::new(IpAddr::from(a.sin6_addr.s6_addr), u16::from_be(a.sin6_port)))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `ee_origin` of an error the local stack raised (e.g. EMSGSIZE with the path MTU).
+pub const SO_EE_ORIGIN_LOCAL: u8 = 1;
+/// `ee_origin` of an ICMP error.
+pub const SO_EE_ORIGIN_ICMP: u8 = 2;
+/// `ee_origin` of an ICMPv6 error.
+pub const SO_EE_ORIGIN_ICMP6: u8 = 3;
+
+/// An extended socket error read from the error queue (IP_RECVERR / IPV6_RECVERR).
+#[derive(Debug, Clone, Copy)]
+pub struct SockError {
+    /// Bytes of the quoted payload in the buffer.
+    pub len: usize,
+    /// The kernel's receive time, ns since the epoch.
+    pub at_ns: Option<u64>,
+    /// `ee_origin`: local, ICMP or ICMPv6.
+    pub origin: u8,
+    /// `ee_errno`.
+    pub errno: u32,
+    /// ICMP type.
+    pub kind: u8,
+    /// ICMP code.
+    pub code: u8,
+    /// `ee_info` (an MTU for fragmentation needed).
+    pub info: u32,
+    /// The offender (the router or host that sent the ICMP error).
+    pub from: Option<IpAddr>,
+    /// Where the packet the error is about was going (its destination address and port).
+    pub dest: Option<SocketAddr>,
+}
+
+impl SockError {
+    /// An ICMP (v4 or v6) time exceeded.
+    pub fn time_exceeded(&self) -> bool {
+        matches!((self.origin, self.kind), (SO_EE_ORIGIN_ICMP, 11) | (SO_EE_ORIGIN_ICMP6, 3))
+    }
+}
+
+/// Reads one message from `fd`'s error queue into `buf` (the quoted payload); `None` when
+/// the queue is empty. The socket must have IP_RECVERR (or IPV6_RECVERR) set and, for
+/// `at_ns`, receive timestamps enabled.
+pub fn recv_error(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<SockError>> {
+    let mut cmsg = [0u64; 64];
+    // SAFETY: a zeroed sockaddr_storage is valid.
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&cmsg) as _;
+    // SAFETY: msg points at live buffers of the sizes given.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_ERRQUEUE) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let mut at = None;
+    let mut err: Option<(libc::sock_extended_err, Option<IpAddr>)> = None;
+    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, within
+    // msg_controllen; each payload is read unaligned as the type its level and type say.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+            let d = libc::CMSG_DATA(c);
+            if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(d.cast::<libc::timespec>());
+                at = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
+                || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
+            {
+                let ee = std::ptr::read_unaligned(d.cast::<libc::sock_extended_err>());
+                let offender = d.add(std::mem::size_of::<libc::sock_extended_err>()).cast::<libc::sockaddr>();
+                err = Some((ee, socket_addr(offender).map(|a| a.ip())));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    // SAFETY: the kernel wrote the original destination's sockaddr (or left it zeroed).
+    let dest = if msg.msg_namelen > 0 { unsafe { socket_addr(msg.msg_name.cast()) } } else { None };
+    Ok(err.map(|(ee, from)| SockError {
+        len: (n as usize).min(buf.len()),
+        at_ns: at,
+        origin: ee.ee_origin,
+        errno: ee.ee_errno,
+        kind: ee.ee_type,
+        code: ee.ee_code,
+        info: ee.ee_info,
+        from,
+        dest,
+    }))
+}
+
+/// Sends `buf` to `to` with the TTL (hop limit) `ttl` for this datagram only (a control
+/// message: the socket's own TTL is unchanged).
+pub fn send_to_ttl(fd: RawFd, buf: &[u8], to: SocketAddr, ttl: u8) -> io::Result<usize> {
+    let dst = socket2::SockAddr::from(to);
+    let mut iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    let mut ctl = [0u64; 4];
+    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call, and the
+    // control message (an int, CMSG_SPACE ≤ 32 bytes) is written within `ctl`.
+    let n = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_name = dst.as_ptr() as *mut libc::c_void;
+        msg.msg_namelen = dst.len();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = ctl.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as _;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        let (level, kind) =
+            if to.is_ipv6() { (libc::SOL_IPV6, libc::IPV6_HOPLIMIT) } else { (libc::SOL_IP, libc::IP_TTL) };
+        (*c).cmsg_level = level;
+        (*c).cmsg_type = kind;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), libc::c_int::from(ttl));
+        libc::sendmsg(fd, &msg, 0)
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 /// The host's CPU time so far from /proc/stat: (busy, total) in clock ticks over all cores

@@ -7,7 +7,7 @@
 //! Flags: 1 = reply, 2 = short (answer with the header only), 4 = train (see
 //! [`TrainRequest`]: 12 more bytes after the header), 8 = count (see [`Count`]: the reply
 //! carries, in the 8 bytes after the header, how many probes the server has had from this
-//! client's address and port).
+//! client's address and port), 16 = recursive train (see [`RptRequest`] and [`RptReport`]).
 //! All big endian. The client's timestamp is opaque to the server; the server's two
 //! timestamps are its wall clock (ns since the Unix epoch) when the request arrived (kernel
 //! receive time where available) and when the reply left. Their difference is the server's
@@ -23,6 +23,7 @@ const FLAG_REPLY: u16 = 1;
 const FLAG_SHORT: u16 = 2;
 const FLAG_TRAIN: u16 = 4;
 const FLAG_COUNT: u16 = 8;
+const FLAG_RPT: u16 = 16;
 
 /// Header and train fields.
 pub const TRAIN_REQUEST_LEN: usize = PROBE_HEADER_LEN + 12;
@@ -92,6 +93,168 @@ impl TrainRequest {
                 0
             },
         })
+    }
+}
+
+/// A recursive train request: a train request and heads (u8), 0 (u8), wait (u16, ms).
+pub const RPT_REQUEST_LEN: usize = TRAIN_PACED_LEN + 4;
+/// Most head (and tail) packets of a recursive train.
+pub const RPT_MAX_HEADS: u8 = 32;
+/// Longest the server waits for the routers' answers, ms.
+pub const RPT_MAX_WAIT_MS: u16 = 2000;
+/// A recursive train's packet numbers, from the request's `seq`: head packet of TTL `t` at
+/// `seq + t`, tail packet of TTL `t` at `seq + RPT_TAIL + t`, large packet `i` at
+/// `seq + RPT_LOAD + i`; the request takes `RPT_SEQS` numbers.
+pub const RPT_TAIL: u64 = 256;
+/// See [`RPT_TAIL`].
+pub const RPT_LOAD: u64 = 512;
+/// See [`RPT_TAIL`].
+pub const RPT_SEQS: u64 = 768;
+/// Routers' answers in one report packet, at most.
+pub const RPT_REPORT_MAX: usize = 32;
+const RPT_ENTRY_LEN: usize = 28;
+
+/// `wanperf capacity --locate-back`: a train request (flags 4 | 16, [`RPT_REQUEST_LEN`]
+/// bytes) asking the server for a recursive packet train toward the client — `heads` small
+/// packets with TTL 1, 2, … `heads`, the train's `count` packets of `size` bytes, and
+/// `heads` small packets with TTL `heads` … 2, 1 — back to back, numbered as [`RPT_TAIL`]
+/// says, each a train reply (flags 1 | 4). Every router on the way back answers a head and a
+/// tail packet with an ICMP time exceeded, which comes to the server: the server collects
+/// the answers for `wait_ms` (with the kernel's receive times) and sends them to the client
+/// as [`RptReport`]s. The same token and byte budget as any train; an older server sends a
+/// plain train (flag 16 unknown) and no report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RptRequest {
+    /// The train: token, large packets and their size (no gap).
+    pub train: TrainRequest,
+    /// Head (and tail) packets, 1 ..= [`RPT_MAX_HEADS`].
+    pub heads: u8,
+    /// How long the server collects answers, ms (at most [`RPT_MAX_WAIT_MS`]).
+    pub wait_ms: u16,
+}
+
+impl RptRequest {
+    /// Marks the probe already written at the start of `buf` (at least [`RPT_REQUEST_LEN`]
+    /// bytes) as a recursive train request and writes the fields.
+    pub fn write(&self, buf: &mut [u8]) {
+        TrainRequest { gap_ns: 0, ..self.train }.write(buf);
+        let flags = u16::from_be_bytes([buf[6], buf[7]]) | FLAG_RPT;
+        buf[6..8].copy_from_slice(&flags.to_be_bytes());
+        buf[56] = self.heads;
+        buf[57] = 0;
+        buf[58..60].copy_from_slice(&self.wait_ms.to_be_bytes());
+    }
+
+    /// The fields of a request that is one (flags 4 | 16, not a reply, the length).
+    pub fn read(buf: &[u8]) -> Option<RptRequest> {
+        let train = TrainRequest::read(buf)?;
+        let flags = u16::from_be_bytes([buf[6], buf[7]]);
+        if buf.len() < RPT_REQUEST_LEN || flags & FLAG_RPT == 0 || flags & FLAG_REPLY != 0 {
+            return None;
+        }
+        Some(RptRequest { train, heads: buf[56], wait_ms: u16::from_be_bytes([buf[58], buf[59]]) })
+    }
+}
+
+/// A router's answer to one of a recursive train's TTL-limited packets, as the server heard it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RptAnswer {
+    /// The packet's TTL (the router's hop from the server).
+    pub ttl: u8,
+    /// A tail packet (else a head packet).
+    pub tail: bool,
+    /// The router.
+    pub from: std::net::IpAddr,
+    /// When its answer reached the server (kernel time, ns since the epoch, the server's clock).
+    pub at_ns: u64,
+}
+
+/// The server's report of the routers' answers to a recursive train (flags 1 | 16, the
+/// request's header echoed): part and parts (u8 each), answers (u16), then per answer TTL
+/// (u8), tail (u8), address family (4 or 6), 0, the time (u64) and the address (16 bytes,
+/// an IPv4 address in the first 4). At most [`RPT_REPORT_MAX`] answers a packet; a train
+/// with none is reported by one packet with none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RptReport {
+    /// This packet's number, 0-based.
+    pub part: u8,
+    /// Packets of the report.
+    pub parts: u8,
+    /// Their answers.
+    pub answers: Vec<RptAnswer>,
+}
+
+impl RptReport {
+    /// The report of `answers` in packets: the reply header `p` (marked a report) and each
+    /// part.
+    pub fn packets(p: &Probe, answers: &[RptAnswer]) -> Vec<Vec<u8>> {
+        let chunks: Vec<&[RptAnswer]> =
+            if answers.is_empty() { vec![&[][..]] } else { answers.chunks(RPT_REPORT_MAX).collect() };
+        let parts = chunks.len().min(usize::from(u8::MAX)) as u8;
+        chunks
+            .iter()
+            .take(usize::from(parts))
+            .enumerate()
+            .map(|(i, c)| {
+                let mut b = vec![0u8; PROBE_HEADER_LEN + 4 + RPT_ENTRY_LEN * c.len()];
+                Probe { reply: true, ..*p }.write(&mut b);
+                b[6..8].copy_from_slice(&(FLAG_REPLY | FLAG_RPT).to_be_bytes());
+                b[40] = i as u8;
+                b[41] = parts;
+                b[42..44].copy_from_slice(&(c.len() as u16).to_be_bytes());
+                for (k, a) in c.iter().enumerate() {
+                    let e = &mut b[44 + RPT_ENTRY_LEN * k..44 + RPT_ENTRY_LEN * (k + 1)];
+                    e[0] = a.ttl;
+                    e[1] = u8::from(a.tail);
+                    e[4..12].copy_from_slice(&a.at_ns.to_be_bytes());
+                    match a.from {
+                        std::net::IpAddr::V4(v) => {
+                            e[2] = 4;
+                            e[12..16].copy_from_slice(&v.octets());
+                        }
+                        std::net::IpAddr::V6(v) => {
+                            e[2] = 6;
+                            e[12..28].copy_from_slice(&v.octets());
+                        }
+                    }
+                }
+                b
+            })
+            .collect()
+    }
+
+    /// A report packet's header and contents; `None` for anything else or a malformed one.
+    pub fn read(buf: &[u8]) -> Option<(Probe, RptReport)> {
+        let p = Probe::read(buf)?;
+        let flags = u16::from_be_bytes([buf[6], buf[7]]);
+        if !p.reply || flags & FLAG_RPT == 0 || flags & FLAG_TRAIN != 0 || buf.len() < PROBE_HEADER_LEN + 4 {
+            return None;
+        }
+        let (part, parts) = (buf[40], buf[41]);
+        let n = usize::from(u16::from_be_bytes([buf[42], buf[43]]));
+        if part >= parts || n > RPT_REPORT_MAX || buf.len() < PROBE_HEADER_LEN + 4 + n * RPT_ENTRY_LEN {
+            return None;
+        }
+        let mut answers = Vec::with_capacity(n);
+        for k in 0..n {
+            let e = &buf[44 + RPT_ENTRY_LEN * k..44 + RPT_ENTRY_LEN * (k + 1)];
+            let mut at = [0u8; 8];
+            at.copy_from_slice(&e[4..12]);
+            let from = match e[2] {
+                4 => std::net::IpAddr::from([e[12], e[13], e[14], e[15]]),
+                6 => {
+                    let mut a = [0u8; 16];
+                    a.copy_from_slice(&e[12..28]);
+                    std::net::IpAddr::from(a)
+                }
+                _ => return None,
+            };
+            if e[1] > 1 {
+                return None;
+            }
+            answers.push(RptAnswer { ttl: e[0], tail: e[1] == 1, from, at_ns: u64::from_be_bytes(at) });
+        }
+        Some((p, RptReport { part, parts, answers }))
     }
 }
 
@@ -260,5 +423,55 @@ mod tests {
         Count::ask(&mut t);
         TrainRequest { token: 1, count: 2, size: 100, gap_ns: 0 }.write(&mut t);
         assert!(!Count::asked(&t));
+    }
+    #[test]
+    fn recursive_train_requests_and_reports_round_trip() {
+        let p = Probe { reply: false, short: true, seq: 1000, client_tx_ns: 9, server_rx_ns: 0, server_tx_ns: 0 };
+        let mut b = vec![0u8; RPT_REQUEST_LEN];
+        p.write(&mut b);
+        let r =
+            RptRequest { train: TrainRequest { token: 77, count: 20, size: 1472, gap_ns: 0 }, heads: 16, wait_ms: 120 };
+        r.write(&mut b);
+        assert_eq!(RptRequest::read(&b), Some(r));
+        // An older server reads it as a plain back-to-back train.
+        assert_eq!(TrainRequest::read(&b), Some(r.train));
+        assert_eq!(RptRequest::read(&b[..RPT_REQUEST_LEN - 1]), None);
+        let mut plain = vec![0u8; RPT_REQUEST_LEN];
+        p.write(&mut plain);
+        r.train.write(&mut plain);
+        assert_eq!(RptRequest::read(&plain), None, "a paced train request is not a recursive one");
+
+        // Reports: 70 answers in three packets, v4 and v6, read back in order.
+        let answers: Vec<RptAnswer> = (0..70u32)
+            .map(|i| RptAnswer {
+                ttl: (i / 2) as u8 + 1,
+                tail: i % 2 == 1,
+                from: if i % 3 == 0 { "198.18.3.1".parse().unwrap() } else { "fd00::3:1".parse().unwrap() },
+                at_ns: 1_700_000_000_000_000_000 + u64::from(i) * 1000,
+            })
+            .collect();
+        let reply = Probe { reply: true, server_rx_ns: 5, server_tx_ns: 6, ..p };
+        let pkts = RptReport::packets(&reply, &answers);
+        assert_eq!(pkts.len(), 3);
+        let mut back = Vec::new();
+        for (i, b) in pkts.iter().enumerate() {
+            assert!(b.len() <= 1472, "a report packet fits a 1500-byte path");
+            let (h, rep) = RptReport::read(b).unwrap();
+            assert_eq!((h.seq, rep.part, rep.parts), (1000, i as u8, 3));
+            // Not a train reply, a token or a count to an older client.
+            assert_eq!(TrainRequest::read(b), None);
+            back.extend(rep.answers);
+        }
+        assert_eq!(back, answers);
+        // None heard: one empty packet.
+        let none = RptReport::packets(&reply, &[]);
+        assert_eq!(none.len(), 1);
+        assert_eq!(RptReport::read(&none[0]).unwrap().1, RptReport { part: 0, parts: 1, answers: vec![] });
+        // Malformed: truncated, a bad family, a request.
+        assert_eq!(RptReport::read(&pkts[0][..pkts[0].len() - 1]), None);
+        let mut bad = pkts[0].clone();
+        bad[44 + 2] = 5;
+        assert_eq!(RptReport::read(&bad), None);
+        assert_eq!(RptReport::read(&b), None);
     }
 }

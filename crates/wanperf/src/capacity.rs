@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use wanperf_diag::capacity::Capacity;
-use wanperf_diag::measure::{self, Options, Report};
+use wanperf_diag::measure::{self, Bottleneck, Options, Report};
 use wanperf_proto::msg::DEFAULT_PORT;
 use wanperf_proto::units::{fmt_rate, parse_duration, parse_size};
 
@@ -20,6 +20,7 @@ Examples:
   wanperf capacity HOST --budget 4M --time 20s --json
   wanperf capacity HOST --no-locate         # no TTL-limited packets (routers need not answer)
   wanperf capacity HOST --no-reverse        # this direction only
+  wanperf capacity HOST --locate-back       # the way back's bottleneck hop too
   wanperf capacity HOST --save              # kept in the archive: `wanperf report` tables it
 
 Measures the path from this host to a `wanperf serve` (its UDP echo on the server's port
@@ -57,8 +58,10 @@ reverse    the server sends trains of 33 packets back to back (a tenth of the bu
            Mbit/s, SLAC→CERN 32). The server sends trains only to an address it gave its
            token to (one packet each way first) and at most 2 MB/s to each.
 
-The available bandwidth and the bottleneck hop are of this direction only (run it from the
-other end for the reverse). The narrow link
+With --avail-back and --locate-back the server also paces streams and sends recursive trains
+toward this host: the way back's available bandwidth, and its bottleneck hop (the routers
+answer the server's TTL-limited packets toward the server, which reports when each answer
+came; the hops count from the server). The narrow link
 (least capacity) and the tight link (least available bandwidth) need not be the same: the
 bottleneck is the narrow link, and a tight link after it is named too. The available
 bandwidth assumes the tight link's capacity is the narrow link's: with a faster tight link
@@ -92,6 +95,11 @@ pub struct CapacityArgs {
     /// toward this host (0.6 MB and up to 3 s more than --budget and --time).
     #[arg(long, conflicts_with = "no_reverse")]
     avail_back: bool,
+    /// Also the bottleneck's hop on the way back: with each recursive train this host sends,
+    /// the server sends one toward it and reports the routers' answers (about 0.03 MB a
+    /// train, 3–8 trains, beyond --budget; no more time).
+    #[arg(long, conflicts_with_all = ["no_reverse", "no_locate"])]
+    locate_back: bool,
     /// Highest TTL of the bottleneck trains' head and tail packets.
     #[arg(short = 'm', long, default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=64))]
     max_ttl: u8,
@@ -153,6 +161,54 @@ fn avail_row(label: &str, a: &wanperf_diag::capacity::Avail, whose: &str) {
     }
 }
 
+/// The link into hop `ttl` in words (`far`: what the destination is).
+fn hop_words(ttl: u8, destination: bool, address: Option<std::net::IpAddr>, far: &str) -> String {
+    match (destination, address) {
+        (true, _) => format!("the last link, into {far}"),
+        (false, Some(a)) => format!("the link into hop {ttl} ({a})"),
+        (false, None) => format!("the link into hop {ttl} (no answer from its router)"),
+    }
+}
+
+/// The rows of a located bottleneck: where, the capacity mode set aside for it, a tight link,
+/// the gap per hop. `far` names the destination.
+fn bottleneck_rows(label: &str, b: &Bottleneck, hops: Option<u8>, post_narrow: Option<&Capacity>, far: &str) {
+    let gap = b.location.gaps.iter().find(|g| g.ttl == b.ttl).map_or(0.0, |g| g.gap_us);
+    println!(
+        "  {label:<20} {}: the train is {:.0} µs long after it ({:.0} µs before)",
+        hop_words(b.ttl, b.destination, b.address, far),
+        gap,
+        gap - b.location.growth_us
+    );
+    // The capacity trains' fastest mode, set aside for the narrow hop's own rate.
+    if let (Some(p), Some(n)) = (post_narrow, b.location.narrow_bps) {
+        println!(
+            "  set aside            {}: the fastest mode of the capacity's trains — the recursive trains are {:.0} µs \
+             long at hop {} in every train ({}), and a link after it sends queued packets on back to back",
+            fmt_rate(p.bps),
+            gap,
+            b.ttl,
+            fmt_rate(n)
+        );
+    }
+    if let Some(t) = &b.tight {
+        println!(
+            "  tight link           {}: the train grew {:.0} % more there (cross traffic leaves less than the narrow link has)",
+            hop_words(t.ttl, t.destination, t.address, far),
+            (t.stretch - 1.0) * 100.0
+        );
+    }
+    println!("  {:>4}  {:<28} {:>12}", "hop", "router", "train gap");
+    for g in &b.location.gaps {
+        let who = if Some(g.ttl) == hops {
+            far.to_string()
+        } else {
+            b.routers.iter().find(|x| x.0 == g.ttl).map_or("*".into(), |x| x.1.to_string())
+        };
+        println!("  {:>4}  {:<28} {:>9.0} µs", g.ttl, who, g.gap_us);
+    }
+}
+
 fn print_table(host: &str, dst: SocketAddr, r: &Report) {
     println!("capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms);
     capacity_row("capacity", r.capacity.as_ref(), "too few trains arrived whole");
@@ -172,52 +228,18 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
         }
     }
     match &r.bottleneck {
-        Some(b) => {
-            let at = match (b.destination, b.address) {
-                (true, _) => "the last link, into the destination".to_string(),
-                (false, Some(a)) => format!("the link into hop {} ({a})", b.ttl),
-                (false, None) => format!("the link into hop {} (no answer from its router)", b.ttl),
-            };
-            let gap = b.location.gaps.iter().find(|g| g.ttl == b.ttl).map_or(0.0, |g| g.gap_us);
-            println!(
-                "  bottleneck           {at}: the train is {:.0} µs long after it ({:.0} µs before)",
-                gap,
-                gap - b.location.growth_us
-            );
-            // The capacity trains' fastest mode, set aside for the narrow hop's own rate.
-            if let (Some(p), Some(n)) = (&r.post_narrow, b.location.narrow_bps) {
-                println!(
-                    "  set aside            {}: the fastest mode of the capacity's trains — the recursive trains are {:.0} µs \
-                     long at hop {} in every train ({}), and a link after it sends queued packets on back to back",
-                    wanperf_proto::units::fmt_rate(p.bps),
-                    gap,
-                    b.ttl,
-                    wanperf_proto::units::fmt_rate(n)
-                );
-            }
-            if let Some(t) = &b.tight {
-                let at = match (t.destination, t.address) {
-                    (true, _) => "the last link, into the destination".to_string(),
-                    (false, Some(a)) => format!("the link into hop {} ({a})", t.ttl),
-                    (false, None) => format!("the link into hop {} (no answer from its router)", t.ttl),
-                };
-                println!(
-                    "  tight link           {at}: the train grew {:.0} % more there (cross traffic leaves less than the narrow link has)",
-                    (t.stretch - 1.0) * 100.0
-                );
-            }
-            println!("  {:>4}  {:<28} {:>12}", "hop", "router", "train gap");
-            for g in &b.location.gaps {
-                let who = if Some(g.ttl) == r.hops {
-                    "destination".to_string()
-                } else {
-                    b.routers.iter().find(|x| x.0 == g.ttl).map_or("*".into(), |x| x.1.to_string())
-                };
-                println!("  {:>4}  {:<28} {:>9.0} µs", g.ttl, who, g.gap_us);
-            }
-        }
+        Some(b) => bottleneck_rows("bottleneck", b, r.hops, r.post_narrow.as_ref(), "the destination"),
         None if r.rpts > 0 => println!("  bottleneck           not located (routers did not answer the trains)"),
         None => {}
+    }
+    if let Some(rev) = r.reverse.as_ref().filter(|x| x.rpts > 0) {
+        match &rev.bottleneck {
+            Some(b) => bottleneck_rows("bottleneck back", b, rev.hops, rev.post_narrow.as_ref(), "this host"),
+            None if rev.rpts_unreported == rev.rpts => println!(
+                "  bottleneck back      not located (the server reported none of its recursive trains: a wanperf serve older than this client?)"
+            ),
+            None => println!("  bottleneck back      not located (routers did not answer the server's trains)"),
+        }
     }
     let mb = |b: u64| b as f64 / 1e6;
     println!(
@@ -235,6 +257,9 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
         r.streams,
         match r.reverse.as_ref().filter(|x| x.streams > 0) {
             Some(x) => format!(", available back {:.2} MB ({} streams)", mb(r.cost.available_back), x.streams),
+            None => String::new(),
+        } + &match r.reverse.as_ref().filter(|x| x.rpts > 0) {
+            Some(x) => format!(", bottleneck back {:.2} MB ({} trains)", mb(r.cost.bottleneck_back), x.rpts),
             None => String::new(),
         },
         r.lost
@@ -258,6 +283,7 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
         avail: !a.no_avail,
         reverse: !a.no_reverse,
         reverse_avail: a.avail_back,
+        reverse_locate: a.locate_back,
         max_ttl: a.max_ttl,
         ..Options::default()
     };

@@ -10,8 +10,8 @@ use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
 
-/// a — r1 — r2 — r3 — r4 — b; link `i` (0: a–r1 … 4: r4–b) has `rates[i]`, and `extra` is
-/// appended (cross traffic).
+/// a — r1 — r2 — r3 — r4 — b; link `i` (0: a–r1 … 4: r4–b) has `rates[i]` (`"X/Y"`: X toward
+/// b, Y toward a), and `extra` is appended (cross traffic).
 fn chain(name: &str, rates: [&str; 5], extra: &str) -> String {
     let mut t = format!("name = \"{name}\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n");
     for r in 1..=4 {
@@ -19,8 +19,12 @@ fn chain(name: &str, rates: [&str; 5], extra: &str) -> String {
     }
     let nodes = ["a", "r1", "r2", "r3", "r4", "b"];
     for (i, rate) in rates.iter().enumerate() {
+        let rate = match rate.split_once('/') {
+            Some((ab, ba)) => format!("rate_ab = \"{ab}\"\nrate_ba = \"{ba}\""),
+            None => format!("rate = \"{rate}\""),
+        };
         t.push_str(&format!(
-            "[[link]]\na = \"{}\"\nb = \"{}\"\nrate = \"{rate}\"\ndelay = \"{}ms\"\nqueue = \"300kB\"\n",
+            "[[link]]\na = \"{}\"\nb = \"{}\"\n{rate}\ndelay = \"{}ms\"\nqueue = \"300kB\"\n",
             nodes[i],
             nodes[i + 1],
             i + 1
@@ -177,13 +181,15 @@ fn seed_004_cern_to_slac_is_27_mbit_at_chicago() {
     let _up = Up::new("iepm-2000", &net);
     // CERN → SLAC: Geneva → Chicago carries 27 Mbit/s (the reverse 45); Chicago's address on
     // that link is 198.18.3.1.
-    let r = capacity(&net, "cern", "slac", "198.18.0.1");
+    let r = capacity_with(&net, "cern", "slac", "198.18.0.1", &["--locate-back"]);
     let c = r["capacity"]["bps"].as_f64().unwrap();
     assert!(within(c, 27e6, 0.02), "CERN→SLAC {c} bit/s: {r}");
     assert_eq!(r["bottleneck"]["address"], "198.18.3.1", "{r}");
-    // The same run's trains from SLAC back: the 32 Mbit/s ATM link, the seed's asymmetry.
+    // The same run's trains from SLAC back: the 32 Mbit/s ATM link, the seed's asymmetry,
+    // and its hop (the server's recursive trains): the router SLAC's link leads into.
     let back = r["reverse"]["capacity"]["bps"].as_f64().unwrap_or(0.0);
     assert!(within(back, 32e6, 0.02), "SLAC→CERN from CERN {back} bit/s: {r}");
+    assert_eq!(r["reverse"]["bottleneck"]["address"], "198.18.1.2", "{r}");
     // And SLAC → CERN: SLAC's 32 Mbit/s ATM link into ESnet (198.18.1.2).
     let r = capacity(&net, "slac", "cern", "198.18.4.2");
     let c = r["capacity"]["bps"].as_f64().unwrap();
@@ -191,6 +197,39 @@ fn seed_004_cern_to_slac_is_27_mbit_at_chicago() {
     assert_eq!(r["bottleneck"]["address"], "198.18.1.2", "{r}");
     let back = r["reverse"]["capacity"]["bps"].as_f64().unwrap_or(0.0);
     assert!(within(back, 27e6, 0.02), "CERN→SLAC from SLAC {back} bit/s: {r}");
+}
+
+#[test]
+fn each_direction_has_its_own_bottleneck_hop() {
+    let _g = serial();
+    if !paths_available() {
+        return;
+    }
+    // Toward b the narrow link is r2 → r3 (20 Mbit/s, hop 3 from a); toward a it is r4 → r3
+    // (30 Mbit/s, hop 2 from b), which a's own trains cannot see.
+    let f = topo_file("cap-asym", &chain("asym", ["200M", "200M", "20M/200M", "200M/30M", "200M"], ""));
+    let net = format!("casym{}", std::process::id());
+    let _up = Up::new(&f, &net);
+    let r = capacity_with(&net, "a", "b", "198.18.4.2", &["--locate-back"]);
+    let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    assert!(within(f(&r["capacity"]["bps"]), 20e6, 0.02), "{r}");
+    assert_eq!(r["bottleneck"]["ttl"], 3, "{r}");
+    assert_eq!(r["bottleneck"]["address"], "198.18.2.2", "r3, toward b: {r}");
+    let back = &r["reverse"];
+    assert!(within(f(&back["capacity"]["bps"]), 30e6, 0.02), "{r}");
+    assert_eq!(back["hops"], 5, "{r}");
+    assert_eq!(back["bottleneck"]["ttl"], 2, "{r}");
+    assert_eq!(back["bottleneck"]["address"], "198.18.3.1", "r3, toward a: {r}");
+    assert_eq!(back["bottleneck"]["destination"], false, "{r}");
+    // Every router on the way back, as the server heard them, in order.
+    let routers: Vec<&str> =
+        back["bottleneck"]["routers"].as_array().unwrap().iter().map(|x| x[1].as_str().unwrap()).collect();
+    assert_eq!(routers, ["198.18.4.1", "198.18.3.1", "198.18.2.1", "198.18.1.1"], "{r}");
+    assert_eq!(back["rpts_unreported"].as_u64().unwrap_or(0), 0, "{r}");
+    // Its bytes are the server's, beyond the budget.
+    let extra = r["cost"]["bottleneck_back"].as_u64().unwrap();
+    assert!(extra > 0 && extra <= r["cost"]["bottleneck"].as_u64().unwrap() + 10_000, "{r}");
+    assert!(r["bytes_sent"].as_u64().unwrap() <= 1_500_000 + extra, "{r}");
 }
 
 #[test]
@@ -246,6 +285,8 @@ fn bad_input_gets_one_line() {
         (vec!["capacity", "127.0.0.1", "--budget", "10"], "--budget"),
         (vec!["capacity", "127.0.0.1", "--time", "0"], "--time"),
         (vec!["capacity", "127.0.0.1", "--size", "50"], "--size"),
+        (vec!["capacity", "127.0.0.1", "--locate-back", "--no-reverse"], "--locate-back"),
+        (vec!["capacity", "127.0.0.1", "--locate-back", "--no-locate"], "--locate-back"),
     ] {
         let out = run(&args, Duration::from_secs(20));
         assert!(!out.status.success(), "{args:?}");
