@@ -8,7 +8,10 @@ two hosts beside the narrow link's routers) at 30 % or 60 % of its rate (the tru
 available bandwidth is its rate minus the cross traffic's mean). The loss part places loss
 on seeded chains against mtr; the tight part (TIGHT_TOPOLOGIES chains) puts an idle narrow
 link before a faster link whose Poisson cross traffic leaves 30-70 % of the narrow link's
-rate, and counts both hops named. Prints a row per topology, then medians, worst cases and
+rate, and counts both hops named; the back part (BACK_TOPOLOGIES chains) gives each direction a
+narrow link of its own, the one toward a sometimes loaded, and scores `capacity --locate-back
+--avail-back`: both capacities, both bottleneck hops, both available bandwidths. Prints a row
+per topology, then medians, worst cases and
 ratios; everything is bounded in time and torn down."""
 
 import contextlib, json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, time
@@ -21,7 +24,8 @@ N = int(os.environ.get("TOPOLOGIES", "20"))
 LOSS_N = int(os.environ.get("LOSS_TOPOLOGIES", "20"))
 ROUNDS = int(os.environ.get("ROUNDS", "1000"))
 TIGHT_N = int(os.environ.get("TIGHT_TOPOLOGIES", "10"))
-PARTS = os.environ.get("PARTS", "capacity,loss,tight").split(",")
+BACK_N = int(os.environ.get("BACK_TOPOLOGIES", "10"))
+PARTS = os.environ.get("PARTS", "capacity,loss,tight,back").split(",")
 SEED = int(os.environ.get("SEED", "1"))
 RATES = [10e6, 20e6, 50e6, 100e6, 300e6, 1e9, 2e9]
 
@@ -328,6 +332,83 @@ def tight_part():
     return 0
 
 
+def back_topology(rng, i):
+    """A chain whose two directions have narrow links of their own (10-100 Mbit/s, every
+    other link of that direction at least 1.25x as fast), the one toward a loaded by Poisson
+    cross traffic at 30 % of its rate in half the chains."""
+    routers = rng.randint(2, 5)
+    links = routers + 1
+    there, back = rng.randrange(links), rng.randrange(links)
+    c_there, c_back = rng.choice(RATES[:4]), rng.choice(RATES[:4])
+    ab = [rng.choice([r for r in RATES if r >= 1.25 * c_there]) for _ in range(links)]
+    ba = [rng.choice([r for r in RATES if r >= 1.25 * c_back]) for _ in range(links)]
+    ab[there], ba[back] = c_there, c_back
+    load = rng.choice([0.0, 0.3])
+    nodes = ["a"] + [f"r{k}" for k in range(1, routers + 1)] + ["b"]
+    text = [f'name = "k{i}"', '[[host]]\nname = "a"', '[[host]]\nname = "b"']
+    for k in range(1, routers + 1):
+        text.append(f'[[router]]\nname = "r{k}"')  # Linux's default ICMP rate limit
+    for k in range(links):
+        text.append(f'[[link]]\na = "{nodes[k]}"\nb = "{nodes[k + 1]}"\nrate_ab = "{rate_text(ab[k])}"\n'
+                    f'rate_ba = "{rate_text(ba[k])}"\ndelay = "{rng.choice([1, 2, 5, 10])}ms"\nqueue = "400kB"')
+    if load:
+        text.append(f'[[traffic]]\nlink = "{nodes[back]}-{nodes[back + 1]}"\ndirection = "ba"\n'
+                    f'rate = "{rate_text(load * c_back)}"\npattern = "poisson"\npacket = 1500')
+    # Toward b the narrow link leads into nodes[there + 1] (TTL there + 1 from a); toward a
+    # into nodes[back], TTL links - back from b, its address on that link 198.18.back.1.
+    return "\n".join(text) + "\n", dict(there_ttl=there + 1, back_ttl=links - back, c_there=c_there, c_back=c_back,
+                                          back_addr=f"198.18.{back}.1" if back > 0 else None, load=load,
+                                          dest=f"198.18.{links - 1}.2")
+
+
+def back_part():
+    rng = random.Random(SEED + 3)
+    tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-")
+    rows = []
+    for i in range(BACK_N):
+        text, truth = back_topology(rng, i)
+        name = network_up(tmp, "k", i, text)
+        if name is None:
+            continue
+        with served(name):
+            time.sleep(1)
+            cap, secs = run([BIN, "net", "exec", name, "a", "--", BIN, "capacity", truth["dest"], "--json",
+                             "--locate-back", "--avail-back"], 60)
+            rep = json.loads(cap.stdout.strip().splitlines()[-1])["report"] if cap.returncode == 0 else {}
+        rev = rep.get("reverse") or {}
+        b, rb = rep.get("bottleneck") or {}, rev.get("bottleneck") or {}
+        err = lambda got, want: None if got is None else (got - want) / want
+        back_hop_ok = rb.get("ttl") == truth["back_ttl"] and (truth["back_addr"] is None or rb.get("address") == truth["back_addr"])
+        row = dict(there_ok=b.get("ttl") == truth["there_ttl"], back_ok=back_hop_ok,
+                   cap_there=err((rep.get("capacity") or {}).get("bps"), truth["c_there"]),
+                   cap_back=err((rev.get("capacity") or {}).get("bps"), truth["c_back"]),
+                   avail_there=err((rep.get("available") or {}).get("bps"), truth["c_there"]),
+                   avail_back=None, cost=(rep.get("cost") or {}).get("bottleneck_back"), seconds=rep.get("seconds"))
+        a = (rev.get("available") or {}).get("bps")
+        if a is not None:
+            row["avail_back"] = (a - truth["c_back"] * (1 - truth["load"])) / truth["c_back"]
+        rows.append(row)
+        f = lambda x: "-" if x is None else format(x, "+.1%")
+        print(f"{i:>3} there {truth['c_there'] / 1e6:g} Mbit/s at hop {truth['there_ttl']}, back {truth['c_back'] / 1e6:g} Mbit/s "
+              f"at hop {truth['back_ttl']} (cross {truth['load'] * 100:.0f} %): hops {'ok' if row['there_ok'] else 'WRONG'}/"
+              f"{'ok' if row['back_ok'] else 'WRONG (' + str(rb.get('ttl')) + ')'}, capacity err {f(row['cap_there'])}/{f(row['cap_back'])}, "
+              f"avail err {f(row['avail_there'])}/{f(row['avail_back'])} of C, back's trains {row['cost'] or 0:,} B, "
+              f"{row['seconds'] or 0:.1f} s", flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    if not rows:
+        return 1
+    n = len(rows)
+    within = lambda k, e: sum(1 for r in rows if r[k] is not None and abs(r[k]) <= e)
+    costs = [r["cost"] for r in rows if r["cost"]]
+    print(f"\neach direction its own narrow link ({n} topologies): bottleneck hop right there {sum(r['there_ok'] for r in rows)}/{n}, "
+          f"back {sum(r['back_ok'] for r in rows)}/{n}; capacity within 2 % there {within('cap_there', 0.02)}/{n}, "
+          f"back {within('cap_back', 0.02)}/{n}; available bandwidth within 5 % of C there {within('avail_there', 0.05)}/{n}, "
+          f"back {within('avail_back', 0.05)}/{n}; the way back's recursive trains median "
+          f"{statistics.median(costs) / 1e6 if costs else 0:.3f} MB; a run median "
+          f"{statistics.median(r['seconds'] or 0 for r in rows):.1f} s")
+    return 0
+
+
 def main():
     status = 0
     if "capacity" in PARTS:
@@ -338,6 +419,9 @@ def main():
     if "tight" in PARTS:
         print()
         status |= tight_part()
+    if "back" in PARTS:
+        print()
+        status |= back_part()
     return status
 
 

@@ -595,6 +595,7 @@ mod tests {
             reached,
             path_mtu: None,
             rounds: 3,
+            one_way: None,
         }
     }
 

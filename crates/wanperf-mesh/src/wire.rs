@@ -142,6 +142,25 @@ pub struct TraceResult {
     pub path_mtu: Option<u32>,
     /// Rounds completed.
     pub rounds: u32,
+    /// The destination's loss split by direction, from its agent's counts of the probes it
+    /// had (UDP traces go to the agent's echo and ask for them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_way: Option<OneWayLoss>,
+}
+
+/// Loss to the destination split by direction (`wanperf trace --server`'s `one_way`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OneWayLoss {
+    /// Probes sent far enough to reach the destination.
+    pub sent: u32,
+    /// Of those, how many its agent had.
+    pub arrived: u32,
+    /// Replies that came back.
+    pub answered: u32,
+    /// Lost on the way there, %.
+    pub forward_loss_pct: f64,
+    /// Lost on the way back, %.
+    pub reverse_loss_pct: f64,
 }
 
 /// One hop of a trace.
@@ -407,6 +426,13 @@ mod tests {
             reached: false,
             path_mtu: Some(1400),
             rounds: 3,
+            one_way: Some(OneWayLoss {
+                sent: 3,
+                arrived: 2,
+                answered: 2,
+                forward_loss_pct: 100.0 / 3.0,
+                reverse_loss_pct: 0.0,
+            }),
         });
         let clock = Clock { synced: true, error_ms: Some(0.5), source: "kernel".into() };
         let b = Batch { agent: "slac1".into(), results: vec![tr], clock: Some(clock.clone()) };
@@ -494,7 +520,7 @@ mod tests {
         (r.test, r.kind, r.dst, r.latency) = ("route".into(), ResultKind::Trace, "cern2".into(), None);
         r.src = "slac1".into();
         assert!(r.validate(&mesh, "slac1").unwrap_err().contains("without its payload"), "{r:?}");
-        r.trace = Some(TraceResult { hops: vec![], reached: true, path_mtu: None, rounds: 1 });
+        r.trace = Some(TraceResult { hops: vec![], reached: true, path_mtu: None, rounds: 1, one_way: None });
         assert_eq!(r.validate(&mesh, "slac1"), Ok(()));
     }
 }

@@ -610,8 +610,11 @@
           `<td class="t">${esc(fmtLoss(h.loss_pct / 100))}</td><td class="t">${esc(fmtLoss(h.path_loss_pct / 100))}</td>` +
           `<td>${esc(h.note ?? '')}</td></tr>`;
       });
+      const w = rt.one_way;
       const note = `trace at ${fmtTime(d.route.t)}, ${rt.rounds} rounds` + (rt.reached ? '' : ', the destination did not answer') +
-        (fin(rt.path_mtu) ? `, path MTU ${rt.path_mtu} B` : '');
+        (fin(rt.path_mtu) ? `, path MTU ${rt.path_mtu} B` : '') +
+        (w && fin(w.forward_loss_pct) ? `, to the destination ${fmtLoss(w.forward_loss_pct / 100)} lost on the way there and ` +
+          `${fmtLoss(w.reverse_loss_pct / 100)} on the way back (${w.arrived} of ${w.sent} probes arrived)` : '');
       out.push(`<h3>Route <span class="muted">(${esc(note)})</span></h3><table id="route" class="events"><thead><tr><th>Hop</th>` +
         `<th>Address</th><th>RTT median</th><th>Loss</th><th>Path loss</th><th>Note</th></tr></thead><tbody>${rows.join('')}</tbody></table>` +
         '<p class="muted">Path loss is what the path loses up to that hop; the rest of a hop\'s loss is the router not answering (rate limiting).</p>');

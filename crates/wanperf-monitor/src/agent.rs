@@ -36,7 +36,8 @@ use wanperf_mesh::config::{Mesh, Test, TestKind};
 use wanperf_mesh::plan::Slot;
 use wanperf_mesh::summary::{self, Probe};
 use wanperf_mesh::wire::{
-    Ack, Batch, CapacityResult, Clock, MeshResult, ResultKind, RunStatus, ThroughputResult, TraceHop, TraceResult,
+    Ack, Batch, CapacityResult, Clock, MeshResult, OneWayLoss, ResultKind, RunStatus, ThroughputResult, TraceHop,
+    TraceResult,
 };
 use wanperf_proto::auth::{AuthorizedKeys, PrivateKey};
 use wanperf_proto::server::Limits;
@@ -688,6 +689,9 @@ fn run_capacity(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &
 }
 
 /// One trace with `wanperf trace`'s engine (Paris-style UDP or ICMP probes, unprivileged).
+/// UDP probes go to the destination agent's echo and ask for its counts, as `wanperf trace
+/// --server` does: the destination's loss is split by direction, and its kernel's ICMP rate
+/// limit is not read as loss.
 fn run_trace(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &AtomicBool) -> MeshResult {
     use wanperf_diag::probe::{overhead, Method};
     let mut r = failed_run(me, test, dst, ResultKind::Trace);
@@ -698,7 +702,7 @@ fn run_trace(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &Ato
     };
     let o = wanperf_diag::run::Options {
         method: if icmp { Method::Icmp } else { Method::Udp },
-        port: 33434,
+        port: if icmp { 33434 } else { dst.port },
         rounds,
         interval: Duration::from_secs(1),
         wait: Duration::from_secs(2),
@@ -708,7 +712,7 @@ fn run_trace(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &Ato
         mtu: false,
         gap: Duration::from_millis(5),
         flows: 1,
-        server: false,
+        server: !icmp,
     };
     let report = wanperf_diag::run::trace(ip, &o, |_, _| !stop.load(Ordering::Acquire));
     r.end = now_unix();
@@ -731,6 +735,13 @@ fn run_trace(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &Ato
                 reached: rep.reached,
                 path_mtu: rep.path_mtu,
                 rounds: rep.rounds,
+                one_way: rep.one_way.map(|w| OneWayLoss {
+                    sent: w.sent,
+                    arrived: w.arrived,
+                    answered: w.answered,
+                    forward_loss_pct: w.forward_loss_pct,
+                    reverse_loss_pct: w.reverse_loss_pct,
+                }),
             });
         }
         Err(e) => r.reason = Some(format!("trace to {ip}: {e}")),

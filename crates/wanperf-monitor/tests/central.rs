@@ -196,7 +196,7 @@ fn trace(seq: u64, src: &str, dst: &str, t: f64, hops: &[&str]) -> MeshResult {
         reason: None,
         latency: None,
         throughput: None,
-        trace: Some(TraceResult { hops, reached: true, path_mtu: None, rounds: 3 }),
+        trace: Some(TraceResult { hops, reached: true, path_mtu: None, rounds: 3, one_way: None }),
         capacity: None,
     }
 }

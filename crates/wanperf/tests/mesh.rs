@@ -507,6 +507,17 @@ fn trace_and_capacity_tests_turn_a_route_change_into_events() {
     let hops: Vec<&str> =
         last.detail["trace"]["hops"].as_array().unwrap().iter().filter_map(|h| h["addrs"][0].as_str()).collect();
     assert_eq!(hops, ["198.18.0.2", "198.18.3.2", "198.18.4.2", "198.18.2.2"], "{:?}", last.detail);
+    // Each trace went to the other agent's echo and has its counts: the destination's loss
+    // split by direction, over every probe that reached it (two rounds at least).
+    for r in rows.iter().filter(|r| r.kind == "trace" && r.status == "ok") {
+        let w = &r.detail["trace"]["one_way"];
+        let n = |k: &str| w[k].as_u64().unwrap_or_else(|| panic!("no {k} in {:?}", r.detail));
+        assert!(n("sent") >= 2 && n("arrived") <= n("sent") && n("answered") <= n("arrived"), "{:?}", r.detail);
+        let pct = |k: &str| w[k].as_f64().unwrap();
+        let there = 100.0 * (n("sent") - n("arrived")) as f64 / n("sent") as f64;
+        assert!((pct("forward_loss_pct") - there).abs() < 1e-6, "{:?}", r.detail);
+        assert!(pct("reverse_loss_pct") >= 0.0, "{:?}", r.detail);
+    }
 
     if chromium_here() {
         let profile = dir.join("chromium");
@@ -534,6 +545,7 @@ fn trace_and_capacity_tests_turn_a_route_change_into_events() {
         assert!(route.contains("198.18.3.2") && route.contains("198.18.4.2"), "{route}");
         assert!(dom.contains("clock error ± 0.2 ms"), "the clock error is not shown:\n{dom}");
         assert!(dom.contains("route changed"), "the route change is not among the pair's events");
+        assert!(dom.contains("lost on the way there"), "the trace's loss by direction is not shown:\n{dom}");
         assert!(dom.contains("capacity-point"), "no capacity runs on the throughput chart");
     }
     for a in agents {
