@@ -139,20 +139,23 @@ impl TrainAnswer {
         b
     }
 
+    /// Sends it back to back (one sendmmsg as far as the send buffer allows: the train leaves
+    /// at the host's own rate, not a system call's).
+    fn send_train(&self, sock: &UdpSocket, to: SocketAddr) {
+        let pkts: Vec<Vec<u8>> = (0..self.packets).map(|i| self.packet(i)).collect();
+        let list: Vec<(&[u8], Option<u8>)> = pkts.iter().map(|b| (b.as_slice(), None)).collect();
+        let _ = sys::send_train_to(sock.as_raw_fd(), &list, to);
+    }
+
     /// Sends it as a recursive train of `heads` TTL-limited packets each side (see
-    /// [`RptRequest`]), back to back.
+    /// [`RptRequest`]), back to back as [`TrainAnswer::send_train`] does.
     fn send_rpt(&self, sock: &UdpSocket, heads: u8, to: SocketAddr) {
-        let fd = sock.as_raw_fd();
-        for ttl in 1..=heads {
-            let _ = retry(|| sys::send_to_ttl(fd, &self.packet_at(u64::from(ttl), TRAIN_REQUEST_LEN), to, ttl));
-        }
-        for i in 0..u64::from(self.packets) {
-            send(sock, &self.packet_at(RPT_LOAD + i, self.len), to);
-        }
-        for ttl in (1..=heads).rev() {
-            let b = self.packet_at(RPT_TAIL + u64::from(ttl), TRAIN_REQUEST_LEN);
-            let _ = retry(|| sys::send_to_ttl(fd, &b, to, ttl));
-        }
+        let small = |off: u64| self.packet_at(off, TRAIN_REQUEST_LEN);
+        let mut pkts: Vec<(Vec<u8>, Option<u8>)> = (1..=heads).map(|t| (small(u64::from(t)), Some(t))).collect();
+        pkts.extend((0..u64::from(self.packets)).map(|i| (self.packet_at(RPT_LOAD + i, self.len), None)));
+        pkts.extend((1..=heads).rev().map(|t| (small(RPT_TAIL + u64::from(t)), Some(t))));
+        let list: Vec<(&[u8], Option<u8>)> = pkts.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
+        let _ = sys::send_train_to(sock.as_raw_fd(), &list, to);
     }
 }
 
@@ -299,6 +302,8 @@ fn paced(sock: &UdpSocket, answer: TrainAnswer, to: SocketAddr, running: &Arc<st
 pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, stop: Arc<AtomicBool>) {
     let fd = sock.as_raw_fd();
     let _ = sys::enable_rx_timestamps(fd);
+    // A train of 64 large packets must fit in the send buffer at once.
+    let _ = sys::setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &(4i32 << 20).to_ne_bytes());
     // The routers' answers to recursive trains come to the error queue (for IPv4 clients of
     // an IPv6 socket too).
     let _ = sys::setsockopt_raw(fd, libc::SOL_IP, libc::IP_RECVERR, &1i32.to_ne_bytes());
@@ -369,9 +374,7 @@ pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, sto
         if let Some(t) = TrainRequest::read(&buf[..r.len]) {
             if let Some(answer) = train_reply(&mut trains, &p, t, from, rx, 0.0) {
                 if answer.fields.gap_ns == 0 || answer.packets < 2 {
-                    for i in 0..answer.packets {
-                        send(&sock, &answer.packet(i), from);
-                    }
+                    answer.send_train(&sock, from);
                 } else {
                     paced(&sock, answer, from, &pacing);
                 }

@@ -765,35 +765,58 @@ pub fn recv_error(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<SockError>> {
     }))
 }
 
-/// Sends `buf` to `to` with the TTL (hop limit) `ttl` for this datagram only (a control
-/// message: the socket's own TTL is unchanged).
-pub fn send_to_ttl(fd: RawFd, buf: &[u8], to: SocketAddr, ttl: u8) -> io::Result<usize> {
+/// Sends `pkts` to `to` back to back, each with its own TTL (hop limit) when it has one (a
+/// control message: the socket's own TTL is unchanged), in as few sendmmsg calls as the send
+/// buffer allows; a call failed by an error an ICMP message left on the socket (with
+/// IP_RECVERR, each fails the next send once) is made again. Returns how many were sent.
+pub fn send_train_to(fd: RawFd, pkts: &[(&[u8], Option<u8>)], to: SocketAddr) -> io::Result<usize> {
     let dst = socket2::SockAddr::from(to);
-    let mut iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
-    let mut ctl = [0u64; 4];
-    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call, and the
-    // control message (an int, CMSG_SPACE ≤ 32 bytes) is written within `ctl`.
-    let n = unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_name = dst.as_ptr() as *mut libc::c_void;
-        msg.msg_namelen = dst.len();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = ctl.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as _;
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        let (level, kind) =
-            if to.is_ipv6() { (libc::SOL_IPV6, libc::IPV6_HOPLIMIT) } else { (libc::SOL_IP, libc::IP_TTL) };
-        (*c).cmsg_level = level;
-        (*c).cmsg_type = kind;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), libc::c_int::from(ttl));
-        libc::sendmsg(fd, &msg, 0)
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
+    let (level, kind) = if to.is_ipv6() { (libc::SOL_IPV6, libc::IPV6_HOPLIMIT) } else { (libc::SOL_IP, libc::IP_TTL) };
+    let mut iovs: Vec<libc::iovec> =
+        pkts.iter().map(|(b, _)| libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() }).collect();
+    // One control buffer per packet (a cmsg of one int fits in 32 bytes).
+    let mut ctl: Vec<[u64; 4]> = vec![[0; 4]; pkts.len()];
+    // SAFETY: zeroed mmsghdrs are valid; every pointer set below points into `dst`, `iovs` or
+    // `ctl`, which outlive the sendmmsg calls, and each control message is written within its
+    // 32-byte buffer.
+    let mut msgs: Vec<libc::mmsghdr> = (0..pkts.len()).map(|_| unsafe { std::mem::zeroed() }).collect();
+    for (i, (_, ttl)) in pkts.iter().enumerate() {
+        let h = &mut msgs[i].msg_hdr;
+        h.msg_name = dst.as_ptr() as *mut libc::c_void;
+        h.msg_namelen = dst.len();
+        h.msg_iov = &mut iovs[i];
+        h.msg_iovlen = 1;
+        if let Some(ttl) = ttl {
+            h.msg_control = ctl[i].as_mut_ptr().cast();
+            // SAFETY: see above.
+            unsafe {
+                h.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as _;
+                let c = libc::CMSG_FIRSTHDR(h);
+                (*c).cmsg_level = level;
+                (*c).cmsg_type = kind;
+                (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), libc::c_int::from(*ttl));
+            }
+        }
     }
-    Ok(n as usize)
+    let (mut done, mut again) = (0, 0);
+    while done < msgs.len() {
+        // SAFETY: msgs[done..] are valid headers pointing at live buffers.
+        let rc = unsafe { libc::sendmmsg(fd, msgs[done..].as_mut_ptr(), (msgs.len() - done) as libc::c_uint, 0) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EPROTO) if again < 8 => {
+                    again += 1;
+                    continue;
+                }
+                _ => return if done > 0 { Ok(done) } else { Err(e) },
+            }
+        }
+        done += rc as usize;
+    }
+    Ok(done)
 }
 
 /// The host's CPU time so far from /proc/stat: (busy, total) in clock ticks over all cores
