@@ -11,12 +11,11 @@
 use crate::probe::{recv_error, SockError};
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::io;
-use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 pub use wanperf_engine::sys::pace_until;
-use wanperf_engine::sys::{enable_rx_timestamps, realtime_ns, recv_timestamped, setsockopt_raw};
+use wanperf_engine::sys::{enable_rx_timestamps, realtime_ns, recv_timestamped, send_train_to, setsockopt_raw};
 use wanperf_proto::probe::{
     Probe, RptReport, RptRequest, TrainRequest, PROBE_HEADER_LEN, RPT_REQUEST_LEN, RPT_TAIL, TRAIN_PACED_LEN,
     TRAIN_REQUEST_LEN,
@@ -83,6 +82,7 @@ pub enum Heard {
 /// The socket.
 pub struct Trainer {
     sock: Socket,
+    dst: SocketAddr,
     v6: bool,
 }
 
@@ -113,7 +113,7 @@ impl Trainer {
         enable_rx_timestamps(sock.as_raw_fd())?;
         sock.connect(&SockAddr::from(dst))?;
         sock.set_nonblocking(true)?;
-        Ok(Trainer { sock, v6 })
+        Ok(Trainer { sock, dst, v6 })
     }
 
     /// Whether the server is reached over IPv6.
@@ -133,60 +133,13 @@ impl Trainer {
         b
     }
 
-    /// Sends `pkts` back to back (sendmmsg, as few calls as the send buffer allows); returns
-    /// the time just before the first left.
+    /// Sends `pkts` back to back (sendmmsg, as few calls as the send buffer allows, each
+    /// packet with its TTL); returns the time just before the first left.
     pub fn send_train(&self, pkts: &[Pkt]) -> io::Result<u64> {
         let t0 = realtime_ns();
-        let mut bufs: Vec<Vec<u8>> = pkts.iter().map(|p| self.payload(p, t0)).collect();
-        let mut iovs: Vec<libc::iovec> =
-            bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }).collect();
-        // One control buffer per packet, for its TTL (a cmsg of one int fits in 32 bytes).
-        let mut ctl: Vec<[u64; 4]> = vec![[0; 4]; pkts.len()];
-        // SAFETY: zeroed mmsghdrs are valid; every pointer set below points into `iovs` or
-        // `ctl`, which outlive the sendmmsg calls.
-        let mut hdrs: Vec<libc::mmsghdr> = (0..pkts.len()).map(|_| unsafe { zeroed() }).collect();
-        let (level, kind) = if self.v6 { (libc::SOL_IPV6, libc::IPV6_HOPLIMIT) } else { (libc::SOL_IP, libc::IP_TTL) };
-        for (i, p) in pkts.iter().enumerate() {
-            let h = &mut hdrs[i].msg_hdr;
-            h.msg_iov = &mut iovs[i];
-            h.msg_iovlen = 1;
-            if let Some(ttl) = p.ttl {
-                h.msg_control = ctl[i].as_mut_ptr().cast();
-                // SAFETY: CMSG_SPACE of an int is at most 32 bytes, the buffer's size; the
-                // header and its data are written within it.
-                unsafe {
-                    h.msg_controllen = libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as _;
-                    let c = libc::CMSG_FIRSTHDR(h);
-                    (*c).cmsg_level = level;
-                    (*c).cmsg_type = kind;
-                    (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
-                    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), libc::c_int::from(ttl));
-                }
-            }
-        }
-        let mut done = 0usize;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while done < hdrs.len() {
-            // SAFETY: hdrs[done..] are valid mmsghdrs (see above).
-            let n = unsafe {
-                libc::sendmmsg(self.sock.as_raw_fd(), hdrs[done..].as_mut_ptr(), (hdrs.len() - done) as u32, 0)
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) if Instant::now() < deadline => {
-                        self.wait(libc::POLLOUT, 5)?;
-                        continue;
-                    }
-                    Some(libc::EINTR) => continue,
-                    // An ICMP error queued for the socket fails the next send once: the
-                    // answer is read from the queue later.
-                    Some(libc::ECONNREFUSED) | Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => continue,
-                    _ => return Err(e),
-                }
-            }
-            done += n as usize;
-        }
+        let bufs: Vec<Vec<u8>> = pkts.iter().map(|p| self.payload(p, t0)).collect();
+        let list: Vec<(&[u8], Option<u8>)> = bufs.iter().zip(pkts).map(|(b, p)| (b.as_slice(), p.ttl)).collect();
+        send_train_to(self.sock.as_raw_fd(), &list, self.dst)?;
         Ok(t0)
     }
 

@@ -607,13 +607,21 @@ pub struct Received {
     pub kernel_ns: Option<u64>,
 }
 
-/// recvmsg with the sender's address and the SO_TIMESTAMPNS control message.
-pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<Received> {
-    // SAFETY: zeroed sockaddr_storage and msghdr are valid; pointers below stay valid for
+/// recvmsg into `buf` with `flags`: the bytes read and the address the kernel gave (the
+/// sender's; from the error queue, the offending packet's destination), each control
+/// message handed to `on_cmsg` as (level, type, a pointer to its data, which the caller
+/// reads as the type those say).
+fn recvmsg_into(
+    fd: RawFd,
+    buf: &mut [u8],
+    flags: libc::c_int,
+    mut on_cmsg: impl FnMut(libc::c_int, libc::c_int, *const u8),
+) -> io::Result<(usize, Option<SocketAddr>)> {
+    let mut cmsg = [0u64; 64];
+    // SAFETY: zeroed sockaddr_storage and msghdr are valid; the pointers set below outlive
     // the call.
     let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    let mut cmsg = [0u64; 16];
     // SAFETY: as above.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
@@ -621,27 +629,46 @@ pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<Received> {
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = cmsg.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&cmsg);
-    // SAFETY: msg describes valid buffers.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    msg.msg_controllen = std::mem::size_of_val(&cmsg) as _;
+    // SAFETY: msg describes live buffers of the sizes given.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut kernel_ns = None;
-    // SAFETY: walking the control buffer the kernel filled, with the libc macros.
+    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, within
+    // msg_controllen.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                kernel_ns = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
-            }
+            on_cmsg((*c).cmsg_level, (*c).cmsg_type, libc::CMSG_DATA(c));
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    // SAFETY: the kernel wrote a sockaddr of the family it gives, within the storage.
-    let from = unsafe { socket_addr((&addr as *const libc::sockaddr_storage).cast()) };
-    Ok(Received { len: n as usize, from, kernel_ns })
+    // SAFETY: the kernel wrote a sockaddr of the family it gives (or left it zeroed).
+    let from = if msg.msg_namelen > 0 { unsafe { socket_addr(msg.msg_name.cast()) } } else { None };
+    Ok(((n as usize).min(buf.len()), from))
+}
+
+/// An SCM_TIMESTAMPNS control message's time, ns since the epoch.
+///
+/// # Safety
+/// `d` must point to the data of an SCM_TIMESTAMPNS control message.
+unsafe fn timestamp_ns(d: *const u8) -> u64 {
+    // SAFETY: the caller guarantees `d` points to a timespec.
+    let ts = unsafe { std::ptr::read_unaligned(d.cast::<libc::timespec>()) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// recvmsg with the sender's address and the SO_TIMESTAMPNS control message.
+pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<Received> {
+    let mut kernel_ns = None;
+    let (len, from) = recvmsg_into(fd, buf, 0, |level, kind, d| {
+        if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
+            // SAFETY: its level and type say it is a timespec.
+            kernel_ns = Some(unsafe { timestamp_ns(d) });
+        }
+    })?;
+    Ok(Received { len, from, kernel_ns })
 }
 
 /// The address and port in a sockaddr the kernel wrote.
@@ -707,53 +734,30 @@ impl SockError {
 /// the queue is empty. The socket must have IP_RECVERR (or IPV6_RECVERR) set and, for
 /// `at_ns`, receive timestamps enabled.
 pub fn recv_error(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<SockError>> {
-    let mut cmsg = [0u64; 64];
-    // SAFETY: a zeroed sockaddr_storage is valid.
-    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
-    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cmsg.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&cmsg) as _;
-    // SAFETY: msg points at live buffers of the sizes given.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_ERRQUEUE) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
-            _ => Err(e),
-        };
-    }
     let mut at = None;
     let mut err: Option<(libc::sock_extended_err, Option<IpAddr>)> = None;
-    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, within
-    // msg_controllen; each payload is read unaligned as the type its level and type say.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
-            let d = libc::CMSG_DATA(c);
-            if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
-                let ts = std::ptr::read_unaligned(d.cast::<libc::timespec>());
-                at = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
-            } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
-                || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
-            {
+    let got = recvmsg_into(fd, buf, libc::MSG_DONTWAIT | libc::MSG_ERRQUEUE, |level, kind, d| {
+        if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
+            // SAFETY: its level and type say it is a timespec.
+            at = Some(unsafe { timestamp_ns(d) });
+        } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
+            || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
+        {
+            // SAFETY: an extended error, the offender's sockaddr right after it.
+            unsafe {
                 let ee = std::ptr::read_unaligned(d.cast::<libc::sock_extended_err>());
                 let offender = d.add(std::mem::size_of::<libc::sock_extended_err>()).cast::<libc::sockaddr>();
                 err = Some((ee, socket_addr(offender).map(|a| a.ip())));
             }
-            c = libc::CMSG_NXTHDR(&msg, c);
         }
-    }
-    // SAFETY: the kernel wrote the original destination's sockaddr (or left it zeroed).
-    let dest = if msg.msg_namelen > 0 { unsafe { socket_addr(msg.msg_name.cast()) } } else { None };
+    });
+    let (len, dest) = match got {
+        Ok(x) => x,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
     Ok(err.map(|(ee, from)| SockError {
-        len: (n as usize).min(buf.len()),
+        len,
         at_ns: at,
         origin: ee.ee_origin,
         errno: ee.ee_errno,
@@ -767,8 +771,9 @@ pub fn recv_error(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<SockError>> {
 
 /// Sends `pkts` to `to` back to back, each with its own TTL (hop limit) when it has one (a
 /// control message: the socket's own TTL is unchanged), in as few sendmmsg calls as the send
-/// buffer allows; a call failed by an error an ICMP message left on the socket (with
-/// IP_RECVERR, each fails the next send once) is made again. Returns how many were sent.
+/// buffer allows (a non-blocking socket's waits for room, 5 s at most); a call failed by an
+/// error an ICMP message left on the socket (with IP_RECVERR, each fails the next send once)
+/// is made again. Returns how many were sent.
 pub fn send_train_to(fd: RawFd, pkts: &[(&[u8], Option<u8>)], to: SocketAddr) -> io::Result<usize> {
     let dst = socket2::SockAddr::from(to);
     let (level, kind) = if to.is_ipv6() { (libc::SOL_IPV6, libc::IPV6_HOPLIMIT) } else { (libc::SOL_IP, libc::IP_TTL) };
@@ -800,6 +805,7 @@ pub fn send_train_to(fd: RawFd, pkts: &[(&[u8], Option<u8>)], to: SocketAddr) ->
         }
     }
     let (mut done, mut again) = (0, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while done < msgs.len() {
         // SAFETY: msgs[done..] are valid headers pointing at live buffers.
         let rc = unsafe { libc::sendmmsg(fd, msgs[done..].as_mut_ptr(), (msgs.len() - done) as libc::c_uint, 0) };
@@ -807,6 +813,13 @@ pub fn send_train_to(fd: RawFd, pkts: &[(&[u8], Option<u8>)], to: SocketAddr) ->
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
                 Some(libc::EINTR) => continue,
+                // A non-blocking socket's buffer is full: wait for room, a while at most.
+                Some(libc::EAGAIN | libc::ENOBUFS) if std::time::Instant::now() < deadline => {
+                    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+                    // SAFETY: one valid pollfd.
+                    unsafe { libc::poll(&mut p, 1, 5) };
+                    continue;
+                }
                 Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EPROTO) if again < 8 => {
                     again += 1;
                     continue;
