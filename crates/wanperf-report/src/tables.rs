@@ -300,8 +300,22 @@ fn traces(v: &View) -> String {
     h
 }
 
+/// Where a capacity report's bottleneck `b` is ("–" when not located), and its tight link.
+fn hop_text(b: &serde_json::Value) -> String {
+    let at = |b: &serde_json::Value| match b["destination"].as_bool() {
+        Some(true) => "the last link".to_string(),
+        _ => format!("into hop {} ({})", b["ttl"].as_u64().unwrap_or(0), b["address"].as_str().unwrap_or("no answer")),
+    };
+    match (b, &b["tight"]) {
+        (serde_json::Value::Null, _) => "–".to_string(),
+        (b, serde_json::Value::Null) => at(b),
+        (b, t) => format!("{}; tight: {}", at(b), at(t)),
+    }
+}
+
 /// Capacity measurements (`wanperf capacity --save`): the narrow link's rate each way with
-/// its range, the available bandwidth, the bottleneck's hop, and what the estimate cost.
+/// its range, the available bandwidth and the bottleneck's hop each way (the way back's
+/// when they were asked for), and what the estimate cost.
 fn capacities(v: &View) -> String {
     let cells = cells_where(v, |c| c.cell.summary["capacity"].is_object());
     if cells.is_empty() {
@@ -310,6 +324,7 @@ fn capacities(v: &View) -> String {
     let mut h = "<h3>Capacity and available bandwidth</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">to</th>\
                  <th>RTT (ms)</th><th>capacity (Mbit/s)</th><th>range (Mbit/s)</th><th>available (Mbit/s)</th>\
                  <th>range (Mbit/s)</th><th class=\"l\">bottleneck</th><th>capacity back (Mbit/s)</th>\
+                 <th>available back (Mbit/s)</th><th class=\"l\">bottleneck back</th>\
                  <th>cost (MB)</th><th>time (s)</th></tr>\n"
         .to_string();
     let mbit = |x: &serde_json::Value| x.as_f64().map(|b| b / 1e6);
@@ -320,26 +335,19 @@ fn capacities(v: &View) -> String {
     for (_, c) in cells {
         let s = &c.cell.summary;
         let r = &s["capacity"];
-        let bottleneck = match (&r["bottleneck"], r["bottleneck"]["destination"].as_bool()) {
-            (serde_json::Value::Null, _) => "–".to_string(),
-            (_, Some(true)) => "the last link".to_string(),
-            (b, _) => format!(
-                "into hop {} ({})",
-                b["ttl"].as_u64().unwrap_or(0),
-                b["address"].as_str().unwrap_or("no answer")
-            ),
-        };
         let _ = writeln!(
             h,
-            "<tr>{}{}{}{}{}{}{}{}{}{}</tr>",
+            "<tr>{}{}{}{}{}{}{}{}{}{}{}{}</tr>",
             tdl(&format!("{} ({})", s["host"].as_str().unwrap_or("?"), s["address"].as_str().unwrap_or("?"))),
             td(r["rtt_ms"].as_f64()),
             td(mbit(&r["capacity"]["bps"])),
             tdl(&range(&r["capacity"])),
             td(mbit(&r["available"]["bps"])),
             tdl(&range(&r["available"])),
-            tdl(&bottleneck),
+            tdl(&hop_text(&r["bottleneck"])),
             td(mbit(&r["reverse"]["capacity"]["bps"])),
+            td(mbit(&r["reverse"]["available"]["bps"])),
+            tdl(&hop_text(&r["reverse"]["bottleneck"])),
             td(r["bytes_sent"].as_f64().map(|b| b / 1e6)),
             td(r["seconds"].as_f64()),
         );

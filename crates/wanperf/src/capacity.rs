@@ -141,6 +141,17 @@ fn capacity_row(label: &str, c: Option<&Capacity>, why_not: &str) {
     }
 }
 
+/// The capacity trains' mode `p` set aside for `c`, when one was.
+fn set_aside_row(p: Option<&Capacity>, c: Option<&Capacity>) {
+    let (Some(p), Some(c)) = (p, c) else { return };
+    let why = if p.bps > c.bps {
+        "a faster mode of the capacity's trains (a link after the narrow one sent them on back to back)"
+    } else {
+        "a slower mode of the capacity's trains (cross traffic on a link after the narrow one came between them)"
+    };
+    println!("  set aside            {}: {why}", fmt_rate(p.bps));
+}
+
 /// An available-bandwidth estimate's row; `whose` says whose streams they were.
 fn avail_row(label: &str, a: &wanperf_diag::capacity::Avail, whose: &str) {
     if a.used == 0 {
@@ -170,9 +181,9 @@ fn hop_words(ttl: u8, destination: bool, address: Option<std::net::IpAddr>, far:
     }
 }
 
-/// The rows of a located bottleneck: where, the capacity mode set aside for it, a tight link,
-/// the gap per hop. `far` names the destination.
-fn bottleneck_rows(label: &str, b: &Bottleneck, hops: Option<u8>, post_narrow: Option<&Capacity>, far: &str) {
+/// The rows of a located bottleneck: where, a tight link, the gap per hop. `far` names the
+/// destination.
+fn bottleneck_rows(label: &str, b: &Bottleneck, hops: Option<u8>, far: &str) {
     let gap = b.location.gaps.iter().find(|g| g.ttl == b.ttl).map_or(0.0, |g| g.gap_us);
     println!(
         "  {label:<20} {}: the train is {:.0} µs long after it ({:.0} µs before)",
@@ -180,17 +191,6 @@ fn bottleneck_rows(label: &str, b: &Bottleneck, hops: Option<u8>, post_narrow: O
         gap,
         gap - b.location.growth_us
     );
-    // The capacity trains' fastest mode, set aside for the narrow hop's own rate.
-    if let (Some(p), Some(n)) = (post_narrow, b.location.narrow_bps) {
-        println!(
-            "  set aside            {}: the fastest mode of the capacity's trains — the recursive trains are {:.0} µs \
-             long at hop {} in every train ({}), and a link after it sends queued packets on back to back",
-            fmt_rate(p.bps),
-            gap,
-            b.ttl,
-            fmt_rate(n)
-        );
-    }
     if let Some(t) = &b.tight {
         println!(
             "  tight link           {}: the train grew {:.0} % more there (cross traffic leaves less than the narrow link has)",
@@ -212,6 +212,7 @@ fn bottleneck_rows(label: &str, b: &Bottleneck, hops: Option<u8>, post_narrow: O
 fn print_table(host: &str, dst: SocketAddr, r: &Report) {
     println!("capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms);
     capacity_row("capacity", r.capacity.as_ref(), "too few trains arrived whole");
+    set_aside_row(r.post_narrow.as_ref(), r.capacity.as_ref());
     match &r.available {
         Some(a) => avail_row("available bandwidth", a, ""),
         None if r.capacity.is_some() => println!("  available bandwidth  not measured"),
@@ -219,6 +220,7 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
     }
     if let Some(rev) = &r.reverse {
         capacity_row("capacity back", rev.capacity.as_ref(), rev.note.as_deref().unwrap_or("no estimate"));
+        set_aside_row(rev.post_narrow.as_ref(), rev.capacity.as_ref());
         match &rev.available {
             Some(a) => avail_row("available back", a, " from the server"),
             None if rev.streams > 0 => {
@@ -228,13 +230,13 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
         }
     }
     match &r.bottleneck {
-        Some(b) => bottleneck_rows("bottleneck", b, r.hops, r.post_narrow.as_ref(), "the destination"),
+        Some(b) => bottleneck_rows("bottleneck", b, r.hops, "the destination"),
         None if r.rpts > 0 => println!("  bottleneck           not located (routers did not answer the trains)"),
         None => {}
     }
     if let Some(rev) = r.reverse.as_ref().filter(|x| x.rpts > 0) {
         match &rev.bottleneck {
-            Some(b) => bottleneck_rows("bottleneck back", b, rev.hops, rev.post_narrow.as_ref(), "this host"),
+            Some(b) => bottleneck_rows("bottleneck back", b, rev.hops, "this host"),
             None if rev.rpts_unreported == rev.rpts => println!(
                 "  bottleneck back      not located (the server reported none of its recursive trains: a wanperf serve older than this client?)"
             ),

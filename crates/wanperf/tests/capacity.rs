@@ -49,8 +49,12 @@ fn capacity_with(net: &str, from: &str, to: &str, addr: &str, flags: &[&str]) ->
     argv.extend_from_slice(flags);
     let out = run(&argv, Duration::from_secs(60));
     let text = ok(&out);
-    let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-    assert_eq!(v["event"], "capacity");
+    // The measurement's record (a `saved` one follows it with --db).
+    let v: Value = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "capacity")
+        .unwrap_or_else(|| panic!("no capacity record: {text}"));
     v["report"].clone()
 }
 
@@ -221,7 +225,11 @@ fn each_direction_has_its_own_bottleneck_hop() {
     let f = topo_file("cap-asym", &chain("asym", ["200M", "200M", "20M/200M", "200M/30M", "200M"], ""));
     let net = format!("casym{}", std::process::id());
     let _up = Up::new(&f, &net);
-    let r = capacity_with(&net, "a", "b", "198.18.4.2", &["--locate-back"]);
+    let dir = std::env::temp_dir().join(format!("wanperf-cap-asym-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("a.sqlite").display().to_string();
+    let r = capacity_with(&net, "a", "b", "198.18.4.2", &["--locate-back", "--db", &db]);
     let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     assert!(within(f(&r["capacity"]["bps"]), 20e6, 0.02), "{r}");
     assert_eq!(r["bottleneck"]["ttl"], 3, "{r}");
@@ -241,6 +249,14 @@ fn each_direction_has_its_own_bottleneck_hop() {
     let extra = r["cost"]["bottleneck_back"].as_u64().unwrap();
     assert!(extra > 0 && extra <= r["cost"]["bottleneck"].as_u64().unwrap() + 10_000, "{r}");
     assert!(r["bytes_sent"].as_u64().unwrap() <= 1_500_000 + extra, "{r}");
+    // The report tables both ways' hops.
+    let html = dir.join("r.html");
+    let out = run(&["report", "latest", "--db", &db, "-o", html.to_str().unwrap()], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("bottleneck back"), "no column for the way back's hop");
+    assert!(page.contains("into hop 3 (198.18.2.2)") && page.contains("into hop 2 (198.18.3.1)"), "both hops");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
