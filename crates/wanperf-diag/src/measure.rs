@@ -235,10 +235,9 @@ pub struct Report {
     /// The capacity of the path from here to the server.
     pub capacity: Option<Capacity>,
     /// A mode the capacity's trains showed, set aside because the recursive trains' length
-    /// at the narrow link, or the streams' rate response on an idle path, says `capacity`:
-    /// faster, packets that a faster link after the narrow one queued (behind cross traffic,
-    /// or a burst a late path thread released) and sent on back to back (pathrate's
-    /// post-narrow capacity mode); slower, cross packets that link put between theirs.
+    /// at the narrow link says `capacity`: faster, packets that cross traffic on a faster
+    /// link after the narrow one queued and sent on back to back (pathrate's post-narrow
+    /// capacity mode); slower, cross packets that link put between theirs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub post_narrow: Option<Capacity>,
     /// The capacity of the path back (when asked for).
@@ -605,8 +604,6 @@ pub fn measure(
     // too (the routers answer it toward the server, under a rate limit of its own).
     let phase_start = r.sent_bytes;
     let mut rev_rivals = rev_rivals;
-    let mut there = RptLog::default();
-    let mut there_shape = None;
     if o.locate {
         let loads = 20u64;
         let heads = o.max_ttl;
@@ -614,7 +611,7 @@ pub fn measure(
         let want = ((o.budget_bytes as f64 * 0.1) / rpt_bytes as f64).floor().clamp(3.0, 8.0) as u32;
         let back_bps = report.reverse.as_ref().and_then(|x| x.capacity.as_ref()).map(|c| c.bps);
         let back_bps = back_bps.filter(|_| o.reverse_locate && r.token.is_some());
-        let mut back = RptLog::default();
+        let (mut there, mut back) = (RptLog::default(), RptLog::default());
         while report.rpts < want && r.affordable(rpt_bytes) && r.left() > o.time / 4 {
             if !progress("bottleneck", share(&r)) {
                 break;
@@ -651,7 +648,6 @@ pub fn measure(
         }
         report.hops = there.dest_ttl;
         let shape = capacity::TrainShape { loads: loads as u32, size: size as u32, small: small as u32, heads };
-        there_shape = Some(shape);
         let (located, better) = there.place(shape, report.capacity.as_ref(), &rivals, dst.ip());
         if let Some(better) = better {
             report.post_narrow = report.capacity.replace(better);
@@ -676,7 +672,6 @@ pub fn measure(
 
     // Available bandwidth: paced streams above it, their spread pooled, with what is left.
     let phase_start = r.sent_bytes;
-    let mut streams = Vec::new();
     if let (true, Some(c)) = (o.avail, &report.capacity) {
         let mut probe = AvailProbe::new(c.bps);
         loop {
@@ -715,30 +710,11 @@ pub fn measure(
             let s = Stream { wire_bytes: size as u32, sent: k as u32, packets };
             r.lost += k.saturating_sub(s.packets.len() as u64);
             probe.record(&s);
-            streams.push(s);
             report.streams += 1;
             // Let the stream's queue drain before the next.
             std::thread::sleep((r.rtt + gap * k as u32 / 2).min(Duration::from_millis(500)));
         }
         report.available = probe.estimate();
-    }
-    // Streams that all came out at one rate below the capacity say it is a faster link's on
-    // an idle path (capacity::idle_narrow): the capacity, the available bandwidth and the
-    // bottleneck's hop again with the capacity trains' mode at that rate.
-    let idle = match (&report.capacity, &report.available, &report.post_narrow) {
-        (Some(c), Some(a), None) => capacity::idle_narrow(c, &rivals, a),
-        _ => None,
-    };
-    if let Some(better) = idle {
-        let mut probe = AvailProbe::new(better.bps);
-        for s in &streams {
-            probe.record(s);
-        }
-        report.available = probe.estimate();
-        if let Some(shape) = there_shape {
-            report.bottleneck = there.place(shape, Some(&better), &rivals, dst.ip()).0;
-        }
-        report.post_narrow = report.capacity.replace(better);
     }
     report.cost.available = r.sent_bytes - phase_start;
 
