@@ -165,15 +165,7 @@ fn retry<T>(mut f: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
     let mut tries = 0;
     loop {
         match f() {
-            Err(e)
-                if tries < 3
-                    && matches!(
-                        e.raw_os_error(),
-                        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EPROTO | libc::EINTR)
-                    ) =>
-            {
-                tries += 1
-            }
+            Err(e) if tries < 3 && (sys::icmp_pending(&e) || e.kind() == std::io::ErrorKind::Interrupted) => tries += 1,
             r => return r,
         }
     }

@@ -769,6 +769,12 @@ pub fn recv_error(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<SockError>> {
     }))
 }
 
+/// Whether `e` is the error an ICMP message left on a socket with IP_RECVERR: it fails the
+/// next send or read once, and the message itself waits on the error queue.
+pub fn icmp_pending(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EPROTO))
+}
+
 /// Sends `pkts` to `to` back to back, each with its own TTL (hop limit) when it has one (a
 /// control message: the socket's own TTL is unchanged), in as few sendmmsg calls as the send
 /// buffer allows (a non-blocking socket's waits for room, 5 s at most); a call failed by an
@@ -820,7 +826,7 @@ pub fn send_train_to(fd: RawFd, pkts: &[(&[u8], Option<u8>)], to: SocketAddr) ->
                     unsafe { libc::poll(&mut p, 1, 5) };
                     continue;
                 }
-                Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EPROTO) if again < 8 => {
+                _ if icmp_pending(&e) && again < 8 => {
                     again += 1;
                     continue;
                 }
