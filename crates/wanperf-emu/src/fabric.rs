@@ -18,7 +18,7 @@ use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -230,10 +230,10 @@ impl<P> SlowPath<P> {
         self.held.sort_by_key(|h| std::cmp::Reverse((h.0, h.1)));
     }
 
-    /// The next message due by `now`.
-    pub fn pop(&mut self, now: Nanos) -> Option<P> {
+    /// The next message due by `now`, with the time it was due.
+    pub fn pop(&mut self, now: Nanos) -> Option<(Nanos, P)> {
         if self.held.last().is_some_and(|h| h.0 <= now) {
-            self.held.pop().map(|h| h.2)
+            self.held.pop().map(|h| (h.0, h.2))
         } else {
             None
         }
@@ -242,6 +242,60 @@ impl<P> SlowPath<P> {
     /// When the next message is due.
     pub fn next_at(&self) -> Option<Nanos> {
         self.held.last().map(|h| h.0)
+    }
+}
+
+/// A packet written later than this after its due time has its due time carried to the next
+/// link it enters.
+const CARRY_NS: Nanos = 20_000;
+
+/// How long a written packet's due time is kept for the next link (forwarding is done in the
+/// write itself, or soon after by the kernel's softirq thread).
+const CARRY_KEEP_NS: Nanos = 20_000_000;
+
+/// Most due times kept at once.
+const CARRY_MAX: usize = 1 << 16;
+
+/// Emulated time carried across a kernel router. The loop writes a packet out when it is due,
+/// but this thread can be late (on a busy or virtual machine by a millisecond and more), and
+/// the next link would stamp the packet with the time it reads it: packets a 27 Mbit/s link
+/// spaced evenly would reach a 32 Mbit/s link after it together and leave it 32 Mbit/s apart,
+/// a rate no link of the emulated path imposed. So a late packet's due time is kept (by
+/// [`packet::identity`]) and the next link takes it as the packet's arrival; an ICMP error a
+/// router or host sends about it takes it too (by the packet the error quotes). Packets a
+/// host sends carry nothing: a host's own time is real.
+#[derive(Default)]
+struct Carry {
+    due: HashMap<u64, (Nanos, Nanos)>,
+    swept: Nanos,
+}
+
+impl Carry {
+    /// `ip` was written at `now`, due at `due`.
+    fn wrote(&mut self, ip: &[u8], due: Nanos, now: Nanos) {
+        if now.saturating_sub(due) < CARRY_NS || self.due.len() >= CARRY_MAX {
+            return;
+        }
+        if let Some(id) = packet::identity(ip) {
+            self.due.insert(id, (due, now));
+        }
+    }
+
+    /// When `ip`, read at `now`, arrived in the emulated network.
+    fn arrival(&mut self, ip: &[u8], now: Nanos) -> Nanos {
+        if self.due.is_empty() {
+            return now;
+        }
+        let mut take = |p: &[u8]| packet::identity(p).and_then(|id| self.due.remove(&id)).map(|d| d.0);
+        take(ip).or_else(|| packet::quoted(ip).and_then(&mut take)).map_or(now, |at| at.min(now))
+    }
+
+    /// Forgets due times kept longer than [`CARRY_KEEP_NS`] (packets that went to a host).
+    fn sweep(&mut self, now: Nanos) {
+        if now.saturating_sub(self.swept) >= CARRY_KEEP_NS / 2 {
+            self.due.retain(|_, d| now.saturating_sub(d.1) < CARRY_KEEP_NS);
+            self.swept = now;
+        }
     }
 }
 
@@ -255,11 +309,13 @@ pub struct Fabric {
 
 impl Fabric {
     /// Starts the I/O thread for `links` (and the cross traffic in `injections`).
+    /// `cpu`: the CPU the thread keeps to (see [`crate::path::cpu_split`]).
     pub fn start(
         links: Vec<LinkSpec>,
         injections: Vec<Injection>,
         log: Option<Box<dyn Write + Send>>,
         tap: TapBox,
+        cpu: Option<usize>,
     ) -> Result<Fabric, EnvError> {
         let stop = Arc::new(AtomicBool::new(false));
         // Listed with zero counters until the loop's first snapshot replaces them.
@@ -269,7 +325,11 @@ impl Fabric {
         let (s2, l2) = (stop.clone(), live.clone());
         let io = std::thread::Builder::new()
             .name("wanperf-fabric".into())
-            .spawn(move || io_loop(links, injections, rx, &s2, &l2, log, tap))
+            .spawn(move || {
+                // Best effort: without it the loop still runs, only shares its core.
+                let _ = crate::path::pin(cpu.as_slice());
+                io_loop(links, injections, rx, &s2, &l2, log, tap)
+            })
             .map_err(|e| EnvError::Sys { what: "starting the I/O thread", err: e })?;
         Ok(Fabric { stop, live, io: Some(io), ctl })
     }
@@ -310,6 +370,8 @@ struct Dir {
     injected: u64,
     icmp_delayed: u64,
     icmp_dropped: u64,
+    /// The latest arrival time handed to the cell: arrivals stay in order.
+    last_in: Nanos,
 }
 
 impl Dir {
@@ -326,7 +388,15 @@ impl Dir {
             injected: 0,
             icmp_delayed: 0,
             icmp_dropped: 0,
+            last_in: 0,
         }
+    }
+
+    /// The arrival time for a packet that arrived (in the emulated network) at `at` and is
+    /// handed over at `now`: never before the previous one, never in the future.
+    fn arrival(&mut self, at: Nanos, now: Nanos) -> Nanos {
+        self.last_in = at.max(self.last_in).min(now);
+        self.last_in
     }
 
     fn bytes_out(&self) -> u64 {
@@ -439,7 +509,14 @@ fn log_verdict(log: &mut Log, now: Nanos, name: &str, len: usize, v: Verdict) {
 }
 
 /// Reads one packet from end `e` (0: a, into a → b; 1: b, into b → a). Returns whether it did.
-fn read_one(r: &mut Running, e: usize, clock: &dyn Fn() -> Nanos, pool: &mut Buffers, log: &mut Log) -> bool {
+fn read_one(
+    r: &mut Running,
+    e: usize,
+    clock: &dyn Fn() -> Nanos,
+    pool: &mut Buffers,
+    log: &mut Log,
+    carry: &mut Carry,
+) -> bool {
     // Each packet is stamped when it is read: a stamp from before a batch would let later
     // packets of the batch through early.
     let now = clock();
@@ -460,6 +537,7 @@ fn read_one(r: &mut Running, e: usize, clock: &dyn Fn() -> Nanos, pool: &mut Buf
     let (len, segs) = if r.offload { offload_wire(&buf, r.l2) } else { (buf.len(), 1) };
     let now = clock();
     let dir = &mut r.dirs[e];
+    let at = dir.arrival(carry.arrival(ip, now), now);
     if let Some((shape, slow)) = r.shapes[e].as_mut() {
         if packet::icmp_source(ip).is_some_and(|s| shape.addrs.contains(&s)) {
             if shape.silent {
@@ -467,22 +545,31 @@ fn read_one(r: &mut Running, e: usize, clock: &dyn Fn() -> Nanos, pool: &mut Buf
                 pool.keep(buf);
             } else {
                 dir.icmp_delayed += 1;
-                slow.hold(now, (buf, len, segs, h));
+                slow.hold(at, (buf, len, segs, h));
             }
             return true;
         }
     }
-    let v = dir.link.push_segments(now, buf, len, segs, h);
+    let v = dir.link.push_segments(at, buf, len, segs, h);
     log_verdict(log, now, &dir.name, len, v);
     true
 }
 
-fn write_due(r: &mut Running, li: usize, now: Nanos, pool: &mut Buffers, log: &mut Log, tap: &mut TapBox) {
+fn write_due(
+    r: &mut Running,
+    li: usize,
+    now: Nanos,
+    pool: &mut Buffers,
+    log: &mut Log,
+    tap: &mut TapBox,
+    carry: &mut Carry,
+) {
     for e in 0..2 {
         // A router's held ICMP joins its link when its slow path lets it go.
         if let Some((_, slow)) = r.shapes[e].as_mut() {
-            while let Some((buf, len, segs, h)) = slow.pop(now) {
-                let v = r.dirs[e].link.push_segments(now, buf, len, segs, h);
+            while let Some((due, (buf, len, segs, h))) = slow.pop(now) {
+                let at = r.dirs[e].arrival(due, now);
+                let v = r.dirs[e].link.push_segments(at, buf, len, segs, h);
                 log_verdict(log, now, &r.dirs[e].name, len, v);
             }
         }
@@ -495,6 +582,8 @@ fn write_due(r: &mut Running, li: usize, now: Nanos, pool: &mut Buffers, log: &m
                 if n < 0 {
                     dir.write_errors += 1;
                 }
+                let ip_at = if r.offload { netns::VNET_HDR_LEN + r.l2 } else { r.l2 };
+                carry.wrote(&pkt[ip_at.min(pkt.len())..], at, now);
             }
             let _ = dir.late.record(now.saturating_sub(at).max(1));
             if let Some(t) = tap.as_mut() {
@@ -566,6 +655,7 @@ fn io_loop(
     }
     let now_ns = || start.elapsed().as_nanos() as Nanos;
     let mut pool = Buffers { size: read_size, spare: Vec::new() };
+    let mut carry = Carry::default();
     let mut published = 0;
     let mut next_second: Nanos = 1_000_000_000;
     let mut ready = vec![true; run.len() * 2];
@@ -600,6 +690,7 @@ fn io_loop(
             }
             next_second += 1_000_000_000;
         }
+        carry.sweep(now);
         if now - published >= 100_000_000 {
             if let Ok(mut g) = live.lock() {
                 *g = snapshot(&run);
@@ -611,12 +702,14 @@ fn io_loop(
         // behind a real busy NIC), not in packets that are already due.
         for _ in 0..READ_BATCH {
             let now = now_ns();
-            run.iter_mut().enumerate().for_each(|(li, r)| write_due(r, li, now, &mut pool, &mut log, &mut tap));
+            run.iter_mut()
+                .enumerate()
+                .for_each(|(li, r)| write_due(r, li, now, &mut pool, &mut log, &mut tap, &mut carry));
             let mut got = false;
             for (i, r) in run.iter_mut().enumerate() {
                 for e in 0..2 {
                     if ready[i * 2 + e] {
-                        if read_one(r, e, &now_ns, &mut pool, &mut log) {
+                        if read_one(r, e, &now_ns, &mut pool, &mut log, &mut carry) {
                             got = true;
                         } else {
                             ready[i * 2 + e] = false;
@@ -634,13 +727,14 @@ fn io_loop(
                 let d = &mut r.dirs[usize::from(!inj.ab)];
                 // Each generator is one flow to a flow-fair queue.
                 let h = Headers { flow: (i as u32 + 1).wrapping_mul(0x9e37_79b9), ..Headers::default() };
-                while inj.source.pop(now).is_some() {
+                while let Some(due) = inj.source.pop(now) {
                     d.injected += 1;
-                    d.link.push(now, Vec::new(), inj.packet, h);
+                    let at = d.arrival(due, now);
+                    d.link.push(at, Vec::new(), inj.packet, h);
                 }
             }
         }
-        run.iter_mut().enumerate().for_each(|(li, r)| write_due(r, li, now, &mut pool, &mut log, &mut tap));
+        run.iter_mut().enumerate().for_each(|(li, r)| write_due(r, li, now, &mut pool, &mut log, &mut tap, &mut carry));
         let now = now_ns();
         let mut next = injections.iter().filter_map(|i| i.source.next_at()).min();
         let mut earliest = |t: Nanos| next = Some(next.map_or(t, |n| n.min(t)));
@@ -712,6 +806,70 @@ fn io_loop(
 mod tests {
     use super::*;
 
+    /// An IPv4 UDP packet from 198.18.0.2 to 198.18.4.2 with `ttl` and `seq` in its payload.
+    fn udp(ttl: u8, seq: u8) -> Vec<u8> {
+        let mut p = vec![0u8; 60];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&60u16.to_be_bytes());
+        p[4..6].copy_from_slice(&[0x12, seq]);
+        p[8] = ttl;
+        p[9] = 17;
+        p[12..16].copy_from_slice(&[198, 18, 0, 2]);
+        p[16..20].copy_from_slice(&[198, 18, 4, 2]);
+        p[20..24].copy_from_slice(&[0x9c, 0x40, 0x82, 0x9a]);
+        p[26] = seq;
+        p[40] = seq;
+        p
+    }
+
+    /// The time-exceeded message 198.18.1.1 sends about `quoting`.
+    fn time_exceeded(quoting: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; 28];
+        p[0] = 0x45;
+        p[8] = 64;
+        p[9] = 1;
+        p[12..16].copy_from_slice(&[198, 18, 1, 1]);
+        p[16..20].copy_from_slice(&[198, 18, 0, 2]);
+        p[20] = 11;
+        p.extend_from_slice(&quoting[..28]);
+        p
+    }
+
+    #[test]
+    fn a_late_packet_arrives_at_the_next_link_when_it_was_due() {
+        let mut c = Carry::default();
+        let sent = udp(5, 1);
+        // On time (within CARRY_NS): nothing kept, the next link stamps the read time.
+        c.wrote(&sent, 1_000_000, 1_010_000);
+        assert_eq!(c.arrival(&sent, 1_020_000), 1_020_000);
+        // 1.5 ms late: the router forwards it (TTL one less, header checksum changed) and the
+        // next link takes its due time, once.
+        c.wrote(&sent, 2_000_000, 3_500_000);
+        let mut forwarded = sent.clone();
+        forwarded[8] -= 1;
+        forwarded[10] = 0xab;
+        assert_eq!(c.arrival(&forwarded, 3_510_000), 2_000_000);
+        assert_eq!(c.arrival(&forwarded, 3_520_000), 3_520_000);
+        // Another packet (another sequence number) is not taken for it.
+        c.wrote(&sent, 4_000_000, 5_000_000);
+        assert_eq!(c.arrival(&udp(5, 2), 5_010_000), 5_010_000);
+        // A router's time-exceeded message about a late packet leaves when that packet arrived.
+        let expiring = udp(1, 3);
+        c.wrote(&expiring, 6_000_000, 7_000_000);
+        assert_eq!(c.arrival(&time_exceeded(&expiring), 7_010_000), 6_000_000);
+        // Kept no longer than CARRY_KEEP_NS.
+        c.sweep(5_000_000 + CARRY_KEEP_NS);
+        assert_eq!(c.arrival(&udp(5, 1), 30_000_000), 30_000_000);
+    }
+
+    #[test]
+    fn arrivals_stay_in_order_and_never_in_the_future() {
+        let mut d = Dir::new(DirConfig::default(), 1, "x".into(), |_| {});
+        assert_eq!(d.arrival(900, 1_000), 900);
+        assert_eq!(d.arrival(800, 1_100), 900, "not before the previous one");
+        assert_eq!(d.arrival(5_000, 1_200), 1_200, "not after now");
+    }
+
     #[test]
     fn slow_path_holds_each_message_for_delay_plus_jitter() {
         let mut s = SlowPath::new(5_000_000, 0, 1);
@@ -719,9 +877,9 @@ mod tests {
         s.hold(2_000, "b");
         assert_eq!(s.next_at(), Some(5_001_000));
         assert_eq!(s.pop(5_000_999), None);
-        assert_eq!(s.pop(5_001_000), Some("a"));
+        assert_eq!(s.pop(5_001_000), Some((5_001_000, "a")));
         assert_eq!(s.pop(5_001_500), None);
-        assert_eq!(s.pop(9_000_000), Some("b"));
+        assert_eq!(s.pop(9_000_000), Some((5_002_000, "b")));
         assert_eq!(s.next_at(), None);
         let mut j = SlowPath::new(1_000_000, 4_000_000, 9);
         for i in 0..200u64 {
@@ -731,7 +889,8 @@ mod tests {
         let mut t = 0;
         while out.len() < 200 {
             t += 100_000;
-            while let Some(p) = j.pop(t) {
+            while let Some((due, p)) = j.pop(t) {
+                assert!(due <= t);
                 out.push((t, p));
             }
         }

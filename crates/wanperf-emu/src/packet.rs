@@ -128,6 +128,57 @@ pub fn icmp_source(p: &[u8]) -> Option<std::net::IpAddr> {
     }
 }
 
+/// A packet's identity across a router: a hash of the fields forwarding leaves alone
+/// (addresses, IPv4 identification and length or IPv6 flow label and payload length, the
+/// protocol, the fragment offset and the first 8 bytes after the IP header: ports and checksum
+/// or sequence number), not the TTL/hop limit or the header checksum. An ICMP error quotes
+/// exactly these fields of the packet it answers, so [`quoted`] finds the same identity.
+pub fn identity(p: &[u8]) -> Option<u64> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    let l3 = match p.first()? >> 4 {
+        4 if p.len() >= 20 => {
+            // Length, identification, flags and fragment offset; protocol; addresses.
+            eat(&p[2..8]);
+            eat(&p[9..10]);
+            eat(&p[12..20]);
+            usize::from(p[0] & 0x0f) * 4
+        }
+        6 if p.len() >= 40 => {
+            // Flow label (not the traffic class beside it), payload length, next header,
+            // addresses.
+            eat(&[p[1] & 0x0f]);
+            eat(&p[2..7]);
+            eat(&p[8..40]);
+            40
+        }
+        _ => return None,
+    };
+    eat(p.get(l3..(l3 + 8).min(p.len())).unwrap_or(&[]));
+    Some(h)
+}
+
+/// The packet an ICMP error (IPv4 destination unreachable, time exceeded, parameter problem;
+/// ICMPv6 types 1–4) quotes, as far as it is quoted.
+pub fn quoted(p: &[u8]) -> Option<&[u8]> {
+    match p.first()? >> 4 {
+        4 if p.len() >= 20 && p[9] == 1 => {
+            let ihl = usize::from(p[0] & 0x0f) * 4;
+            let ty = *p.get(ihl)?;
+            matches!(ty, 3 | 11 | 12).then(|| p.get(ihl + 8..)).flatten()
+        }
+        6 if p.len() >= 40 && p[6] == 58 => {
+            let ty = *p.get(40)?;
+            (1..=4).contains(&ty).then(|| p.get(48..)).flatten()
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +200,62 @@ mod tests {
         p[19] ^= 1;
         let c = parse(&p).flow;
         assert!(a != b && b != c && a != c);
+    }
+
+    #[test]
+    fn identity_survives_forwarding_and_quoting_but_not_other_fields() {
+        let mut p = vec![0u8; 48];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&48u16.to_be_bytes());
+        p[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
+        p[8] = 64;
+        p[9] = 17;
+        p[12..16].copy_from_slice(&[198, 18, 0, 1]);
+        p[16..20].copy_from_slice(&[198, 18, 1, 2]);
+        p[20..28].copy_from_slice(&[0x9c, 0x40, 0x14, 0x51, 0, 28, 0xbe, 0xef]);
+        let id = identity(&p).unwrap();
+        let mut fwd = p.clone();
+        fwd[8] = 63;
+        fwd[10..12].copy_from_slice(&[1, 2]);
+        set_dscp(&mut fwd, 8);
+        assert_eq!(identity(&fwd), Some(id), "TTL, checksum and DSCP are not identity");
+        for i in [5, 13, 19, 21, 27] {
+            let mut q = p.clone();
+            q[i] ^= 1;
+            assert_ne!(identity(&q), Some(id), "byte {i}");
+        }
+        // What a time-exceeded message quotes: the header and 8 bytes.
+        let mut icmp = vec![0u8; 20];
+        icmp[0] = 0x45;
+        icmp[9] = 1;
+        icmp.extend_from_slice(&[11, 0, 0, 0, 0, 0, 0, 0]);
+        icmp.extend_from_slice(&fwd[..28]);
+        assert_eq!(quoted(&icmp).and_then(identity), Some(id));
+        icmp[20] = 0; // an echo reply quotes nothing
+        assert_eq!(quoted(&icmp), None);
+        // IPv6: the hop limit and traffic class are not identity, the flow label is.
+        let mut v6 = vec![0u8; 48];
+        v6[0] = 0x60;
+        v6[1] = 0x0a;
+        v6[3] = 7;
+        v6[6] = 17;
+        v6[7] = 64;
+        v6[8] = 0xfd;
+        v6[40..48].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        let id6 = identity(&v6).unwrap();
+        let mut f6 = v6.clone();
+        f6[7] = 63;
+        set_dscp(&mut f6, 8);
+        assert_eq!(identity(&f6), Some(id6));
+        f6[3] = 8;
+        assert_ne!(identity(&f6), Some(id6));
+        let mut e6 = vec![0u8; 48];
+        e6[0] = 0x60;
+        e6[6] = 58;
+        e6[40] = 3;
+        e6.extend_from_slice(&v6);
+        assert_eq!(quoted(&e6).and_then(identity), Some(id6));
+        assert_eq!(identity(&[0x45, 0, 0]), None);
     }
 
     #[test]

@@ -78,6 +78,46 @@ pub struct PathStats {
     pub down: DirStats,
 }
 
+/// The CPUs this process may run on, split between the emulator and the hosts: the I/O
+/// thread takes the last to itself and the hosts' commands get the others. `None` with fewer
+/// than two. The I/O thread polls without sleeping when a packet is due within a fraction of a
+/// millisecond, so while traffic flows it keeps a core busy; sharing one with a host, it would
+/// take the CPU from a host's sender in the middle of a burst (a wake-up preempts a niced
+/// process after each packet of a sendmmsg), and a train of back-to-back packets would leave
+/// that host 150 µs a packet — a link no topology has. A real network's routers do not run
+/// on its hosts' processors either.
+pub fn cpu_split() -> Option<(usize, Vec<usize>)> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return None;
+    }
+    // SAFETY: CPU_ISSET reads within the set for indices below CPU_SETSIZE.
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect();
+    let (&fabric, hosts) = cpus.split_last()?;
+    (!hosts.is_empty()).then(|| (fabric, hosts.to_vec()))
+}
+
+/// Keeps the calling thread (in a child before exec: the process) on `cpus`; nothing when
+/// `cpus` is empty.
+pub fn pin(cpus: &[usize]) -> std::io::Result<()> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it for indices below
+    // CPU_SETSIZE; sched_setaffinity reads it and affects only the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Lowers the calling process's priority to `nice` (raising it would need privileges).
 pub fn renice(nice: i32) -> std::io::Result<()> {
     // SAFETY: setpriority takes plain integers and affects only this process.

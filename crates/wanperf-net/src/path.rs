@@ -89,6 +89,11 @@ impl Path {
         self.net.ns_fd(node(host))
     }
 
+    /// The CPUs the hosts' commands keep to (empty: any).
+    pub fn host_cpus(&self) -> &[usize] {
+        self.net.host_cpus()
+    }
+
     /// Stops forwarding and returns the counters.
     pub fn stop(self) -> PathStats {
         self.finish().0

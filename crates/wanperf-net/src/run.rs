@@ -44,6 +44,8 @@ pub struct Network {
     _middle: Option<Netns>,
     fabric: Fabric,
     host_nice: i32,
+    /// The CPUs the hosts' commands run on (empty: any; see `cpu_split`).
+    host_cpus: Vec<usize>,
     /// Current link configurations (what `set` changes).
     configs: Vec<(DirConfig, DirConfig)>,
     export: Option<Arc<Mutex<ExportStats>>>,
@@ -285,7 +287,8 @@ impl Network {
                 (Some(Box::new(e) as Box<dyn Tap>), Some(stats))
             }
         };
-        let fabric = Fabric::start(specs, injections, log, tap)?;
+        let split = wanperf_emu::path::cpu_split();
+        let fabric = Fabric::start(specs, injections, log, tap, split.as_ref().map(|s| s.0))?;
         let configs = topo.links.iter().map(|l| (l.ab.clone(), l.ba.clone())).collect();
         Ok(Network {
             topo: topo.clone(),
@@ -294,6 +297,7 @@ impl Network {
             _middle: middle,
             fabric,
             host_nice: opts.host_nice,
+            host_cpus: split.map(|s| s.1).unwrap_or_default(),
             configs,
             export,
         })
@@ -321,18 +325,28 @@ impl Network {
         env_for(&self.topo, &self.plan, node)
     }
 
-    /// Makes `cmd` run inside `node` (network namespace, niceness, dies with this process).
+    /// The CPUs the hosts' commands keep to (empty: any): all this process may use but the
+    /// emulator's.
+    pub fn host_cpus(&self) -> &[usize] {
+        &self.host_cpus
+    }
+
+    /// Makes `cmd` run inside `node` (network namespace, niceness, the hosts' CPUs, dies with
+    /// this process).
     pub fn enter(&self, node: usize, cmd: &mut Command) {
         let fd = self.nodes[node].raw_fd();
         cmd.envs(self.env(node));
         let nice = self.host_nice;
-        // SAFETY: setns, setpriority and prctl are async-signal-safe; fd stays open until exec.
+        let cpus = self.host_cpus.clone();
+        // SAFETY: setns, setpriority, sched_setaffinity and prctl are async-signal-safe (the
+        // CPU list is allocated before the fork); fd stays open until exec.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 wanperf_emu::path::renice(nice)?;
+                wanperf_emu::path::pin(&cpus)?;
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 Ok(())
             });

@@ -708,6 +708,7 @@ pub fn daemon(name: &str, topology: &str, nice: i32) -> Result<ExitCode> {
                 Some("info") => {
                     let fds: Vec<i32> = (0..t.nodes.len()).map(|i| s.net.ns_fd(i)).collect();
                     Answer::Reply(json!({"name": name, "pid": std::process::id(), "fds": fds, "nice": nice,
+                           "host_cpus": s.net.host_cpus(),
                            "uptime_s": started.elapsed().as_secs_f64(), "plan": plan_json(&t, s.net.plan()),
                            "nodes": t.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>(),
                            "env": (0..t.nodes.len()).map(|i| s.net.env(i)).collect::<Vec<_>>()}))
@@ -791,6 +792,13 @@ pub fn set(a: SetArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Keeps this process on the CPUs a daemon's `info` answer gives its hosts (`host_cpus`;
+/// none listed: any).
+pub fn pin_host(info: &Value) -> Result<()> {
+    let cpus: Vec<usize> = serde_json::from_value(info["host_cpus"].clone()).unwrap_or_default();
+    wanperf_emu::path::pin(&cpus).context("cannot keep the command to the hosts' CPUs")
+}
+
 /// `net exec NAME NODE -- CMD`: runs CMD inside the node (replacing this process).
 pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     let info = request(&a.name, json!({"op": "info"}))?;
@@ -804,6 +812,7 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     crate::pathd::join_namespaces(pid, fd)?;
     wanperf_emu::path::renice(info["nice"].as_i64().unwrap_or(0) as i32)
         .context("cannot lower the command's priority")?;
+    pin_host(&info)?;
     // The same environment `net run` gives.
     let env: Vec<(String, String)> = serde_json::from_value(info["env"][node].clone()).unwrap_or_default();
     let mut c = Command::new(&a.cmd[0]);

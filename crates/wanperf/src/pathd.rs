@@ -241,6 +241,7 @@ pub fn daemon(name: &str, cfg_json: &str) -> Result<ExitCode> {
                 "pid": std::process::id(),
                 "left_fd": path.ns_fd(Host::Left),
                 "right_fd": path.ns_fd(Host::Right),
+                "host_cpus": path.host_cpus(),
                 "uptime_s": started.elapsed().as_secs_f64(),
                 "config": cfg,
             })),
@@ -273,6 +274,7 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     join_namespaces(pid, fd)?;
     wanperf_emu::path::renice(info["config"]["host_nice"].as_i64().unwrap_or(0) as i32)
         .context("cannot lower the command's priority")?;
+    crate::net::pin_host(&info)?;
     let err = std::process::Command::new(&a.cmd[0])
         .args(&a.cmd[1..])
         .env("WANPERF_PEER", host.peer().to_string())
