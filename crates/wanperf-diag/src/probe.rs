@@ -125,15 +125,6 @@ pub fn classify(v6: bool, origin: u8, kind: u8, code: u8, info: u32) -> Option<A
     }
 }
 
-/// Whether a failed send only reports an ICMP error queued for the socket: it fails one
-/// call, and the error itself is read from the error queue.
-fn pending_icmp_error(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EHOSTUNREACH | libc::ENETUNREACH | libc::ECONNREFUSED | libc::EHOSTDOWN | libc::EPROTO)
-    )
-}
-
 /// Waits up to `timeout_ms` for `events` on `fd`; false on a timeout or an interrupted wait.
 pub(crate) fn poll_one(fd: std::os::fd::RawFd, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
     let mut p = libc::pollfd { fd, events, revents: 0 };
@@ -237,7 +228,8 @@ impl Prober {
             let at = realtime_ns();
             match sock.send_to(&data, dst) {
                 Ok(_) => return Ok(at),
-                Err(e) if retries > 0 && pending_icmp_error(&e) => retries -= 1,
+                // A pending ICMP error fails one call; the error itself is on the error queue.
+                Err(e) if retries > 0 && wanperf_engine::sys::icmp_pending(&e) => retries -= 1,
                 Err(e) => return Err(e),
             }
         }

@@ -171,22 +171,7 @@ pub struct Report {
     pub one_way: Option<OneWayLoss>,
 }
 
-/// The destination's loss split by direction: probes that never reached the server (forward)
-/// and replies that never came back (reverse), over the probes up to the last one whose
-/// reply brought the server's count.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct OneWayLoss {
-    /// Probes sent far enough to reach the destination.
-    pub sent: u32,
-    /// Of those, how many the server had.
-    pub arrived: u32,
-    /// Replies that came back in time.
-    pub answered: u32,
-    /// (sent − arrived) / sent, %.
-    pub forward_loss_pct: f64,
-    /// (arrived − answered) / arrived, %.
-    pub reverse_loss_pct: f64,
-}
+pub use wanperf_proto::probe::OneWayLoss;
 
 /// The state of a trace. Each probe is kept only until it is answered or lost; then it is
 /// added to its TTL's tally, so a long trace costs the same per probe as a short one.

@@ -15,7 +15,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 pub use wanperf_engine::sys::pace_until;
-use wanperf_engine::sys::{enable_rx_timestamps, realtime_ns, recv_timestamped, send_train_to, setsockopt_raw};
+use wanperf_engine::sys::{
+    enable_rx_timestamps, icmp_pending, realtime_ns, recv_timestamped, send_train_to, setsockopt_raw,
+};
 use wanperf_proto::probe::{
     Probe, RptReport, RptRequest, TrainRequest, PROBE_HEADER_LEN, RPT_REQUEST_LEN, RPT_TAIL, TRAIN_PACED_LEN,
     TRAIN_REQUEST_LEN,
@@ -198,7 +200,7 @@ impl Trainer {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(libc::POLLOUT, 5).map(|_| ())?,
                 // A pending ICMP error fails a send once; it is read from the queue later.
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNREFUSED) | Some(libc::EINTR)) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) || icmp_pending(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -256,10 +258,8 @@ impl Trainer {
                         }
                     }
                     // A pending ICMP error fails a plain read once; it is on the queue.
-                    Some(libc::EINTR)
-                    | Some(libc::ECONNREFUSED)
-                    | Some(libc::EHOSTUNREACH)
-                    | Some(libc::ENETUNREACH) => {}
+                    Some(libc::EINTR) => {}
+                    _ if icmp_pending(&e) => {}
                     _ => return Err(e),
                 },
             }

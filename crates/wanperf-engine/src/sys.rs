@@ -772,7 +772,10 @@ pub fn recv_error(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<SockError>> {
 /// Whether `e` is the error an ICMP message left on a socket with IP_RECVERR: it fails the
 /// next send or read once, and the message itself waits on the error queue.
 pub fn icmp_pending(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EPROTO))
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EHOSTDOWN | libc::EPROTO)
+    )
 }
 
 /// Sends `pkts` to `to` back to back, each with its own TTL (hop limit) when it has one (a

@@ -148,20 +148,7 @@ pub struct TraceResult {
     pub one_way: Option<OneWayLoss>,
 }
 
-/// Loss to the destination split by direction (`wanperf trace --server`'s `one_way`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OneWayLoss {
-    /// Probes sent far enough to reach the destination.
-    pub sent: u32,
-    /// Of those, how many its agent had.
-    pub arrived: u32,
-    /// Replies that came back.
-    pub answered: u32,
-    /// Lost on the way there, %.
-    pub forward_loss_pct: f64,
-    /// Lost on the way back, %.
-    pub reverse_loss_pct: f64,
-}
+pub use wanperf_proto::probe::OneWayLoss;
 
 /// One hop of a trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -36,8 +36,7 @@ use wanperf_mesh::config::{Mesh, Test, TestKind};
 use wanperf_mesh::plan::Slot;
 use wanperf_mesh::summary::{self, Probe};
 use wanperf_mesh::wire::{
-    Ack, Batch, CapacityResult, Clock, MeshResult, OneWayLoss, ResultKind, RunStatus, ThroughputResult, TraceHop,
-    TraceResult,
+    Ack, Batch, CapacityResult, Clock, MeshResult, ResultKind, RunStatus, ThroughputResult, TraceHop, TraceResult,
 };
 use wanperf_proto::auth::{AuthorizedKeys, PrivateKey};
 use wanperf_proto::server::Limits;
@@ -735,13 +734,7 @@ fn run_trace(me: &str, test: &Test, dst: &wanperf_mesh::config::Host, stop: &Ato
                 reached: rep.reached,
                 path_mtu: rep.path_mtu,
                 rounds: rep.rounds,
-                one_way: rep.one_way.map(|w| OneWayLoss {
-                    sent: w.sent,
-                    arrived: w.arrived,
-                    answered: w.answered,
-                    forward_loss_pct: w.forward_loss_pct,
-                    reverse_loss_pct: w.reverse_loss_pct,
-                }),
+                one_way: rep.one_way,
             });
         }
         Err(e) => r.reason = Some(format!("trace to {ip}: {e}")),

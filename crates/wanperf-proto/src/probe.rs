@@ -156,6 +156,24 @@ impl RptRequest {
     }
 }
 
+/// The destination's loss split by direction, from the server's [`Count`]: probes that never
+/// reached the server (forward) and replies that never came back (reverse), over the probes up
+/// to the last one whose reply brought the server's count (`wanperf trace --server`'s
+/// `one_way`, a mesh trace result's too).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OneWayLoss {
+    /// Probes sent far enough to reach the destination.
+    pub sent: u32,
+    /// Of those, how many the server had.
+    pub arrived: u32,
+    /// Replies that came back in time.
+    pub answered: u32,
+    /// (sent − arrived) / sent, %.
+    pub forward_loss_pct: f64,
+    /// (arrived − answered) / arrived, %.
+    pub reverse_loss_pct: f64,
+}
+
 /// A router's answer to one of a recursive train's TTL-limited packets, as the server heard it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RptAnswer {
