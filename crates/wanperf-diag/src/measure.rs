@@ -603,7 +603,6 @@ pub fn measure(
     // refill), a tenth of the budget; with `reverse_locate`, one from the server each second
     // too (the routers answer it toward the server, under a rate limit of its own).
     let phase_start = r.sent_bytes;
-    let mut rev_rivals = rev_rivals;
     if o.locate {
         let loads = 20u64;
         let heads = o.max_ttl;

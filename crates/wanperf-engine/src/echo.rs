@@ -324,7 +324,7 @@ pub fn run_echo(sock: UdpSocket, allowed: impl Fn(std::net::IpAddr) -> bool, sto
         served = served.wrapping_add(1);
         // A pending ICMP error fails a read; answers are due; now and then in any case (the
         // queue takes from the receive buffer).
-        if got.is_err() || !rpts.jobs.is_empty() || served % 64 == 0 {
+        if got.is_err() || !rpts.jobs.is_empty() || served.is_multiple_of(64) {
             drain_errors(&sock, &mut rpts);
             for j in rpts.due(Instant::now()) {
                 let reply = Probe { server_tx_ns: sys::realtime_ns(), ..j.reply };
