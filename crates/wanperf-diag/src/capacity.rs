@@ -521,8 +521,10 @@ pub struct HopGap {
     pub gap_us: f64,
     /// Trains in which it did.
     pub trains: usize,
-    /// Their largest gap over their smallest, − 1 (0 with one train): near 0 where no cross
-    /// traffic has touched the train yet.
+    /// Their upper median gap over their smallest, − 1 (0 with one train): near 0 where no
+    /// cross traffic has touched the trains yet. Not the largest: a sender stalled for a moment
+    /// mid-burst, or one answer the emulator or a router passed on late, lengthens one train
+    /// and says nothing about the links; cross traffic lengthens most of them.
     pub spread: f64,
 }
 
@@ -545,7 +547,7 @@ pub struct Location {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tight: Option<Tight>,
     /// The rate the trains' length at the narrow hop gives (their bytes over the median gap,
-    /// bit/s), and the spread of the trains' gaps there (largest over smallest, − 1): a rate
+    /// bit/s), and the spread of the trains' gaps there ([`HopGap::spread`]): a rate
     /// well below the capacity with a spread near zero is the narrow link's own, and the
     /// capacity estimate a faster link's after it (cross traffic there queues packets and
     /// sends them on back to back: pathrate's post-narrow modes).
@@ -625,7 +627,7 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
             (ttl, v)
         })
         .collect();
-    let spread = |v: &[f64]| if v[0] > 0.0 { v[v.len() - 1] / v[0] - 1.0 } else { f64::INFINITY };
+    let spread = |v: &[f64]| if v[0] > 0.0 { v[v.len() / 2] / v[0] - 1.0 } else { f64::INFINITY };
     let gaps: Vec<HopGap> = per_hop
         .iter()
         .map(|(ttl, v)| HopGap { ttl: *ttl, gap_us: quantile(v, 0.5), trains: v.len(), spread: spread(v) })
@@ -679,7 +681,7 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
         (Some((shape, _)), Some(v)) if v.len() >= 2 && v[0] > 0.0 => {
             let bits = shape.length_us(at, at == dest_ttl, 1e6);
             let rate = |gap: f64| bits / gap * 1e6;
-            (Some(rate(quantile(v, 0.5))), Some(v[v.len() - 1] / v[0] - 1.0), Some((rate(v[v.len() - 1]), rate(v[0]))))
+            (Some(rate(quantile(v, 0.5))), Some(spread(v)), Some((rate(v[v.len() - 1]), rate(v[0]))))
         }
         _ => (None, None, None),
     };
@@ -1133,7 +1135,8 @@ mod tests {
         assert_eq!(l.ttl, 2, "the narrow link: {l:?}");
         // Its own rate, from the trains' length there (4 % either side of it).
         assert!((l.narrow_bps.unwrap() - 100e6).abs() < 0.5e6, "{l:?}");
-        assert!((l.narrow_spread.unwrap() - (1.04 / 0.96 - 1.0)).abs() < 1e-3, "{l:?}");
+        // Its spread: the upper median train over the shortest (the longest is not it).
+        assert!((l.narrow_spread.unwrap() - (1.0 / 0.96 - 1.0)).abs() < 1e-3, "{l:?}");
         let t = l.tight.clone().expect("a tight link");
         assert_eq!(t.ttl, 4, "{l:?}");
         assert!((t.stretch - stretched).abs() < 0.02, "{t:?}");
@@ -1158,6 +1161,14 @@ mod tests {
         let own = post_narrow(&cap(150e6, 2), &[], &l).unwrap();
         assert_eq!((own.span, own.in_mode), (0, 5));
         assert!((own.bps - 100e6).abs() < 0.5e6 && own.low_bps < own.bps && own.high_bps > own.bps, "{own:?}");
+        // One train lengthened by its sender's stall (10 % at every hop from the first) leaves
+        // the others even: still replaced.
+        let mut stalled = even.clone();
+        for h in &mut stalled[0].hops {
+            h.2 += (h.2 - h.1) / 10;
+        }
+        let l2 = locate(&stalled, 5, Some((shape, 100.5e6))).unwrap();
+        assert!(post_narrow(&cap(150e6, 2), &[cap(100.2e6, 16)], &l2).is_some(), "{l2:?}");
         // Without the capacity, only where the train is longest: the tight link.
         assert_eq!(locate(&trains, 5, None).unwrap().ttl, 4);
         // Cross traffic on the narrow link itself: one link, narrow and tight.
