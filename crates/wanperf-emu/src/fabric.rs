@@ -490,6 +490,18 @@ struct Running {
     l2: usize,
 }
 
+impl Running {
+    /// Where the IP packet starts in what its devices carry (after the virtio-net header when
+    /// offloading, after the Ethernet header on packet sockets).
+    fn ip_at(&self) -> usize {
+        if self.offload {
+            netns::VNET_HDR_LEN + self.l2
+        } else {
+            self.l2
+        }
+    }
+}
+
 type Log = Option<Box<dyn Write + Send>>;
 
 fn log_verdict(log: &mut Log, now: Nanos, name: &str, len: usize, v: Verdict) {
@@ -528,8 +540,7 @@ fn read_one(
         return false;
     }
     let buf = pool.fit(buf, n as usize);
-    let ip_at = if r.offload { netns::VNET_HDR_LEN + r.l2 } else { r.l2 };
-    let ip = &buf[ip_at.min(buf.len())..];
+    let ip = &buf[r.ip_at().min(buf.len())..];
     let h = packet::parse(ip);
     let (len, segs) = if r.offload { offload_wire(&buf, r.l2) } else { (buf.len(), 1) };
     let now = clock();
@@ -561,6 +572,7 @@ fn write_due(
     tap: &mut TapBox,
     carry: &mut Carry,
 ) {
+    let ip_at = r.ip_at();
     for e in 0..2 {
         // A router's held ICMP joins its link when its slow path lets it go.
         if let Some((_, slow)) = r.shapes[e].as_mut() {
@@ -579,17 +591,12 @@ fn write_due(
                 if n < 0 {
                     dir.write_errors += 1;
                 }
-                let ip_at = if r.offload { netns::VNET_HDR_LEN + r.l2 } else { r.l2 };
                 carry.wrote(&pkt[ip_at.min(pkt.len())..], at, now);
             }
             let _ = dir.late.record(now.saturating_sub(at).max(1));
             if let Some(t) = tap.as_mut() {
                 if !pkt.is_empty() {
-                    let (ip_at, (wire, segs)) = if r.offload {
-                        (netns::VNET_HDR_LEN + r.l2, offload_wire(&pkt, r.l2))
-                    } else {
-                        (r.l2, (pkt.len(), 1))
-                    };
+                    let (wire, segs) = if r.offload { offload_wire(&pkt, r.l2) } else { (pkt.len(), 1) };
                     t.departed(&Departure {
                         link: li,
                         dir: e,
