@@ -215,9 +215,9 @@ pub fn run(c: CalcCmd) -> Result<ExitCode> {
         }
     };
     if json_out {
-        println!("{v}");
+        outln!("{v}");
     } else {
-        println!("{text}");
+        outln!("{text}");
     }
     Ok(ExitCode::SUCCESS)
 }

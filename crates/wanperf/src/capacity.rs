@@ -123,13 +123,13 @@ fn range(lo: f64, hi: f64) -> String {
 fn capacity_row(label: &str, c: Option<&Capacity>, why_not: &str) {
     match c {
         // Span 0: from the recursive trains' length at the narrow link.
-        Some(c) if c.span == 0 => println!(
+        Some(c) if c.span == 0 => outln!(
             "  {label:<20} {:>12}   ({}; the recursive trains' length at the narrow link, {} trains)",
             fmt_rate(c.bps),
             range(c.low_bps, c.high_bps),
             c.in_mode
         ),
-        Some(c) => println!(
+        Some(c) => outln!(
             "  {label:<20} {:>12}   ({}; windows of {} packets, {} of {} in the mode)",
             fmt_rate(c.bps),
             range(c.low_bps, c.high_bps),
@@ -137,7 +137,7 @@ fn capacity_row(label: &str, c: Option<&Capacity>, why_not: &str) {
             c.in_mode,
             c.samples
         ),
-        None => println!("  {label:<20} unknown ({why_not})"),
+        None => outln!("  {label:<20} unknown ({why_not})"),
     }
 }
 
@@ -149,20 +149,20 @@ fn set_aside_row(p: Option<&Capacity>, c: Option<&Capacity>) {
     } else {
         "a slower mode of the capacity's trains (cross traffic on a link after the narrow one came between them)"
     };
-    println!("  set aside            {}: {why}", fmt_rate(p.bps));
+    outln!("  set aside            {}: {why}", fmt_rate(p.bps));
 }
 
 /// An available-bandwidth estimate's row; `whose` says whose streams they were.
 fn avail_row(label: &str, a: &wanperf_diag::capacity::Avail, whose: &str) {
     if a.used == 0 {
-        println!(
+        outln!(
             "  {label:<20} {:>12}   (no cross traffic seen: none of {} streams{whose} up to {} was spread)",
             fmt_rate(a.bps),
             a.streams,
             fmt_rate(a.low_bps)
         );
     } else {
-        println!(
+        outln!(
             "  {label:<20} {:>12}   ({}; from {} of {} streams{whose})",
             fmt_rate(a.bps),
             range(a.low_bps, a.high_bps),
@@ -185,37 +185,37 @@ fn hop_words(ttl: u8, destination: bool, address: Option<std::net::IpAddr>, far:
 /// destination.
 fn bottleneck_rows(label: &str, b: &Bottleneck, hops: Option<u8>, far: &str) {
     let gap = b.location.gaps.iter().find(|g| g.ttl == b.ttl).map_or(0.0, |g| g.gap_us);
-    println!(
+    outln!(
         "  {label:<20} {}: the train is {:.0} µs long after it ({:.0} µs before)",
         hop_words(b.ttl, b.destination, b.address, far),
         gap,
         gap - b.location.growth_us
     );
     if let Some(t) = &b.tight {
-        println!(
+        outln!(
             "  tight link           {}: the train grew {:.0} % more there (cross traffic leaves less than the narrow link has)",
             hop_words(t.ttl, t.destination, t.address, far),
             (t.stretch - 1.0) * 100.0
         );
     }
-    println!("  {:>4}  {:<28} {:>12}", "hop", "router", "train gap");
+    outln!("  {:>4}  {:<28} {:>12}", "hop", "router", "train gap");
     for g in &b.location.gaps {
         let who = if Some(g.ttl) == hops {
             far.to_string()
         } else {
             b.routers.iter().find(|x| x.0 == g.ttl).map_or("*".into(), |x| x.1.to_string())
         };
-        println!("  {:>4}  {:<28} {:>9.0} µs", g.ttl, who, g.gap_us);
+        outln!("  {:>4}  {:<28} {:>9.0} µs", g.ttl, who, g.gap_us);
     }
 }
 
 fn print_table(host: &str, dst: SocketAddr, r: &Report) {
-    println!("capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms);
+    outln!("capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms);
     capacity_row("capacity", r.capacity.as_ref(), "too few trains arrived whole");
     set_aside_row(r.post_narrow.as_ref(), r.capacity.as_ref());
     match &r.available {
         Some(a) => avail_row("available bandwidth", a, ""),
-        None if r.capacity.is_some() => println!("  available bandwidth  not measured"),
+        None if r.capacity.is_some() => outln!("  available bandwidth  not measured"),
         None => {}
     }
     if let Some(rev) = &r.reverse {
@@ -224,27 +224,27 @@ fn print_table(host: &str, dst: SocketAddr, r: &Report) {
         match &rev.available {
             Some(a) => avail_row("available back", a, " from the server"),
             None if rev.streams > 0 => {
-                println!("  available back       unknown (too few of the server's streams arrived whole)")
+                outln!("  available back       unknown (too few of the server's streams arrived whole)")
             }
             None => {}
         }
     }
     match &r.bottleneck {
         Some(b) => bottleneck_rows("bottleneck", b, r.hops, "the destination"),
-        None if r.rpts > 0 => println!("  bottleneck           not located (routers did not answer the trains)"),
+        None if r.rpts > 0 => outln!("  bottleneck           not located (routers did not answer the trains)"),
         None => {}
     }
     if let Some(rev) = r.reverse.as_ref().filter(|x| x.rpts > 0) {
         match &rev.bottleneck {
             Some(b) => bottleneck_rows("bottleneck back", b, rev.hops, "this host"),
-            None if rev.rpts_unreported == rev.rpts => println!(
+            None if rev.rpts_unreported == rev.rpts => outln!(
                 "  bottleneck back      not located (the server reported none of its recursive trains: a wanperf serve older than this client?)"
             ),
-            None => println!("  bottleneck back      not located (routers did not answer the server's trains)"),
+            None => outln!("  bottleneck back      not located (routers did not answer the server's trains)"),
         }
     }
     let mb = |b: u64| b as f64 / 1e6;
-    println!(
+    outln!(
         "  cost                 {:.2} MB in {:.1} s: capacity {:.2} MB ({} trains), back {:.2} MB ({} trains), \
          bottleneck {:.2} MB ({} trains), available {:.2} MB ({} streams){}; {} packets lost",
         mb(r.bytes_sent),
@@ -311,7 +311,7 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
         b.finish_and_clear();
     }
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"event": "capacity", "host": a.host, "address": dst.ip(), "port": dst.port(),
                 "complete": !INTERRUPTED.load(Ordering::Acquire), "report": report})

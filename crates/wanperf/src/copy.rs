@@ -209,7 +209,7 @@ impl Sink for CopyTable {
             };
             match &self.bar {
                 Some(b) => b.println(line),
-                None => println!("{line}"),
+                None => outln!("{line}"),
             }
         }
     }

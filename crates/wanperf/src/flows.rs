@@ -312,7 +312,7 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
     let r = wanperf_report::site_report(&data);
     std::fs::write(&a.output, &r.html).with_context(|| format!("cannot write {}", a.output.display()))?;
     if a.q.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "event": "flows_report",
@@ -326,9 +326,9 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
         );
     } else {
         for f in &r.figures {
-            println!("{}: {}", f.title, f.finding);
+            outln!("{}: {}", f.title, f.finding);
         }
-        println!(
+        outln!(
             "{}: {} figures, {} flow bin rows, {} interfaces, {} measured paths",
             a.output.display(),
             r.figures.len(),
@@ -547,7 +547,7 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
     let drops = ports.iter().map(|&p| socket_drops(p)).sum::<u64>().saturating_sub(drops0);
     let ex = exporter_rows(&decoder, session, drops);
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "event": "flows_collect_end",
@@ -612,11 +612,11 @@ pub fn top(a: TopArgs) -> Result<ExitCode> {
     });
     let t = wanperf_flows::top(&rows, key, metric, dir, &a.q.local, a.n);
     if a.q.json {
-        println!("{}", serde_json::to_string_pretty(&t)?);
+        outln!("{}", serde_json::to_string_pretty(&t)?);
         return Ok(ExitCode::SUCCESS);
     }
     if t.is_empty() {
-        println!("no flows in the archive for that time range");
+        outln!("no flows in the archive for that time range");
         return Ok(ExitCode::SUCCESS);
     }
     let head = match key {
@@ -624,7 +624,7 @@ pub fn top(a: TopArgs) -> Result<ExitCode> {
         Key::Dst => format!("{:<4} {:<40}", "rank", "destination"),
         Key::Pair => format!("{:<4} {:<46} {:<46} {:>5}", "rank", "source:port", "destination:port", "proto"),
     };
-    println!("{head} {:>14} {:>14} {:>10} {:>7}", "bytes", "packets", "flows", "share");
+    outln!("{head} {:>14} {:>14} {:>10} {:>7}", "bytes", "packets", "flows", "share");
     for r in &t {
         let k = match key {
             Key::Src => format!("{:<4} {:<40}", r.rank, r.src.map(|x| x.to_string()).unwrap_or_default()),
@@ -637,7 +637,7 @@ pub fn top(a: TopArgs) -> Result<ExitCode> {
                 r.proto.unwrap_or(0)
             ),
         };
-        println!("{k} {:>14} {:>14} {:>10.1} {:>6.1}%", si(r.bytes, "B"), si(r.packets, "pkt"), r.flows, r.share_pct);
+        outln!("{k} {:>14} {:>14} {:>10.1} {:>6.1}%", si(r.bytes, "B"), si(r.packets, "pkt"), r.flows, r.share_pct);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -655,18 +655,18 @@ pub fn mix(a: MixArgs) -> Result<ExitCode> {
     let rows = load(&a.q)?;
     let m = wanperf_flows::mix(&rows, &a.q.local);
     if a.q.json {
-        println!("{}", serde_json::to_string_pretty(&m)?);
+        outln!("{}", serde_json::to_string_pretty(&m)?);
         return Ok(ExitCode::SUCCESS);
     }
     if a.q.local.is_empty() {
-        println!("{:<14} {:>14} {:>7} {:>10}", "application", "bytes", "share", "flows");
+        outln!("{:<14} {:>14} {:>7} {:>10}", "application", "bytes", "share", "flows");
         for r in &m {
-            println!("{:<14} {:>14} {:>6.1}% {:>10.1}", r.app, si(r.bytes_in, "B"), r.share_in_pct, r.flows);
+            outln!("{:<14} {:>14} {:>6.1}% {:>10.1}", r.app, si(r.bytes_in, "B"), r.share_in_pct, r.flows);
         }
     } else {
-        println!("{:<14} {:>14} {:>7} {:>14} {:>7} {:>10}", "application", "in", "share", "out", "share", "flows");
+        outln!("{:<14} {:>14} {:>7} {:>14} {:>7} {:>10}", "application", "in", "share", "out", "share", "flows");
         for r in &m {
-            println!(
+            outln!(
                 "{:<14} {:>14} {:>6.1}% {:>14} {:>6.1}% {:>10.1}",
                 r.app,
                 si(r.bytes_in, "B"),
@@ -682,16 +682,16 @@ pub fn mix(a: MixArgs) -> Result<ExitCode> {
 
 fn print_exporters(ex: &[ExporterRow]) {
     if ex.is_empty() {
-        println!("no exporter has sent anything");
+        outln!("no exporter has sent anything");
         return;
     }
-    println!(
+    outln!(
         "{:<40} {:<11} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
         "exporter (domain)", "protocol", "datagrams", "records", "lost", "loss", "sampling", "malformed"
     );
     for e in ex {
         let loss = if e.expected > 0 { 100.0 * e.lost as f64 / e.expected as f64 } else { 0.0 };
-        println!(
+        outln!(
             "{:<40} {:<11} {:>10} {:>10} {:>10} {:>8.2}% {:>8} {:>9}",
             format!("{} ({})", e.exporter, e.domain),
             e.protocol,
@@ -710,7 +710,7 @@ pub fn exporters(a: ExportersArgs) -> Result<ExitCode> {
     let mut store = open_store_read_only(a.db.as_deref())?;
     let ex = store.exporters()?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&ex)?);
+        outln!("{}", serde_json::to_string_pretty(&ex)?);
     } else {
         print_exporters(&ex);
     }

@@ -81,7 +81,7 @@ pub fn save_and_say(store: &mut dyn Store, ndjson: &str, json: bool) -> Result<(
 /// Says where a measurement was stored: a `saved` record with --json, else a line on stderr.
 fn say_saved(id: i64, json: bool) {
     if json {
-        println!("{}", serde_json::json!({"event": "saved", "run": id}));
+        outln!("{}", serde_json::json!({"event": "saved", "run": id}));
     } else {
         eprintln!("stored as run {id} (wanperf report {id} -o report.html)");
     }
@@ -256,17 +256,17 @@ pub fn runs(a: RunsArgs) -> Result<ExitCode> {
                 o.remove("study_text");
                 o.remove("spec");
             }
-            println!("{v}");
+            outln!("{v}");
         }
         return Ok(ExitCode::SUCCESS);
     }
     if runs.is_empty() {
-        println!("no runs in {}", describe_db(a.db.db.as_deref()));
+        outln!("no runs in {}", describe_db(a.db.db.as_deref()));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:>5}  {:<28} {:>11}  {:<23} status", "run", "study", "cells", "started");
+    outln!("{:>5}  {:<28} {:>11}  {:<23} status", "run", "study", "cells", "started");
     for r in runs {
-        println!(
+        outln!(
             "{:>5}  {:<28} {:>5} of {:<3} {:<23} {}",
             r.id,
             r.study,
@@ -325,12 +325,12 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
         let id = store_one(store.as_mut(), &run, &cell, wanperf_archive::RunStatus::Complete, run.started_unix)?;
         let intervals = cell.intervals.iter().filter(|i| i.stream == -1).count();
         if a.json {
-            println!(
+            outln!(
                 "{}",
                 serde_json::json!({"file": f, "run": id, "intervals": intervals, "probes": cell.probes.len()})
             );
         } else {
-            println!("{}: run {id} ({intervals} intervals, {} probes)", f.display(), cell.probes.len());
+            outln!("{}: run {id} ({intervals} intervals, {} probes)", f.display(), cell.probes.len());
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -342,9 +342,9 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
     let id = run_id(store.as_mut(), &a.run)?;
     let figures = write_report(store.as_mut(), id, &a.output)?;
     if a.json {
-        println!("{}", serde_json::json!({"run": id, "output": a.output, "figures": figures}));
+        outln!("{}", serde_json::json!({"run": id, "output": a.output, "figures": figures}));
     } else {
-        println!("report for run {id}: {} ({figures} figures)", a.output.display());
+        outln!("report for run {id}: {} ({figures} figures)", a.output.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -94,12 +94,12 @@ pub fn keygen(a: KeygenArgs) -> Result<ExitCode> {
     let line = key.public().to_line();
     std::fs::write(&public, format!("{line}\n")).with_context(|| format!("cannot write {}", public.display()))?;
     if a.json {
-        println!("{}", serde_json::json!({"private_key": path, "public_key": public, "key": line}));
+        outln!("{}", serde_json::json!({"private_key": path, "public_key": public, "key": line}));
     } else {
-        println!("private key: {} (mode 0600: keep it secret)", path.display());
-        println!("public key:  {}", public.display());
-        println!("{line}");
-        println!("add that line to the server's --authorized-keys file");
+        outln!("private key: {} (mode 0600: keep it secret)", path.display());
+        outln!("public key:  {}", public.display());
+        outln!("{line}");
+        outln!("add that line to the server's --authorized-keys file");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,19 @@
 //! The `wanperf` command line as a library: the binary (`main.rs`) parses arguments and calls
 //! these modules; fuzz targets and tests reach the pure parsers (study files) through it.
 
+/// `println!` for a command's output: when the reader has gone (`wanperf net stats | head`)
+/// the command ends quietly with success, where `println!` would panic on the closed pipe.
+/// (SIGPIPE stays ignored: daemons' sockets must see EPIPE as an error, not die of it.)
+#[macro_export]
+macro_rules! outln {
+    () => {
+        $crate::output::line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::line(format_args!($($arg)*))
+    };
+}
+
 pub mod calc;
 pub mod capacity;
 pub mod copy;

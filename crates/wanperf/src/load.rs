@@ -178,18 +178,18 @@ impl CellDetail {
         if let Some(st) = &self.start {
             let mut v = serde_json::to_value(st)?;
             v["cell"] = cell.into();
-            println!("{v}");
+            outln!("{v}");
         }
         for (p, phase) in &self.probes {
             let mut v = serde_json::to_value(p)?;
             v["cell"] = cell.into();
             v["phase"] = (*phase).into();
-            println!("{v}");
+            outln!("{v}");
         }
         for r in &self.intervals {
             let mut v = serde_json::to_value(r)?;
             v["cell"] = cell.into();
-            println!("{v}");
+            outln!("{v}");
         }
         Ok(())
     }
@@ -300,7 +300,7 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
                 };
             if a.json {
                 detail.print(cells.len())?;
-                println!("{}", serde_json::to_string(&cell)?);
+                outln!("{}", serde_json::to_string(&cell)?);
             }
             cells.push(cell);
             if let Some(b) = &bar {
@@ -317,7 +317,7 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
     }
     let complete = cells.len() == cells_total && error.is_none();
     if a.json {
-        println!("{}", serde_json::json!({"event": "end", "complete": complete, "error": error, "cells": cells}));
+        outln!("{}", serde_json::json!({"event": "end", "complete": complete, "error": error, "cells": cells}));
     } else {
         print_table(&cells);
     }
@@ -449,7 +449,7 @@ fn run_cell(
 }
 
 fn print_table(cells: &[Cell]) {
-    println!(
+    outln!(
         "{:>7} {:>9} {:>13} {:>6} | {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8} {:>8} {:>6} | {:>7}",
         "streams",
         "window",
@@ -471,7 +471,7 @@ fn print_table(cells: &[Cell]) {
     for c in cells {
         let l = &c.loaded.rtt_ms;
         let u = &c.unloaded.rtt_ms;
-        println!(
+        outln!(
             "{:>7} {:>9} {:>13} {:>6} | {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6.1} | {:>8.2} {:>8.2} {:>8.2} {:>6.1} | {:>7.0}",
             c.streams,
             c.window.map_or("auto".into(), fmt_bytes),
@@ -491,7 +491,7 @@ fn print_table(cells: &[Cell]) {
             c.rpm.unwrap_or(0.0)
         );
     }
-    println!("RTTs in ms: loaded columns first, then idle; `added` is loaded minus idle median.");
+    outln!("RTTs in ms: loaded columns first, then idle; `added` is loaded minus idle median.");
 }
 
 #[cfg(test)]

@@ -259,14 +259,14 @@ pub fn mesh(cmd: MeshCmd) -> Result<ExitCode> {
         MeshCmd::Check { file, json } => {
             let m = load(&file)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&m)?);
+                outln!("{}", serde_json::to_string_pretty(&m)?);
                 return Ok(ExitCode::SUCCESS);
             }
-            println!("mesh {} (digest {}): {} sites, {} hosts", m.name, m.digest(), m.sites.len(), m.hosts.len());
+            outln!("mesh {} (digest {}): {} sites, {} hosts", m.name, m.digest(), m.sites.len(), m.hosts.len());
             for t in &m.tests {
                 let pairs = m.pairs(t);
                 let every = t.schedule.as_ref().map_or_else(String::new, |s| format!(", every {} s", s.interval_s));
-                println!("  test {} ({:?}{every}): {} pairs", t.name, t.kind, pairs.len());
+                outln!("  test {} ({:?}{every}): {} pairs", t.name, t.kind, pairs.len());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -280,13 +280,13 @@ pub fn mesh(cmd: MeshCmd) -> Result<ExitCode> {
             let slots = view.slots(now, now + hours * 3600.0, host.as_deref());
             for s in &slots {
                 if json {
-                    println!("{}", serde_json::to_string(s)?);
+                    outln!("{}", serde_json::to_string(s)?);
                 } else {
-                    println!("{:>12.0} s  {:>6.1} s  {} {}→{}", s.start - now, s.end - s.start, s.test, s.src, s.dst);
+                    outln!("{:>12.0} s  {:>6.1} s  {} {}→{}", s.start - now, s.end - s.start, s.test, s.src, s.dst);
                 }
             }
             if !json {
-                println!("{} slots in the next {hours} h (start in seconds from now, length)", slots.len());
+                outln!("{} slots in the next {hours} h (start in seconds from now, length)", slots.len());
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -326,7 +326,7 @@ pub fn show(a: ShowArgs) -> Result<ExitCode> {
     let t = load(&a.topology)?;
     let p = Plan::new(&t).map_err(|e| anyhow!("{e}"))?;
     if a.json {
-        println!("{}", json!({"event": "net", "plan": plan_json(&t, &p)}));
+        outln!("{}", json!({"event": "net", "plan": plan_json(&t, &p)}));
     } else {
         let mut out = std::io::stdout().lock();
         print_plan(&t, &p, &mut out);
@@ -353,18 +353,18 @@ pub fn presets(name: Option<String>, json_out: bool) -> Result<ExitCode> {
             let p =
                 wanperf_net::presets::find(&n).ok_or_else(|| anyhow!("no preset `{n}` (see `wanperf net presets`)"))?;
             if json_out {
-                println!("{}", json!({"event": "net_preset", "preset": as_json(&p)}));
+                outln!("{}", json!({"event": "net_preset", "preset": as_json(&p)}));
             } else {
-                print!("{}", p.toml);
+                outln!("{}", p.toml.trim_end_matches('\n'));
             }
         }
         None if json_out => {
             let all: Vec<Value> = wanperf_net::presets::all().iter().map(as_json).collect();
-            println!("{}", json!({"event": "net_presets", "presets": all}));
+            outln!("{}", json!({"event": "net_presets", "presets": all}));
         }
         None => {
             for p in wanperf_net::presets::all() {
-                println!("{:<24} {}", p.name, p.source);
+                outln!("{:<24} {}", p.name, p.source);
             }
         }
     }
@@ -662,10 +662,10 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
     )?;
     let p = Plan::new(&t).map_err(|e| anyhow!("{e}"))?;
     if a.json {
-        println!("{}", json!({"event": "net_up", "name": a.name, "plan": plan_json(&t, &p)}));
+        outln!("{}", json!({"event": "net_up", "name": a.name, "plan": plan_json(&t, &p)}));
     } else {
         print_plan(&t, &p, &mut std::io::stdout());
-        println!(
+        outln!(
             "network `{}` is up (`wanperf net exec {} NODE -- CMD`, `wanperf net down {}`)",
             a.name, a.name, a.name
         );
@@ -777,16 +777,16 @@ fn set_link(net: &mut Network, req: &Value) -> Value {
 pub fn set(a: SetArgs) -> Result<ExitCode> {
     let v = request(&a.name, json!({"op": "set", "link": a.link, "options": a.options}))?;
     if a.json {
-        println!(
+        outln!(
             "{}",
             json!({"event": "net_set", "link": v["link"], "ab": v["ab"], "ba": v["ba"], "routes_changed": v["routes_changed"]})
         );
     } else {
         let ab: wanperf_emu::config::DirConfig = serde_json::from_value(v["ab"].clone())?;
         let ba: wanperf_emu::config::DirConfig = serde_json::from_value(v["ba"].clone())?;
-        println!("link {}: a → b {}; b → a {}", a.link, describe_dir(&ab), describe_dir(&ba));
+        outln!("link {}: a → b {}; b → a {}", a.link, describe_dir(&ab), describe_dir(&ba));
         if let Some(n) = v["routes_changed"].as_u64() {
-            println!("routes recomputed: {n} changed");
+            outln!("routes recomputed: {n} changed");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -831,11 +831,11 @@ fn print_reply_stats(name: &str, v: &Value, link: Option<&str>, json_out: bool) 
         }
     }
     if json_out {
-        println!("{}", json!({"event": "net_stats", "name": name, "links": stats, "export": v["export"]}));
+        outln!("{}", json!({"event": "net_stats", "name": name, "links": stats, "export": v["export"]}));
     } else {
         for s in &stats {
             for (dir, d) in [("a → b", &s.ab), ("b → a", &s.ba)] {
-                println!("{:<20} {dir}: {}", s.name, dir_counters(d));
+                outln!("{:<20} {dir}: {}", s.name, dir_counters(d));
             }
         }
     }
@@ -871,12 +871,12 @@ pub fn list(json_out: bool) -> Result<ExitCode> {
         })
         .collect();
     if json_out {
-        println!("{}", json!({"event": "networks", "networks": rows}));
+        outln!("{}", json!({"event": "networks", "networks": rows}));
     } else if rows.is_empty() {
-        println!("no networks are up");
+        outln!("no networks are up");
     } else {
         for r in rows {
-            println!(
+            outln!(
                 "{:<20} {} nodes, {} links, up {:.0} s",
                 r["name"].as_str().unwrap_or("?"),
                 r["nodes"],

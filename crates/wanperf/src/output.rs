@@ -20,6 +20,11 @@ fn emit(out: &mut impl Write, text: &str) {
     }
 }
 
+/// One line to standard output (`outln!`); a closed pipe ends the process with success.
+pub fn line(args: std::fmt::Arguments) {
+    emit(&mut io::stdout().lock(), &format!("{args}\n"));
+}
+
 /// NDJSON: one record per line, flushed as it happens. When stderr is a terminal, a progress
 /// bar there shows how far the test is (the table output is its own progress display).
 pub struct JsonSink<W: Write> {

@@ -480,7 +480,7 @@ fn print_export(e: Option<&wanperf_net::export::ExportStats>, json: bool) {
 /// `wanperf path presets`.
 pub fn list_presets() -> Result<ExitCode> {
     for p in presets::all() {
-        println!(
+        outln!(
             "{:<26} RTT {} ms, bottleneck {}, queue {}{}{}\n{:<26} {}",
             p.name,
             p.rtt_ms,

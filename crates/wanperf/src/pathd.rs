@@ -152,14 +152,14 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
         &a.name,
         &["path", "__daemon", &a.name, &serde_json::to_string(&cfg)?],
     )?;
-    println!("path `{}` is up: left 198.18.0.1, right 198.18.0.2 (`wanperf path exec {} left -- CMD`)", a.name, a.name);
+    outln!("path `{}` is up: left 198.18.0.1, right 198.18.0.2 (`wanperf path exec {} left -- CMD`)", a.name, a.name);
     Ok(ExitCode::SUCCESS)
 }
 
 /// Tells `up` (which reads the daemon's standard output) how starting went: `ready`, or one
 /// `error: …` line.
 pub(crate) fn report(line: &str) {
-    println!("{line}");
+    outln!("{line}");
     let _ = std::io::stdout().flush();
 }
 
@@ -311,7 +311,7 @@ pub fn join_namespaces(pid: u64, fd: i64) -> Result<()> {
 
 fn print_stats(v: &Value, json: bool) {
     if json {
-        println!("{}", json!({"event": "path", "stats": v["stats"]}));
+        outln!("{}", json!({"event": "path", "stats": v["stats"]}));
     } else if let Ok(st) = serde_json::from_value::<wanperf_emu::path::PathStats>(v["stats"].clone()) {
         crate::path::print_stats_to(&st, &mut std::io::stdout());
     }
@@ -359,15 +359,15 @@ pub(crate) fn live_daemons(dir: &std::path::Path, what: &str) -> Vec<Value> {
 pub fn list(json: bool) -> Result<ExitCode> {
     let rows = live_daemons(&runtime_dir(), "path");
     if json {
-        println!("{}", json!({"event": "paths", "paths": rows}));
+        outln!("{}", json!({"event": "paths", "paths": rows}));
     } else if rows.is_empty() {
-        println!("no paths are up");
+        outln!("no paths are up");
     } else {
         for r in rows {
             let c = &r["config"];
             let rtt =
                 (c["up"]["delay_ns"].as_u64().unwrap_or(0) + c["down"]["delay_ns"].as_u64().unwrap_or(0)) as f64 / 1e6;
-            println!(
+            outln!(
                 "{:<20} RTT {rtt:.1} ms, up {:.0} s",
                 r["name"].as_str().unwrap_or("?"),
                 r["uptime_s"].as_f64().unwrap_or(0.0)

@@ -64,9 +64,9 @@ impl ping::PingSink for Live {
             return;
         }
         match (r.rtt_ms, r.server_us) {
-            (Some(rtt), Some(s)) => println!("seq={} rtt={rtt:.3} ms (server turnaround {s:.1} µs)", r.seq),
-            (Some(rtt), None) => println!("seq={} rtt={rtt:.3} ms", r.seq),
-            _ => println!("seq={} lost", r.seq),
+            (Some(rtt), Some(s)) => outln!("seq={} rtt={rtt:.3} ms (server turnaround {s:.1} µs)", r.seq),
+            (Some(rtt), None) => outln!("seq={} rtt={rtt:.3} ms", r.seq),
+            _ => outln!("seq={} lost", r.seq),
         }
     }
 }
@@ -99,12 +99,12 @@ pub fn run(a: PingArgs) -> Result<ExitCode> {
     let complete = summary.sent == a.count && summary.error.is_none();
     if a.json {
         for r in &records {
-            println!("{}", serde_json::to_string(r)?);
+            outln!("{}", serde_json::to_string(r)?);
         }
-        println!("{}", serde_json::json!({"event": "end", "complete": complete, "summary": summary}));
+        outln!("{}", serde_json::json!({"event": "end", "complete": complete, "summary": summary}));
     } else {
         let r = &summary.rtt_ms;
-        println!(
+        outln!(
             "--- {} ping statistics: {} sent, {} received, {:.1} % loss ({} late), {} duplicates, {} reordered",
             a.host,
             summary.sent,
@@ -115,16 +115,16 @@ pub fn run(a: PingArgs) -> Result<ExitCode> {
             summary.reordered
         );
         if summary.received > 0 {
-            println!(
+            outln!(
                 "rtt ms: min {:.3} / avg {:.3} / max {:.3} / stdev {:.3} / median {:.3} / iqr {:.3} / p95 {:.3} / p99 {:.3}",
                 r.min, r.avg, r.max, r.stdev, r.median, r.iqr, r.p95, r.p99
             );
-            println!("ipdv iqr {:.3} ms, jitter (RFC 3550) {:.3} ms", summary.ipdv_ms.iqr, summary.jitter_ms);
+            outln!("ipdv iqr {:.3} ms, jitter (RFC 3550) {:.3} ms", summary.ipdv_ms.iqr, summary.jitter_ms);
         }
         if let (Some(o), Some(u), Some(f), Some(b)) =
             (summary.clock_offset_ms, summary.clock_offset_uncertainty_ms, &summary.owd_fwd_ms, &summary.owd_rev_ms)
         {
-            println!(
+            outln!(
                 "one-way ms (clock offset {o:.3} ± {u:.3}): forward median {:.3}, reverse median {:.3}",
                 f.median, b.median
             );

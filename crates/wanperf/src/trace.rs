@@ -116,8 +116,8 @@ fn ms(x: f64) -> String {
 }
 
 fn print_table(host: &str, dst: IpAddr, r: &Report) {
-    println!("trace to {host} ({dst}), {} rounds", r.rounds);
-    println!(
+    outln!("trace to {host} ({dst}), {} rounds", r.rounds);
+    outln!(
         "{:>3}  {:<28} {:>7} {:>7} {:>5}  {:>8} {:>8} {:>8} {:>8}  note",
         "hop", "address", "loss", "path", "sent", "min ms", "med ms", "p90 ms", "max ms"
     );
@@ -137,22 +137,22 @@ fn print_table(host: &str, dst: IpAddr, r: &Report) {
         if h.destination {
             note = format!("{note}{}destination", if note.is_empty() { "" } else { "; " });
         }
-        println!(
+        outln!(
             "{:>3}  {:<28} {:>6.1}% {:>6.1}% {:>5}  {mn:>8} {md:>8} {p9:>8} {mx:>8}  {note}",
             h.ttl, addr, h.loss_pct, h.path_loss_pct, h.sent
         );
     }
     if !r.reached {
-        println!("the destination did not answer");
+        outln!("the destination did not answer");
     }
     if let Some(m) = r.path_mtu {
-        println!("path MTU {m} B");
+        outln!("path MTU {m} B");
     }
     for c in &r.route_changes {
-        println!("route change in round {}: hop {} was {}, now {}", c.round, c.ttl, c.before, c.after);
+        outln!("route change in round {}: hop {} was {}, now {}", c.round, c.ttl, c.before, c.after);
     }
     if let Some(w) = &r.one_way {
-        println!(
+        outln!(
             "to the destination and back: forward loss {:.1} % ({} of {} probes never reached the server), \
              reverse loss {:.1} % ({} of {} answers never came back)",
             w.forward_loss_pct,
@@ -230,7 +230,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
             b.set_position(u64::from(round));
         }
         if json {
-            println!("{}", serde_json::json!({"event": "trace_round", "round": round, "hops": t.counts()}));
+            outln!("{}", serde_json::json!({"event": "trace_round", "round": round, "hops": t.counts()}));
         }
         !INTERRUPTED.load(Ordering::Acquire)
     })
@@ -244,7 +244,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
         b.finish_and_clear();
     }
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"event": "trace", "host": a.host, "address": dst, "complete": !INTERRUPTED.load(Ordering::Acquire), "report": report})
         );

@@ -358,7 +358,7 @@ pub fn poll(a: PollArgs) -> Result<ExitCode> {
                 // A device that stops answering later leaves a gap, not the end of the poll.
                 Err(e) if round > 0 => {
                     if a.json {
-                        println!("{}", json!({"event": "util_error", "source": src, "error": e.to_string()}));
+                        outln!("{}", json!({"event": "util_error", "source": src, "error": e.to_string()}));
                     } else {
                         eprintln!("wanperf util poll: {e:#} (a gap until it answers again)");
                     }
@@ -426,7 +426,7 @@ fn pct(b: &wanperf_flows::UtilBin, dir: &str) -> String {
 fn print_round(lines: &[((String, String, String), wanperf_flows::UtilBin)], json_out: bool) {
     for ((dev, iface, src), b) in lines {
         if json_out {
-            println!(
+            outln!(
                 "{}",
                 json!({"event": "util_reading", "device": dev, "interface": iface, "source": src,
                        "seconds": b.covered_ms as f64 / 1000.0, "in_bps": b.in_bps, "out_bps": b.out_bps,
@@ -434,9 +434,9 @@ fn print_round(lines: &[((String, String, String), wanperf_flows::UtilBin)], jso
                        "out_drops": b.out_drops, "speed_bps": b.speed_bps, "gap": b.covered_ms == 0})
             );
         } else if b.covered_ms == 0 {
-            println!("{dev} {iface}: counters went back (reset): a gap");
+            outln!("{dev} {iface}: counters went back (reset): a gap");
         } else {
-            println!(
+            outln!(
                 "{dev} {iface}: in {} {} out {} {}  errors {}/{} drops {}/{}",
                 wanperf_proto::units::fmt_rate(b.in_bps),
                 pct(b, "in"),
@@ -469,7 +469,7 @@ fn series_json(k: &(String, String, String), s: &UtilSeries, pct_t: f64, min_bin
 }
 
 fn print_series(k: &(String, String, String), s: &UtilSeries, pct_t: f64, min_bins: usize) {
-    println!(
+    outln!(
         "{} {} ({}): {} in, {} out over the readings; {} wrap(s), {} reset(s)",
         k.0,
         k.1,
@@ -479,12 +479,12 @@ fn print_series(k: &(String, String, String), s: &UtilSeries, pct_t: f64, min_bi
         s.wraps,
         s.resets
     );
-    println!(
+    outln!(
         "  {:<23} {:>8} {:>14} {:>7} {:>14} {:>14} {:>7} {:>14} {:>11} {:>11}",
         "bin (UTC)", "covered", "in avg", "", "in max", "out avg", "", "out max", "err in/out", "drop in/out"
     );
     for b in &s.bins {
-        println!(
+        outln!(
             "  {:<23} {:>7.0}s {:>14} {} {:>14} {:>14} {} {:>14} {:>11} {:>11}",
             wanperf_report::utc(b.bin_ms as f64 / 1000.0),
             b.covered_ms as f64 / 1000.0,
@@ -499,7 +499,7 @@ fn print_series(k: &(String, String, String), s: &UtilSeries, pct_t: f64, min_bi
         );
     }
     for sat in s.saturation(pct_t, min_bins) {
-        println!(
+        outln!(
             "  SATURATED {}: {} to {}, peak {:.1}% (≥ {pct_t}% for ≥ {min_bins} bins)",
             sat.dir,
             wanperf_report::utc(sat.from_ms as f64 / 1000.0),
@@ -513,7 +513,7 @@ fn finish(all: &BTreeMap<(String, String, String), Vec<IfCounters>>, bin_ms: u64
     let series: Vec<_> = all.iter().map(|(k, v)| (k, UtilSeries::from_readings(v, bin_ms))).collect();
     if json_out {
         let v: Vec<_> = series.iter().map(|(k, s)| series_json(k, s, 95.0, 3)).collect();
-        println!("{}", json!({"event": "util_end", "interfaces": v}));
+        outln!("{}", json!({"event": "util_end", "interfaces": v}));
     } else {
         for (k, s) in &series {
             print_series(k, s, 95.0, 3);
@@ -534,9 +534,9 @@ pub fn show(a: ShowArgs) -> Result<ExitCode> {
     let series = select(store.as_mut(), &sel)?;
     if a.json {
         let v: Vec<_> = series.iter().map(|(k, s)| series_json(k, s, a.pct, a.bins)).collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else if series.is_empty() {
-        println!("no interface readings in the archive for that selection");
+        outln!("no interface readings in the archive for that selection");
     } else {
         for (k, s) in &series {
             print_series(k, s, a.pct, a.bins);

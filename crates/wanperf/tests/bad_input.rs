@@ -137,3 +137,16 @@ fn server_refusals_reach_the_client() {
     let p = s.port_s();
     one_line_error(&["tput", "127.0.0.1", "-p", &p, "-t", "1"], "--allow");
 }
+
+#[test]
+fn a_reader_that_went_away_ends_the_output_quietly() {
+    // `wanperf net presets | head -0`: the pipe's reader is gone before the first line.
+    for args in [&["net", "presets"][..], &["net", "presets", "iepm-2000"], &["path", "presets"], &["calc", "bdp", "--rate", "100M", "--rtt", "50ms"]] {
+        let (r, w) = std::io::pipe().unwrap();
+        drop(r);
+        let out = Command::new(BIN).args(args).stdout(w).stderr(std::process::Stdio::piped()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
+}

@@ -100,7 +100,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let mut store = open_store(a.db.as_deref())?;
     let out = execute(store.as_mut(), &text, &study, a.resume.as_deref(), a.json)?;
     if !a.json {
-        println!(
+        outln!(
             "run {}: {} of {} cells stored{} in {}",
             out.run_id,
             out.stored,
@@ -109,9 +109,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             describe_db(a.db.as_deref())
         );
         if !out.complete {
-            println!("stopped early: `wanperf study run {} --resume {}` finishes it", a.file.display(), out.run_id);
+            outln!("stopped early: `wanperf study run {} --resume {}` finishes it", a.file.display(), out.run_id);
         }
-        println!("report: wanperf report {} -o report.html", out.run_id);
+        outln!("report: wanperf report {} -o report.html", out.run_id);
     }
     Ok(if out.complete && out.failures == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
@@ -186,7 +186,7 @@ pub fn execute(store: &mut dyn Store, text: &str, study: &Study, resume: Option<
         store.store_cell(run_id, &rec).context("cannot store the cell")?;
         stored += 1;
         if json {
-            println!(
+            outln!(
                 "{}",
                 json!({"event": "cell", "run": run_id, "index": rec.index, "repeat": rec.repeat,
                 "params": rec.params, "ok": rec.ok, "failure": rec.failure, "summary": rec.summary})
@@ -210,7 +210,7 @@ pub fn execute(store: &mut dyn Store, text: &str, study: &Study, resume: Option<
     store.finish_run(run_id, status, now_unix())?;
     let aggs = store.cell_aggregates(run_id)?;
     if json {
-        println!(
+        outln!(
             "{}",
             json!({"event": "end", "run": run_id, "complete": complete, "cells_stored": stored,
             "cells_planned": cells.len(), "failed": failures, "cells": aggs})
@@ -246,16 +246,16 @@ pub const DEMO_STUDY: &str = include_str!("../../../../scenarios/demo.toml");
 pub fn demo(a: DemoArgs) -> Result<ExitCode> {
     let study = Study::parse(DEMO_STUDY).map_err(|e| anyhow!("demo study: {e}"))?;
     let est: f64 = study.cells().iter().map(|c| study.estimate_s(c) + study.pause_s).sum();
-    println!("wanperf demo: seed 000 (\"Effect of load on RTT and loss\", SLAC → CERN, 2000) on an emulated path");
-    println!("{}", study.description.trim());
-    println!("{} cells, about {}\n", study.cells().len(), fmt_secs(est));
+    outln!("wanperf demo: seed 000 (\"Effect of load on RTT and loss\", SLAC → CERN, 2000) on an emulated path");
+    outln!("{}", study.description.trim());
+    outln!("{} cells, about {}\n", study.cells().len(), fmt_secs(est));
     let mut store = open_store(a.db.as_deref())?;
     let out = execute(store.as_mut(), DEMO_STUDY, &study, None, false)?;
     let figures = crate::keep::write_report(store.as_mut(), out.run_id, &a.output)?;
-    println!("\nrun {} stored in {}", out.run_id, describe_db(a.db.as_deref()));
-    println!("report: {} ({figures} figures, open it in a browser)", a.output.display());
+    outln!("\nrun {} stored in {}", out.run_id, describe_db(a.db.as_deref()));
+    outln!("report: {} ({figures} figures, open it in a browser)", a.output.display());
     if !out.complete || out.failures > 0 {
-        println!("({} of {} cells measured, {} failed)", out.stored, out.planned, out.failures);
+        outln!("({} of {} cells measured, {} failed)", out.stored, out.planned, out.failures);
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
@@ -307,17 +307,17 @@ fn dry_run(study: &Study, cells: &[CellPlan], json: bool) -> Result<ExitCode> {
                     "link": study.link_argv(c), "measure": study.measure_argv(c, "PEER", None), "estimate_s": study.estimate_s(c)})
             })
             .collect();
-        println!("{}", json!({"study": study.name, "cells": list, "estimate_s": total}));
+        outln!("{}", json!({"study": study.name, "cells": list, "estimate_s": total}));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} ({} study, {} cells)", study.name, study.kind.command(), cells.len());
+    outln!("{} ({} study, {} cells)", study.name, study.kind.command(), cells.len());
     for (n, c) in cells.iter().enumerate() {
         let link = study.link_argv(c).join(" ");
         let m = study.measure_argv(c, "PEER", None).join(" ");
         let link = if link.is_empty() { String::new() } else { format!("path {link} · ") };
-        println!("{:>4}. {:<40} {link}wanperf {m} (≈ {})", n + 1, describe(c), fmt_secs(study.estimate_s(c)));
+        outln!("{:>4}. {:<40} {link}wanperf {m} (≈ {})", n + 1, describe(c), fmt_secs(study.estimate_s(c)));
     }
-    println!("estimated time: {}", fmt_secs(total));
+    outln!("estimated time: {}", fmt_secs(total));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -571,7 +571,7 @@ pub fn print_copy_headline(study: &Study, cells: &[wanperf_archive::StoredCell])
     let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
     let mut head: Vec<String> = axes.clone();
     head.extend(["rep", "data rate", "on the wire", "time"].map(String::from));
-    println!("{}  limited by", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+    outln!("{}  limited by", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
     for c in cells.iter().map(|c| &c.cell) {
         let copy = &c.summary["copy"];
         let mut row = axis_cells(&axes, &c.params);
@@ -584,7 +584,7 @@ pub fn print_copy_headline(study: &Study, cells: &[wanperf_archive::StoredCell])
             Some(f) => format!("(failed: {f})"),
             None => text.split(": ").next().unwrap_or("").trim_start_matches("limited by ").to_string(),
         };
-        println!("{}  {why}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+        outln!("{}  {why}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
     }
 }
 
@@ -596,7 +596,7 @@ pub fn print_capacity_headline(study: &Study, cells: &[wanperf_archive::StoredCe
     head.extend(["rep", "capacity", "available", "back"].map(String::from));
     // Rates are up to 13 characters ("999.00 Mbit/s"): wider columns than the other tables'.
     let line = |row: &[String]| row.iter().map(|h| format!("{h:>14}")).collect::<Vec<_>>().join("");
-    println!("{}  bottleneck", line(&head));
+    outln!("{}  bottleneck", line(&head));
     for c in cells.iter().map(|c| &c.cell) {
         let r = &c.summary["capacity"];
         let rate = |v: &Value| v.as_f64().map_or("-".into(), wanperf_proto::units::fmt_rate);
@@ -611,7 +611,7 @@ pub fn print_capacity_headline(study: &Study, cells: &[wanperf_archive::StoredCe
             (None, Some(t)) => format!("hop {t} ({})", r["bottleneck"]["address"].as_str().unwrap_or("no answer")),
             (None, None) => "-".into(),
         };
-        println!("{}  {at}", line(&row));
+        outln!("{}  {at}", line(&row));
     }
 }
 
@@ -622,7 +622,7 @@ pub fn print_trace_headline(study: &Study, cells: &[wanperf_archive::StoredCell]
     let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
     let mut head: Vec<String> = axes.clone();
     head.extend(["rep", "hops", "RTT min", "RTT median", "loss", "forward", "reverse"].map(String::from));
-    println!("{}  found", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+    outln!("{}  found", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
     for c in cells.iter().map(|c| &c.cell) {
         let t = &c.summary["trace"];
         let hops = t["hops"].as_array().map(Vec::as_slice).unwrap_or(&[]);
@@ -658,7 +658,7 @@ pub fn print_trace_headline(study: &Study, cells: &[wanperf_archive::StoredCell]
         if let Some(m) = t["path_mtu"].as_u64() {
             found.push(format!("path MTU {m} B"));
         }
-        println!("{}  {}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""), found.join("; "));
+        outln!("{}  {}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""), found.join("; "));
     }
 }
 
@@ -667,7 +667,7 @@ pub fn print_headline(study: &Study, aggs: &[wanperf_archive::CellAggregate]) {
     let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
     let mut head: Vec<String> = axes.clone();
     head.extend(["rep", "goodput", "RTT idle", "RTT loaded", "loss"].map(String::from));
-    println!("{}", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+    outln!("{}", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
     for c in aggs {
         let mut row = axis_cells(&axes, &c.params);
         row.push((c.repeat + 1).to_string());
@@ -682,6 +682,6 @@ pub fn print_headline(study: &Study, aggs: &[wanperf_archive::CellAggregate]) {
         if !c.ok {
             row.push("  (failed)".into());
         }
-        println!("{}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+        outln!("{}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
     }
 }
