@@ -508,8 +508,31 @@ impl AvailProbe {
 pub struct RptResult {
     /// (TTL, head answer time, tail answer time).
     pub hops: Vec<(u8, u64, u64)>,
-    /// The destination's receive times of the first and last large packet.
+    /// The destination's receive time of the first large packet, and that time plus the
+    /// span of the large packets scaled to n gaps for n packets.
     pub dest: Option<(u64, u64)>,
+}
+
+impl RptResult {
+    /// A capacity train (back to back, like a recursive train's large packets) as the
+    /// destination saw it, in the terms of a recursive train of `loads` large packets of
+    /// `size` bytes: its mean gap between the first and last packet that arrived, times
+    /// `loads`. The destination times both kinds with its kernel and neither waits on a
+    /// router's ICMP rate limit, so they pool: a tight link into the destination stretches
+    /// both, and four recursive trains alone leave the median at the mercy of the cross
+    /// traffic's chance. `None` for another size or fewer than two packets.
+    pub fn from_train(t: &Train, loads: u32, size: u32) -> Option<RptResult> {
+        if t.wire_bytes != size {
+            return None;
+        }
+        let first = t.arrivals.iter().min_by_key(|a| a.0)?;
+        let last = t.arrivals.iter().max_by_key(|a| a.0)?;
+        if last.0 <= first.0 || last.1 <= first.1 {
+            return None;
+        }
+        let per_gap = (last.1 - first.1) as f64 / f64::from(last.0 - first.0);
+        Some(RptResult { hops: Vec::new(), dest: Some((first.1, first.1 + (per_gap * f64::from(loads)) as u64)) })
+    }
 }
 
 /// A hop's typical gap.
@@ -1114,6 +1137,34 @@ mod tests {
         // A router after the narrow link whose answers came once, early, does not move it.
         let early = vec![rpt(&[120 * us, 240 * us, 5 * us, 238 * us], 240 * us); 3];
         assert_eq!(locate(&early, 5, None).unwrap().ttl, 2);
+    }
+
+    #[test]
+    fn a_capacity_train_counts_as_a_recursive_one_at_the_destination() {
+        // 33 packets 120 µs apart (100 Mbit/s), the 6th lost, any order: 20 loads' 20 gaps.
+        let arrivals: Vec<(u32, u64)> = (0..33u32).rev().filter(|i| *i != 5).map(|i| (i, 7_000 + u64::from(i) * 120_000)).collect();
+        let t = Train { wire_bytes: 1500, sent: 33, arrivals };
+        assert_eq!(RptResult::from_train(&t, 20, 1500), Some(RptResult { hops: vec![], dest: Some((7_000, 2_407_000)) }));
+        assert_eq!(RptResult::from_train(&t, 20, 1400), None);
+        let one = Train { wire_bytes: 1500, sent: 33, arrivals: vec![(3, 5)] };
+        assert_eq!(RptResult::from_train(&one, 20, 1500), None);
+        // Pooled with recursive trains whose median alone misses a tight link into the
+        // destination (stretched 1, 1, 3 and 9 %; the capacity trains 6–12 %).
+        let shape = TrainShape { loads: 20, size: 1500, small: 60, heads: 16 };
+        let at = |ttl: u8, bps: f64, stretch: f64| (shape.length_us(ttl, ttl == 4, bps) * stretch * 1e3) as u64;
+        let rpt = |dest: f64| RptResult {
+            hops: (1..=3u8).map(|ttl| (ttl, 0, at(ttl, if ttl == 1 { 1e9 } else { 100e6 }, 1.0))).collect(),
+            dest: Some((0, at(4, 100e6, dest))),
+        };
+        let mut trains: Vec<RptResult> = [1.01, 1.09, 1.01, 1.03].into_iter().map(rpt).collect();
+        assert_eq!(locate(&trains, 4, Some((shape, 100e6))).unwrap().tight, None);
+        for stretch in [1.06, 1.12, 1.08, 1.10, 1.07] {
+            let gap = 120_000.0 * stretch;
+            let arrivals = (0..33u32).map(|i| (i, (f64::from(i) * gap) as u64)).collect();
+            trains.extend(RptResult::from_train(&Train { wire_bytes: 1500, sent: 33, arrivals }, 20, 1500));
+        }
+        let l = locate(&trains, 4, Some((shape, 100e6))).unwrap();
+        assert_eq!((l.ttl, l.tight.map(|t| t.ttl)), (2, Some(4)));
     }
 
     #[test]
