@@ -634,8 +634,17 @@ const TIGHT_STRETCH: f64 = 1.04;
 /// and a later hop whose gap is 4 % beyond the narrow link's is a tight link; without them, the
 /// first hop whose gap is 90 % of the largest. `None` with fewer than two hops measured.
 pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShape, f64)>) -> Option<Location> {
+    // A train more than twice as long as the shortest at the first hop was held up leaving
+    // its sender (a stall mid-burst, the host's device drained late): it is that long at
+    // every hop after, and with two such trains of four the first hop's median reads like a
+    // narrow link there (a 2 Gbit/s first hop at 580 µs ahead of a 500 Mbit/s last link,
+    // one train 130 µs). No link stretches an even burst that much at the first hop; cross
+    // traffic there (60 % Poisson at 1 Gbit/s) stretches trains up to about 30 %.
+    let first = |t: &RptResult| t.hops.iter().find(|h| h.0 == 1 && h.2 > h.1).map(|h| h.2 - h.1);
+    let shortest = trains.iter().filter_map(first).min();
+    let held = |t: &RptResult| shortest.zip(first(t)).is_some_and(|(m, g)| g > 2 * m);
     let mut per: std::collections::BTreeMap<u8, Vec<f64>> = Default::default();
-    for t in trains {
+    for t in trains.iter().filter(|t| !held(t)) {
         for &(ttl, h, tail) in &t.hops {
             if tail > h && ttl < dest_ttl {
                 per.entry(ttl).or_default().push((tail - h) as f64 / 1e3);
@@ -1137,6 +1146,14 @@ mod tests {
         // A router after the narrow link whose answers came once, early, does not move it.
         let early = vec![rpt(&[120 * us, 240 * us, 5 * us, 238 * us], 240 * us); 3];
         assert_eq!(locate(&early, 5, None).unwrap().ttl, 2);
+        // Three trains of four held up leaving the sender (every hop's gap near four times as
+        // long from the first on, as a CI run had it) do not move the 500 Mbit/s last link to
+        // the first hop.
+        let mut held = vec![rpt(&[130 * us, 125 * us, 128 * us, 131 * us], 480 * us)];
+        held.extend(vec![rpt(&[580 * us, 470 * us, 472 * us, 477 * us], 480 * us); 3]);
+        let l = locate(&held, 5, None).unwrap();
+        assert_eq!(l.ttl, 5, "{l:?}");
+        assert_eq!((l.gaps[0].trains, l.gaps[0].gap_us), (1, 130.0), "{l:?}");
     }
 
     #[test]
