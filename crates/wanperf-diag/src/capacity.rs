@@ -774,7 +774,12 @@ pub fn sub_narrow(
     let r = l
         .gaps
         .iter()
-        .filter(|g| (g.ttl < l.ttl || (g.ttl == l.ttl && l.tight.is_some())) && g.trains >= 2 && g.spread < 0.02 && g.gap_us > 0.0)
+        .filter(|g| {
+            (g.ttl < l.ttl || (g.ttl == l.ttl && l.tight.is_some()))
+                && g.trains >= 2
+                && g.spread < 0.02
+                && g.gap_us > 0.0
+        })
         .map(rate)
         .filter(|r| *r > 1.05 * c.bps)
         .fold(f64::INFINITY, f64::min);
@@ -1159,9 +1164,13 @@ mod tests {
     #[test]
     fn a_capacity_train_counts_as_a_recursive_one_at_the_destination() {
         // 33 packets 120 µs apart (100 Mbit/s), the 6th lost, any order: 20 loads' 20 gaps.
-        let arrivals: Vec<(u32, u64)> = (0..33u32).rev().filter(|i| *i != 5).map(|i| (i, 7_000 + u64::from(i) * 120_000)).collect();
+        let arrivals: Vec<(u32, u64)> =
+            (0..33u32).rev().filter(|i| *i != 5).map(|i| (i, 7_000 + u64::from(i) * 120_000)).collect();
         let t = Train { wire_bytes: 1500, sent: 33, arrivals };
-        assert_eq!(RptResult::from_train(&t, 20, 1500), Some(RptResult { hops: vec![], dest: Some((7_000, 2_407_000)) }));
+        assert_eq!(
+            RptResult::from_train(&t, 20, 1500),
+            Some(RptResult { hops: vec![], dest: Some((7_000, 2_407_000)) })
+        );
         assert_eq!(RptResult::from_train(&t, 20, 1400), None);
         let one = Train { wire_bytes: 1500, sent: 33, arrivals: vec![(3, 5)] };
         assert_eq!(RptResult::from_train(&one, 20, 1500), None);

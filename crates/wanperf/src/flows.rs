@@ -687,7 +687,14 @@ fn print_exporters(ex: &[ExporterRow]) {
     }
     outln!(
         "{:<40} {:<11} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
-        "exporter (domain)", "protocol", "datagrams", "records", "lost", "loss", "sampling", "malformed"
+        "exporter (domain)",
+        "protocol",
+        "datagrams",
+        "records",
+        "lost",
+        "loss",
+        "sampling",
+        "malformed"
     );
     for e in ex {
         let loss = if e.expected > 0 { 100.0 * e.lost as f64 / e.expected as f64 } else { 0.0 };

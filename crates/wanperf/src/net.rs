@@ -665,10 +665,7 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
         outln!("{}", json!({"event": "net_up", "name": a.name, "plan": plan_json(&t, &p)}));
     } else {
         print_plan(&t, &p, &mut std::io::stdout());
-        outln!(
-            "network `{}` is up (`wanperf net exec {} NODE -- CMD`, `wanperf net down {}`)",
-            a.name, a.name, a.name
-        );
+        outln!("network `{}` is up (`wanperf net exec {} NODE -- CMD`, `wanperf net down {}`)", a.name, a.name, a.name);
     }
     Ok(ExitCode::SUCCESS)
 }

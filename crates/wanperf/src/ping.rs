@@ -126,7 +126,8 @@ pub fn run(a: PingArgs) -> Result<ExitCode> {
         {
             outln!(
                 "one-way ms (clock offset {o:.3} ± {u:.3}): forward median {:.3}, reverse median {:.3}",
-                f.median, b.median
+                f.median,
+                b.median
             );
         }
     }

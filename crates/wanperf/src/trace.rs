@@ -119,7 +119,15 @@ fn print_table(host: &str, dst: IpAddr, r: &Report) {
     outln!("trace to {host} ({dst}), {} rounds", r.rounds);
     outln!(
         "{:>3}  {:<28} {:>7} {:>7} {:>5}  {:>8} {:>8} {:>8} {:>8}  note",
-        "hop", "address", "loss", "path", "sent", "min ms", "med ms", "p90 ms", "max ms"
+        "hop",
+        "address",
+        "loss",
+        "path",
+        "sent",
+        "min ms",
+        "med ms",
+        "p90 ms",
+        "max ms"
     );
     for h in &r.hops {
         let addr = match h.addrs.as_slice() {
@@ -139,7 +147,11 @@ fn print_table(host: &str, dst: IpAddr, r: &Report) {
         }
         outln!(
             "{:>3}  {:<28} {:>6.1}% {:>6.1}% {:>5}  {mn:>8} {md:>8} {p9:>8} {mx:>8}  {note}",
-            h.ttl, addr, h.loss_pct, h.path_loss_pct, h.sent
+            h.ttl,
+            addr,
+            h.loss_pct,
+            h.path_loss_pct,
+            h.sent
         );
     }
     if !r.reached {

@@ -481,7 +481,16 @@ fn print_series(k: &(String, String, String), s: &UtilSeries, pct_t: f64, min_bi
     );
     outln!(
         "  {:<23} {:>8} {:>14} {:>7} {:>14} {:>14} {:>7} {:>14} {:>11} {:>11}",
-        "bin (UTC)", "covered", "in avg", "", "in max", "out avg", "", "out max", "err in/out", "drop in/out"
+        "bin (UTC)",
+        "covered",
+        "in avg",
+        "",
+        "in max",
+        "out avg",
+        "",
+        "out max",
+        "err in/out",
+        "drop in/out"
     );
     for b in &s.bins {
         outln!(

@@ -141,7 +141,12 @@ fn server_refusals_reach_the_client() {
 #[test]
 fn a_reader_that_went_away_ends_the_output_quietly() {
     // `wanperf net presets | head -0`: the pipe's reader is gone before the first line.
-    for args in [&["net", "presets"][..], &["net", "presets", "iepm-2000"], &["path", "presets"], &["calc", "bdp", "--rate", "100M", "--rtt", "50ms"]] {
+    for args in [
+        &["net", "presets"][..],
+        &["net", "presets", "iepm-2000"],
+        &["path", "presets"],
+        &["calc", "bdp", "--rate", "100M", "--rtt", "50ms"],
+    ] {
         let (r, w) = std::io::pipe().unwrap();
         drop(r);
         let out = Command::new(BIN).args(args).stdout(w).stderr(std::process::Stdio::piped()).output().unwrap();
