@@ -753,10 +753,10 @@ pub fn post_narrow(c: &Capacity, rivals: &[Capacity], l: &Location) -> Option<Ca
 }
 
 /// The capacity when the recursive trains say `c` is too slow: at a hop before the narrow one
-/// they place with `c` (the first hop too: the sender's burst leaves at its line rate), the trains are as long in every one (within 2 %, two
-/// trains or more) at a rate more than 5 % above `c`, and one of the capacity trains' own modes
-/// among `rivals` ([`estimate`]) is within 2 % of that rate — the slowest such hop's (the links
-/// before the narrow one are faster). Cross traffic on a faster link after an idle narrow one
+/// they place with `c` (the first hop too: the sender's burst leaves at its line rate), the
+/// trains are as long in every one (within 2 %, two trains or more) at a rate more than 5 %
+/// above `c`, and one of the capacity trains' own modes among `rivals` ([`estimate`]) is within
+/// 2 % of that rate — the slowest such hop's (the links before the narrow one are faster). Cross traffic on a faster link after an idle narrow one
 /// comes between the capacity trains' packets, one cross packet between two of theirs making a
 /// mode at k/(k+1) of that link's rate, which can be below the narrow link's and win; the
 /// narrow hop then moves to the loaded link's. With a tight link named after it, the narrow

@@ -647,10 +647,9 @@ pub fn measure(
         }
         report.hops = there.dest_ttl;
         let shape = capacity::TrainShape { loads: loads as u32, size: size as u32, small: small as u32, heads };
-        // The capacity trains as the destination saw them count at its hop too.
-        if report.rpts > 0 {
-            there.trains.extend(trains.iter().filter_map(|t| RptResult::from_train(t, shape.loads, shape.size)));
-        }
+        // The capacity trains as the destination saw them count at its hop too (without a
+        // recursive train the hop is unknown and nothing is placed).
+        there.trains.extend(trains.iter().filter_map(|t| RptResult::from_train(t, shape.loads, shape.size)));
         let (located, better) = there.place(shape, report.capacity.as_ref(), &rivals, dst.ip());
         if let Some(better) = better {
             report.post_narrow = report.capacity.replace(better);
