@@ -618,6 +618,78 @@ impl TrainShape {
         let bytes = f64::from(self.loads) * f64::from(self.size) + f64::from(smalls) * f64::from(self.small);
         bytes * 8.0 / bps * 1e6
     }
+
+    /// The gap (µs) router `rates.len()` sees between its head and tail packets when the train
+    /// leaves its sender back to back and crosses links of `rates` (bit/s, the first link
+    /// first; `f64::INFINITY` for one that shapes nothing). Store and forward: every link takes
+    /// longer over a large packet than over the small ones ahead of it, so the first large
+    /// packet falls behind the heads hop by hop, and a narrow link deep in the path waits for
+    /// it (a 100 Mbit/s fifth link behind four of 300 Mbit/s and 2 Gbit/s: 2602 µs, not the
+    /// [`TrainShape::length_us`] of 2525). Not for the destination, which times the large
+    /// packets themselves.
+    pub fn crossing_us(&self, rates: &[f64]) -> f64 {
+        let heads = u32::from(self.heads);
+        let (small, large) = (f64::from(self.small) * 8e6, f64::from(self.size) * 8e6);
+        // (bits × 10⁶, the router it ends at (large packets: none), when it has crossed so far)
+        let mut pkts: Vec<(f64, u32, f64)> = (1..=heads)
+            .map(|t| (small, t, 0.0))
+            .chain((0..self.loads).map(|_| (large, u32::MAX, 0.0)))
+            .chain((1..=heads).rev().map(|t| (small, t, 0.0)))
+            .collect();
+        for (j, &bps) in (1u32..).zip(rates) {
+            pkts.retain(|p| p.1 >= j);
+            let mut free = 0.0f64;
+            for p in &mut pkts {
+                free = free.max(p.2) + p.0 / bps;
+                p.2 = free;
+            }
+        }
+        let k = rates.len() as u32;
+        let mut ends = pkts.iter().filter(|p| p.1 == k).map(|p| p.2);
+        match (ends.next(), ends.last()) {
+            (Some(head), Some(tail)) => tail - head,
+            _ => 0.0,
+        }
+    }
+
+    /// The rate (bit/s) of the link into router `before.len() + 1` that makes the train
+    /// `gap_us` long there after links of rates `before`: `f64::INFINITY` when those alone
+    /// make it that long, or within 2 % (the link shapes nothing the gap can show: a 2 Gbit/s
+    /// link behind one of 300 Mbit/s adds 0.1 %, which any rate from 700 Mbit/s up explains).
+    pub fn rate_for_gap(&self, before: &[f64], gap_us: f64) -> f64 {
+        let mut rates = before.to_vec();
+        rates.push(f64::INFINITY);
+        let at = |rates: &mut Vec<f64>, bps: f64| {
+            *rates.last_mut().expect("one rate at least") = bps;
+            self.crossing_us(rates)
+        };
+        if 1.02 * at(&mut rates, f64::INFINITY) >= gap_us || gap_us <= 0.0 {
+            return f64::INFINITY;
+        }
+        // The gap falls as the rate rises: bisect on a log scale, 1 kbit/s to 10 Tbit/s.
+        let (mut lo, mut hi) = (3.0f64, 13.0f64);
+        for _ in 0..60 {
+            let mid = 0.5 * (lo + hi);
+            if at(&mut rates, 10f64.powf(mid)) > gap_us {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        10f64.powf(0.5 * (lo + hi))
+    }
+
+    /// Each link's rate up to router `upto` (index 0: the first link) from the hops' median
+    /// gaps, hop by hop with [`TrainShape::rate_for_gap`]; a hop without a gap counts as
+    /// shaping nothing.
+    pub fn link_rates(&self, gaps: &[HopGap], upto: u8) -> Vec<f64> {
+        let mut rates = Vec::with_capacity(usize::from(upto));
+        for ttl in 1..=upto {
+            let r = gaps.iter().find(|g| g.ttl == ttl).map_or(f64::INFINITY, |g| self.rate_for_gap(&rates, g.gap_us));
+            rates.push(r);
+        }
+        rates
+    }
 }
 
 /// How much longer than the capacity makes it a later hop's train must be to name it a tight
@@ -715,8 +787,11 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
     let total = largest.max(1e-9);
     let (narrow_bps, narrow_spread, narrow_range) = match (at_capacity, per_hop.get(&at)) {
         (Some((shape, _)), Some(v)) if v.len() >= 2 && v[0] > 0.0 => {
-            let bits = shape.length_us(at, at == dest_ttl, 1e6);
-            let rate = |gap: f64| bits / gap * 1e6;
+            let bits = shape.length_us(at, true, 1e6);
+            let before = shape.link_rates(&gaps, at.saturating_sub(1));
+            // The destination times the large packets themselves; a router's gap carries the
+            // large packets' lag behind the heads from the links before it.
+            let rate = |gap: f64| if at == dest_ttl { bits / gap * 1e6 } else { shape.rate_for_gap(&before, gap) };
             (Some(rate(quantile(v, 0.5))), Some(spread(v)), Some((rate(v[v.len() - 1]), rate(v[0]))))
         }
         _ => (None, None, None),
@@ -770,7 +845,14 @@ pub fn sub_narrow(
     shape: TrainShape,
     dest_ttl: u8,
 ) -> Option<Capacity> {
-    let rate = |g: &HopGap| shape.length_us(g.ttl, g.ttl == dest_ttl, 1e6) / g.gap_us * 1e6;
+    let rates = shape.link_rates(&l.gaps, l.ttl.min(dest_ttl.saturating_sub(1)));
+    let rate = |g: &HopGap| {
+        if g.ttl == dest_ttl {
+            shape.length_us(g.ttl, true, 1e6) / g.gap_us * 1e6
+        } else {
+            rates.get(usize::from(g.ttl).saturating_sub(1)).copied().unwrap_or(f64::INFINITY)
+        }
+    };
     let r = l
         .gaps
         .iter()
@@ -1159,6 +1241,55 @@ mod tests {
         let l = locate(&held, 5, None).unwrap();
         assert_eq!(l.ttl, 5, "{l:?}");
         assert_eq!((l.gaps[0].trains, l.gaps[0].gap_us), (1, 130.0), "{l:?}");
+    }
+
+    #[test]
+    fn large_packets_fall_behind_the_heads_hop_by_hop() {
+        // Bench chain t34 (68-byte heads, as the CLI sends them): 300 M, 2 G, 300 M, 300 M, then
+        // 100 M into router 5. The emulator measured 882, 854, 894, 928 and 2602 µs.
+        let shape = TrainShape { loads: 20, size: 1500, small: 68, heads: 16 };
+        let rates = [300e6, 2e9, 300e6, 300e6, 100e6];
+        let gaps: Vec<f64> = (1..=5).map(|k| shape.crossing_us(&rates[..k])).collect();
+        let want = [856.3, 852.7, 893.0, 927.0, 2601.7];
+        for (g, w) in gaps.iter().zip(want) {
+            assert!((g - w).abs() < 1.0, "{gaps:?}");
+        }
+        // At the first hop the train is as long as everything between head and tail.
+        assert!((gaps[0] - shape.length_us(1, false, 300e6)).abs() < 1e-6);
+        // The naive length reads the narrow link 3 % slow; the model gives it back.
+        let naive = shape.length_us(5, false, 1e6) / gaps[4] * 1e6;
+        assert!(naive < 97.1e6, "{naive}");
+        let r = shape.rate_for_gap(&rates[..4], gaps[4]);
+        assert!((r / 100e6 - 1.0).abs() < 1e-6, "{r}");
+        // Hop by hop from the gaps: the 2 Gbit/s link only delays the large packets by 6 µs
+        // each, within what the first link already explains; the others come back (hop 5
+        // without the 2 Gbit/s link's lag: 0.2 % fast).
+        let hops: Vec<HopGap> = gaps
+            .iter()
+            .enumerate()
+            .map(|(i, g)| HopGap { ttl: i as u8 + 1, gap_us: *g, trains: 4, spread: 0.0 })
+            .collect();
+        let back = shape.link_rates(&hops, 5);
+        for (k, want) in [(0, 300e6), (2, 300e6), (3, 300e6), (4, 100e6)] {
+            assert!((back[k] / want - 1.0).abs() < 0.01, "{back:?}");
+        }
+        assert_eq!(back[1], f64::INFINITY);
+        // A gap the links before explain: the link shapes nothing.
+        assert_eq!(shape.rate_for_gap(&rates[..2], 852.0), f64::INFINITY);
+        // A hop that did not answer counts as shaping nothing.
+        assert_eq!(shape.link_rates(&hops[2..], 2), vec![f64::INFINITY; 2]);
+        // locate reads the narrow link's rate through the model.
+        let ns = |us: f64| (us * 1e3) as u64;
+        let trains: Vec<RptResult> = (0..4)
+            .map(|_| RptResult {
+                hops: gaps.iter().enumerate().map(|(i, g)| (i as u8 + 1, 0, ns(*g))).collect(),
+                dest: Some((0, ns(shape.length_us(6, true, 100e6)))),
+            })
+            .collect();
+        let l = locate(&trains, 6, Some((shape, 100e6))).unwrap();
+        assert_eq!(l.ttl, 5, "{l:?}");
+        let n = l.narrow_bps.unwrap();
+        assert!((n / 100e6 - 1.0).abs() < 0.005, "{n}");
     }
 
     #[test]
