@@ -646,7 +646,7 @@ impl TrainShape {
         }
         let k = rates.len() as u32;
         let mut ends = pkts.iter().filter(|p| p.1 == k).map(|p| p.2);
-        match (ends.next(), ends.last()) {
+        match (ends.next(), ends.next_back()) {
             (Some(head), Some(tail)) => tail - head,
             _ => 0.0,
         }

@@ -256,7 +256,6 @@ pub fn least(v: &[f64]) -> f64 {
 }
 
 /// The median (upper middle) of `v`, sorting it.
-
 pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
