@@ -25,7 +25,8 @@ LOSS_N = int(os.environ.get("LOSS_TOPOLOGIES", "20"))
 ROUNDS = int(os.environ.get("ROUNDS", "1000"))
 TIGHT_N = int(os.environ.get("TIGHT_TOPOLOGIES", "10"))
 BACK_N = int(os.environ.get("BACK_TOPOLOGIES", "10"))
-PARTS = os.environ.get("PARTS", "capacity,loss,tight,back").split(",")
+RTT_N = int(os.environ.get("RTT_TOPOLOGIES", "10"))
+PARTS = os.environ.get("PARTS", "capacity,loss,tight,back,rtt").split(",")
 SEED = int(os.environ.get("SEED", "1"))
 RATES = [10e6, 20e6, 50e6, 100e6, 300e6, 1e9, 2e9]
 
@@ -409,6 +410,91 @@ def back_part():
     return 0
 
 
+def rtt_topology(rng, i):
+    """An idle chain a - r1 - ... - rN - b of seeded rates and delays (no cross traffic, routers
+    answering every probe): the truth is each hop's configured round trip."""
+    routers = rng.randint(2, 5)
+    links = routers + 1
+    rates = [rng.choice(RATES) for _ in range(links)]
+    delays = [rng.choice([1, 2, 5, 10, 20]) for _ in range(links)]
+    nodes = ["a"] + [f"r{k}" for k in range(1, routers + 1)] + ["b"]
+    t = [f'name = "t{i}"', '[[host]]\nname = "a"', '[[host]]\nname = "b"']
+    for k in range(1, routers + 1):
+        t.append(f'[[router]]\nname = "r{k}"\nicmp_ratelimit = "0ms"')
+    for k in range(links):
+        t.append(f'[[link]]\na = "{nodes[k]}"\nb = "{nodes[k + 1]}"\nrate = "{rate_text(rates[k])}"\n'
+                 f'delay = "{delays[k]}ms"')
+    return "\n".join(t) + "\n", dict(rates=rates, delays=delays, dest=f"198.18.{links - 1}.2")
+
+
+def configured_rtt_ms(truth, ttl, probe, answer):
+    """The round trip to hop `ttl` (1: the first router) the configuration gives a `probe`-byte
+    packet answered by an `answer`-byte one: both ways' delays and serialization (IP bytes)."""
+    return sum(2 * truth["delays"][k] + (probe + answer) * 8 / truth["rates"][k] * 1e3 for k in range(ttl))
+
+
+def rtt_part():
+    """Per-hop minimum RTT against the configuration: `wanperf trace`, mtr and traceroute, each
+    ROUND_TRIPS probes a hop of 60 bytes (IP header included), on the same idle networks in the
+    same run. A router answers with time exceeded quoting the probe (88 bytes); the destination
+    with port unreachable (88) or, to mtr's echo, an echo reply (60). The issue's mark: within
+    max(0.1 ms, 1 %) of the configured value."""
+    rng = random.Random(SEED + 7)
+    probes = os.environ.get("ROUND_TRIPS", "10")
+    tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-")
+    errs = {"trace": [], "mtr": [], "traceroute": []}
+    within = {k: 0 for k in errs}
+    for i in range(RTT_N):
+        text, truth = rtt_topology(rng, i)
+        name = network_up(tmp, "t", i, text)
+        if name is None:
+            continue
+        try:
+            ex = lambda cmd: run([BIN, "net", "exec", name, "a", "--"] + cmd, 120)[0]
+            tr = ex([BIN, "trace", truth["dest"], "-c", probes, "-i", "0.05", "-s", "60", "--json"])
+            mtr = ex([MTR, "-n", "-j", "-c", probes, "-i", "0.1", "-s", "60", truth["dest"]])
+            trt = ex([TRACEROUTE, "-n", "-q", probes, truth["dest"], "60"])
+        finally:
+            run([BIN, "net", "down", name], 60)
+        best = {"trace": [], "mtr": [], "traceroute": []}
+        if tr.returncode == 0:
+            rep = json.loads(tr.stdout.strip().splitlines()[-1])["report"]
+            best["trace"] = [h["rtt_ms"]["min"] if h.get("rtt_ms") else None for h in rep["hops"]]
+        if mtr.returncode == 0:
+            best["mtr"] = [h["Best"] if h.get("Snt") and h.get("Loss%", 100) < 100 else None
+                           for h in json.loads(mtr.stdout)["report"]["hubs"]]
+        if trt.returncode == 0:
+            for line in trt.stdout.splitlines()[1:]:
+                w = line.split()
+                times = [float(a) for a, b in zip(w, w[1:]) if b == "ms"]
+                best["traceroute"].append(min(times) if times else None)
+        links = len(truth["rates"])
+        line = []
+        for tool, mins in best.items():
+            if len(mins) != links:
+                print(f"topology t{i}: {tool} listed {len(mins)} hops of {links}", file=sys.stderr)
+            for ttl, got in enumerate(mins[:links], 1):
+                answer = 60 if tool == "mtr" and ttl == links else 88
+                want = configured_rtt_ms(truth, ttl, 60, answer)
+                if got is None:
+                    continue
+                errs[tool].append(got - want)
+                within[tool] += abs(got - want) <= max(0.1, 0.01 * want)
+            e = errs[tool][-len(mins):] if mins else []
+            line.append(f"{tool} worst {max(e, key=abs):+.3f} ms" if e else f"{tool} -")
+        print(f"{i:>3} {links - 1} routers, delays {truth['delays']} ms: " + ", ".join(line), flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print(f"per-hop minimum RTT of {probes} probes against the configuration, {RTT_N} idle chains:")
+    for tool, e in errs.items():
+        if e:
+            a = sorted(abs(x) for x in e)
+            print(f"  {tool:<10} hops {len(e)}: within max(0.1 ms, 1 %) {within[tool]}/{len(e)}, "
+                  f"|error| median {statistics.median(a) * 1e3:.0f} us, p90 {a[int(0.9 * (len(a) - 1))] * 1e3:.0f} us, "
+                  f"worst {a[-1] * 1e3:.0f} us; below the configuration {sum(x < -0.005 for x in e)}")
+    return 0
+
+
 def main():
     status = 0
     if "capacity" in PARTS:
@@ -422,6 +508,9 @@ def main():
     if "back" in PARTS:
         print()
         status |= back_part()
+    if "rtt" in PARTS:
+        print()
+        status |= rtt_part()
     return status
 
 

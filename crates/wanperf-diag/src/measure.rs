@@ -136,6 +136,11 @@ pub struct Options {
     pub reverse_locate: bool,
 }
 
+/// Shortest available-bandwidth stream, ns (64 packets when they take longer): each stream's
+/// ends carry the hosts' and the emulator's timing noise (tens of µs), which 64 packets at
+/// 1 Gbit/s (0.77 ms) would read as cross traffic.
+const STREAM_MIN_NS: u64 = 1_500_000;
+
 /// Bytes of the way back's available-bandwidth streams (beyond the budget).
 pub const REVERSE_AVAIL_BYTES: u64 = 600_000;
 /// Time they may take (beyond the time limit).
@@ -677,14 +682,16 @@ pub fn measure(
     if let (true, Some(c)) = (o.avail, &report.capacity) {
         let mut probe = AvailProbe::new(c.bps);
         loop {
-            // Streams of 64 packets, the last one shorter (at least 16) to spend what is left.
-            let k = 64u64.min(o.budget_bytes.saturating_sub(r.sent_bytes) / size as u64);
+            // Streams of 64 packets, or of STREAM_MIN_NS at their rate if that is more, the
+            // last one shorter (at least 16) to spend what is left.
+            let rate = probe.next();
+            let gap = Duration::from_secs_f64(size as f64 * 8.0 / rate.max(1.0));
+            let want = (STREAM_MIN_NS / gap.as_nanos().max(1) as u64).max(64);
+            let k = want.min(o.budget_bytes.saturating_sub(r.sent_bytes) / size as u64);
             let stream_bytes = k * size as u64;
             if k < 16 || !r.affordable(stream_bytes) || !progress("available bandwidth", share(&r)) {
                 break;
             }
-            let rate = probe.next();
-            let gap = Duration::from_secs_f64(size as f64 * 8.0 / rate.max(1.0));
             if gap * k as u32 > r.left() {
                 break;
             }
