@@ -10,8 +10,9 @@ on seeded chains against mtr; the tight part (TIGHT_TOPOLOGIES chains) puts an i
 link before a faster link whose Poisson cross traffic leaves 30-70 % of the narrow link's
 rate, and counts both hops named; the back part (BACK_TOPOLOGIES chains) gives each direction a
 narrow link of its own, the one toward a sometimes loaded, and scores `capacity --locate-back
---avail-back`: both capacities, both bottleneck hops, both available bandwidths. Prints a row
-per topology, then medians, worst cases and
+--avail-back`: both capacities, both bottleneck hops, both available bandwidths; the rtt part
+(RTT_TOPOLOGIES idle chains) compares each hop's minimum RTT from `wanperf trace`, mtr and
+traceroute with the configured one. Prints a row per topology, then medians, worst cases and
 ratios; everything is bounded in time and torn down."""
 
 import contextlib, json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, time
