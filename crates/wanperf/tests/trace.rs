@@ -202,8 +202,19 @@ fn a_route_change_during_a_trace_is_reported() {
     let text = ok(&out);
     let r = &serde_json::from_str::<Value>(text.lines().last().unwrap()).unwrap()["report"];
     let changes = r["route_changes"].as_array().unwrap();
-    // Hop 2 was r2 (its r1–r2 address) and becomes r3 (its r1–r3 address).
-    assert!(changes.iter().any(|c| c["ttl"] == 2 && c["before"] == "198.18.1.2" && c["after"] == "198.18.3.2"), "{r}");
+    // Hop 2 was r2 (its r1–r2 address) and becomes r3 (its r1–r3 address). The routers take
+    // their new routes one after another, as a routing protocol converges, so the round that
+    // crosses the change may see a mix — a CI run's round 7 had r2 at TTL 2 answering from
+    // its r3–r2 address (its way back already through r3, r1 still forwarding to it) — and
+    // that is reported too: the changes at hop 2 start from r2's r1–r2 address and end at r3's.
+    let at2: Vec<&Value> = changes.iter().filter(|c| c["ttl"] == 2).collect();
+    assert!(!at2.is_empty(), "{r}");
+    assert_eq!(at2[0]["before"], "198.18.1.2", "{r}");
+    assert_eq!(at2[at2.len() - 1]["after"], "198.18.3.2", "{r}");
+    assert!(
+        at2.windows(2).all(|w| w[0]["after"] == w[1]["before"] && w[0]["round"].as_u64() <= w[1]["round"].as_u64()),
+        "{r}"
+    );
     assert_eq!(r["reached"], true);
 }
 
