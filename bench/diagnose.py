@@ -101,6 +101,20 @@ def network_up(tmp, tag, i, text):
     return name
 
 
+def networks(tmp, tag, count, make):
+    """Brings up `make(i)`'s topology for i below `count`, one at a time, and yields (i, truth,
+    name) for each that came up; takes each down before the next."""
+    for i in range(count):
+        text, truth = make(i)
+        name = network_up(tmp, tag, i, text)
+        if name is None:
+            continue
+        try:
+            yield i, truth, name
+        finally:
+            run([BIN, "net", "down", name], 60)
+
+
 @contextlib.contextmanager
 def served(name):
     """`wanperf serve` on host b of network `name` (port 5301, the emulated hosts allowed),
@@ -227,18 +241,11 @@ def loss_part():
     rng = random.Random(SEED + 1000)
     rows = []
     tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-loss-")
-    for i in range(LOSS_N):
-        text, truth = loss_topology(rng, i)
-        name = network_up(tmp, "l", i, text)
-        if name is None:
-            continue
-        try:
-            ex = lambda cmd, limit: run([BIN, "net", "exec", name, "a", "--"] + cmd, limit)
-            tr, t_trace = ex([BIN, "trace", truth["dest"], "--icmp", "-c", str(ROUNDS), "-i", "0.02", "--json"], 600)
-            # mtr as its users run it: a few probes a hop a second (3 here), for 10 s.
-            mtr, _ = ex([MTR, "-n", "-r", "-c", "30", "-i", "0.33", truth["dest"]], 600)
-        finally:
-            run([BIN, "net", "down", name], 60)
+    for i, truth, name in networks(tmp, "l", LOSS_N, lambda i: loss_topology(rng, i)):
+        ex = lambda cmd, limit: run([BIN, "net", "exec", name, "a", "--"] + cmd, limit)
+        tr, t_trace = ex([BIN, "trace", truth["dest"], "--icmp", "-c", str(ROUNDS), "-i", "0.02", "--json"], 600)
+        # mtr as its users run it: a few probes a hop a second (3 here), for 10 s.
+        mtr, _ = ex([MTR, "-n", "-r", "-c", "30", "-i", "0.33", truth["dest"]], 600)
         if tr.returncode != 0:
             print(f"loss topology {i}: trace failed: {tr.stderr.strip()[:200]}", file=sys.stderr)
             continue
@@ -450,18 +457,11 @@ def rtt_part():
     tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-")
     errs = {"trace": [], "mtr": [], "traceroute": []}
     within = {k: 0 for k in errs}
-    for i in range(RTT_N):
-        text, truth = rtt_topology(rng, i)
-        name = network_up(tmp, "p", i, text)
-        if name is None:
-            continue
-        try:
-            ex = lambda cmd: run([BIN, "net", "exec", name, "a", "--"] + cmd, 120)[0]
-            tr = ex([BIN, "trace", truth["dest"], "-c", probes, "-i", "0.05", "-s", "60", "--json"])
-            mtr = ex([MTR, "-n", "-j", "-c", probes, "-i", "0.1", "-s", "60", truth["dest"]])
-            trt = ex([TRACEROUTE, "-n", "-q", probes, truth["dest"], "60"])
-        finally:
-            run([BIN, "net", "down", name], 60)
+    for i, truth, name in networks(tmp, "p", RTT_N, lambda i: rtt_topology(rng, i)):
+        ex = lambda cmd: run([BIN, "net", "exec", name, "a", "--"] + cmd, 120)[0]
+        tr = ex([BIN, "trace", truth["dest"], "-c", probes, "-i", "0.05", "-s", "60", "--json"])
+        mtr = ex([MTR, "-n", "-j", "-c", probes, "-i", "0.1", "-s", "60", truth["dest"]])
+        trt = ex([TRACEROUTE, "-n", "-q", probes, truth["dest"], "60"])
         best = {"trace": [], "mtr": [], "traceroute": []}
         if tr.returncode == 0:
             rep = json.loads(tr.stdout.strip().splitlines()[-1])["report"]
@@ -478,15 +478,15 @@ def rtt_part():
         line = []
         for tool, mins in best.items():
             if len(mins) != links:
-                print(f"topology t{i}: {tool} listed {len(mins)} hops of {links}", file=sys.stderr)
+                print(f"topology p{i}: {tool} listed {len(mins)} hops of {links}", file=sys.stderr)
+            e = []
             for ttl, got in enumerate(mins[:links], 1):
-                answer = 60 if tool == "mtr" and ttl == links else 88
-                want = configured_rtt_ms(truth, ttl, 60, answer)
                 if got is None:
                     continue
-                errs[tool].append(got - want)
+                want = configured_rtt_ms(truth, ttl, 60, 60 if tool == "mtr" and ttl == links else 88)
+                e.append(got - want)
                 within[tool] += abs(got - want) <= max(0.1, 0.01 * want)
-            e = errs[tool][-len(mins):] if mins else []
+            errs[tool] += e
             line.append(f"{tool} worst {max(e, key=abs):+.3f} ms" if e else f"{tool} -")
         print(f"{i:>3} {links - 1} routers, delays {truth['delays']} ms: " + ", ".join(line), flush=True)
     shutil.rmtree(tmp, ignore_errors=True)

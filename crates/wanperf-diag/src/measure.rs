@@ -681,13 +681,13 @@ pub fn measure(
     let phase_start = r.sent_bytes;
     if let (true, Some(c)) = (o.avail, &report.capacity) {
         let mut probe = AvailProbe::new(c.bps);
+        // Streams of 64 packets, or of STREAM_MIN_NS at their rate if that is more (but no
+        // more than a quarter of what the phase may spend: the estimate needs a few), the last
+        // one shorter (at least 16) to spend what is left.
+        let quarter = o.budget_bytes.saturating_sub(phase_start) / 4 / size as u64;
         loop {
-            // Streams of 64 packets, or of STREAM_MIN_NS at their rate if that is more (but
-            // no more than a quarter of what the phase may spend: the estimate needs a few),
-            // the last one shorter (at least 16) to spend what is left.
             let rate = probe.next();
             let gap = Duration::from_secs_f64(size as f64 * 8.0 / rate.max(1.0));
-            let quarter = o.budget_bytes.saturating_sub(phase_start) / 4 / size as u64;
             let want = (STREAM_MIN_NS / gap.as_nanos().max(1) as u64).min(quarter).max(64);
             let k = want.min(o.budget_bytes.saturating_sub(r.sent_bytes) / size as u64);
             let stream_bytes = k * size as u64;
