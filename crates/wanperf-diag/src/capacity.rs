@@ -53,9 +53,6 @@ pub struct Train {
     pub sent: u32,
     /// (position in the train, receive time in ns) of the packets that arrived, any order.
     pub arrivals: Vec<(u32, u64)>,
-    /// How fast the sending host handed the train to its device, bit/s (its kernel's stamps
-    /// of the first and last packet); `None` when unknown.
-    pub sender_bps: Option<f64>,
 }
 
 /// A capacity estimate.
@@ -520,8 +517,6 @@ pub struct RptResult {
     /// The destination's receive time of the first large packet, and that time plus the
     /// span of the large packets scaled to n gaps for n packets.
     pub dest: Option<(u64, u64)>,
-    /// How fast the sending host handed the train to its device, bit/s; `None` when unknown.
-    pub sender_bps: Option<f64>,
 }
 
 impl RptResult {
@@ -542,11 +537,7 @@ impl RptResult {
             return None;
         }
         let per_gap = (last.1 - first.1) as f64 / f64::from(last.0 - first.0);
-        Some(RptResult {
-            hops: Vec::new(),
-            dest: Some((first.1, first.1 + (per_gap * f64::from(loads)) as u64)),
-            sender_bps: t.sender_bps,
-        })
+        Some(RptResult { hops: Vec::new(), dest: Some((first.1, first.1 + (per_gap * f64::from(loads)) as u64)) })
     }
 }
 
@@ -575,13 +566,6 @@ pub struct Location {
     /// whose gap reaches 90 % of the train's length at the measured capacity (without a
     /// capacity, 90 % of the largest gap).
     pub ttl: u8,
-    /// Trains this host sent slower than 1.25 times the capacity (its CPU busy): as long as the
-    /// narrow link makes them before the first link, so left out (kept when fewer than two
-    /// recursive trains were faster: then the hop is in doubt).
-    pub slow_sender: usize,
-    /// Whether those trains were kept (fewer than two recursive trains were faster).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub slow_kept: bool,
     /// The gap's growth into it over the largest gap before it, µs.
     pub growth_us: f64,
     /// That growth's share of the largest gap.
@@ -722,12 +706,6 @@ impl TrainShape {
 /// little as 4–7 %: 8 % missed it in two runs of three.
 const TIGHT_STRETCH: f64 = 1.04;
 
-/// A train tells where it got its length only when this host sent it at least this many times
-/// faster than the capacity: a link before the narrow one 25 % faster (the slowest the
-/// bottleneck rule counts as distinct) then still gives it 80 % of the narrow link's length,
-/// under the 90 % that marks the narrow link.
-const SENDER_MARGIN: f64 = 1.25;
-
 /// The hop where the train reached its length, from several trains (median gap per hop; the
 /// destination counts as hop `dest_ttl`); with the trains' `shape` and the path's capacity,
 /// the narrow link is the first hop whose gap reaches 90 % of the length the capacity gives
@@ -742,15 +720,7 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
     // traffic there (60 % Poisson at 1 Gbit/s) stretches trains up to about 30 %.
     let first = |t: &RptResult| t.hops.iter().find(|h| h.0 == 1 && h.2 > h.1).map(|h| h.2 - h.1);
     let shortest = trains.iter().filter_map(first).min();
-    // A train this host sent slower than SENDER_MARGIN times the capacity (its CPU busy with
-    // something else) left as long as a link near the capacity makes it: its gaps before the
-    // narrow link already read like the narrow link's. The host's own stamps say so. (When
-    // fewer than two recursive trains were sent fast enough, all are kept and the count says
-    // why the hop is in doubt: a host slower than the path is its own bottleneck.)
-    let slow = |t: &RptResult| at_capacity.zip(t.sender_bps).is_some_and(|((_, c), s)| s < SENDER_MARGIN * c);
-    let slow_sender = trains.iter().filter(|t| slow(t)).count();
-    let skip_slow = trains.iter().filter(|t| !t.hops.is_empty() && !slow(t)).count() >= 2;
-    let held = |t: &RptResult| shortest.zip(first(t)).is_some_and(|(m, g)| g > 2 * m) || (skip_slow && slow(t));
+    let held = |t: &RptResult| shortest.zip(first(t)).is_some_and(|(m, g)| g > 2 * m);
     let mut per: std::collections::BTreeMap<u8, Vec<f64>> = Default::default();
     for t in trains.iter().filter(|t| !held(t)) {
         for &(ttl, h, tail) in &t.hops {
@@ -845,8 +815,6 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
     });
     Some(Location {
         ttl: at,
-        slow_sender,
-        slow_kept: slow_sender > 0 && !skip_slow,
         growth_us: growth,
         share: (growth / total).clamp(0.0, 1.0),
         gaps,
@@ -956,12 +924,7 @@ mod tests {
                 c.iter_mut().for_each(|a| a.1 = last);
             }
         }
-        Train {
-            wire_bytes: bytes,
-            sent: n,
-            arrivals: arrivals.into_iter().map(|(i, t)| (i, t as u64)).collect(),
-            sender_bps: None,
-        }
+        Train { wire_bytes: bytes, sent: n, arrivals: arrivals.into_iter().map(|(i, t)| (i, t as u64)).collect() }
     }
 
     fn within(x: f64, truth: f64, rel: f64) -> bool {
@@ -1018,7 +981,7 @@ mod tests {
                             (i, t as u64)
                         })
                         .collect();
-                    Train { wire_bytes: 1500, sent: 33, arrivals, sender_bps: None }
+                    Train { wire_bytes: 1500, sent: 33, arrivals }
                 })
                 .collect();
             let c = capacity(&trains).unwrap();
@@ -1041,7 +1004,7 @@ mod tests {
                         (i, (t + (r.next() - 0.5) * 2000.0) as u64)
                     })
                     .collect();
-                Train { wire_bytes: 1500, sent: 33, arrivals, sender_bps: None }
+                Train { wire_bytes: 1500, sent: 33, arrivals }
             })
             .collect()
     }
@@ -1254,7 +1217,6 @@ mod tests {
         let rpt = |gaps: &[u64], dest: u64| RptResult {
             hops: gaps.iter().enumerate().map(|(i, g)| (i as u8 + 1, 5 * ms, 5 * ms + g)).collect(),
             dest: Some((0, dest)),
-            sender_bps: None,
         };
         // 1 G, 1 G, 10 M (into hop 3), 100 M, then the destination.
         let trains = vec![
@@ -1339,7 +1301,6 @@ mod tests {
             .map(|_| RptResult {
                 hops: gaps.iter().enumerate().map(|(i, g)| (i as u8 + 1, 0, ns(*g))).collect(),
                 dest: Some((0, ns(shape.length_us(6, true, 100e6)))),
-                sender_bps: None,
             })
             .collect();
         let l = locate(&trains, 6, Some((shape, 100e6))).unwrap();
@@ -1352,7 +1313,6 @@ mod tests {
         let idle = |dest_stretch: f64| RptResult {
             hops: (1..=4).map(|k| (k as u8, 0, ns(shape.crossing_us(&rates[..k])))).collect(),
             dest: Some((0, ns(shape.length_us(5, true, 100e6) * dest_stretch))),
-            sender_bps: None,
         };
         let l = locate(&vec![idle(1.0); 4], 5, Some((shape, 100e6))).unwrap();
         let stretch = l.gaps[3].gap_us / l.gaps[1].gap_us;
@@ -1365,46 +1325,17 @@ mod tests {
     }
 
     #[test]
-    fn trains_the_host_sent_slower_than_the_path_do_not_place_the_narrow_link() {
-        // 150 Mbit/s, 150 Mbit/s, then 100 Mbit/s into hop 3, 1 Gbit/s to the destination.
-        let shape = TrainShape { loads: 20, size: 1500, small: 60, heads: 4 };
-        let rates = [150e6, 150e6, 100e6, 1e9];
-        let ns = |us: f64| (us * 1e3) as u64;
-        let dest = Some((0, ns(shape.length_us(4, true, 100e6))));
-        let fast = RptResult {
-            hops: (1..=3u8).map(|k| (k, 0, ns(shape.crossing_us(&rates[..usize::from(k)])))).collect(),
-            dest,
-            sender_bps: Some(2e9),
-        };
-        // A busy host sent this one at 105 Mbit/s: it is the narrow link's length from hop 1
-        // on, and under twice the fast trains' length there (not a stall).
-        let narrow = shape.crossing_us(&rates[..3]);
-        let slow = RptResult { hops: (1..=3u8).map(|k| (k, 0, ns(narrow))).collect(), dest, sender_bps: Some(105e6) };
-        let trains = vec![fast.clone(), slow.clone(), fast.clone(), slow.clone(), slow.clone()];
-        let c = Some((shape, 100e6));
-        let l = locate(&trains, 4, c).unwrap();
-        assert_eq!((l.ttl, l.slow_sender, l.slow_kept), (3, 3, false), "{l:?}");
-        // Without the host's stamps the same trains put the narrow link at hop 1.
-        let blind: Vec<RptResult> = trains.iter().map(|t| RptResult { sender_bps: None, ..t.clone() }).collect();
-        let l = locate(&blind, 4, c).unwrap();
-        assert_eq!((l.ttl, l.slow_sender), (1, 0), "{l:?}");
-        // Fewer than two fast trains: all are kept, and the count says the hop is in doubt.
-        let l = locate(&[slow.clone(), slow.clone(), fast], 4, c).unwrap();
-        assert_eq!((l.slow_sender, l.slow_kept), (2, true), "{l:?}");
-    }
-
-    #[test]
     fn a_capacity_train_counts_as_a_recursive_one_at_the_destination() {
         // 33 packets 120 µs apart (100 Mbit/s), the 6th lost, any order: 20 loads' 20 gaps.
         let arrivals: Vec<(u32, u64)> =
             (0..33u32).rev().filter(|i| *i != 5).map(|i| (i, 7_000 + u64::from(i) * 120_000)).collect();
-        let t = Train { wire_bytes: 1500, sent: 33, arrivals, sender_bps: None };
+        let t = Train { wire_bytes: 1500, sent: 33, arrivals };
         assert_eq!(
             RptResult::from_train(&t, 20, 1500),
-            Some(RptResult { hops: vec![], dest: Some((7_000, 2_407_000)), sender_bps: None })
+            Some(RptResult { hops: vec![], dest: Some((7_000, 2_407_000)) })
         );
         assert_eq!(RptResult::from_train(&t, 20, 1400), None);
-        let one = Train { wire_bytes: 1500, sent: 33, arrivals: vec![(3, 5)], sender_bps: None };
+        let one = Train { wire_bytes: 1500, sent: 33, arrivals: vec![(3, 5)] };
         assert_eq!(RptResult::from_train(&one, 20, 1500), None);
         // Pooled with recursive trains whose median alone misses a tight link into the
         // destination (stretched 1, 1, 3 and 9 %; the capacity trains 6–12 %).
@@ -1413,18 +1344,13 @@ mod tests {
         let rpt = |dest: f64| RptResult {
             hops: (1..=3u8).map(|ttl| (ttl, 0, at(ttl, if ttl == 1 { 1e9 } else { 100e6 }, 1.0))).collect(),
             dest: Some((0, at(4, 100e6, dest))),
-            sender_bps: None,
         };
         let mut trains: Vec<RptResult> = [1.01, 1.09, 1.01, 1.03].into_iter().map(rpt).collect();
         assert_eq!(locate(&trains, 4, Some((shape, 100e6))).unwrap().tight, None);
         for stretch in [1.06, 1.12, 1.08, 1.10, 1.07] {
             let gap = 120_000.0 * stretch;
             let arrivals = (0..33u32).map(|i| (i, (f64::from(i) * gap) as u64)).collect();
-            trains.extend(RptResult::from_train(
-                &Train { wire_bytes: 1500, sent: 33, arrivals, sender_bps: None },
-                20,
-                1500,
-            ));
+            trains.extend(RptResult::from_train(&Train { wire_bytes: 1500, sent: 33, arrivals }, 20, 1500));
         }
         let l = locate(&trains, 4, Some((shape, 100e6))).unwrap();
         assert_eq!((l.ttl, l.tight.map(|t| t.ttl)), (2, Some(4)));
@@ -1438,7 +1364,6 @@ mod tests {
         let rpt = |gaps: &[u64], dest: u64| RptResult {
             hops: gaps.iter().enumerate().map(|(i, g)| (i as u8 + 1, 1_000_000, 1_000_000 + g)).collect(),
             dest: Some((0, dest)),
-            sender_bps: None,
         };
         // 1 G, then 100 M into hop 2, 1 G, 150 M carrying 90 M of cross traffic into hop 4
         // (60 M available: the train, arriving at 100 M, leaves at 100·150/190 = 79 M), 1 G.

@@ -26,14 +26,7 @@ impl RptLog {
     /// packets: the routers' answers to its head and tail packets, the far end's receive time
     /// of each large packet (`arrival` of its echo), the head packets that reached the far
     /// end. Returns the large packets that arrived.
-    fn add(
-        &mut self,
-        heard: &[Heard],
-        base: u64,
-        loads: u64,
-        sender_bps: Option<f64>,
-        arrival: impl Fn(&Heard) -> u64,
-    ) -> u64 {
+    fn add(&mut self, heard: &[Heard], base: u64, loads: u64, arrival: impl Fn(&Heard) -> u64) -> u64 {
         let (mut head, mut tail) = (HashMap::new(), HashMap::new());
         let mut load_rx = Vec::new();
         for h in heard {
@@ -71,7 +64,7 @@ impl RptLog {
             let n = load_rx.len() as u64;
             (a, a + (b - a) * n / (n - 1))
         });
-        self.trains.push(RptResult { hops, dest, sender_bps });
+        self.trains.push(RptResult { hops, dest });
         load_rx.len() as u64
     }
 
@@ -147,19 +140,6 @@ pub struct Options {
 /// ends carry the hosts' and the emulator's timing noise (tens of µs), which 64 packets at
 /// 1 Gbit/s (0.77 ms) would read as cross traffic.
 const STREAM_MIN_NS: u64 = 1_500_000;
-
-/// How fast this host sent `pkts` (sent at `t0`, wall clock): their bits after the first over
-/// the span of the kernel's stamps as they entered the device's queue (`Heard::Sent` from
-/// `t0` on). `None` without a stamp for every packet.
-fn sender_rate(heard: &[Heard], t0: u64, pkts: &[Pkt]) -> Option<f64> {
-    let stamps = heard.iter().filter_map(|h| match *h {
-        Heard::Sent { at_ns } if at_ns >= t0 => Some(at_ns),
-        _ => None,
-    });
-    let (n, first, last) = stamps.fold((0usize, u64::MAX, 0u64), |(n, lo, hi), t| (n + 1, lo.min(t), hi.max(t)));
-    let bits: usize = pkts.iter().skip(1).map(|p| p.size * 8).sum();
-    (n >= pkts.len() && pkts.len() >= 2 && last > first).then(|| bits as f64 * 1e9 / (last - first) as f64)
-}
 
 /// Bytes of the way back's available-bandwidth streams (beyond the budget).
 pub const REVERSE_AVAIL_BYTES: u64 = 600_000;
@@ -356,17 +336,16 @@ impl Run<'_> {
 
     /// Sends `pkts` as one train and collects echoes (and answers) until all `expect_echo`
     /// echoes came, nothing came for a while, or 2 s passed.
-    fn train(&mut self, pkts: &[Pkt], expect_echo: usize) -> io::Result<(Vec<Heard>, Option<f64>)> {
+    fn train(&mut self, pkts: &[Pkt], expect_echo: usize) -> io::Result<Vec<Heard>> {
         self.sent_bytes += pkts.iter().map(|p| p.size as u64).sum::<u64>();
-        let t0 = self.t.send_train(pkts)?;
+        self.t.send_train(pkts)?;
         let until = Instant::now() + Duration::from_secs(2).min(self.left() + self.quiet());
         let lo = pkts.first().map_or(0, |p| p.seq);
         let hi = pkts.last().map_or(0, |p| p.seq);
         let heard = self.t.collect(until, self.quiet(), |h| {
             h.iter().filter(|x| matches!(x, Heard::Echo { seq, .. } if (lo..=hi).contains(seq))).count() >= expect_echo
         })?;
-        let sender_bps = sender_rate(&heard, t0, pkts);
-        Ok((heard, sender_bps))
+        Ok(heard)
     }
 
     /// Asks the server for `count` packets of `size` bytes, `gap_ns` apart (0: back to back),
@@ -449,7 +428,7 @@ impl Run<'_> {
             let got = self.train_back(len, size, 0, &mut token, until)?;
             out.trains += 1;
             let arrivals: Vec<(u32, u64)> = got.into_iter().map(|(i, _, at)| (i, at)).collect();
-            trains.push(Train { wire_bytes: size as u32, sent: len, arrivals, sender_bps: None });
+            trains.push(Train { wire_bytes: size as u32, sent: len, arrivals });
             std::thread::sleep(self.rtt.max(Duration::from_millis(20)));
         }
         self.token = Some(token);
@@ -487,8 +466,7 @@ impl Run<'_> {
             let Some((_, n)) = parts.next() else { return false };
             1 + parts.count() >= usize::from(n)
         })?;
-        // The server's send times are its own: how fast it sent is not known here.
-        let arrived = log.add(&heard, base, loads, None, |h| match *h {
+        let arrived = log.add(&heard, base, loads, |h| match *h {
             Heard::Echo { at_ns, .. } => at_ns,
             _ => 0,
         });
@@ -595,7 +573,7 @@ pub fn measure(
         }
         let base = r.next_seqs(u64::from(o.train_len));
         let pkts: Vec<Pkt> = (0..u64::from(o.train_len)).map(|i| Pkt { seq: base + i, size, ttl: None }).collect();
-        let (heard, sender_bps) = r.train(&pkts, pkts.len())?;
+        let heard = r.train(&pkts, pkts.len())?;
         let arrivals: Vec<(u32, u64)> = heard
             .iter()
             .filter_map(|h| match *h {
@@ -606,7 +584,7 @@ pub fn measure(
             })
             .collect();
         r.lost += u64::from(o.train_len).saturating_sub(arrivals.len() as u64);
-        trains.push(Train { wire_bytes: size as u32, sent: o.train_len, arrivals, sender_bps });
+        trains.push(Train { wire_bytes: size as u32, sent: o.train_len, arrivals });
         report.trains += 1;
         std::thread::sleep(r.rtt.max(Duration::from_millis(20)));
     }
@@ -654,8 +632,8 @@ pub fn measure(
                 pkts.push(Pkt { seq: base + RPT_TAIL + u64::from(ttl), size: small, ttl: Some(ttl) });
             }
             let started = Instant::now();
-            let (heard, sender_bps) = r.train(&pkts, loads as usize)?;
-            let arrived = there.add(&heard, base, loads, sender_bps, |h| match *h {
+            let heard = r.train(&pkts, loads as usize)?;
+            let arrived = there.add(&heard, base, loads, |h| match *h {
                 Heard::Echo { server_rx_ns, .. } => server_rx_ns,
                 _ => 0,
             });

@@ -16,8 +16,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 pub use wanperf_engine::sys::pace_until;
 use wanperf_engine::sys::{
-    enable_rx_timestamps, enable_tx_queue_timestamps, icmp_pending, realtime_ns, recv_timestamped, send_train_to,
-    setsockopt_raw,
+    enable_rx_timestamps, icmp_pending, realtime_ns, recv_timestamped, send_train_to, setsockopt_raw,
 };
 use wanperf_proto::probe::{
     Probe, RptReport, RptRequest, TrainRequest, PROBE_HEADER_LEN, RPT_REQUEST_LEN, RPT_TAIL, TRAIN_PACED_LEN,
@@ -50,13 +49,6 @@ pub enum Heard {
         /// Send time at the server (its clock).
         server_tx_ns: u64,
         /// When the echo arrived here.
-        at_ns: u64,
-    },
-    /// A datagram this socket sent entered the host's device queue (the kernel's transmit
-    /// stamp): how fast this host sent a train, which the routers and the server cannot tell
-    /// from a link's.
-    Sent {
-        /// When, ns since the epoch.
         at_ns: u64,
     },
     /// The server answered a train request without a valid token with its token for this
@@ -121,8 +113,6 @@ impl Trainer {
         let _ = sock.set_send_buffer_size(4 << 20);
         let _ = sock.set_recv_buffer_size(4 << 20);
         enable_rx_timestamps(sock.as_raw_fd())?;
-        // Best effort: without them every train counts as sent at line rate.
-        let _ = enable_tx_queue_timestamps(sock.as_raw_fd());
         sock.connect(&SockAddr::from(dst))?;
         sock.set_nonblocking(true)?;
         Ok(Trainer { sock, dst, v6 })
@@ -234,9 +224,7 @@ impl Trainer {
             let mut any = false;
             while let Some(e) = recv_error(self.sock.as_raw_fd(), &mut buf)? {
                 any = true;
-                if e.sent() {
-                    out.extend(e.at_ns.map(|at_ns| Heard::Sent { at_ns }));
-                } else if let Some(h) = time_exceeded(&e, &buf[..e.len]) {
+                if let Some(h) = time_exceeded(&e, &buf[..e.len]) {
                     out.push(h);
                 }
             }

@@ -528,15 +528,6 @@ pub fn enable_tx_timestamps(fd: RawFd) -> io::Result<()> {
     setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &(flags as libc::c_int).to_ne_bytes())
 }
 
-/// Asks the kernel to stamp every datagram sent on `fd` as it enters the device's queue
-/// (SOF_TIMESTAMPING_TX_SCHED, software, any device): the stamps arrive on the socket's error
-/// queue without the packet (OPT_TSONLY), read by [`recv_error`] ([`SockError::sent`]). A
-/// burst's first and last stamps say how fast this host sent it.
-pub fn enable_tx_queue_timestamps(fd: RawFd) -> io::Result<()> {
-    let flags = libc::SOF_TIMESTAMPING_TX_SCHED | libc::SOF_TIMESTAMPING_SOFTWARE | libc::SOF_TIMESTAMPING_OPT_TSONLY;
-    setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &(flags as libc::c_int).to_ne_bytes())
-}
-
 /// Takes the next transmit timestamp off `fd`'s error queue: (send number from 0, ns since the
 /// epoch). `Ok(None)` when the queue is empty; entries that are not timestamps are skipped.
 pub fn recv_tx_timestamp(fd: RawFd) -> io::Result<Option<(u32, u64)>> {
@@ -661,7 +652,7 @@ fn recvmsg_into(
 /// An SCM_TIMESTAMPNS control message's time, ns since the epoch.
 ///
 /// # Safety
-/// `d` must point to the data of an SCM_TIMESTAMPNS (or SCM_TIMESTAMPING) control message.
+/// `d` must point to the data of an SCM_TIMESTAMPNS control message.
 unsafe fn timestamp_ns(d: *const u8) -> u64 {
     // SAFETY: the caller guarantees `d` points to a timespec.
     let ts = unsafe { std::ptr::read_unaligned(d.cast::<libc::timespec>()) };
@@ -737,12 +728,6 @@ impl SockError {
     pub fn time_exceeded(&self) -> bool {
         matches!((self.origin, self.kind), (SO_EE_ORIGIN_ICMP, 11) | (SO_EE_ORIGIN_ICMP6, 3))
     }
-
-    /// A transmit timestamp ([`enable_tx_queue_timestamps`]), not an error: `at_ns` is when
-    /// a datagram entered the device's queue.
-    pub fn sent(&self) -> bool {
-        self.origin == libc::SO_EE_ORIGIN_TIMESTAMPING
-    }
 }
 
 /// Reads one message from `fd`'s error queue into `buf` (the quoted payload); `None` when
@@ -755,10 +740,6 @@ pub fn recv_error(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<SockError>> {
         if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
             // SAFETY: its level and type say it is a timespec.
             at = Some(unsafe { timestamp_ns(d) });
-        } else if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPING && at.is_none() {
-            // SAFETY: struct scm_timestamping { timespec ts[3]; }: [0], the software stamp,
-            // comes first.
-            at = Some(unsafe { timestamp_ns(d) }).filter(|&t| t > 0);
         } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
             || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
         {

@@ -198,15 +198,6 @@ fn bottleneck_rows(label: &str, b: &Bottleneck, hops: Option<u8>, far: &str) {
             (t.stretch - 1.0) * 100.0
         );
     }
-    match (b.location.slow_sender, b.location.slow_kept) {
-        (0, _) => {}
-        (n, false) => outln!(
-            "  sending host         {n} train(s) left it slower than 1.25 × the capacity (CPU busy): set aside"
-        ),
-        (n, true) => outln!(
-            "  sending host         {n} train(s) left it slower than 1.25 × the capacity (CPU busy): the hop is in doubt"
-        ),
-    }
     outln!("  {:>4}  {:<28} {:>12}", "hop", "router", "train gap");
     for g in &b.location.gaps {
         let who = if Some(g.ttl) == hops {
