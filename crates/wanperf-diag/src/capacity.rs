@@ -12,7 +12,8 @@
 //! that several spans agree on, placed by the span that places it most precisely
 //! ([`capacity`]): short spans carry it where cross traffic is heavy, long spans where timing
 //! noise dominates. Windows whose dispersion
-//! is below what [`MAX_RATE_BPS`] allows are batched arrivals (coalescing, GRO) and dropped.
+//! is below what [`MAX_RATE_BPS`] allows are batched arrivals (coalescing, GRO) and dropped,
+//! as are windows that start or end at a packet held in a batch ([`held`]).
 //!
 //! **Available bandwidth** by self-loading streams and their rate response ([`AvailProbe`]):
 //! a stream paced above the available bandwidth into a FIFO bottleneck leaves it spread by
