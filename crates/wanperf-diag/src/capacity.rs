@@ -13,7 +13,8 @@
 //! ([`capacity`]): short spans carry it where cross traffic is heavy, long spans where timing
 //! noise dominates. Windows whose dispersion
 //! is below what [`MAX_RATE_BPS`] allows are batched arrivals (coalescing, GRO) and dropped,
-//! as are windows that start or end at a packet held in a batch ([`held`]).
+//! as are windows that start or end at a packet held in a batch (one the next follows by less
+//! than half the train's mean gap).
 //!
 //! **Available bandwidth** by self-loading streams and their rate response ([`AvailProbe`]):
 //! a stream paced above the available bandwidth into a FIFO bottleneck leaves it spread by
