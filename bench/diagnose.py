@@ -180,7 +180,8 @@ def capacity_part():
               f"cross {truth['load'] * 100:>2.0f} % {truth['kind'] if truth['load'] else '':<7}: capacity err {fmt(row.get('cap_err'), '{:+.2%}')}, "
               f"hop {'ok' if row.get('hop_ok') else 'WRONG'}{', FALSE TIGHT LINK' if row.get('false_tight') else ''}, avail err {fmt(row.get('avail_err'), '{:+.1%}')} of C, "
               f"{fmt(row.get('bytes'), '{:,}')} B in {fmt(row.get('seconds'), '{:.1f}')} s; "
-              f"trace {t_trace:.1f} s, mtr {t_mtr:.1f} s, traceroute {t_trt:.1f} s", flush=True)
+              f"trace {t_trace:.1f} s, mtr {f'{t_mtr:.1f} s' if mtr.returncode == 0 else 'failed'}, "
+              f"traceroute {f'{t_trt:.1f} s' if trt.returncode == 0 else 'failed'}", flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
     est = [r for r in rows if "cap_err" in r]
     if not est:
@@ -209,11 +210,21 @@ def capacity_part():
         v = [r["cost"].get(phase, 0) for r in est if r.get("cost")]
         if v:
             print(f"  {phase:<11} median {statistics.median(v) / 1e6:.3f} MB, worst {max(v) / 1e6:.3f} MB")
-    med = lambda k: statistics.median(r[k] for r in rows)
-    print(f"trace completion (3 probes a hop): wanperf trace {med('t_trace'):.2f} s, mtr {med('t_mtr'):.2f} s "
-          f"({med('t_mtr') / med('t_trace'):.2f}x), traceroute -q 3 {med('t_traceroute'):.2f} s "
-          f"({med('t_traceroute') / med('t_trace'):.2f}x)")
-    return 0
+    # Completion times of the runs that succeeded only: a tool that is missing or failed
+    # exits at once, and its time is no competitor's.
+    def med(tool):
+        v = [r[f"t_{tool}"] for r in rows if r[f"{tool}_ok"]]
+        return (statistics.median(v), len(v)) if v else (None, 0)
+    (t_trace, n_trace), parts = med("trace"), []
+    for tool, label in (("mtr", "mtr"), ("traceroute", "traceroute -q 3")):
+        t, n = med(tool)
+        if t is None or t_trace is None:
+            parts.append(f"{label} not run (failed or missing in all {len(rows)})")
+        else:
+            parts.append(f"{label} {t:.2f} s ({t / t_trace:.2f}x, {n} runs)")
+    head = "-" if t_trace is None else f"{t_trace:.2f} s ({n_trace} runs)"
+    print(f"trace completion (3 probes a hop): wanperf trace {head}, " + ", ".join(parts))
+    return 0 if t_trace is not None else 1
 
 
 def loss_topology(rng, i):
