@@ -150,6 +150,21 @@ pub struct Hop {
     /// Several flows met different addresses here and each kept its own: a per-flow load
     /// balancer before this hop (not a route change).
     pub load_balanced: bool,
+    /// Which way the loss that starts here is lost, when a `wanperf serve` at the destination
+    /// split its loss by direction and only one assignment of the path's loss steps to
+    /// directions fits that split ([`step_directions`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_direction: Option<Direction>,
+}
+
+/// A direction of the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Toward the destination: the probes were lost.
+    Forward,
+    /// Toward this host: the answers were lost.
+    Reverse,
 }
 
 /// The result of a trace.
@@ -227,6 +242,47 @@ fn limits_replies(h: &Hop) -> bool {
     let (p, f) = ((h.loss_pct / 100.0).clamp(0.0, 1.0), (h.path_loss_pct / 100.0).clamp(0.0, 1.0));
     let sd = (n * p * (1.0 - p) + 2.0 * n * f * (1.0 - f)).sqrt();
     h.icmp_only_loss_pct / 100.0 * n >= 2.0_f64.max(3.0 * sd)
+}
+
+/// Which way each of a path's loss steps is lost (`steps`: each hop where loss starts and
+/// the share lost on the link or links into it, probes and answers together), from the
+/// destination's split `w`. A trace sees at hop k only what survives both ways, k links out
+/// and k links back; the server's count splits the whole path's loss, not a hop's. With each
+/// step lost one way only, every assignment of steps to directions predicts the
+/// destination's forward and reverse loss (1 − the product of its steps' survival); the
+/// answer is the assignment that fits the split within three standard deviations (each of the
+/// two compared counts binomial, doubled for the steps' own noise) when every other one
+/// misfits by nine more in χ² (90:1 in likelihood) — `None` otherwise: two steps of equal
+/// size, a step lost both ways, answers that come back by another path. At most 8 steps.
+pub fn step_directions(steps: &[(usize, f64)], w: &OneWayLoss) -> Option<Vec<Direction>> {
+    if steps.is_empty() || steps.len() > 8 || w.sent == 0 || w.arrived == 0 {
+        return None;
+    }
+    let (f, r) = (w.forward_loss_pct / 100.0, w.reverse_loss_pct / 100.0);
+    let misfit = |seen: f64, want: f64, n: u32| {
+        let n = f64::from(n);
+        let p = want.max(0.5 / n).min(1.0 - 0.5 / n);
+        (seen - want).powi(2) / (2.0 * p * (1.0 - p) / n)
+    };
+    let mut fits: Vec<(f64, u32)> = (0..1u32 << steps.len())
+        .map(|mask| {
+            let (mut fs, mut rs) = (1.0, 1.0);
+            for (k, &(_, s)) in steps.iter().enumerate() {
+                if mask & (1 << k) != 0 {
+                    fs *= 1.0 - s;
+                } else {
+                    rs *= 1.0 - s;
+                }
+            }
+            (misfit(f, 1.0 - fs, w.sent) + misfit(r, 1.0 - rs, w.arrived), mask)
+        })
+        .collect();
+    fits.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (best, mask) = fits[0];
+    if best > 9.0 || fits.get(1).is_some_and(|x| x.0 < best + 9.0) {
+        return None;
+    }
+    Some((0..steps.len()).map(|k| if mask & (1 << k) != 0 { Direction::Forward } else { Direction::Reverse }).collect())
 }
 
 /// The non-decreasing sequence closest to `v` in weighted least squares ((value, weight)
@@ -453,6 +509,7 @@ impl Trace {
                 destination: self.dest_ttl == Some(ttl),
                 flows: Vec::new(),
                 load_balanced: false,
+                loss_direction: None,
             });
         }
         // Path loss, first as the least loss at this hop or any later one that answers at
@@ -486,7 +543,9 @@ impl Trace {
         let mut before = 0.0;
         let mut noted_before = 0.0;
         let mut limited_before: Option<u8> = None;
-        for (h, &lim) in hops.iter_mut().zip(&limited) {
+        // (hop index, the loss of the link or links into it: 1 − survival here / before)
+        let mut steps: Vec<(usize, f64)> = Vec::new();
+        for (i, (h, &lim)) in hops.iter_mut().zip(&limited).enumerate() {
             let n = h.sent;
             if lim {
                 h.note = Some("rate-limited".into());
@@ -510,10 +569,27 @@ impl Trace {
                     Some(n) => format!("{here}; {n}"),
                     None => here,
                 });
+                steps.push((i, 1.0 - (1.0 - h.path_loss_pct / 100.0) / (1.0 - noted_before / 100.0).max(1e-9)));
                 noted_before = h.path_loss_pct;
             }
             before = h.path_loss_pct;
             limited_before = None;
+        }
+        let one_way = self.one_way();
+        if let Some(dirs) = one_way.as_ref().and_then(|w| step_directions(&steps, w)) {
+            for (&(i, _), d) in steps.iter().zip(dirs) {
+                let h = &mut hops[i];
+                h.loss_direction = Some(d);
+                let way = match d {
+                    Direction::Forward => "on the way there",
+                    Direction::Reverse => "on the way back",
+                };
+                if let Some(n) = h.note.as_mut() {
+                    // "loss starts here" → "loss starts here, on the way there"
+                    let at = n.find(';').unwrap_or(n.len());
+                    n.insert_str(at, &format!(", {way}"));
+                }
+            }
         }
         // Route changes: per TTL and flow, the answering address of each round in order.
         let mut route_changes = Vec::new();
@@ -553,7 +629,7 @@ impl Trace {
             path_mtu: self.mtus.values().copied().chain(self.local_mtu).min(),
             route_changes,
             rounds: self.rounds,
-            one_way: self.one_way(),
+            one_way,
         }
     }
 }
@@ -759,6 +835,72 @@ mod tests {
         assert!((w.reverse_loss_pct - 300.0 / 90.0).abs() < 1e-9, "{w:?}");
         // Without a count (no server, or a plain trace) there is no split.
         assert_eq!(run(5, 3, |_, _| false, chain_addr).one_way, None);
+    }
+
+    #[test]
+    fn each_loss_step_gets_the_direction_the_servers_split_allows() {
+        let w = |f: f64, r: f64| OneWayLoss {
+            sent: 1000,
+            arrived: (1000.0 * (1.0 - f / 100.0)) as u32,
+            answered: 0,
+            forward_loss_pct: f,
+            reverse_loss_pct: r,
+        };
+        use Direction::{Forward, Reverse};
+        // One step of 3 %: wherever the server says it went.
+        assert_eq!(step_directions(&[(2, 0.03)], &w(3.1, 0.0)), Some(vec![Forward]));
+        assert_eq!(step_directions(&[(2, 0.03)], &w(0.1, 2.8)), Some(vec![Reverse]));
+        // 5 % at hop 1 and 3 % at hop 4 (tests/trace.rs's chain): 5 % forward and 3 % back fit
+        // one assignment; the swap predicts 3 % and 5 %, four and three deviations off.
+        assert_eq!(step_directions(&[(1, 0.05), (4, 0.03)], &w(5.0, 3.0)), Some(vec![Forward, Reverse]));
+        assert_eq!(step_directions(&[(1, 0.05), (4, 0.03)], &w(3.0, 5.0)), Some(vec![Reverse, Forward]));
+        // Two steps of the same size, one each way: either could be either.
+        assert_eq!(step_directions(&[(1, 0.03), (4, 0.03)], &w(3.0, 3.0)), None);
+        // A split no assignment explains (answers back by another path, a step lost both ways).
+        assert_eq!(step_directions(&[(2, 0.03)], &w(1.5, 1.5)), None);
+        assert_eq!(step_directions(&[(2, 0.03)], &w(10.0, 0.0)), None);
+        assert_eq!(step_directions(&[], &w(0.0, 0.0)), None);
+    }
+
+    #[test]
+    fn answers_lost_on_a_link_are_placed_on_the_way_back() {
+        // A 4-hop chain with a server at hop 4; the link into hop 2 loses every 20th answer of
+        // the hops from 2 on (the same rounds for each: the answers share the link), and
+        // no probe: the server has them all.
+        let mut t = Trace::new(Plan { server: true, ..plan() });
+        let mut arrived = 0u64;
+        for round in 1..=400u32 {
+            let base = u64::from(round) * 1_000 * MS;
+            let ttls: Vec<u8> = t.ttls().filter(|&ttl| ttl <= 4).collect();
+            for ttl in ttls {
+                let at = base + u64::from(ttl) * MS;
+                let seq = t.sent(round, ttl, at, 60);
+                let lost_back = ttl >= 2 && round % 20 == 7;
+                let answer = if ttl < 4 { Answer::TimeExceeded } else { Answer::Reached };
+                if ttl == 4 {
+                    arrived += 1;
+                }
+                if !lost_back {
+                    t.reply(Reply { seq, from: chain_addr(round, ttl), at_ns: at + MS, answer });
+                    if ttl == 4 {
+                        t.server_count(seq, arrived);
+                    }
+                }
+            }
+            t.expire(base + 999 * MS);
+        }
+        t.expire(u64::MAX / 2);
+        let r = t.report();
+        let w = r.one_way.as_ref().expect("split");
+        assert_eq!(w.forward_loss_pct, 0.0, "{w:?}");
+        assert_eq!(r.hops[1].note.as_deref(), Some("loss starts here, on the way back"), "{:?}", r.hops[1]);
+        assert_eq!(r.hops[1].loss_direction, Some(Direction::Reverse));
+        assert!(r.hops.iter().enumerate().all(|(i, h)| i == 1 || h.loss_direction.is_none()), "{r:?}");
+        // Without the server's count nothing says which way.
+        let lost = |round: u32, ttl: u8| ttl >= 2 && round % 20 == 7;
+        let plain = run(400, 4, lost, chain_addr);
+        assert_eq!(plain.hops[1].note.as_deref(), Some("loss starts here"));
+        assert_eq!(plain.hops[1].loss_direction, None);
     }
 
     #[test]

@@ -164,7 +164,8 @@ pub struct TraceHop {
     /// Median RTT of the answered probes, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_ms: Option<f64>,
-    /// `rate-limited`, `loss starts here`, or nothing.
+    /// `rate-limited`, `loss starts here` (with `, on the way there` or `, on the way back`
+    /// where the server's split names the direction), or nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }

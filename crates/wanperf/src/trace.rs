@@ -38,7 +38,9 @@ Loss is split in two: `path` loss is what the path itself loses up to that hop (
 loss seen at that hop or any later one: a packet lost on a link is lost for every probe that
 crosses it); the rest of a hop's loss is only that router not answering (ICMP rate limiting
 or a busy control plane), marked `rate-limited`. `loss starts here` marks the hop where
-the path's loss steps up: the link into it (or the router) loses packets.
+the path's loss steps up: the link into it (or the router) loses packets. With --server, the
+server's count says which way when only one way fits it: `on the way there` (the probes are
+lost) or `on the way back` (the answers are).
 
 --multipath N gives the rounds N flow identifiers in turn (UDP: destination ports PORT ..
 PORT+N-1; TCP: N source ports), each constant across the hops of its round: a per-flow load

@@ -646,7 +646,11 @@ pub fn print_trace_headline(study: &Study, cells: &[wanperf_archive::StoredCell]
             let ttl = h["ttl"].as_u64().unwrap_or(0);
             let note = h["note"].as_str().unwrap_or("");
             if note.contains("loss starts here") {
-                found.push(format!("loss starts at hop {ttl}"));
+                found.push(match h["loss_direction"].as_str() {
+                    Some("forward") => format!("loss starts at hop {ttl} (on the way there)"),
+                    Some("reverse") => format!("loss starts at hop {ttl} (on the way back)"),
+                    _ => format!("loss starts at hop {ttl}"),
+                });
             }
             if note.contains("rate-limited") {
                 found.push(format!("hop {ttl} rate-limited"));
