@@ -163,8 +163,13 @@ fn trace_finding(s: &serde_json::Value, hops: &[serde_json::Value]) -> String {
     }
     match hops.iter().find(|h| h["path_loss_pct"].as_f64().unwrap_or(0.0) > 0.0) {
         Some(h) => {
+            let way = match h["loss_direction"].as_str() {
+                Some("forward") => " (the probes: on the way there)",
+                Some("reverse") => " (the answers: on the way back)",
+                _ => "",
+            };
             f += &format!(
-                " Path loss starts at hop {}{}: {} up to it.",
+                " Path loss starts at hop {}{}: {} up to it{way}.",
                 h["ttl"].as_u64().unwrap_or(0),
                 hop_addr(h).map_or(String::new(), |a| format!(" ({a})")),
                 pct(h["path_loss_pct"].as_f64().unwrap_or(0.0))
@@ -907,6 +912,26 @@ fn tcp_counters(v: &View, out: &mut Vec<Item>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_finding_says_which_way_the_loss_goes_where_the_trace_knows() {
+        let hop = |ttl: u64, loss: f64, dir: Option<&str>| {
+            let mut h = serde_json::json!({"ttl": ttl, "addrs": [[format!("198.18.{ttl}.2"), 10]],
+                "rtt_ms": {"min": ttl as f64}, "path_loss_pct": loss, "icmp_only_loss_pct": 0.0});
+            if let Some(d) = dir {
+                h["loss_direction"] = d.into();
+            }
+            h
+        };
+        let s = serde_json::json!({"trace": {"reached": true}});
+        let f = trace_finding(&s, &[hop(1, 0.0, None), hop(2, 3.0, Some("reverse")), hop(3, 3.0, None)]);
+        assert!(
+            f.contains("Path loss starts at hop 2 (198.18.2.2): 3.00 % up to it (the answers: on the way back)."),
+            "{f}"
+        );
+        let f = trace_finding(&s, &[hop(1, 0.0, None), hop(2, 3.0, None)]);
+        assert!(f.contains("Path loss starts at hop 2 (198.18.2.2): 3.00 % up to it."), "{f}");
+    }
 
     #[test]
     fn buckets_average() {
