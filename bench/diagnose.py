@@ -12,7 +12,10 @@ rate, and counts both hops named; the back part (BACK_TOPOLOGIES chains) gives e
 narrow link of its own, the one toward a sometimes loaded, and scores `capacity --locate-back
 --avail-back`: both capacities, both bottleneck hops, both available bandwidths; the rtt part
 (RTT_TOPOLOGIES idle chains) compares each hop's minimum RTT from `wanperf trace`, mtr and
-traceroute with the configured one. Prints a row per topology, then medians, worst cases and
+traceroute with the configured one; the direction part (DIRECTION_TOPOLOGIES chains, each
+losing on one link one way, some on a second link the other way) counts the loss steps
+`wanperf trace --server` names on the way there or back, right or wrong (no one-ended tool
+can, so it has no competitor). Prints a row per topology, then medians, worst cases and
 ratios; everything is bounded in time and torn down."""
 
 import contextlib, json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, time
@@ -27,7 +30,8 @@ ROUNDS = int(os.environ.get("ROUNDS", "1000"))
 TIGHT_N = int(os.environ.get("TIGHT_TOPOLOGIES", "10"))
 BACK_N = int(os.environ.get("BACK_TOPOLOGIES", "10"))
 RTT_N = int(os.environ.get("RTT_TOPOLOGIES", "10"))
-PARTS = os.environ.get("PARTS", "capacity,loss,tight,back,rtt").split(",")
+DIR_N = int(os.environ.get("DIRECTION_TOPOLOGIES", "20"))
+PARTS = os.environ.get("PARTS", "capacity,loss,tight,back,rtt,direction").split(",")
 SEED = int(os.environ.get("SEED", "1"))
 RATES = [10e6, 20e6, 50e6, 100e6, 300e6, 1e9, 2e9]
 
@@ -516,6 +520,86 @@ def rtt_part():
     return 0
 
 
+def direction_topology(rng, i):
+    """A chain a - r1 - ... - rN - b whose link `lossy` loses `p` of what goes one way (toward
+    b: the probes; toward a: the answers), and in about a third of them a second link that
+    loses another share the other way; every router answers every probe."""
+    routers = rng.randint(3, 6)
+    links = routers + 1
+    steps = [(rng.randrange(links), rng.choice([0.005, 0.01, 0.02, 0.03]), rng.choice(["ab", "ba"]))]
+    if rng.random() < 0.3:
+        k = rng.choice([x for x in range(links) if x != steps[0][0]])
+        steps.append((k, rng.choice([x for x in (0.01, 0.02, 0.03, 0.05) if x != steps[0][1]]),
+                      "ba" if steps[0][2] == "ab" else "ab"))
+    nodes = ["a"] + [f"r{k}" for k in range(1, routers + 1)] + ["b"]
+    t = [f'name = "w{i}"', '[[host]]\nname = "a"', '[[host]]\nname = "b"']
+    for k in range(1, routers + 1):
+        t.append(f'[[router]]\nname = "r{k}"\nicmp_ratelimit = "0ms"')
+    lossy = {k: (p, d) for k, p, d in steps}
+    for k in range(links):
+        extra = f"\nloss_{lossy[k][1]} = {lossy[k][0]}" if k in lossy else ""
+        t.append(f'[[link]]\na = "{nodes[k]}"\nb = "{nodes[k + 1]}"\ndelay = "{rng.choice([1, 2, 5])}ms"' + extra)
+    truth = {k + 1: ("forward" if d == "ab" else "reverse", p) for k, p, d in steps}
+    return "\n".join(t) + "\n", dict(routers=routers, steps=truth, dest=f"198.18.{links - 1}.2")
+
+
+def direction_part():
+    """Which way the loss goes: `wanperf trace --server` with 1,000 probes a hop (100 rounds a
+    second) against a server at b on chains losing on one link one way (and on some a second
+    link the other way). No one-ended tool (mtr, traceroute) can tell, so there is no
+    competitor's figure: the measure is how many loss steps are named right, left unnamed, or
+    named wrong."""
+    rng = random.Random(SEED + 3000)
+    tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-dir-")
+    right = unnamed = wrong = missed = 0
+    by_p = {}
+    for i in range(DIR_N):
+        text, truth = direction_topology(rng, i)
+        name = network_up(tmp, "w", i, text)
+        if name is None:
+            continue
+        with served(name):
+            tr, secs = run([BIN, "net", "exec", name, "a", "--", BIN, "trace", truth["dest"], "--server", "-c", "1000",
+                            "-i", "0.01", "--gap", "1ms", "--json"], 120)
+        if tr.returncode != 0:
+            print(f"direction topology {i}: trace failed: {tr.stderr.strip()[:200]}", file=sys.stderr)
+            continue
+        hops = json.loads(tr.stdout.strip().splitlines()[-1])["report"]["hops"]
+        said = {h["ttl"]: h.get("loss_direction") for h in hops if (h.get("note") or "").startswith("loss starts here")}
+        line = []
+        for ttl, (way, p) in sorted(truth["steps"].items()):
+            got = said.get(ttl, "not placed") if ttl in said else "not placed"
+            if ttl not in said:
+                missed += 1
+                verdict = "not placed"
+            elif got is None:
+                unnamed += 1
+                verdict = "unnamed"
+            elif got == way:
+                right += 1
+                verdict = "right"
+            else:
+                wrong += 1
+                verdict = "WRONG"
+            by_p.setdefault(p, []).append(verdict)
+            line.append(f"{p:.1%} {way} into hop {ttl}: {verdict}")
+        extra = sorted(set(said) - set(truth["steps"]))
+        print(f"{i:>3} {truth['routers']} routers: " + "; ".join(line)
+              + (f"; loss placed where there is none at {extra}" if extra else "") + f" ({secs:.1f} s)", flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    n = right + unnamed + wrong + missed
+    if not n:
+        print("no direction results")
+        return 1
+    print()
+    print(f"loss steps named by direction ({DIR_N} chains, {n} steps): right {right}, unnamed {unnamed}, "
+          f"WRONG {wrong}, not placed {missed}")
+    for p in sorted(by_p):
+        v = by_p[p]
+        print(f"  {p:.1%}: right {v.count('right')}/{len(v)}, unnamed {v.count('unnamed')}, wrong {v.count('WRONG')}")
+    return 0 if wrong == 0 else 1
+
+
 def main():
     status = 0
     if "capacity" in PARTS:
@@ -532,6 +616,9 @@ def main():
     if "rtt" in PARTS:
         print()
         status |= rtt_part()
+    if "direction" in PARTS:
+        print()
+        status |= direction_part()
     return status
 
 
