@@ -673,6 +673,39 @@ mod tests {
         ip(&format!("10.0.{ttl}.1"))
     }
 
+    /// `rounds` rounds to a chain whose destination, hop `dest`, runs a counting server: a
+    /// probe `ahead(round, ttl)` says is lost never reaches its hop (nor the server), and an
+    /// answer `back(round, ttl, arrived)` says is lost never comes back (`arrived`: the
+    /// server's count so far). The server's count rides on each answer that comes back.
+    fn served(rounds: u32, dest: u8, ahead: impl Fn(u32, u8) -> bool, back: impl Fn(u32, u8, u64) -> bool) -> Report {
+        let mut t = Trace::new(Plan { server: true, ..plan() });
+        let mut arrived = 0u64;
+        for round in 1..=rounds {
+            let base = u64::from(round) * 1_000 * MS;
+            let ttls: Vec<u8> = t.ttls().filter(|&ttl| ttl <= dest).collect();
+            for ttl in ttls {
+                let at = base + u64::from(ttl) * MS;
+                let seq = t.sent(round, ttl, at, 60);
+                if ahead(round, ttl) {
+                    continue;
+                }
+                if ttl == dest {
+                    arrived += 1;
+                }
+                if !back(round, ttl, arrived) {
+                    let answer = if ttl < dest { Answer::TimeExceeded } else { Answer::Reached };
+                    t.reply(Reply { seq, from: chain_addr(round, ttl), at_ns: at + MS, answer });
+                    if ttl == dest {
+                        t.server_count(seq, arrived);
+                    }
+                }
+            }
+            t.expire(base + 999 * MS);
+        }
+        t.expire(u64::MAX / 2);
+        t.report()
+    }
+
     #[test]
     fn a_clean_chain_lists_every_hop_in_order_with_its_rtt() {
         let r = run(10, 5, |_, _| false, chain_addr);
@@ -804,29 +837,8 @@ mod tests {
     fn a_counting_server_splits_the_destinations_loss_by_direction() {
         // A 3-hop chain; of 100 rounds' probes to the destination (hop 3), every 10th never
         // reaches the server (forward) and every 25th of those that do is answered but the
-        // answer is lost (reverse). The server's count rides on each answer that comes back.
-        let mut t = Trace::new(Plan { server: true, ..plan() });
-        let mut arrived = 0u64;
-        for round in 1..=100u32 {
-            let base = u64::from(round) * 1_000 * MS;
-            let ttls: Vec<u8> = t.ttls().filter(|&ttl| ttl <= 3).collect();
-            for ttl in ttls {
-                let at = base + u64::from(ttl) * MS;
-                let seq = t.sent(round, ttl, at, 60);
-                if ttl < 3 {
-                    t.reply(Reply { seq, from: chain_addr(round, ttl), at_ns: at + MS, answer: Answer::TimeExceeded });
-                } else if round % 10 != 0 {
-                    arrived += 1;
-                    if arrived % 25 != 0 {
-                        t.reply(Reply { seq, from: chain_addr(round, ttl), at_ns: at + MS, answer: Answer::Reached });
-                        t.server_count(seq, arrived);
-                    }
-                }
-            }
-            t.expire(base + 999 * MS);
-        }
-        t.expire(u64::MAX / 2);
-        let r = t.report();
+        // answer is lost (reverse).
+        let r = served(100, 3, |round, ttl| ttl == 3 && round % 10 == 0, |_, ttl, n| ttl == 3 && n % 25 == 0);
         let w = r.one_way.expect("split");
         // The last count came with round 99's answer (round 100's probe was lost on the way):
         // 99 probes, 9 lost forward, 3 of the 90 answers lost.
@@ -867,37 +879,14 @@ mod tests {
         // A 4-hop chain with a server at hop 4; the link into hop 2 loses every 20th answer of
         // the hops from 2 on (the same rounds for each: the answers share the link), and
         // no probe: the server has them all.
-        let mut t = Trace::new(Plan { server: true, ..plan() });
-        let mut arrived = 0u64;
-        for round in 1..=400u32 {
-            let base = u64::from(round) * 1_000 * MS;
-            let ttls: Vec<u8> = t.ttls().filter(|&ttl| ttl <= 4).collect();
-            for ttl in ttls {
-                let at = base + u64::from(ttl) * MS;
-                let seq = t.sent(round, ttl, at, 60);
-                let lost_back = ttl >= 2 && round % 20 == 7;
-                let answer = if ttl < 4 { Answer::TimeExceeded } else { Answer::Reached };
-                if ttl == 4 {
-                    arrived += 1;
-                }
-                if !lost_back {
-                    t.reply(Reply { seq, from: chain_addr(round, ttl), at_ns: at + MS, answer });
-                    if ttl == 4 {
-                        t.server_count(seq, arrived);
-                    }
-                }
-            }
-            t.expire(base + 999 * MS);
-        }
-        t.expire(u64::MAX / 2);
-        let r = t.report();
+        let lost = |round: u32, ttl: u8| ttl >= 2 && round % 20 == 7;
+        let r = served(400, 4, |_, _| false, |round, ttl, _| lost(round, ttl));
         let w = r.one_way.as_ref().expect("split");
         assert_eq!(w.forward_loss_pct, 0.0, "{w:?}");
         assert_eq!(r.hops[1].note.as_deref(), Some("loss starts here, on the way back"), "{:?}", r.hops[1]);
         assert_eq!(r.hops[1].loss_direction, Some(Direction::Reverse));
         assert!(r.hops.iter().enumerate().all(|(i, h)| i == 1 || h.loss_direction.is_none()), "{r:?}");
         // Without the server's count nothing says which way.
-        let lost = |round: u32, ttl: u8| ttl >= 2 && round % 20 == 7;
         let plain = run(400, 4, lost, chain_addr);
         assert_eq!(plain.hops[1].note.as_deref(), Some("loss starts here"));
         assert_eq!(plain.hops[1].loss_direction, None);

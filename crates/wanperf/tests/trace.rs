@@ -430,6 +430,16 @@ fn trace_exec(net: &str, args: &[&str]) -> Value {
     last["report"].clone()
 }
 
+/// `wanperf trace --server` from a in `net` to a `wanperf serve` on b: 1,000 rounds, 100 a
+/// second.
+fn trace_served(net: &str) -> Value {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(["net", "exec", net, "b", "--", BIN, "serve", "--listen", "0.0.0.0:0", "--allow", "198.18.0.0/15"]);
+    let server = Server::spawn(cmd);
+    let port = server.port_s();
+    trace_exec(net, &["--server", "-p", &port, "-c", "1000", "-i", "0.01", "--gap", "1ms"])
+}
+
 #[test]
 fn a_wanperf_serve_at_the_destination_splits_its_loss_by_direction_and_is_never_rate_limited() {
     let _serial = serial();
@@ -456,11 +466,7 @@ fn a_wanperf_serve_at_the_destination_splits_its_loss_by_direction_and_is_never_
     assert_eq!(last["destination"], true, "{plain}");
     assert!(num(&last["loss_pct"]) > 50.0, "b limits its port unreachables: {last}");
     assert!(plain["one_way"].is_null(), "no server, no split: {plain}");
-    let mut cmd = std::process::Command::new(BIN);
-    cmd.args(["net", "exec", &net, "b", "--", BIN, "serve", "--listen", "0.0.0.0:0", "--allow", "198.18.0.0/15"]);
-    let server = Server::spawn(cmd);
-    let port = server.port_s();
-    let r = trace_exec(&net, &["--server", "-p", &port, "-c", "1000", "-i", "0.01", "--gap", "1ms"]);
+    let r = trace_served(&net);
     let h = hops(&r);
     assert_eq!(h.len(), 6, "{r}");
     let dest = &h[5];
@@ -508,11 +514,7 @@ fn answers_lost_on_one_link_are_placed_there_on_the_way_back() {
     let net = format!("tdir{}", std::process::id() % 100_000);
     let f = topo_file("trace-direction", &topo);
     let _up = Up::new(&f, &net);
-    let mut cmd = std::process::Command::new(BIN);
-    cmd.args(["net", "exec", &net, "b", "--", BIN, "serve", "--listen", "0.0.0.0:0", "--allow", "198.18.0.0/15"]);
-    let server = Server::spawn(cmd);
-    let port = server.port_s();
-    let r = trace_exec(&net, &["--server", "-p", &port, "-c", "1000", "-i", "0.01", "--gap", "1ms"]);
+    let r = trace_served(&net);
     let h = hops(&r);
     assert!(num(&r["one_way"]["forward_loss_pct"]) < 0.5, "{r}");
     let at: Vec<&Value> = h.iter().filter(|x| !x["loss_direction"].is_null()).collect();
