@@ -551,7 +551,7 @@ def direction_part():
     named wrong."""
     rng = random.Random(SEED + 3000)
     tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-dir-")
-    right = unnamed = wrong = missed = 0
+    count = {"right": 0, "unnamed": 0, "WRONG": 0, "not placed": 0}
     by_p = {}
     for i in range(DIR_N):
         text, truth = direction_topology(rng, i)
@@ -568,36 +568,26 @@ def direction_part():
         said = {h["ttl"]: h.get("loss_direction") for h in hops if (h.get("note") or "").startswith("loss starts here")}
         line = []
         for ttl, (way, p) in sorted(truth["steps"].items()):
-            got = said.get(ttl, "not placed") if ttl in said else "not placed"
-            if ttl not in said:
-                missed += 1
-                verdict = "not placed"
-            elif got is None:
-                unnamed += 1
-                verdict = "unnamed"
-            elif got == way:
-                right += 1
-                verdict = "right"
-            else:
-                wrong += 1
-                verdict = "WRONG"
+            verdict = ("not placed" if ttl not in said else "unnamed" if said[ttl] is None
+                       else "right" if said[ttl] == way else "WRONG")
+            count[verdict] += 1
             by_p.setdefault(p, []).append(verdict)
             line.append(f"{p:.1%} {way} into hop {ttl}: {verdict}")
         extra = sorted(set(said) - set(truth["steps"]))
         print(f"{i:>3} {truth['routers']} routers: " + "; ".join(line)
               + (f"; loss placed where there is none at {extra}" if extra else "") + f" ({secs:.1f} s)", flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
-    n = right + unnamed + wrong + missed
+    n = sum(count.values())
     if not n:
         print("no direction results")
         return 1
     print()
-    print(f"loss steps named by direction ({DIR_N} chains, {n} steps): right {right}, unnamed {unnamed}, "
-          f"WRONG {wrong}, not placed {missed}")
+    print(f"loss steps named by direction ({DIR_N} chains, {n} steps): right {count['right']}, unnamed {count['unnamed']}, "
+          f"WRONG {count['WRONG']}, not placed {count['not placed']}")
     for p in sorted(by_p):
         v = by_p[p]
         print(f"  {p:.1%}: right {v.count('right')}/{len(v)}, unnamed {v.count('unnamed')}, wrong {v.count('WRONG')}")
-    return 0 if wrong == 0 else 1
+    return 0 if count["WRONG"] == 0 else 1
 
 
 def main():

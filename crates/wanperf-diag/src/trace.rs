@@ -244,7 +244,7 @@ fn limits_replies(h: &Hop) -> bool {
     h.icmp_only_loss_pct / 100.0 * n >= 2.0_f64.max(3.0 * sd)
 }
 
-/// Which way each of a path's loss steps is lost (`steps`: each hop where loss starts and
+/// Which way each of a path's loss steps is lost (`steps`: at each hop where loss starts,
 /// the share lost on the link or links into it, probes and answers together), from the
 /// destination's split `w`. A trace sees at hop k only what survives both ways, k links out
 /// and k links back; the server's count splits the whole path's loss, not a hop's. With each
@@ -254,7 +254,7 @@ fn limits_replies(h: &Hop) -> bool {
 /// two compared counts binomial, doubled for the steps' own noise) when every other one
 /// misfits by nine more in χ² (90:1 in likelihood) — `None` otherwise: two steps of equal
 /// size, a step lost both ways, answers that come back by another path. At most 8 steps.
-pub fn step_directions(steps: &[(usize, f64)], w: &OneWayLoss) -> Option<Vec<Direction>> {
+pub fn step_directions(steps: &[f64], w: &OneWayLoss) -> Option<Vec<Direction>> {
     if steps.is_empty() || steps.len() > 8 || w.sent == 0 || w.arrived == 0 {
         return None;
     }
@@ -267,7 +267,7 @@ pub fn step_directions(steps: &[(usize, f64)], w: &OneWayLoss) -> Option<Vec<Dir
     let mut fits: Vec<(f64, u32)> = (0..1u32 << steps.len())
         .map(|mask| {
             let (mut fs, mut rs) = (1.0, 1.0);
-            for (k, &(_, s)) in steps.iter().enumerate() {
+            for (k, &s) in steps.iter().enumerate() {
                 if mask & (1 << k) != 0 {
                     fs *= 1.0 - s;
                 } else {
@@ -543,8 +543,9 @@ impl Trace {
         let mut before = 0.0;
         let mut noted_before = 0.0;
         let mut limited_before: Option<u8> = None;
-        // (hop index, the loss of the link or links into it: 1 − survival here / before)
-        let mut steps: Vec<(usize, f64)> = Vec::new();
+        // (hop index, the loss of the link or links into it: 1 − survival here / before, its
+        // note)
+        let mut steps: Vec<(usize, f64, String)> = Vec::new();
         for (i, (h, &lim)) in hops.iter_mut().zip(&limited).enumerate() {
             let n = h.sent;
             if lim {
@@ -565,31 +566,29 @@ impl Trace {
                     Some(t) => format!("loss starts here or at hop {t} (it limits its replies)"),
                     None => "loss starts here".into(),
                 };
-                h.note = Some(match h.note.take() {
-                    Some(n) => format!("{here}; {n}"),
-                    None => here,
-                });
-                steps.push((i, 1.0 - (1.0 - h.path_loss_pct / 100.0) / (1.0 - noted_before / 100.0).max(1e-9)));
+                // Its note is written once the steps' directions are known.
+                let s = 1.0 - (1.0 - h.path_loss_pct / 100.0) / (1.0 - noted_before / 100.0).max(1e-9);
+                steps.push((i, s, here));
                 noted_before = h.path_loss_pct;
             }
             before = h.path_loss_pct;
             limited_before = None;
         }
         let one_way = self.one_way();
-        if let Some(dirs) = one_way.as_ref().and_then(|w| step_directions(&steps, w)) {
-            for (&(i, _), d) in steps.iter().zip(dirs) {
-                let h = &mut hops[i];
-                h.loss_direction = Some(d);
-                let way = match d {
-                    Direction::Forward => "on the way there",
-                    Direction::Reverse => "on the way back",
-                };
-                if let Some(n) = h.note.as_mut() {
-                    // "loss starts here" → "loss starts here, on the way there"
-                    let at = n.find(';').unwrap_or(n.len());
-                    n.insert_str(at, &format!(", {way}"));
-                }
-            }
+        let sizes: Vec<f64> = steps.iter().map(|x| x.1).collect();
+        let dirs = one_way.as_ref().and_then(|w| step_directions(&sizes, w));
+        for (k, &(i, _, ref here)) in steps.iter().enumerate() {
+            let h = &mut hops[i];
+            h.loss_direction = dirs.as_ref().map(|d| d[k]);
+            let here = match h.loss_direction {
+                Some(Direction::Forward) => format!("{here}, on the way there"),
+                Some(Direction::Reverse) => format!("{here}, on the way back"),
+                None => here.clone(),
+            };
+            h.note = Some(match h.note.take() {
+                Some(n) => format!("{here}; {n}"),
+                None => here,
+            });
         }
         // Route changes: per TTL and flow, the answering address of each round in order.
         let mut route_changes = Vec::new();
@@ -860,17 +859,17 @@ mod tests {
         };
         use Direction::{Forward, Reverse};
         // One step of 3 %: wherever the server says it went.
-        assert_eq!(step_directions(&[(2, 0.03)], &w(3.1, 0.0)), Some(vec![Forward]));
-        assert_eq!(step_directions(&[(2, 0.03)], &w(0.1, 2.8)), Some(vec![Reverse]));
+        assert_eq!(step_directions(&[0.03], &w(3.1, 0.0)), Some(vec![Forward]));
+        assert_eq!(step_directions(&[0.03], &w(0.1, 2.8)), Some(vec![Reverse]));
         // 5 % at hop 1 and 3 % at hop 4 (tests/trace.rs's chain): 5 % forward and 3 % back fit
         // one assignment; the swap predicts 3 % and 5 %, four and three deviations off.
-        assert_eq!(step_directions(&[(1, 0.05), (4, 0.03)], &w(5.0, 3.0)), Some(vec![Forward, Reverse]));
-        assert_eq!(step_directions(&[(1, 0.05), (4, 0.03)], &w(3.0, 5.0)), Some(vec![Reverse, Forward]));
+        assert_eq!(step_directions(&[0.05, 0.03], &w(5.0, 3.0)), Some(vec![Forward, Reverse]));
+        assert_eq!(step_directions(&[0.05, 0.03], &w(3.0, 5.0)), Some(vec![Reverse, Forward]));
         // Two steps of the same size, one each way: either could be either.
-        assert_eq!(step_directions(&[(1, 0.03), (4, 0.03)], &w(3.0, 3.0)), None);
+        assert_eq!(step_directions(&[0.03, 0.03], &w(3.0, 3.0)), None);
         // A split no assignment explains (answers back by another path, a step lost both ways).
-        assert_eq!(step_directions(&[(2, 0.03)], &w(1.5, 1.5)), None);
-        assert_eq!(step_directions(&[(2, 0.03)], &w(10.0, 0.0)), None);
+        assert_eq!(step_directions(&[0.03], &w(1.5, 1.5)), None);
+        assert_eq!(step_directions(&[0.03], &w(10.0, 0.0)), None);
         assert_eq!(step_directions(&[], &w(0.0, 0.0)), None);
     }
 
