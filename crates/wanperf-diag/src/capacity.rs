@@ -829,10 +829,15 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
     // the large packets alone: a tight link is named only when the destination's trains are
     // 4 % longer than the narrow link's rate makes them (an idle chain of 100 Mbit/s then
     // three links of 125 read 1.07–1.09 at the third router and 1.000 at the destination).
+    // That rate is the slowest recursive train's there, not their median: the destination's
+    // trains include the capacity trains, which crossed the narrow link at other moments and
+    // may have met more of its own cross traffic than the median recursive train did (a paced
+    // TCP flow on a 20 Mbit/s narrow link stretched 5 of 9 there by 6 % and 1 of the 4
+    // recursive trains at the narrow hop: a tight link after it, named where there was none).
     let tight = at_capacity.and_then(|c| {
         let ratio = |g: &HopGap| g.gap_us / expected(g, c);
         let narrow = gaps.iter().filter(|g| g.ttl <= at).map(ratio).fold(1.0f64, f64::max);
-        let n = narrow_bps.unwrap_or(c.1);
+        let n = narrow_range.map_or(narrow_bps.unwrap_or(c.1), |(slowest, _)| slowest);
         let dest =
             gaps.iter().find(|g| g.ttl == dest_ttl && g.ttl > at).map(|g| g.gap_us / c.0.length_us(dest_ttl, true, n));
         if dest.is_some_and(|d| d < TIGHT_STRETCH) {
@@ -1442,6 +1447,39 @@ mod tests {
         }
         let l = locate(&trains, 4, Some((shape, 100e6))).unwrap();
         assert_eq!((l.ttl, l.tight.map(|t| t.ttl)), (2, Some(4)));
+    }
+
+    #[test]
+    fn cross_traffic_the_capacity_trains_met_more_on_the_narrow_link_is_no_tight_link() {
+        // 1 Gbit/s into hop 1, a 100 Mbit/s narrow link into hop 2 carrying paced cross
+        // traffic, 1 Gbit/s into the destination (hop 3). One recursive train of four met a
+        // cross packet pair on the narrow link (10 % longer there and at the destination);
+        // four of the five capacity trains did.
+        let shape = TrainShape { loads: 20, size: 1500, small: 60, heads: 16 };
+        let at = |ttl: u8, bps: f64, stretch: f64| (shape.length_us(ttl, ttl == 3, bps) * stretch * 1e3) as u64;
+        // `tight`: what a link after the narrow one adds to every train.
+        let trains = |tight: f64| {
+            let mut v: Vec<RptResult> = [1.0, 1.0, 1.1, 1.0]
+                .into_iter()
+                .map(|s| RptResult {
+                    hops: vec![(1, 0, at(1, 1e9, 1.0)), (2, 0, at(2, 100e6, s))],
+                    dest: Some((0, at(3, 100e6, s * tight))),
+                })
+                .collect();
+            for s in [1.1, 1.1, 1.0, 1.1, 1.1] {
+                let gap = 120_000.0 * s * tight;
+                let arrivals = (0..33u32).map(|i| (i, (f64::from(i) * gap) as u64)).collect();
+                v.extend(RptResult::from_train(&Train { wire_bytes: 1500, sent: 33, arrivals }, 20, 1500));
+            }
+            v
+        };
+        // The destination's median train is 10 % longer than the median recursive train at
+        // the narrow hop, and no longer than the slowest one there: the narrow link's own.
+        let l = locate(&trains(1.0), 3, Some((shape, 100e6))).unwrap();
+        assert_eq!((l.ttl, l.tight.clone()), (2, None), "{l:?}");
+        // A link into the destination that stretches every train by another 20 % is named.
+        let l = locate(&trains(1.2), 3, Some((shape, 100e6))).unwrap();
+        assert_eq!((l.ttl, l.tight.as_ref().map(|t| t.ttl)), (2, Some(3)), "{l:?}");
     }
 
     #[test]
