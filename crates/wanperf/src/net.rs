@@ -482,14 +482,15 @@ impl Session {
 }
 
 /// One direction's counters as text: packets and bytes, drops by cause, queue delay, the
-/// busiest second and the last one, cross traffic.
+/// busiest second and the last one, cross traffic, and how late the emulator sent packets
+/// past their due time (a network that is late by a millisecond is not the one configured).
 fn dir_counters(d: &wanperf_emu::fabric::DirStats) -> String {
     let served = d.total(|c| c.dequeued);
     let mean = if served > 0 { d.total(|c| c.sum_queue_delay_ns) as f64 / served as f64 / 1e6 } else { 0.0 };
     let maxq = d.classes.values().map(|c| c.max_queue_delay_ns).max().unwrap_or(0) as f64 / 1e6;
     let second = |b: Option<&u64>| fmt_rate(b.copied().unwrap_or(0) as f64 * 8.0);
     format!(
-        "{} pkts ({}) in, {} out; drops: queue {}, aqm {}, policer {}, random {}; queue delay mean {mean:.2} ms, max {maxq:.2} ms; peak {}, last second {}{}",
+        "{} pkts ({}) in, {} out; drops: queue {}, aqm {}, policer {}, random {}; queue delay mean {mean:.2} ms, max {maxq:.2} ms; peak {}, last second {}{}; emulator late p99 {:.0} µs, max {:.0} µs",
         d.total(|c| c.packets_in),
         fmt_bytes(d.total(|c| c.bytes_in)),
         d.total(|c| c.packets_out),
@@ -500,6 +501,8 @@ fn dir_counters(d: &wanperf_emu::fabric::DirStats) -> String {
         second(d.per_second_bytes.iter().max()),
         second(d.per_second_bytes.last()),
         if d.injected > 0 { format!("; {} cross-traffic pkts", d.injected) } else { String::new() },
+        d.lateness.p99_us,
+        d.lateness.max_us,
     )
 }
 
