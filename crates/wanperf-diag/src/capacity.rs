@@ -1529,7 +1529,7 @@ mod tests {
         let cap = |bps: f64, span: u32| Capacity { bps, low_bps: bps, high_bps: bps, span, in_mode: 9, samples: 20 };
         assert_eq!(post_narrow(&cap(100.5e6, 8), &[], &l), None);
         let rival = cap(100.2e6, 16);
-        assert_eq!(post_narrow(&cap(150e6, 2), &[rival.clone()], &l), Some(rival));
+        assert_eq!(post_narrow(&cap(150e6, 2), std::slice::from_ref(&rival), &l), Some(rival));
         let own = post_narrow(&cap(150e6, 2), &[], &l).unwrap();
         assert_eq!((own.span, own.in_mode), (0, 5));
         assert!((own.bps - 100e6).abs() < 0.5e6 && own.low_bps < own.bps && own.high_bps > own.bps, "{own:?}");
@@ -1581,7 +1581,7 @@ mod tests {
         // No rival there, or the right capacity: nothing.
         assert_eq!(sub_narrow(&slow, &[cap(150e6, 2)], &l, shape, 5), None);
         let l = locate(&even, 5, Some((shape, 100.3e6))).unwrap();
-        assert_eq!(sub_narrow(&rival, &[slow.clone()], &l, shape, 5), None);
+        assert_eq!(sub_narrow(&rival, std::slice::from_ref(&slow), &l, shape, 5), None);
         // Cross traffic on the narrow link itself (its trains uneven, hops before it at a
         // faster link's rate, which no capacity mode shows): kept.
         let loaded: Vec<RptResult> = (0..5)
@@ -1604,7 +1604,7 @@ mod tests {
         let l = locate(&first, 5, Some((shape, 75e6))).unwrap();
         assert_eq!(l.ttl, 2, "{l:?}");
         let rival = cap(99.8e6, 6);
-        assert_eq!(sub_narrow(&cap(75e6, 8), &[rival.clone()], &l, shape, 5), Some(rival.clone()));
+        assert_eq!(sub_narrow(&cap(75e6, 8), std::slice::from_ref(&rival), &l, shape, 5), Some(rival.clone()));
         let again = locate(&first, 5, Some((shape, rival.bps))).unwrap();
         assert_eq!((again.ttl, again.tight.map(|t| t.ttl)), (1, Some(2)));
         // A mode 8 % below the idle narrow link, its hop still the narrow one, a tight link
