@@ -40,10 +40,11 @@ bottleneck (a tenth) recursive packet trains (Pathneck): small packets with TTL 
            packet, so the gap between its two answers is the train's length as it left that
            router. The train lengthens at a link narrower than all before it, to the length
            the capacity gives it after the narrowest: the first hop where it reaches 90 % of
-           that is the narrow link, with the gap per hop. Where it grows by 8 % or more
+           that is the narrow link, with the gap per hop. Where it grows by 4 % or more
            again after that, cross traffic leaves less there than at the narrow link: a
-           tight link, named beside it. Needs routers that answer ICMP (a second between
-           trains, for their rate limits).
+           tight link, named beside it. Needs routers that answer ICMP (0.9–1.1 s between
+           trains, at random, for their rate limits and so as not to fall in step with
+           periodic cross traffic).
 available  self-loading streams of 64 packets paced above the available bandwidth (first at
            the capacity, then between the estimate and the capacity): cross traffic sharing
            the bottleneck spreads them, by C·Δout/Δin − R = the cross traffic's rate, and the
