@@ -837,7 +837,7 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
     let tight = at_capacity.and_then(|c| {
         let ratio = |g: &HopGap| g.gap_us / expected(g, c);
         let narrow = gaps.iter().filter(|g| g.ttl <= at).map(ratio).fold(1.0f64, f64::max);
-        let n = narrow_range.map_or(narrow_bps.unwrap_or(c.1), |(slowest, _)| slowest);
+        let n = narrow_range.map_or(c.1, |(slowest, _)| slowest);
         let dest =
             gaps.iter().find(|g| g.ttl == dest_ttl && g.ttl > at).map(|g| g.gap_us / c.0.length_us(dest_ttl, true, n));
         if dest.is_some_and(|d| d < TIGHT_STRETCH) {

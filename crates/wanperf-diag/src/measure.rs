@@ -602,8 +602,7 @@ pub fn measure(
         r.lost += u64::from(o.train_len).saturating_sub(arrivals.len() as u64);
         trains.push(Train { wire_bytes: size as u32, sent: o.train_len, arrivals });
         report.trains += 1;
-        let pause = r.pause(r.rtt.max(Duration::from_millis(20)), 0.5);
-        std::thread::sleep(pause);
+        std::thread::sleep(r.pause(r.rtt.max(Duration::from_millis(20)), 0.5));
     }
     let (chosen, rivals) = capacity::estimate(&trains).map_or((None, Vec::new()), |(c, r)| (Some(c), r));
     report.capacity = chosen;
