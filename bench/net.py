@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Emulated networks: set-up and tear-down time, forwarding capacity per hop (against the
 two-host `path` in the same run, interleaved), fairness of 8 iperf3 pairs on a shared
-bottleneck, and the emulator's lateness at 1 Gbit/s aggregate. Prints medians and ratios.
+bottleneck, the emulator's lateness at 1 Gbit/s aggregate, and its packet-rate ceiling
+(full-size UDP packets one at a time, no segmentation offload to lean on). Prints medians
+and ratios.
 
 Every measurement is bounded (iperf3 -t, timeouts) and every network is taken down."""
 
@@ -17,8 +19,8 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--wanperf", default="target/release/wanperf")
 ap.add_argument("--reps", type=int, default=3)
 ap.add_argument("--secs", type=int, default=10)
-ap.add_argument("--parts", default="setup,forwarding,lateness,fairness",
-                help="comma-separated: setup, forwarding, lateness, fairness")
+ap.add_argument("--parts", default="setup,forwarding,lateness,fairness,packets",
+                help="comma-separated: setup, forwarding, lateness, fairness, packets")
 a = ap.parse_args()
 parts = set(a.parts.split(","))
 W = os.path.abspath(a.wanperf)
@@ -194,3 +196,33 @@ if "fairness" in parts:
     for (bottleneck, aqm), v in worst_of.items():
         print(f"{bottleneck} {aqm}: largest deviation from the fair share, median of {len(v)} runs "
               f"{statistics.median(v) * 100:.1f} % (worst {max(v) * 100:.1f} %)")
+
+
+if "packets" in parts:
+    # What the one I/O thread carries when every packet is its own: a read and a write per
+    # packet per link, the kernel router's forwarding inside the write. Segmentation offload
+    # (the forwarding rows) hides this for TCP; a probe's trains and UDP floods meet it.
+    print("\n## packet-rate ceiling: iperf3 UDP, 1400-byte datagrams, 10 Gbit/s links, 1 and 5 links (interleaved)")
+    chains = {}
+    for h in (1, 5):
+        t = chain_path(h, 10).replace('delay = ', 'rate = "10G"\ndelay = ')
+        chains[h] = write(f"udp{h}", t)
+    got = {}
+    for rep in range(a.reps):
+        for offered in (200, 400, 800):
+            for h, p in chains.items():
+                r = sh([W, "net", "run", p, "--host", "a", "--on", "b=iperf3 -s -1", "--json", "--", "sh", "-c",
+                        f"iperf3 -c $WANPERF_ADDR_B -u -b {offered}M -l 1400 -t {a.secs} -J"], timeout=a.secs + 60)
+                end = json.loads(r.stdout)["end"]["sum"]
+                delivered = (end["packets"] - end["lost_packets"]) / end["seconds"]
+                st = [json.loads(l) for l in r.stderr.splitlines() if l.startswith("{") and "net_stats" in l][0]["links"]
+                p99 = max(x["ab"]["lateness"]["p99_us"] for x in st)
+                got.setdefault((h, offered), []).append((delivered, end["lost_percent"], p99))
+                print(f"run {rep + 1}, {h} link(s), {offered} Mbit/s offered: delivered {delivered / 1e3:.1f} kpkt/s "
+                      f"({delivered * 1400 * 8 / 1e6:.0f} Mbit/s of payload), lost {end['lost_percent']:.1f} %, "
+                      f"worst link's lateness p99 {p99:.0f} µs")
+    for (h, offered), v in sorted(got.items()):
+        pps = statistics.median(x[0] for x in v)
+        print(f"{h} link(s), {offered} Mbit/s offered: median {pps / 1e3:.1f} kpkt/s delivered, "
+              f"{pps * h / 1e3:.0f} k link crossings/s, loss median {statistics.median(x[1] for x in v):.1f} %, "
+              f"lateness p99 median {statistics.median(x[2] for x in v):.0f} µs")

@@ -89,6 +89,40 @@ pub struct LinkStats {
     pub ba: DirStats,
 }
 
+/// The lateness (99th percentile, µs) beyond which the emulator did not keep its schedule:
+/// an idle or busy but keeping-up loop reads 20–100 µs; past a millisecond, one packet in a
+/// hundred left a millisecond or more after its time, and the network measured through it
+/// was slower than the one configured (the offered packet rate exceeded what one thread,
+/// a read and a write per packet per link, carries on this machine; or other work took its CPU).
+pub const BEHIND_P99_US: f64 = 1000.0;
+
+/// Where the emulator fell furthest behind, if anywhere beyond [`BEHIND_P99_US`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Behind {
+    /// The link's name.
+    pub link: String,
+    /// 0: a → b, 1: b → a.
+    pub dir: usize,
+    /// Its lateness's 99th percentile, µs.
+    pub p99_us: f64,
+}
+
+/// Fewest packets a direction must have carried for its p99 to say anything: over a few
+/// dozen it is the single worst packet, and one packet late by milliseconds (a virtual
+/// machine's core stolen for a moment) is no pattern; over a thousand it is ten or more.
+pub const BEHIND_MIN_PACKETS: u64 = 1000;
+
+/// The direction whose lateness p99 is largest, when it is beyond [`BEHIND_P99_US`] over at
+/// least [`BEHIND_MIN_PACKETS`] packets.
+pub fn fell_behind(stats: &[LinkStats]) -> Option<Behind> {
+    stats
+        .iter()
+        .flat_map(|l| [(l, 0, &l.ab), (l, 1, &l.ba)])
+        .filter(|(_, _, d)| d.lateness.p99_us > BEHIND_P99_US && d.total(|c| c.packets_out) >= BEHIND_MIN_PACKETS)
+        .max_by(|a, b| a.2.lateness.p99_us.total_cmp(&b.2.lateness.p99_us))
+        .map(|(l, dir, d)| Behind { link: l.name.clone(), dir, p99_us: d.lateness.p99_us })
+}
+
 /// What a router does with the ICMP messages it sends (the kernel makes them).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IcmpShape {
@@ -901,6 +935,26 @@ mod tests {
         // jitter reorders them.
         assert!(out.iter().all(|&(t, p)| t >= p + 1_000_000 && t <= p + 5_100_000));
         assert!(out.windows(2).any(|w| w[1].1 < w[0].1), "jitter reorders");
+    }
+
+    #[test]
+    fn falling_behind_is_the_worst_direction_past_a_millisecond() {
+        let dir = |p99_us: f64, packets_out: u64| DirStats {
+            classes: [("besteffort".to_string(), ClassCounters { packets_out, ..ClassCounters::default() })].into(),
+            lateness: Lateness { p50_us: 5.0, p99_us, max_us: 19_000.0 },
+            ..DirStats::default()
+        };
+        let link =
+            |name: &str, ab: f64, ba: f64| LinkStats { name: name.into(), ab: dir(ab, 96_315), ba: dir(ba, 5000) };
+        // Keeping up: tens of µs at p99, whatever the worst single packet (a VM's stolen ms).
+        assert_eq!(fell_behind(&[link("a-r1", 40.0, 70.0), link("r1-b", 90.0, 30.0)]), None);
+        assert_eq!(fell_behind(&[]), None);
+        let got = fell_behind(&[link("a-r1", 52.0, 18.0), link("r1-r2", 1367.0, 40.0), link("r2-b", 30.0, 4927.0)]);
+        assert_eq!(got, Some(Behind { link: "r2-b".into(), dir: 1, p99_us: 4927.0 }));
+        // The way back of a flood: 17 packets, the worst of them 21.6 ms late behind the
+        // flood's backlog, is one packet's fate; the flood's own direction is the finding.
+        let flood = LinkStats { name: "a-r1".into(), ab: dir(8126.0, 96_315), ba: dir(21_600.0, 17) };
+        assert_eq!(fell_behind(&[flood]), Some(Behind { link: "a-r1".into(), dir: 0, p99_us: 8126.0 }));
     }
 
     #[test]

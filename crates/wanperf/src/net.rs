@@ -513,7 +513,8 @@ fn print_stats(
     out: &mut dyn Write,
 ) {
     if json_out {
-        let _ = writeln!(out, "{}", json!({"event": "net_stats", "links": stats, "export": export}));
+        let behind = wanperf_emu::fabric::fell_behind(stats);
+        let _ = writeln!(out, "{}", json!({"event": "net_stats", "links": stats, "export": export, "behind": behind}));
         return;
     }
     if let (Some(e), Some(cfg)) = (export, &t.export) {
@@ -546,6 +547,13 @@ fn print_stats(
                     writeln!(out, "  {} {} → {}: {}", l.name, t.nodes[from].name, t.nodes[to].name, dir_counters(d));
             }
         }
+    }
+    if let Some(b) = wanperf_emu::fabric::fell_behind(stats) {
+        let dir = t.links.iter().find(|l| l.name == b.link).map(|l| {
+            let (from, to) = if b.dir == 0 { (l.a, l.b) } else { (l.b, l.a) };
+            format!("{} → {}", t.nodes[from].name, t.nodes[to].name)
+        });
+        let _ = writeln!(out, "{}", crate::path::behind_warning(&b, &dir.unwrap_or_default()));
     }
 }
 
@@ -831,12 +839,19 @@ fn print_reply_stats(name: &str, v: &Value, link: Option<&str>, json_out: bool) 
         }
     }
     if json_out {
-        outln!("{}", json!({"event": "net_stats", "name": name, "links": stats, "export": v["export"]}));
+        let behind = wanperf_emu::fabric::fell_behind(&stats);
+        outln!(
+            "{}",
+            json!({"event": "net_stats", "name": name, "links": stats, "export": v["export"], "behind": behind})
+        );
     } else {
         for s in &stats {
             for (dir, d) in [("a → b", &s.ab), ("b → a", &s.ba)] {
                 outln!("{:<20} {dir}: {}", s.name, dir_counters(d));
             }
+        }
+        if let Some(b) = wanperf_emu::fabric::fell_behind(&stats) {
+            outln!("{}", crate::path::behind_warning(&b, if b.dir == 0 { "a → b" } else { "b → a" }));
         }
     }
     Ok(())

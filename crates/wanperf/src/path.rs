@@ -368,10 +368,28 @@ pub(crate) fn stop_child(c: &mut Child) {
 
 fn print_stats(s: &PathStats, json: bool) {
     if json {
-        eprintln!("{}", serde_json::json!({"event": "path", "stats": s}));
+        eprintln!("{}", serde_json::json!({"event": "path", "stats": s, "behind": path_behind(s)}));
     } else {
         print_stats_to(s, &mut std::io::stderr());
     }
+}
+
+/// Where the path's emulator fell behind its schedule, if it did.
+pub fn path_behind(s: &PathStats) -> Option<wanperf_emu::fabric::Behind> {
+    let link = wanperf_emu::fabric::LinkStats { name: "the path".into(), ab: s.up.clone(), ba: s.down.clone() };
+    wanperf_emu::fabric::fell_behind(std::slice::from_ref(&link))
+}
+
+/// The warning printed under the counters when the emulator fell behind (`dir`: the
+/// direction's name).
+pub fn behind_warning(b: &wanperf_emu::fabric::Behind, dir: &str) -> String {
+    format!(
+        "warning: the emulator fell behind its schedule on {} ({dir}): 1 % of the packets left {:.1} ms or more late. \
+         The offered packet rate exceeded what this machine emulates, or other work took the emulator's CPU: \
+         what was measured through it is slower than the configured network (docs/emulator.md, \"Packet-rate ceiling\")",
+        b.link,
+        b.p99_us / 1000.0
+    )
 }
 
 /// The counters as a readable table.
@@ -403,6 +421,9 @@ pub fn print_stats_to(s: &PathStats, out: &mut dyn std::io::Write) {
             "  {name} emulator lateness: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
             d.lateness.p50_us, d.lateness.p99_us, d.lateness.max_us
         );
+    }
+    if let Some(b) = path_behind(s) {
+        let _ = writeln!(out, "{}", behind_warning(&b, if b.dir == 0 { "left → right" } else { "right → left" }));
     }
 }
 
