@@ -602,7 +602,7 @@ pub struct Location {
     /// That growth's share of the largest gap.
     pub share: f64,
     /// A tight link after the narrow one: where the train, already as long as the narrow
-    /// link (its capacity and its cross traffic) made it, grew by 8 % or more again — cross
+    /// link (its capacity and its cross traffic) made it, grew by 4 % or more again — cross
     /// traffic leaves less available bandwidth there than at the narrow link.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tight: Option<Tight>,
@@ -737,11 +737,21 @@ impl TrainShape {
 /// little as 4–7 %: 8 % missed it in two runs of three.
 const TIGHT_STRETCH: f64 = 1.04;
 
+/// How much longer than at the narrow hop the recursive trains must be at the destination,
+/// each train against itself (their upper median), to name a tight link. Each train carries the
+/// narrow link's cross traffic to the destination unchanged, so whatever it met there cancels:
+/// bench chain d13 (a paced TCP flow on the 20 Mbit/s narrow link, no tight link) read
+/// 1.000–1.009 in three runs while five of its nine pooled destination trains were 6 %
+/// longer; eleven chains with a tight link after the narrow one read 1.13–1.60.
+const TIGHT_PAIRED: f64 = 1.02;
+
 /// The hop where the train reached its length, from several trains (median gap per hop; the
 /// destination counts as hop `dest_ttl`); with the trains' `shape` and the path's capacity,
 /// the narrow link is the first hop whose gap reaches 90 % of the length the capacity gives
-/// and a later hop whose gap is 4 % beyond the narrow link's is a tight link; without them, the
-/// first hop whose gap is 90 % of the largest. `None` with fewer than two hops measured.
+/// and a later hop whose gap is 4 % beyond the narrow link's is a tight link (if the recursive
+/// trains, each against itself, are also 2 % longer at the destination than at the narrow
+/// hop); without them, the first hop whose gap is 90 % of the largest. `None` with fewer than
+/// two hops measured.
 pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShape, f64)>) -> Option<Location> {
     // A train more than twice as long as the shortest at the first hop was held up leaving
     // its sender (a stall mid-burst, the host's device drained late): it is that long at
@@ -841,6 +851,24 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
         let dest =
             gaps.iter().find(|g| g.ttl == dest_ttl && g.ttl > at).map(|g| g.gap_us / c.0.length_us(dest_ttl, true, n));
         if dest.is_some_and(|d| d < TIGHT_STRETCH) {
+            return None;
+        }
+        // The pooled median above mixes trains that crossed the narrow link at different
+        // moments; the recursive trains also say, each for itself, whether anything after the
+        // narrow link lengthened them (two trains or more; their upper median: Poisson cross
+        // traffic on a tight link lets one train in sixteen through nearly unstretched).
+        let mut paired: Vec<f64> = trains
+            .iter()
+            .filter(|t| !held(t))
+            .filter_map(|t| {
+                let (a, b) = t.dest.filter(|d| d.1 > d.0)?;
+                let &(_, head, tail) = t.hops.iter().find(|h| h.0 == at && h.2 > h.1)?;
+                let there = (tail - head) as f64 / c.0.length_us(at, false, c.1);
+                Some((b - a) as f64 / c.0.length_us(dest_ttl, true, c.1) / there)
+            })
+            .collect();
+        paired.sort_by(f64::total_cmp);
+        if paired.len() >= 2 && paired[paired.len() / 2] < TIGHT_PAIRED {
             return None;
         }
         gaps.iter()
@@ -1479,6 +1507,31 @@ mod tests {
         assert_eq!((l.ttl, l.tight.clone()), (2, None), "{l:?}");
         // A link into the destination that stretches every train by another 20 % is named.
         let l = locate(&trains(1.2), 3, Some((shape, 100e6))).unwrap();
+        assert_eq!((l.ttl, l.tight.as_ref().map(|t| t.ttl)), (2, Some(3)), "{l:?}");
+
+        // Bench chain d13's run: no recursive train met the flow on the narrow link, five of
+        // the five capacity trains did (6 % longer): the pooled median at the destination is
+        // 6 % beyond the slowest recursive train at the narrow hop, but each recursive train
+        // is as long at the destination as at the narrow hop.
+        let even = |tight: f64| {
+            let mut v: Vec<RptResult> = (0..4)
+                .map(|_| RptResult {
+                    hops: vec![(1, 0, at(1, 1e9, 1.0)), (2, 0, at(2, 100e6, 1.0))],
+                    dest: Some((0, at(3, 100e6, tight))),
+                })
+                .collect();
+            for _ in 0..5 {
+                let gap = 120_000.0 * 1.06 * tight;
+                let arrivals = (0..33u32).map(|i| (i, (f64::from(i) * gap) as u64)).collect();
+                v.extend(RptResult::from_train(&Train { wire_bytes: 1500, sent: 33, arrivals }, 20, 1500));
+            }
+            v
+        };
+        let l = locate(&even(1.0), 3, Some((shape, 100e6))).unwrap();
+        assert_eq!((l.ttl, l.tight.clone()), (2, None), "{l:?}");
+        // The recursive trains 5 % longer at the destination than at the narrow hop: a tight
+        // link after it.
+        let l = locate(&even(1.05), 3, Some((shape, 100e6))).unwrap();
         assert_eq!((l.ttl, l.tight.as_ref().map(|t| t.ttl)), (2, Some(3)), "{l:?}");
     }
 

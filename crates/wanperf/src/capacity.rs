@@ -41,7 +41,8 @@ bottleneck (a tenth) recursive packet trains (Pathneck): small packets with TTL 
            router. The train lengthens at a link narrower than all before it, to the length
            the capacity gives it after the narrowest: the first hop where it reaches 90 % of
            that is the narrow link, with the gap per hop. Where it grows by 4 % or more
-           again after that, cross traffic leaves less there than at the narrow link: a
+           again after that (and each train is 2 % or more longer at the destination than
+           at the narrow hop), cross traffic leaves less there than at the narrow link: a
            tight link, named beside it. Needs routers that answer ICMP (0.9–1.1 s between
            trains, at random, for their rate limits and so as not to fall in step with
            periodic cross traffic).
