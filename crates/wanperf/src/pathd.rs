@@ -310,9 +310,11 @@ pub fn join_namespaces(pid: u64, fd: i64) -> Result<()> {
 }
 
 fn print_stats(v: &Value, json: bool) {
+    let st = serde_json::from_value::<wanperf_emu::path::PathStats>(v["stats"].clone());
     if json {
-        outln!("{}", json!({"event": "path", "stats": v["stats"]}));
-    } else if let Ok(st) = serde_json::from_value::<wanperf_emu::path::PathStats>(v["stats"].clone()) {
+        let behind = st.ok().and_then(|s| crate::path::path_behind(&s));
+        outln!("{}", json!({"event": "path", "stats": v["stats"], "behind": behind}));
+    } else if let Ok(st) = st {
         crate::path::print_stats_to(&st, &mut std::io::stdout());
     }
 }
