@@ -514,7 +514,8 @@ fn print_stats(
 ) {
     if json_out {
         let behind = wanperf_emu::fabric::fell_behind(stats);
-        let _ = writeln!(out, "{}", json!({"event": "net_stats", "links": stats, "export": export, "behind": behind}));
+        let _ =
+            writeln!(out, "{}", json!({"event": "net_stats", "links": stats, "export": export, "fell_behind": behind}));
         return;
     }
     if let (Some(e), Some(cfg)) = (export, &t.export) {
@@ -842,7 +843,7 @@ fn print_reply_stats(name: &str, v: &Value, link: Option<&str>, json_out: bool) 
         let behind = wanperf_emu::fabric::fell_behind(&stats);
         outln!(
             "{}",
-            json!({"event": "net_stats", "name": name, "links": stats, "export": v["export"], "behind": behind})
+            json!({"event": "net_stats", "name": name, "links": stats, "export": v["export"], "fell_behind": behind})
         );
     } else {
         for s in &stats {

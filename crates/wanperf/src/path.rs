@@ -368,7 +368,7 @@ pub(crate) fn stop_child(c: &mut Child) {
 
 fn print_stats(s: &PathStats, json: bool) {
     if json {
-        eprintln!("{}", serde_json::json!({"event": "path", "stats": s, "behind": path_behind(s)}));
+        eprintln!("{}", serde_json::json!({"event": "path", "stats": s, "fell_behind": path_behind(s)}));
     } else {
         print_stats_to(s, &mut std::io::stderr());
     }

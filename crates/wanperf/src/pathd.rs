@@ -313,7 +313,7 @@ fn print_stats(v: &Value, json: bool) {
     let st = serde_json::from_value::<wanperf_emu::path::PathStats>(v["stats"].clone());
     if json {
         let behind = st.ok().and_then(|s| crate::path::path_behind(&s));
-        outln!("{}", json!({"event": "path", "stats": v["stats"], "behind": behind}));
+        outln!("{}", json!({"event": "path", "stats": v["stats"], "fell_behind": behind}));
     } else if let Ok(st) = st {
         crate::path::print_stats_to(&st, &mut std::io::stdout());
     }
