@@ -98,6 +98,11 @@ def chain_path(hops, rtt_ms):
     return "\n".join(t) + "\n"
 
 
+def net_stats(r):
+    """The per-link counters `net run --json` printed on stderr when it ended."""
+    return [json.loads(l) for l in r.stderr.splitlines() if l.startswith("{") and "net_stats" in l][0]["links"]
+
+
 def iperf_net(topo, streams, secs):
     r = sh([W, "net", "run", topo, "--host", "a", "--on", "b=iperf3 -s -1", "--json", "--",
             "sh", "-c", f"iperf3 -c $WANPERF_ADDR_B -P {streams} -t {secs} -O 2 -J"], timeout=secs + 60)
@@ -133,7 +138,7 @@ if "lateness" in parts:
         r = sh([W, "net", "run", p, "--host", "a", "--on", "b=iperf3 -s -1", "--json", "--",
                 "sh", "-c", f"iperf3 -c $WANPERF_ADDR_B -P 4 -t {a.secs} -O 2 -J"], timeout=a.secs + 60)
         bps = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"]
-        st = [json.loads(l) for l in r.stderr.splitlines() if l.startswith("{") and "net_stats" in l][0]["links"]
+        st = net_stats(r)
         p99 = [max(x["ab"]["lateness"]["p99_us"], x["ba"]["lateness"]["p99_us"]) for x in st]
         lat.append(max(p99))
         print(f"run {rep + 1}: iperf3 {bps / 1e6:.0f} Mbit/s; lateness p99 per link (worse direction) "
@@ -215,8 +220,7 @@ if "packets" in parts:
                         f"iperf3 -c $WANPERF_ADDR_B -u -b {offered}M -l 1400 -t {a.secs} -J"], timeout=a.secs + 60)
                 end = json.loads(r.stdout)["end"]["sum"]
                 delivered = (end["packets"] - end["lost_packets"]) / end["seconds"]
-                st = [json.loads(l) for l in r.stderr.splitlines() if l.startswith("{") and "net_stats" in l][0]["links"]
-                p99 = max(x["ab"]["lateness"]["p99_us"] for x in st)
+                p99 = max(x["ab"]["lateness"]["p99_us"] for x in net_stats(r))
                 got.setdefault((h, offered), []).append((delivered, end["lost_percent"], p99))
                 print(f"run {rep + 1}, {h} link(s), {offered} Mbit/s offered: delivered {delivered / 1e3:.1f} kpkt/s "
                       f"({delivered * 1400 * 8 / 1e6:.0f} Mbit/s of payload), lost {end['lost_percent']:.1f} %, "

@@ -857,14 +857,15 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
         // moments; the recursive trains also say, each for itself, whether anything after the
         // narrow link lengthened them (two trains or more; their upper median: Poisson cross
         // traffic on a tight link lets one train in sixteen through nearly unstretched).
+        // Both lengths over what the capacity gives them: the rate cancels, the bytes do not.
+        let bytes = c.0.length_us(at, false, c.1) / c.0.length_us(dest_ttl, true, c.1);
         let mut paired: Vec<f64> = trains
             .iter()
             .filter(|t| !held(t))
             .filter_map(|t| {
                 let (a, b) = t.dest.filter(|d| d.1 > d.0)?;
                 let &(_, head, tail) = t.hops.iter().find(|h| h.0 == at && h.2 > h.1)?;
-                let there = (tail - head) as f64 / c.0.length_us(at, false, c.1);
-                Some((b - a) as f64 / c.0.length_us(dest_ttl, true, c.1) / there)
+                Some((b - a) as f64 / (tail - head) as f64 * bytes)
             })
             .collect();
         paired.sort_by(f64::total_cmp);
@@ -1485,22 +1486,24 @@ mod tests {
         // four of the five capacity trains did.
         let shape = TrainShape { loads: 20, size: 1500, small: 60, heads: 16 };
         let at = |ttl: u8, bps: f64, stretch: f64| (shape.length_us(ttl, ttl == 3, bps) * stretch * 1e3) as u64;
-        // `tight`: what a link after the narrow one adds to every train.
-        let trains = |tight: f64| {
-            let mut v: Vec<RptResult> = [1.0, 1.0, 1.1, 1.0]
-                .into_iter()
-                .map(|s| RptResult {
+        // What the cross traffic on the narrow link did to each recursive and each capacity
+        // train, and `tight`: what a link after the narrow one adds to every train.
+        let met = |recursive: &[f64], capacity: &[f64], tight: f64| {
+            let mut v: Vec<RptResult> = recursive
+                .iter()
+                .map(|&s| RptResult {
                     hops: vec![(1, 0, at(1, 1e9, 1.0)), (2, 0, at(2, 100e6, s))],
                     dest: Some((0, at(3, 100e6, s * tight))),
                 })
                 .collect();
-            for s in [1.1, 1.1, 1.0, 1.1, 1.1] {
+            for &s in capacity {
                 let gap = 120_000.0 * s * tight;
                 let arrivals = (0..33u32).map(|i| (i, (f64::from(i) * gap) as u64)).collect();
                 v.extend(RptResult::from_train(&Train { wire_bytes: 1500, sent: 33, arrivals }, 20, 1500));
             }
             v
         };
+        let trains = |tight: f64| met(&[1.0, 1.0, 1.1, 1.0], &[1.1, 1.1, 1.0, 1.1, 1.1], tight);
         // The destination's median train is 10 % longer than the median recursive train at
         // the narrow hop, and no longer than the slowest one there: the narrow link's own.
         let l = locate(&trains(1.0), 3, Some((shape, 100e6))).unwrap();
@@ -1513,20 +1516,7 @@ mod tests {
         // the five capacity trains did (6 % longer): the pooled median at the destination is
         // 6 % beyond the slowest recursive train at the narrow hop, but each recursive train
         // is as long at the destination as at the narrow hop.
-        let even = |tight: f64| {
-            let mut v: Vec<RptResult> = (0..4)
-                .map(|_| RptResult {
-                    hops: vec![(1, 0, at(1, 1e9, 1.0)), (2, 0, at(2, 100e6, 1.0))],
-                    dest: Some((0, at(3, 100e6, tight))),
-                })
-                .collect();
-            for _ in 0..5 {
-                let gap = 120_000.0 * 1.06 * tight;
-                let arrivals = (0..33u32).map(|i| (i, (f64::from(i) * gap) as u64)).collect();
-                v.extend(RptResult::from_train(&Train { wire_bytes: 1500, sent: 33, arrivals }, 20, 1500));
-            }
-            v
-        };
+        let even = |tight: f64| met(&[1.0; 4], &[1.06; 5], tight);
         let l = locate(&even(1.0), 3, Some((shape, 100e6))).unwrap();
         assert_eq!((l.ttl, l.tight.clone()), (2, None), "{l:?}");
         // The recursive trains 5 % longer at the destination than at the narrow hop: a tight

@@ -550,11 +550,11 @@ fn print_stats(
         }
     }
     if let Some(b) = wanperf_emu::fabric::fell_behind(stats) {
-        let dir = t.links.iter().find(|l| l.name == b.link).map(|l| {
-            let (from, to) = if b.dir == 0 { (l.a, l.b) } else { (l.b, l.a) };
-            format!("{} → {}", t.nodes[from].name, t.nodes[to].name)
-        });
-        let _ = writeln!(out, "{}", crate::path::behind_warning(&b, &dir.unwrap_or_default()));
+        if let Some(l) = t.links.iter().find(|l| l.name == b.link) {
+            let (a, z) = (&t.nodes[l.a].name, &t.nodes[l.b].name);
+            let _ =
+                writeln!(out, "{}", crate::path::behind_warning(&b, [&format!("{a} → {z}"), &format!("{z} → {a}")]));
+        }
     }
 }
 
@@ -852,7 +852,7 @@ fn print_reply_stats(name: &str, v: &Value, link: Option<&str>, json_out: bool) 
             }
         }
         if let Some(b) = wanperf_emu::fabric::fell_behind(&stats) {
-            outln!("{}", crate::path::behind_warning(&b, if b.dir == 0 { "a → b" } else { "b → a" }));
+            outln!("{}", crate::path::behind_warning(&b, ["a → b", "b → a"]));
         }
     }
     Ok(())

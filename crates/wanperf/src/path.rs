@@ -380,14 +380,15 @@ pub fn path_behind(s: &PathStats) -> Option<wanperf_emu::fabric::Behind> {
     wanperf_emu::fabric::fell_behind(std::slice::from_ref(&link))
 }
 
-/// The warning printed under the counters when the emulator fell behind (`dir`: the
-/// direction's name).
-pub fn behind_warning(b: &wanperf_emu::fabric::Behind, dir: &str) -> String {
+/// The warning printed under the counters when the emulator fell behind (`dirs`: the names
+/// of the link's two directions).
+pub fn behind_warning(b: &wanperf_emu::fabric::Behind, dirs: [&str; 2]) -> String {
     format!(
-        "warning: the emulator fell behind its schedule on {} ({dir}): 1 % of the packets left {:.1} ms or more late. \
+        "warning: the emulator fell behind its schedule on {} ({}): 1 % of the packets left {:.1} ms or more late. \
          The offered packet rate exceeded what this machine emulates, or other work took the emulator's CPU: \
          what was measured through it is slower than the configured network (docs/emulator.md, \"Packet-rate ceiling\")",
         b.link,
+        dirs[b.dir.min(1)],
         b.p99_us / 1000.0
     )
 }
@@ -423,7 +424,7 @@ pub fn print_stats_to(s: &PathStats, out: &mut dyn std::io::Write) {
         );
     }
     if let Some(b) = path_behind(s) {
-        let _ = writeln!(out, "{}", behind_warning(&b, if b.dir == 0 { "left → right" } else { "right → left" }));
+        let _ = writeln!(out, "{}", behind_warning(&b, ["left → right", "right → left"]));
     }
 }
 
