@@ -123,6 +123,23 @@ def networks(tmp, tag, count, make):
             run([BIN, "net", "down", name], 60)
 
 
+def fell_behind(name):
+    """The emulator's own check of network `name` so far (`net stats`): None when every link
+    direction kept its schedule, else the worst one's {link, dir, p99_us} (1 % of its packets a
+    millisecond or more late: what went through it met a slower network than the configured
+    one, so the configured truth is not what was measured; docs/emulator.md)."""
+    p, _ = run([BIN, "net", "stats", name, "--json"], 30)
+    for line in p.stdout.splitlines():
+        j = json.loads(line)
+        if j.get("event") == "net_stats":
+            return j.get("fell_behind")
+    return None
+
+
+def behind_text(b):
+    return "" if b is None else f", EMULATOR FELL BEHIND ({b['link']}: p99 {b['p99_us'] / 1e3:.1f} ms late)"
+
+
 @contextlib.contextmanager
 def served(name):
     """`wanperf serve` on host b of network `name` (port 5301, the emulated hosts allowed),
@@ -139,6 +156,27 @@ def served(name):
         run([BIN, "net", "down", name], 60)
 
 
+def accuracy(est, label):
+    """Prints capacity, hop and available-bandwidth accuracy over the capacity part's rows `est`."""
+    if not est:
+        print(f"{label}: no runs")
+        return
+    abs_cap = [abs(r["cap_err"]) for r in est]
+    avail = [abs(r["avail_err"]) for r in est if r.get("avail_err") is not None]
+    print(f"capacity error: median {statistics.median(abs_cap):.2%}, worst {max(abs_cap):.2%}, "
+          f"within 2 %: {sum(e <= 0.02 for e in abs_cap)}/{len(est)}, within 10 %: {sum(e <= 0.10 for e in abs_cap)}/{len(est)}")
+    print(f"bottleneck hop right: {sum(1 for r in est if r['hop_ok'])}/{len(est)}; "
+          f"a tight link named where the narrow one is tight: {sum(1 for r in est if r.get('false_tight'))}/{len(est)}")
+    if avail:
+        print(f"available bandwidth error (share of capacity): median {statistics.median(avail):.1%}, worst {max(avail):.1%}, "
+              f"within 5 %: {sum(e <= 0.05 for e in avail)}/{len(avail)}")
+        for load, keep in (("unloaded", lambda r: r["load"] == 0), ("Poisson", lambda r: r["load"] and r["kind"] == "poisson"),
+                           ("bulk TCP", lambda r: r["load"] and r["kind"] == "tcp")):
+            v = [abs(r["avail_err"]) for r in est if r.get("avail_err") is not None and keep(r)]
+            if v:
+                print(f"  {load:<9} within 5 %: {sum(e <= 0.05 for e in v)}/{len(v)}, worst {max(v):.1%}")
+
+
 def capacity_part():
     rng = random.Random(SEED)
     rows = []
@@ -153,6 +191,7 @@ def capacity_part():
                 time.sleep(1 if truth["kind"] == "poisson" else 3)  # TCP: past slow start
             cap, secs = run([BIN, "net", "exec", name, "a", "--", BIN, "capacity", truth["dest"], "--json"], 60)
             rep = json.loads(cap.stdout.strip().splitlines()[-1])["report"] if cap.returncode == 0 else None
+            behind = fell_behind(name)
             ex = lambda cmd: run([BIN, "net", "exec", name, "a", "--"] + cmd, 120)
             # Three probes per hop each, as fast as each tool goes: wanperf's rounds 10 ms apart,
             # mtr's cycles 0.1 s apart (its floor as root), traceroute's probes in parallel.
@@ -164,7 +203,7 @@ def capacity_part():
                     print(f"topology {i}: {tool} failed: {(p.stderr or p.stdout).strip()[:200]}", file=sys.stderr)
         row = dict(i=i, routers=truth["routers"], c=truth["c"], load=truth["load"], kind=truth["kind"], ttl=truth["narrow_ttl"],
                    t_trace=t_trace, t_mtr=t_mtr, t_traceroute=t_trt,
-                   trace_ok=tr.returncode == 0, mtr_ok=mtr.returncode == 0, traceroute_ok=trt.returncode == 0)
+                   trace_ok=tr.returncode == 0, mtr_ok=mtr.returncode == 0, traceroute_ok=trt.returncode == 0, behind=behind)
         if rep and rep.get("capacity"):
             c = rep["capacity"]["bps"]
             row["cap_err"] = (c - truth["c"]) / truth["c"]
@@ -185,28 +224,22 @@ def capacity_part():
               f"hop {'ok' if row.get('hop_ok') else 'WRONG'}{', FALSE TIGHT LINK' if row.get('false_tight') else ''}, avail err {fmt(row.get('avail_err'), '{:+.1%}')} of C, "
               f"{fmt(row.get('bytes'), '{:,}')} B in {fmt(row.get('seconds'), '{:.1f}')} s; "
               f"trace {t_trace:.1f} s, mtr {f'{t_mtr:.1f} s' if mtr.returncode == 0 else 'failed'}, "
-              f"traceroute {f'{t_trt:.1f} s' if trt.returncode == 0 else 'failed'}", flush=True)
+              f"traceroute {f'{t_trt:.1f} s' if trt.returncode == 0 else 'failed'}{behind_text(behind)}", flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
     est = [r for r in rows if "cap_err" in r]
     if not est:
         print("no estimates")
         return 1
-    abs_cap = [abs(r["cap_err"]) for r in est]
-    avail = [abs(r["avail_err"]) for r in est if r.get("avail_err") is not None]
     print()
     print(f"topologies {len(rows)}, with a capacity estimate {len(est)}")
-    print(f"capacity error: median {statistics.median(abs_cap):.2%}, worst {max(abs_cap):.2%}, "
-          f"within 2 %: {sum(e <= 0.02 for e in abs_cap)}/{len(est)}, within 10 %: {sum(e <= 0.10 for e in abs_cap)}/{len(est)}")
-    print(f"bottleneck hop right: {sum(1 for r in est if r['hop_ok'])}/{len(est)}; "
-          f"a tight link named where the narrow one is tight: {sum(1 for r in est if r.get('false_tight'))}/{len(est)}")
-    if avail:
-        print(f"available bandwidth error (share of capacity): median {statistics.median(avail):.1%}, worst {max(avail):.1%}, "
-              f"within 5 %: {sum(e <= 0.05 for e in avail)}/{len(avail)}")
-        for label, keep in (("unloaded", lambda r: r["load"] == 0), ("Poisson", lambda r: r["load"] and r["kind"] == "poisson"),
-                            ("bulk TCP", lambda r: r["load"] and r["kind"] == "tcp")):
-            v = [abs(r["avail_err"]) for r in est if r.get("avail_err") is not None and keep(r)]
-            if v:
-                print(f"  {label:<9} within 5 %: {sum(e <= 0.05 for e in v)}/{len(v)}, worst {max(v):.1%}")
+    kept = [r for r in est if r["behind"] is None]
+    accuracy(est, "every run")
+    if len(kept) < len(est):
+        # Where the emulator fell behind, the network measured was slower than the configured
+        # one, and the configured truth is no answer key: the same figures without those runs.
+        print(f"\nthe emulator fell behind in {len(est) - len(kept)} of {len(est)} runs "
+              f"({', '.join(sorted({'d' + str(r['i']) for r in est if r['behind'] is not None}))}); the runs where it kept up:")
+        accuracy(kept, "kept up")
     print(f"cost of a run (every estimate): median {statistics.median(r['bytes'] for r in est) / 1e6:.2f} MB, "
           f"{statistics.median(r['seconds'] for r in est):.1f} s; worst {max(r['bytes'] for r in est) / 1e6:.2f} MB, "
           f"{max(r['seconds'] for r in est):.1f} s")
@@ -343,25 +376,32 @@ def tight_part():
             time.sleep(1)
             cap, _ = run([BIN, "net", "exec", name, "a", "--", BIN, "capacity", truth["dest"], "--json"], 60)
             rep = json.loads(cap.stdout.strip().splitlines()[-1])["report"] if cap.returncode == 0 else {}
+            behind = fell_behind(name)
         b = rep.get("bottleneck") or {}
         c = (rep.get("capacity") or {}).get("bps")
         row = dict(narrow_ok=b.get("ttl") == truth["narrow_ttl"], tight_ok=(b.get("tight") or {}).get("ttl") == truth["tight_ttl"],
-                   cap_err=None if c is None else (c - truth["c"]) / truth["c"], set_aside=rep.get("post_narrow") is not None)
+                   cap_err=None if c is None else (c - truth["c"]) / truth["c"], set_aside=rep.get("post_narrow") is not None,
+                   behind=behind)
         rows.append(row)
         print(f"{i:>3} narrow {truth['c'] / 1e6:g} Mbit/s at hop {truth['narrow_ttl']}, tight {truth['t'] / 1e6:g} Mbit/s "
               f"({truth['avail'] / 1e6:.1f} available) at hop {truth['tight_ttl']}: narrow hop "
               f"{'ok' if row['narrow_ok'] else 'WRONG (' + str(b.get('ttl')) + ')'}, tight hop "
               f"{'ok' if row['tight_ok'] else 'WRONG (' + str((b.get('tight') or {}).get('ttl')) + ')'}, capacity err "
               f"{'-' if row['cap_err'] is None else format(row['cap_err'], '+.1%')}"
-              f"{' (a faster mode set aside)' if row['set_aside'] else ''}", flush=True)
+              f"{' (a faster mode set aside)' if row['set_aside'] else ''}{behind_text(behind)}", flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
     if not rows:
         return 1
-    n = len(rows)
-    print(f"\nnarrow and tight links apart ({n} topologies): narrow hop right {sum(r['narrow_ok'] for r in rows)}/{n}, "
-          f"tight hop named {sum(r['tight_ok'] for r in rows)}/{n}, capacity within 2 % "
-          f"{sum(1 for r in rows if r['cap_err'] is not None and abs(r['cap_err']) <= 0.02)}/{n} "
-          f"(a post-narrow mode set aside in {sum(r['set_aside'] for r in rows)})")
+    print()
+    kept = [r for r in rows if r["behind"] is None]
+    for label, rs in (("every run", rows), ("the runs where the emulator kept up", kept if len(kept) < len(rows) else [])):
+        if not rs:
+            continue
+        n = len(rs)
+        print(f"narrow and tight links apart ({label}, {n} topologies): narrow hop right {sum(r['narrow_ok'] for r in rs)}/{n}, "
+              f"tight hop named {sum(r['tight_ok'] for r in rs)}/{n}, capacity within 2 % "
+              f"{sum(1 for r in rs if r['cap_err'] is not None and abs(r['cap_err']) <= 0.02)}/{n} "
+              f"(a post-narrow mode set aside in {sum(r['set_aside'] for r in rs)})")
     return 0
 
 
@@ -408,6 +448,7 @@ def back_part():
             cap, secs = run([BIN, "net", "exec", name, "a", "--", BIN, "capacity", truth["dest"], "--json",
                              "--locate-back", "--avail-back"], 60)
             rep = json.loads(cap.stdout.strip().splitlines()[-1])["report"] if cap.returncode == 0 else {}
+            behind = fell_behind(name)
         rev = rep.get("reverse") or {}
         b, rb = rep.get("bottleneck") or {}, rev.get("bottleneck") or {}
         err = lambda got, want: None if got is None else (got - want) / want
@@ -416,7 +457,7 @@ def back_part():
                    cap_there=err((rep.get("capacity") or {}).get("bps"), truth["c_there"]),
                    cap_back=err((rev.get("capacity") or {}).get("bps"), truth["c_back"]),
                    avail_there=err((rep.get("available") or {}).get("bps"), truth["c_there"]),
-                   avail_back=None, cost=(rep.get("cost") or {}).get("bottleneck_back"), seconds=rep.get("seconds"))
+                   avail_back=None, cost=(rep.get("cost") or {}).get("bottleneck_back"), seconds=rep.get("seconds"), behind=behind)
         a = (rev.get("available") or {}).get("bps")
         if a is not None:
             row["avail_back"] = (a - truth["c_back"] * (1 - truth["load"])) / truth["c_back"]
@@ -426,18 +467,23 @@ def back_part():
               f"at hop {truth['back_ttl']} (cross {truth['load'] * 100:.0f} %): hops {'ok' if row['there_ok'] else 'WRONG'}/"
               f"{'ok' if row['back_ok'] else 'WRONG (' + str(rb.get('ttl')) + ')'}, capacity err {f(row['cap_there'])}/{f(row['cap_back'])}, "
               f"avail err {f(row['avail_there'])}/{f(row['avail_back'])} of C, back's trains {row['cost'] or 0:,} B, "
-              f"{row['seconds'] or 0:.1f} s", flush=True)
+              f"{row['seconds'] or 0:.1f} s{behind_text(behind)}", flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
     if not rows:
         return 1
-    n = len(rows)
-    within = lambda k, e: sum(1 for r in rows if r[k] is not None and abs(r[k]) <= e)
     costs = [r["cost"] for r in rows if r["cost"]]
-    print(f"\neach direction its own narrow link ({n} topologies): bottleneck hop right there {sum(r['there_ok'] for r in rows)}/{n}, "
-          f"back {sum(r['back_ok'] for r in rows)}/{n}; capacity within 2 % there {within('cap_there', 0.02)}/{n}, "
-          f"back {within('cap_back', 0.02)}/{n}; available bandwidth within 5 % of C there {within('avail_there', 0.05)}/{n}, "
-          f"back {within('avail_back', 0.05)}/{n}; the way back's recursive trains median "
-          f"{statistics.median(costs) / 1e6 if costs else 0:.3f} MB; a run median "
+    kept = [r for r in rows if r["behind"] is None]
+    print()
+    for label, rs in (("every run", rows), ("the runs where the emulator kept up", kept if len(kept) < len(rows) else [])):
+        if not rs:
+            continue
+        n = len(rs)
+        within = lambda k, e: sum(1 for r in rs if r[k] is not None and abs(r[k]) <= e)
+        print(f"each direction its own narrow link ({label}, {n} topologies): bottleneck hop right there "
+              f"{sum(r['there_ok'] for r in rs)}/{n}, back {sum(r['back_ok'] for r in rs)}/{n}; capacity within 2 % there "
+              f"{within('cap_there', 0.02)}/{n}, back {within('cap_back', 0.02)}/{n}; available bandwidth within 5 % of C there "
+              f"{within('avail_there', 0.05)}/{n}, back {within('avail_back', 0.05)}/{n}")
+    print(f"the way back's recursive trains median {statistics.median(costs) / 1e6 if costs else 0:.3f} MB; a run median "
           f"{statistics.median(r['seconds'] or 0 for r in rows):.1f} s")
     return 0
 
