@@ -15,12 +15,16 @@ narrow link of its own, the one toward a sometimes loaded, and scores `capacity 
 traceroute with the configured one; the direction part (DIRECTION_TOPOLOGIES chains, each
 losing on one link one way, some on a second link the other way) counts the loss steps
 `wanperf trace --server` names on the way there or back, right or wrong (no one-ended tool
-can, so it has no competitor). Prints a row per topology, then medians, worst cases and
-ratios; everything is bounded in time and torn down."""
+can, so it has no competitor). After each estimate of the capacity, tight and back parts it
+reads the emulator's own check (`net stats --json`, "fell_behind"): where the emulator fell
+behind, the network measured was slower than the configured one, so the row says so and the
+accuracy is printed over every run and again over the runs where it kept up. Prints a row
+per topology, then medians, worst cases and ratios; everything is bounded in time and torn
+down."""
 
 import contextlib, json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, time
 
-BIN = os.path.abspath("target/release/wanperf")
+BIN = os.path.abspath(os.environ.get("WANPERF", "target/release/wanperf"))  # another build to compare
 SBIN_PATH = os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin"
 MTR = shutil.which("mtr", path=SBIN_PATH) or "mtr"
 TRACEROUTE = shutil.which("traceroute", path=SBIN_PATH) or "traceroute"

@@ -659,7 +659,6 @@ fn io_loop(
     mut tap: TapBox,
 ) -> Vec<LinkStats> {
     netns::set_timer_slack();
-    netns::short_slice();
     let mut read_size = 1500;
     let names: Vec<String> = links.iter().map(|l| l.name.clone()).collect();
     let mut run: Vec<Running> = links

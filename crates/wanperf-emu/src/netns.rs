@@ -239,32 +239,6 @@ pub fn set_timer_slack() {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
 }
 
-/// The scheduler slice the emulator's thread asks for (the kernel's floor is 100 µs).
-pub const SLICE_NS: u64 = 100_000;
-
-/// Asks the scheduler for a short slice on the calling thread (`sched_setattr`, policy and
-/// niceness unchanged). Linux's EEVDF scheduler (6.12 and later) lets a waking thread with a
-/// shorter slice preempt a running one with a longer slice; with the default (about 3 ms here)
-/// a host's busy sender, niceness or not, ran out its slice before the emulator woke, and
-/// packets left links milliseconds late. Unprivileged. Returns whether the kernel took it
-/// (older kernels ignore or refuse the slice; nothing else changes then).
-pub fn short_slice() -> bool {
-    // SAFETY: getpriority reads this thread's niceness (who 0: the calling thread).
-    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-    let attr = libc::sched_attr {
-        size: std::mem::size_of::<libc::sched_attr>() as u32,
-        sched_policy: libc::SCHED_OTHER as u32,
-        sched_flags: 0,
-        sched_nice: nice,
-        sched_priority: 0,
-        sched_runtime: SLICE_NS,
-        sched_deadline: 0,
-        sched_period: 0,
-    };
-    // SAFETY: attr is a valid sched_attr of the size it states; pid 0 is the calling thread.
-    unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const libc::sched_attr, 0) == 0 }
-}
-
 /// Creates a veth pair in the calling thread's namespace: `name` here and `peer_name` inside
 /// the namespace `peer_ns`.
 pub fn create_veth(name: &str, peer_name: &str, peer_ns: RawFd) -> Result<(), EnvError> {
@@ -461,31 +435,4 @@ pub fn end_processes_in(fds: &[std::os::fd::RawFd], grace: std::time::Duration) 
         unsafe { libc::kill(p, libc::SIGKILL) };
     }
     pids.len()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_short_slice_keeps_the_threads_niceness_and_is_what_the_scheduler_runs() {
-        std::thread::spawn(|| {
-            // SAFETY: who 0 is the calling thread; raising niceness needs no privilege.
-            assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 7) }, 0);
-            let took = short_slice();
-            // SAFETY: as above.
-            assert_eq!(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }, 7, "sched_setattr reset the niceness");
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() };
-            // Kernels without scheduler statistics have no such file; there the niceness is all.
-            if let (true, Ok(s)) = (took, std::fs::read_to_string(format!("/proc/self/task/{tid}/sched"))) {
-                let slice = s.lines().find(|l| l.starts_with("se.slice")).and_then(|l| l.split(':').nth(1));
-                if let Some(v) = slice {
-                    assert_eq!(v.trim().parse::<u64>().ok(), Some(SLICE_NS), "{s}");
-                }
-            }
-        })
-        .join()
-        .unwrap();
-    }
 }
