@@ -220,7 +220,7 @@ fn mesh_row(agent: &str, seq: i64, src: &str, dst: &str, kind: &str, start: f64)
         reason: (seq % 2 == 1).then(|| "busy: retry at 14:10".into()),
         value: (seq % 2 == 0).then_some(166.25),
         loss: (kind == "latency").then_some(0.01),
-        stats: (kind == "latency").then(|| MeshStats {
+        stats: (kind == "latency").then_some(MeshStats {
             sent: 600,
             lost: 6,
             min_ms: Some(160.0 + seq as f64),

@@ -57,7 +57,7 @@ impl Metrics {
             "Batches refused: unknown agent, bad signature, clock skew",
             refused.clone(),
         );
-        let lag = Histogram::new([0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0, 3600.0, 86_400.0].into_iter());
+        let lag = Histogram::new([0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0, 3600.0, 86_400.0]);
         registry.register("ingest_lag_seconds", "From a result's end to its storage", lag.clone());
         let last_seen = Family::<AgentLabels, Gauge<f64, AtomicU64>>::default();
         registry.register("agent_last_seen_seconds", "Unix time of each agent's last batch", last_seen.clone());

@@ -255,7 +255,7 @@ impl View {
     /// How often `host` must be heard from, s: its most frequent duty (a latency summary
     /// period, a throughput interval), and at least the agents' heartbeat.
     fn contact_interval(&self, host: &str) -> f64 {
-        self.mesh.report_interval(host).unwrap_or(f64::INFINITY).min(2.0 * HEARTBEAT_S).max(HEARTBEAT_S)
+        self.mesh.report_interval(host).unwrap_or(f64::INFINITY).clamp(HEARTBEAT_S, 2.0 * HEARTBEAT_S)
     }
 
     /// Agents gone silent since the last tick (each announced once).
@@ -415,6 +415,7 @@ pub fn slot_length(view: &View, from: f64, to: f64) -> f64 {
 
 /// The pair page's data: latency summaries already merged per slot by the archive
 /// (`Store::mesh_slots`), every throughput test, the failed runs, and the pair's events.
+#[allow(clippy::too_many_arguments)] // the page's query, as the handler received it
 pub fn pair_page(
     view: &View,
     src: &str,

@@ -449,3 +449,28 @@ fn a_changed_route_is_an_event_and_the_pair_page_shows_the_route_and_the_clock_e
     assert_eq!(ev2[0]["text"], ev[0]["text"]);
     assert_eq!(page(&c)["route"]["trace"]["hops"].as_array().unwrap().len(), 3);
 }
+
+#[test]
+fn time_ranges_not_from_before_to_are_refused_with_a_reason() {
+    let d = tmp("ranges");
+    std::fs::write(d.0.join("mesh.toml"), mesh_text(true)).unwrap();
+    let c = Central::start(&d.0, None);
+    let status = |path: &str| match ureq::get(&c.url(path)).call() {
+        Ok(r) => (r.status(), r.into_json::<serde_json::Value>().unwrap()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap()),
+        Err(e) => panic!("{path}: {e}"),
+    };
+    for path in [
+        "/api/v1/slots?from=100&to=50",
+        "/api/v1/slots?from=nan&to=50",
+        "/api/v1/slots?from=0&to=1000000",
+        "/api/v1/pair?src=h1&dst=h2&from=100&to=100",
+        "/api/v1/pair?src=h1&dst=h2&from=nan&to=100",
+    ] {
+        let (code, body) = status(path);
+        assert_eq!(code, 400, "{path}: {body}");
+        assert!(body["error"].as_str().is_some_and(|e| e.contains("from")), "{path}: {body}");
+    }
+    assert_eq!(status("/api/v1/slots?from=0&to=3600").0, 200);
+    assert_eq!(status("/api/v1/pair?src=h1&dst=h2&from=0&to=3600").0, 200);
+}

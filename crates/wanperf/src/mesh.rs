@@ -511,7 +511,7 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
     let mut shown_alerts = 0;
     while t0.elapsed().as_secs_f64() < total && !crate::INTERRUPTED.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(250));
-        bar.set_position(t0.elapsed().as_secs() as u64);
+        bar.set_position(t0.elapsed().as_secs());
         if !injected && t0.elapsed().as_secs_f64() >= inject_at {
             injected = true;
             let o = Command::new(&exe).args(["net", "set", &net, "geneva-cern", "rate_ab=2M"]).output()?;

@@ -208,7 +208,7 @@ fn a_route_change_during_a_trace_is_reported() {
     // its r3–r2 address (its way back already through r3, r1 still forwarding to it) — and
     // that is reported too: the changes at hop 2 start from r2's r1–r2 address and end at r3's.
     let at2: Vec<&Value> = changes.iter().filter(|c| c["ttl"] == 2).collect();
-    let (first, last) = (at2.first().expect(&r.to_string()), at2.last().unwrap());
+    let (first, last) = (at2.first().unwrap_or_else(|| panic!("{r}")), at2.last().unwrap());
     assert_eq!(first["before"], "198.18.1.2", "{r}");
     assert_eq!(last["after"], "198.18.3.2", "{r}");
     assert!(
