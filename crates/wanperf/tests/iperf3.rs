@@ -216,9 +216,7 @@ fn busy_foreign_and_authenticating_iperf3_servers_get_one_clear_line() {
     drop(long);
 
     // A busy iperf3 server.
-    let port = free_port();
-    let srv = Kill(Command::new("iperf3").args(["-s", "-p", &port]).stdout(Stdio::null()).spawn().unwrap());
-    wait_tcp(&port);
+    let (srv, port) = iperf3_server(&[]);
     let mut long = Kill(
         Command::new("iperf3")
             .args(["-c", "127.0.0.1", "-p", &port, "-t", "6", "-b", "10M", "--forceflush"])
@@ -249,15 +247,7 @@ fn busy_foreign_and_authenticating_iperf3_servers_get_one_clear_line() {
         .unwrap()
         .success());
     std::fs::write(&users, format!("{}\n", wanperf_iperf3_line("mary", "s3cret"))).unwrap();
-    let port = free_port();
-    let _srv = Kill(
-        Command::new("iperf3")
-            .args(["-s", "-p", &port, "--rsa-private-key-path", &key, "--authorized-users-path", &users])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_tcp(&port);
+    let (_srv, port) = iperf3_server(&["--rsa-private-key-path", &key, "--authorized-users-path", &users]);
     let out = run(&["tput", "127.0.0.1", "--iperf3", "-p", &port, "-t", "1"], Duration::from_secs(20));
     one_line_error(&out, "authentication");
     let with = |password: &str| {
@@ -312,14 +302,34 @@ fn free_port() -> String {
     l.local_addr().unwrap().port().to_string()
 }
 
-fn wait_tcp(port: &str) {
-    for _ in 0..200 {
+/// An `iperf3 -s` (with `extra` arguments) listening, and its port. iperf3 cannot bind port 0
+/// and say which it got, so a free port is picked first; another test's socket can take it
+/// before iperf3 binds (its ephemeral ports come from the same range), and iperf3 then exits
+/// with "Address already in use" (seen in CI): that port is given up and another picked.
+fn iperf3_server(extra: &[&str]) -> (Kill, String) {
+    for _ in 0..20 {
+        let port = free_port();
+        let mut srv =
+            Kill(Command::new("iperf3").args(["-s", "-p", &port]).args(extra).stdout(Stdio::null()).spawn().unwrap());
+        if listening(&mut srv, &port) {
+            return (srv, port);
+        }
+    }
+    panic!("iperf3 -s found no free port in 20 tries");
+}
+
+/// Waits until `srv` accepts on `port` (true) or exits (false: it could not bind).
+fn listening(srv: &mut Kill, port: &str) -> bool {
+    for _ in 0..400 {
         if std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_ok() {
-            return;
+            return true;
+        }
+        if matches!(srv.0.try_wait(), Ok(Some(_))) {
+            return false;
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-    panic!("nothing listens on {port}");
+    panic!("iperf3 -s neither listens on {port} nor exits after 10 s");
 }
 
 fn wanperf_iperf3_line(user: &str, password: &str) -> String {
@@ -343,9 +353,7 @@ fn load_against_an_iperf3_server_probes_by_icmp() {
     if !have("iperf3") {
         return;
     }
-    let port = free_port();
-    let _srv = Kill(Command::new("iperf3").args(["-s", "-p", &port]).stdout(Stdio::null()).spawn().unwrap());
-    wait_tcp(&port);
+    let (_srv, port) = iperf3_server(&[]);
     let out = run(
         &["load", "127.0.0.1", "--iperf3", "-p", &port, "--load-time", "1s", "--idle-time", "1s", "--json"],
         Duration::from_secs(30),
