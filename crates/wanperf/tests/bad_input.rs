@@ -114,17 +114,9 @@ fn iperf3_server_is_recognised() {
         eprintln!("SKIPPED: iperf3 not installed");
         return;
     }
-    let port = free_port();
-    let mut srv = Command::new("iperf3")
-        .args(["-s", "-1", "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    one_line_error(&["tput", "127.0.0.1", "-p", &port.to_string(), "-t", "1"], "iperf3");
-    let _ = srv.kill();
-    let _ = srv.wait();
+    // Listening before the client runs (not a sleep), on a port nobody else took.
+    let (_srv, port) = iperf3_server(&[]);
+    one_line_error(&["tput", "127.0.0.1", "-p", &port, "-t", "1"], "iperf3");
 }
 
 #[test]

@@ -265,16 +265,6 @@ fn busy_foreign_and_authenticating_iperf3_servers_get_one_clear_line() {
     one_line_error(&bad, "tried OAEP and PKCS#1 v1.5 padding");
 }
 
-/// A child process killed when the test ends, passed or failed.
-struct Kill(std::process::Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn one_line_error(out: &std::process::Output, want: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "expected a failure, got success: {err}");
@@ -295,41 +285,6 @@ fn wait_for_line(out: std::process::ChildStdout, want: &str) {
         }
     }
     panic!("the child ended without printing `{want}`");
-}
-
-fn free_port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port().to_string()
-}
-
-/// An `iperf3 -s` (with `extra` arguments) listening, and its port. iperf3 cannot bind port 0
-/// and say which it got, so a free port is picked first; another test's socket can take it
-/// before iperf3 binds (its ephemeral ports come from the same range), and iperf3 then exits
-/// with "Address already in use" (seen in CI): that port is given up and another picked.
-fn iperf3_server(extra: &[&str]) -> (Kill, String) {
-    for _ in 0..20 {
-        let port = free_port();
-        let mut srv =
-            Kill(Command::new("iperf3").args(["-s", "-p", &port]).args(extra).stdout(Stdio::null()).spawn().unwrap());
-        if listening(&mut srv, &port) {
-            return (srv, port);
-        }
-    }
-    panic!("iperf3 -s found no free port in 20 tries");
-}
-
-/// Waits until `srv` accepts on `port` (true) or exits (false: it could not bind).
-fn listening(srv: &mut Kill, port: &str) -> bool {
-    for _ in 0..400 {
-        if std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_ok() {
-            return true;
-        }
-        if matches!(srv.0.try_wait(), Ok(Some(_))) {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    panic!("iperf3 -s neither listens on {port} nor exits after 10 s");
 }
 
 fn wanperf_iperf3_line(user: &str, password: &str) -> String {
