@@ -140,6 +140,13 @@ def fell_behind(name):
     return None
 
 
+def scored(rows):
+    """(label, rows) to print accuracy over: every run, then the runs where the emulator kept
+    up when it fell behind in any."""
+    kept = [r for r in rows if r["behind"] is None]
+    return [("every run", rows)] + ([("the runs where the emulator kept up", kept)] if len(kept) < len(rows) else [])
+
+
 def behind_text(b):
     return "" if b is None else f", EMULATOR FELL BEHIND ({b['link']}: p99 {b['p99_us'] / 1e3:.1f} ms late)"
 
@@ -397,10 +404,7 @@ def tight_part():
     if not rows:
         return 1
     print()
-    kept = [r for r in rows if r["behind"] is None]
-    for label, rs in (("every run", rows), ("the runs where the emulator kept up", kept if len(kept) < len(rows) else [])):
-        if not rs:
-            continue
+    for label, rs in scored(rows):
         n = len(rs)
         print(f"narrow and tight links apart ({label}, {n} topologies): narrow hop right {sum(r['narrow_ok'] for r in rs)}/{n}, "
               f"tight hop named {sum(r['tight_ok'] for r in rs)}/{n}, capacity within 2 % "
@@ -476,11 +480,8 @@ def back_part():
     if not rows:
         return 1
     costs = [r["cost"] for r in rows if r["cost"]]
-    kept = [r for r in rows if r["behind"] is None]
     print()
-    for label, rs in (("every run", rows), ("the runs where the emulator kept up", kept if len(kept) < len(rows) else [])):
-        if not rs:
-            continue
+    for label, rs in scored(rows):
         n = len(rs)
         within = lambda k, e: sum(1 for r in rs if r[k] is not None and abs(r[k]) <= e)
         print(f"each direction its own narrow link ({label}, {n} topologies): bottleneck hop right there "

@@ -23,10 +23,6 @@ fn one_line_error(args: &[&str], must_contain: &str) {
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 #[test]
 fn flag_errors() {
     let p = free_port().to_string();

@@ -452,9 +452,10 @@ impl Drop for Kill {
     }
 }
 
-fn free_port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port().to_string()
+/// A TCP port free on loopback at the time of asking (for a program that cannot bind port 0
+/// and say which it got).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// An `iperf3 -s` (with `extra` arguments) listening, and its port. iperf3 cannot bind port 0
@@ -463,7 +464,7 @@ fn free_port() -> String {
 /// with "Address already in use" (seen in CI): that port is given up and another picked.
 pub fn iperf3_server(extra: &[&str]) -> (Kill, String) {
     for _ in 0..20 {
-        let port = free_port();
+        let port = free_port().to_string();
         let mut srv =
             Kill(Command::new("iperf3").args(["-s", "-p", &port]).args(extra).stdout(Stdio::null()).spawn().unwrap());
         if listening(&mut srv, &port) {
