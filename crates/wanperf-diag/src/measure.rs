@@ -78,7 +78,7 @@ impl RptLog {
         &self,
         shape: capacity::TrainShape,
         c: Option<&Capacity>,
-        rivals: &[Capacity],
+        rivals: &capacity::Rivals,
         far: IpAddr,
     ) -> (Option<Bottleneck>, Option<Capacity>) {
         let Some(d) = self.dest_ttl else { return (None, None) };
@@ -400,7 +400,7 @@ impl Run<'_> {
 
     /// The reverse path's capacity from up to `want` trains of `size`-byte packets, and the
     /// slower modes its trains showed (see [`capacity::estimate`]).
-    fn reverse(&mut self, want: u32, size: usize) -> io::Result<(Reverse, Vec<Capacity>)> {
+    fn reverse(&mut self, want: u32, size: usize) -> io::Result<(Reverse, capacity::Rivals)> {
         let len = self.o.train_len.min(u32::from(wanperf_proto::probe::TRAIN_MAX_COUNT));
         let train_bytes = u64::from(len) * size as u64;
         let mut out = Reverse {
@@ -435,7 +435,7 @@ impl Run<'_> {
         }
         let Some(mut token) = token else {
             out.note = Some("the server sends no trains (a wanperf serve older than this client?)".into());
-            return Ok((out, Vec::new()));
+            return Ok((out, capacity::Rivals::default()));
         };
         let mut trains = Vec::new();
         while out.trains < want && self.affordable(train_bytes) && self.left() > self.o.time * 2 / 5 {
@@ -447,7 +447,7 @@ impl Run<'_> {
             std::thread::sleep(self.rtt.max(Duration::from_millis(20)));
         }
         self.token = Some(token);
-        let (chosen, rivals) = capacity::estimate(&trains).map_or((None, Vec::new()), |(c, r)| (Some(c), r));
+        let (chosen, rivals) = capacity::estimate(&trains).map_or((None, Default::default()), |(c, r)| (Some(c), r));
         out.capacity = chosen;
         if out.capacity.is_none() {
             out.note = Some(if trains.iter().all(|t| t.arrivals.is_empty()) {
@@ -604,14 +604,14 @@ pub fn measure(
         report.trains += 1;
         std::thread::sleep(r.pause(r.rtt.max(Duration::from_millis(20)), 0.5));
     }
-    let (chosen, rivals) = capacity::estimate(&trains).map_or((None, Vec::new()), |(c, r)| (Some(c), r));
+    let (chosen, rivals) = capacity::estimate(&trains).map_or((None, Default::default()), |(c, r)| (Some(c), r));
     report.capacity = chosen;
     report.cost.capacity = r.sent_bytes - phase_start;
 
     // The reverse path: trains the server sends back to back, timed here by the kernel,
     // a tenth of the budget (their bytes count: they load the path as much).
     let phase_start = r.sent_bytes;
-    let mut rev_rivals = Vec::new();
+    let mut rev_rivals = capacity::Rivals::default();
     if o.reverse && progress("reverse capacity", share(&r)) {
         let want = ((o.budget_bytes as f64 * 0.1) / train_bytes as f64).floor().max(3.0) as u32;
         let (rev, rivals) = r.reverse(want, size)?;

@@ -361,10 +361,11 @@ fn a_tight_link_after_the_narrow_one_is_named_beside_it() {
         assert!(within(n, 20e6, 0.02), "the narrow link's rate from the trains: {n} bit/s: {r}");
     }
     // The capacity's trains show the 30 Mbit/s link too (packets queued behind the cross
-    // traffic leave it back to back); when the recursive trains say 20 evenly and a mode of
-    // the capacity's trains agrees, that is the capacity and 30 is set aside.
+    // traffic leave it back to back), and slower modes where its cross packets came between
+    // theirs; when the recursive trains say 20 evenly and a mode of the capacity's trains
+    // agrees, that is the capacity and the other is set aside.
     if let Some(p) = r["post_narrow"]["bps"].as_f64() {
-        assert!(within(r["capacity"]["bps"].as_f64().unwrap(), 20e6, 0.02) && p > 25e6, "{r}");
+        assert!(within(r["capacity"]["bps"].as_f64().unwrap(), 20e6, 0.02) && !within(p, 20e6, 0.05), "{r}");
     }
 }
 
