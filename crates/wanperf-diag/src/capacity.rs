@@ -944,12 +944,11 @@ pub fn post_narrow(c: &Capacity, rivals: &Rivals, l: &Location) -> Option<Capaci
 /// when nothing says so.
 pub fn sub_narrow(c: &Capacity, rivals: &Rivals, l: &Location, shape: TrainShape, dest_ttl: u8) -> Option<Capacity> {
     let rates = shape.link_rates(&l.gaps, l.ttl.min(dest_ttl.saturating_sub(1)));
-    let rate = |ttl: u8, gap_us: f64| {
-        if ttl == dest_ttl {
-            shape.length_us(ttl, true, 1e6) / gap_us * 1e6
+    let rate = |g: &HopGap| {
+        if g.ttl == dest_ttl {
+            shape.length_us(g.ttl, true, 1e6) / g.gap_us * 1e6
         } else {
-            let before = &rates[..usize::from(ttl).saturating_sub(1).min(rates.len())];
-            shape.rate_for_gap(before, gap_us)
+            rates.get(usize::from(g.ttl).saturating_sub(1)).copied().unwrap_or(f64::INFINITY)
         }
     };
     let r = l
@@ -961,7 +960,7 @@ pub fn sub_narrow(c: &Capacity, rivals: &Rivals, l: &Location, shape: TrainShape
                 && g.spread < 0.02
                 && g.gap_us > 0.0
         })
-        .map(|g| rate(g.ttl, g.gap_us))
+        .map(rate)
         .filter(|r| r.is_finite() && *r > 1.05 * c.bps)
         .min_by(f64::total_cmp)?;
     let near = |m: &&Capacity| (m.bps - r).abs() <= 0.02 * r;
@@ -1010,7 +1009,7 @@ mod tests {
         Train { wire_bytes: bytes, sent: n, arrivals: arrivals.into_iter().map(|(i, t)| (i, t as u64)).collect() }
     }
 
-    /// Rivals of these modes alone (no windows).
+    /// Rivals of these agreed modes alone (no single span's).
     fn only(modes: &[Capacity]) -> Rivals {
         Rivals { modes: modes.to_vec(), single: Vec::new() }
     }

@@ -399,7 +399,7 @@ impl Run<'_> {
     }
 
     /// The reverse path's capacity from up to `want` trains of `size`-byte packets, and the
-    /// slower modes its trains showed (see [`capacity::estimate`]).
+    /// other modes its trains showed (see [`capacity::estimate`]).
     fn reverse(&mut self, want: u32, size: usize) -> io::Result<(Reverse, capacity::Rivals)> {
         let len = self.o.train_len.min(u32::from(wanperf_proto::probe::TRAIN_MAX_COUNT));
         let train_bytes = u64::from(len) * size as u64;
