@@ -913,7 +913,7 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
 pub fn post_narrow(c: &Capacity, rivals: &Rivals, l: &Location) -> Option<Capacity> {
     let n =
         l.narrow_bps.filter(|n| *n < 0.95 * c.bps && l.narrow_spread.is_some_and(|s| s < 0.02) && l.tight.is_some())?;
-    Some(rivals.modes.iter().find(|r| (r.bps - n).abs() <= 0.02 * n).cloned().unwrap_or_else(|| {
+    Some(mode_at(&rivals.modes, n).cloned().unwrap_or_else(|| {
         let (low_bps, high_bps) = l.narrow_range.unwrap_or((n, n));
         let k = l.gaps.iter().find(|g| g.ttl == l.ttl).map_or(0, |g| g.trains);
         Capacity { bps: n, low_bps, high_bps, span: 0, in_mode: k, samples: k }
@@ -963,8 +963,12 @@ pub fn sub_narrow(c: &Capacity, rivals: &Rivals, l: &Location, shape: TrainShape
         .map(rate)
         .filter(|r| r.is_finite() && *r > 1.05 * c.bps)
         .min_by(f64::total_cmp)?;
-    let near = |m: &&Capacity| (m.bps - r).abs() <= 0.02 * r;
-    rivals.modes.iter().find(near).or_else(|| rivals.single.iter().find(near)).cloned()
+    mode_at(&rivals.modes, r).or_else(|| mode_at(&rivals.single, r)).cloned()
+}
+
+/// The first of `modes` within 2 % of `bps`.
+fn mode_at(modes: &[Capacity], bps: f64) -> Option<&Capacity> {
+    modes.iter().find(|m| (m.bps - bps).abs() <= 0.02 * bps)
 }
 
 #[cfg(test)]
