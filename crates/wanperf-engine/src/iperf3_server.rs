@@ -101,11 +101,18 @@ fn connection(mut s: TcpStream, peer: SocketAddr, sh: &Arc<Shared>) {
             }
         }
     };
-    if let Err(why) = run_test(&mut s, peer, sh, &data) {
+    if let Err(why) = run_test(&mut s, peer, sh, &data, &cookie) {
         (sh.log)(&format!("iperf3 client {peer}: {why}"));
     }
+    release(sh, &cookie);
+}
+
+/// Frees the server for the next test if the test holding it is still `cookie`'s.
+fn release(sh: &Shared, cookie: &[u8; COOKIE_LEN]) {
     if let Ok(mut g) = sh.active.lock() {
-        *g = None;
+        if g.as_ref().is_some_and(|a| &a.cookie == cookie) {
+            *g = None;
+        }
     }
 }
 
@@ -123,7 +130,13 @@ fn read_json<T: serde::de::DeserializeOwned>(s: &mut TcpStream, max: usize) -> R
     wire::parse_json(&body).map_err(|e| e.to_string())
 }
 
-fn run_test(s: &mut TcpStream, peer: SocketAddr, sh: &Shared, data: &mpsc::Receiver<TcpStream>) -> Result<(), String> {
+fn run_test(
+    s: &mut TcpStream,
+    peer: SocketAddr,
+    sh: &Shared,
+    data: &mpsc::Receiver<TcpStream>,
+    cookie: &[u8; COOKIE_LEN],
+) -> Result<(), String> {
     let _ = s.set_nodelay(true);
     if !sh.cfg.allowed(peer.ip()) {
         return refuse(s, errors::AUTH_TEST, "refused: not in --allow".into());
@@ -221,6 +234,9 @@ fn run_test(s: &mut TcpStream, peer: SocketAddr, sh: &Shared, data: &mpsc::Recei
     let output = params.get_server_output.filter(|v| *v != 0).map(|_| format!("{line}\n"));
     let ours = Results::from_report(&spec, End::Server, &report, &base, output);
     s.write_all(&wire::json_frame(&ours)).map_err(|e| e.to_string())?;
+    // The test is over: a client that starts the next one as soon as this one has its results
+    // is not told the server is busy while this thread waits for IPERF_DONE.
+    release(sh, cookie);
     s.write_all(&[State::DisplayResults.byte()]).map_err(|e| e.to_string())?;
     let mut done = [0u8; 1];
     let _ = s.read_exact(&mut done);
@@ -314,4 +330,73 @@ fn udp_on(local: SocketAddr) -> Result<UdpSocket, String> {
     s.set_reuse_address(true).map_err(|e| e.to_string())?;
     s.bind(&local.into()).map_err(|e| format!("cannot bind UDP {local}: {e}"))?;
     Ok(s.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::Gate;
+
+    /// A control connection that has sent a fresh cookie.
+    fn client(addr: SocketAddr, seed: u8) -> (TcpStream, [u8; COOKIE_LEN]) {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let cookie = wire::make_cookie(&[seed; 36]);
+        s.write_all(&cookie).unwrap();
+        (s, cookie)
+    }
+
+    fn state(s: &mut TcpStream) -> Option<State> {
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+        State::from_byte(b[0])
+    }
+
+    #[test]
+    fn one_test_at_a_time_and_the_next_client_is_let_in_once_a_test_has_its_results() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cfg = ServerConfig {
+            limits: Default::default(),
+            timeouts: Default::default(),
+            allow: vec![],
+            software: "t".into(),
+            auth: None,
+            gate: Gate::default(),
+            copy_root: None,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = spawn(listener, cfg, stop.clone(), Arc::new(|_: &str| {})).unwrap();
+
+        let (mut a, cookie) = client(addr, b'a');
+        assert_eq!(state(&mut a), Some(State::ParamExchange));
+        let params = Params { tcp: true, time: 1, parallel: 1, len: Some(128 << 10), ..Default::default() };
+        a.write_all(&wire::json_frame(&params)).unwrap();
+        assert_eq!(state(&mut a), Some(State::CreateStreams));
+        let mut data = TcpStream::connect(addr).unwrap();
+        data.write_all(&cookie).unwrap();
+        assert_eq!(state(&mut a), Some(State::TestStart));
+        assert_eq!(state(&mut a), Some(State::TestRunning));
+        // While a test runs, another client hears "busy".
+        let (mut b, _) = client(addr, b'b');
+        assert_eq!(state(&mut b), Some(State::AccessDenied));
+
+        a.write_all(&[State::TestEnd.byte()]).unwrap();
+        assert_eq!(state(&mut a), Some(State::ExchangeResults));
+        a.write_all(&wire::json_frame(&Results::default())).unwrap();
+        let mut h = [0u8; 4];
+        a.read_exact(&mut h).unwrap();
+        let mut theirs = vec![0u8; wire::json_len(h, 1 << 20).unwrap()];
+        a.read_exact(&mut theirs).unwrap();
+        assert_eq!(state(&mut a), Some(State::DisplayResults));
+        // The first client has its results but has not said IPERF_DONE yet: a client that
+        // starts the next test at once gets it, not "busy".
+        let (mut c, _) = client(addr, b'c');
+        assert_eq!(state(&mut c), Some(State::ParamExchange));
+
+        a.write_all(&[State::IperfDone.byte()]).unwrap();
+        drop((a, b, c, data));
+        stop.store(true, Ordering::Release);
+        server.join().unwrap();
+    }
 }

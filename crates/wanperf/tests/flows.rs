@@ -63,7 +63,7 @@ fn exercise(script: &str, tag: &str, env: &str) -> (Dir, u64) {
             "--host",
             "r1",
             "--on",
-            "a=iperf3 -s",
+            &format!("a=exec iperf3 -s --forceflush > {}/iperf3-s.log", d.display()),
             "--",
             "sh",
             "-c",

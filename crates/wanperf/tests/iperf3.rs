@@ -33,7 +33,8 @@ aqm = "fq"
     )
 }
 
-/// Waits (bounded) until something accepts TCP connections on b's `port`.
+/// Waits (bounded) until something accepts TCP connections on b's `port` (a wanperf server:
+/// a connection that closes before its cookie is no test to it).
 fn wait_port(port: u16) -> String {
     format!(
         "for i in $(seq 200); do (exec 3<>/dev/tcp/$WANPERF_ADDR_B/{port}) 2>/dev/null && break; sleep 0.05; done; "
@@ -86,15 +87,17 @@ fn wanperf_against_an_iperf3_server_agrees_with_iperf3s_own_client() {
     let dir = tempdir("iperf3-client");
     {
         let f = link();
-        let mut script = wait_port(5201);
+        let log = format!("{dir}/iperf3-s.log");
+        let mut script = format!(". {IPERF3_SH}; IPERF3_LOG={log}; ");
         for (name, flags) in MATRIX {
             // Interleaved: wanperf, then iperf3's own client, on the same path and server.
             script += &format!(
-                "{BIN} tput $WANPERF_ADDR_B --iperf3 {flags} --json > {dir}/w-{name}.json || exit 1; \
-                 iperf3 -c $WANPERF_ADDR_B {flags} -J > {dir}/i-{name}.json || exit 1; "
+                "iperf3_next && {BIN} tput $WANPERF_ADDR_B --iperf3 {flags} --json > {dir}/w-{name}.json || exit 1; \
+                 iperf3c $WANPERF_ADDR_B {flags} -J > {dir}/i-{name}.json || exit 1; "
             );
         }
-        ok(&run(&["net", "run", &f, "--on", "b=iperf3 -s", "--", "bash", "-c", &script], Duration::from_secs(120)));
+        let right = format!("b=exec iperf3 -s --forceflush > {log}");
+        ok(&run(&["net", "run", &f, "--on", &right, "--", "bash", "-c", &script], Duration::from_secs(120)));
     }
     for (name, _) in MATRIX {
         let w = std::fs::read_to_string(format!("{dir}/w-{name}.json")).unwrap();
@@ -142,14 +145,17 @@ fn iperf3_clients_against_wanperf_serve_agree_with_an_iperf3_server() {
     let dir = tempdir("iperf3-server");
     {
         let f = link();
-        let mut script = wait_port(5201) + &wait_port(5202);
+        let log = format!("{dir}/iperf3-s.log");
+        let mut script = format!(". {IPERF3_SH}; IPERF3_LOG={log}; ") + &wait_port(5201);
         for (name, flags) in MATRIX {
             script += &format!(
                 "iperf3 -c $WANPERF_ADDR_B -p 5201 {flags} -J > {dir}/w-{name}.json || exit 1; \
-                 iperf3 -c $WANPERF_ADDR_B -p 5202 {flags} -J > {dir}/i-{name}.json || exit 1; "
+                 iperf3c $WANPERF_ADDR_B -p 5202 {flags} -J > {dir}/i-{name}.json || exit 1; "
             );
         }
-        let right = format!("b=iperf3 -s -p 5202 & exec {BIN} serve --allow 198.18.0.0/15 --iperf3-port 5201");
+        let right = format!(
+            "b=iperf3 -s -p 5202 --forceflush > {log} & exec {BIN} serve --allow 198.18.0.0/15 --iperf3-port 5201"
+        );
         ok(&run(&["net", "run", &f, "--on", &right, "--", "bash", "-c", &script], Duration::from_secs(120)));
     }
     for (name, _) in MATRIX {
@@ -247,10 +253,14 @@ fn busy_foreign_and_authenticating_iperf3_servers_get_one_clear_line() {
         .unwrap()
         .success());
     std::fs::write(&users, format!("{}\n", wanperf_iperf3_line("mary", "s3cret"))).unwrap();
-    let (_srv, port) = iperf3_server(&["--rsa-private-key-path", &key, "--authorized-users-path", &users]);
+    // A server of its own for each client: iperf3 reopens its listening socket after every
+    // test, and a client that comes in between is reset.
+    let server = || iperf3_server(&["--rsa-private-key-path", &key, "--authorized-users-path", &users]);
+    let (_srv, port) = server();
     let out = run(&["tput", "127.0.0.1", "--iperf3", "-p", &port, "-t", "1"], Duration::from_secs(20));
     one_line_error(&out, "authentication");
     let with = |password: &str| {
+        let (_srv, port) = server();
         let mut c = Command::new(BIN);
         c.args(["tput", "127.0.0.1", "--iperf3", "-p", &port, "-t", "1", "--json"])
             .args(["--username", "mary", "--rsa-public-key-path", &public])

@@ -136,9 +136,13 @@ fn iperf3_is_limited_by_the_narrowest_link_of_each_direction() {
     }
     let f = topo_file("diamond", DIAMOND);
     // a → b crosses r1–r2 (20 Mbit/s); b → a is routed over r3 (8 Mbit/s on r1–r3's b → a).
+    let log = std::env::temp_dir().join(format!("wanperf-net-iperf3-s-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let log = log.display();
     let out = run(
-        &["net", "run", &f, "--on", "b=iperf3 -s", "--", "sh", "-c",
-          "iperf3 -c $WANPERF_ADDR_B -t 4 -O 1 -J > /tmp/wanperf-net-fwd.json && iperf3 -c $WANPERF_ADDR_B -R -t 4 -O 1 -J"],
+        &["net", "run", &f, "--on", &format!("b=exec iperf3 -s --forceflush > {log}"), "--", "sh", "-c",
+          &format!(". {IPERF3_SH}; IPERF3_LOG={log}; \
+                    iperf3c $WANPERF_ADDR_B -t 4 -O 1 -J > /tmp/wanperf-net-fwd.json && iperf3c $WANPERF_ADDR_B -R -t 4 -O 1 -J")],
         Duration::from_secs(60),
     );
     let rev = ok(&out);

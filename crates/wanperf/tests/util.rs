@@ -72,7 +72,7 @@ fn snmp_v2c_v3_and_netlink_utilization_equal_the_emulators_counters() {
             "--host",
             "r1",
             "--on",
-            "a=iperf3 -s",
+            &format!("a=exec iperf3 -s --forceflush > {}/iperf3-s.log", d.0.display()),
             "--",
             "sh",
             "-c",

@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_wanperf");
 
+/// Shell functions for scripts that run clients one after another against one `iperf3 -s`
+/// (`iperf3_next`, `iperf3c`; see the file).
+pub const IPERF3_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/common/iperf3.sh");
+
 /// A `wanperf serve` child process, killed on drop.
 pub struct Server {
     pub child: Child,
@@ -462,28 +466,39 @@ pub fn free_port() -> u16 {
 /// and say which it got, so a free port is picked first; another test's socket can take it
 /// before iperf3 binds (its ephemeral ports come from the same range), and iperf3 then exits
 /// with "Address already in use" (seen in CI): that port is given up and another picked.
+///
+/// Readiness is iperf3's own "Server listening on" line, never a probe connection: iperf3
+/// takes any connection for a test, and when that test fails it closes its listening socket
+/// and opens a new one, resetting a client that connected in between (seen in CI). The same
+/// happens after every test, so a server serves one client invocation here.
 pub fn iperf3_server(extra: &[&str]) -> (Kill, String) {
     for _ in 0..20 {
         let port = free_port().to_string();
-        let mut srv =
-            Kill(Command::new("iperf3").args(["-s", "-p", &port]).args(extra).stdout(Stdio::null()).spawn().unwrap());
-        if listening(&mut srv, &port) {
+        let mut srv = Kill(
+            Command::new("iperf3")
+                .args(["-s", "-p", &port, "--forceflush"])
+                .args(extra)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        if announced(srv.0.stdout.take().unwrap(), "Server listening on") {
             return (srv, port);
         }
     }
     panic!("iperf3 -s found no free port in 20 tries");
 }
 
-/// Waits until `srv` accepts on `port` (true) or exits (false: it could not bind).
-fn listening(srv: &mut Kill, port: &str) -> bool {
-    for _ in 0..400 {
-        if std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_ok() {
-            return true;
-        }
-        if matches!(srv.0.try_wait(), Ok(Some(_))) {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    panic!("iperf3 -s neither listens on {port} nor exits after 10 s");
+/// Whether `out` prints a line containing `want` within 10 s (false: it ended first). The rest
+/// is drained in the background so the child never blocks on a full pipe.
+fn announced(out: std::process::ChildStdout, want: &str) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let want = want.to_string();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(out).lines();
+        let seen = lines.by_ref().map_while(Result::ok).any(|l| l.contains(&want));
+        let _ = tx.send(seen);
+        for _ in lines {}
+    });
+    rx.recv_timeout(Duration::from_secs(10)).expect("iperf3 -s neither listens nor exits after 10 s")
 }

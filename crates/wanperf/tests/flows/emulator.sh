@@ -4,6 +4,7 @@
 # Environment: D (work directory), W (wanperf), T (topology file), EXTRA (net run options).
 set -e
 ip link set lo up
+export HELPER="$(dirname "$0")/../common/iperf3.sh"
 wait_for() { # up to 10 s for a condition
     i=0
     until eval "$1"; do
@@ -20,12 +21,13 @@ nfcapd -w $D/nf -p 9995 -b 127.0.0.1 > $D/nfcapd.log 2>&1 &
 N=$!
 wait_for "ss -Huln 'sport = :9995' | grep -q ."
 $W net run $T --json --export-flows 127.0.0.1:$PORT --export-flows 127.0.0.1:9995 $EXTRA \
-    --host b --on 'a=iperf3 -s' -- sh -c '
+    --host b --on "a=exec iperf3 -s --forceflush > $D/iperf3-s.log" -- sh -c '
+        . "$HELPER"; IPERF3_LOG=$D/iperf3-s.log
         ping -c 20 -i 0.02 -q $WANPERF_ADDR_A > /dev/null
         ping -6 -c 10 -i 0.02 -q $WANPERF_ADDR6_A > /dev/null
-        iperf3 -c $WANPERF_ADDR_A -t 2 > /dev/null
-        iperf3 -c $WANPERF_ADDR_A -t 2 -R -P 2 > /dev/null
-        iperf3 -c $WANPERF_ADDR_A -u -b 5M -t 2 > /dev/null' 2> $D/net.err
+        iperf3c $WANPERF_ADDR_A -t 2 > /dev/null || exit 1
+        iperf3c $WANPERF_ADDR_A -t 2 -R -P 2 > /dev/null || exit 1
+        iperf3c $WANPERF_ADDR_A -u -b 5M -t 2 > /dev/null || exit 1' 2> $D/net.err
 # The last records left as the network stopped: give the loopback datagrams a moment, then
 # stop both collectors (each stores what it holds on SIGTERM).
 sleep 1

@@ -3,6 +3,8 @@
 # v2c, SNMP v3 with authentication and privacy, and rtnetlink — while iperf3 loads the link
 # out of r1 and then into it. Environment: D (work directory), W (wanperf).
 set -e
+. "$(dirname "$0")/../common/iperf3.sh"
+IPERF3_LOG=$D/iperf3-s.log
 export MIBS=
 mkdir -p $D/persist
 cat > $D/snmpd.conf <<EOF
@@ -32,8 +34,8 @@ done
 ping -D -i 0.05 -c 200 $WANPERF_ADDR_A > $D/ping.txt &
 G=$!
 sleep 1
-iperf3 -c $WANPERF_ADDR_A -t 3 > /dev/null
-iperf3 -c $WANPERF_ADDR_A -t 3 -R > /dev/null
+iperf3c $WANPERF_ADDR_A -t 3 > /dev/null
+iperf3c $WANPERF_ADDR_A -t 3 -R > /dev/null
 sleep 1
 kill -INT $G; wait $G || true
 # The link is idle now. snmpd answers from a cache of the kernel's counters: wait until it has
