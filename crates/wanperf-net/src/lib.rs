@@ -9,6 +9,7 @@
 pub mod export;
 pub mod gen;
 pub mod linkopts;
+pub mod listen;
 pub mod path;
 pub mod plan;
 pub mod presets;

@@ -92,8 +92,9 @@ pub struct RunArgs {
     /// --on cern='wanperf serve'. Its output goes to stderr.
     #[arg(long = "on", value_name = "NODE=CMD")]
     on: Vec<String>,
-    /// Time the --on commands get to start before CMD runs.
-    #[arg(long, value_name = "DURATION", default_value = "500ms")]
+    /// The most time the --on commands get to start: CMD runs as soon as each listens (a TCP
+    /// listener or a bound UDP port its node did not have), or when this time is up.
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
     wait: String,
     /// Niceness of the nodes' commands, 0–19 (the emulator keeps normal priority).
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -611,9 +612,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         }
         side.push(c.spawn().with_context(|| format!("cannot start `{cmd}` on {}", t.nodes[*n].name))?);
     }
-    if !side.is_empty() {
-        crate::sleep_unless_interrupted(wait);
-    }
+    crate::path::wait_listening(&mut side, wait);
     let status = match s.contained(host, &a.cmd).spawn() {
         Ok(mut child) => loop {
             s.tick();

@@ -11,6 +11,7 @@ use wanperf_emu::config::{
 };
 use wanperf_emu::path::{Host, PathConfig, PathStats};
 use wanperf_emu::presets;
+use wanperf_net::listen;
 use wanperf_net::path::Path;
 use wanperf_proto::units::{fmt_bytes, fmt_rate};
 
@@ -141,8 +142,9 @@ pub struct RunArgs {
     /// Its output goes to stderr, so CMD's stdout stays CMD's.
     #[arg(long, value_name = "CMD")]
     right: Option<String>,
-    /// Time the right command gets to start before CMD runs.
-    #[arg(long, value_name = "DURATION", default_value = "500ms")]
+    /// The most time the right command gets to start: CMD runs as soon as it listens (a TCP
+    /// listener or a bound UDP port the right host did not have), or when this time is up.
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
     right_wait: String,
     /// Per-packet event log (arrival, departure, drop and why).
     #[arg(long, value_name = "FILE")]
@@ -327,6 +329,17 @@ pub fn contain(cmd: &[String]) -> Result<ExitCode> {
     }
 }
 
+/// Waits until each command listens (holds a TCP listener or a bound UDP socket; see
+/// [`listen::held_by`]), or has ended, or `most_s` seconds have passed, or Ctrl-C.
+pub(crate) fn wait_listening(commands: &mut [Child], most_s: f64) {
+    let until = Instant::now() + Duration::from_secs_f64(most_s.max(0.0));
+    let ready =
+        |c: &mut Child| !matches!(c.try_wait(), Ok(None)) || listen::held_by(c.id()).is_ok_and(|l| !l.is_empty());
+    while !commands.iter_mut().all(ready) && Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A child's exit status as our own exit code (128 + N for signal N, as shells do).
 pub(crate) fn exit_code(st: &std::process::ExitStatus) -> ExitCode {
     let code = st.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(st).unwrap_or(0));
@@ -446,36 +459,29 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         e
     });
     let path = Path::start_exporting(&cfg, log, export)?;
-    let mut right = match &a.right {
-        Some(cmd) => {
-            let mut c = contained(&path, Host::Right, &["sh".to_string(), "-c".to_string(), cmd.clone()])?;
-            // Keep CMD's standard output its own: what the right command prints goes to stderr.
-            if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
-                c.stdout(std::process::Stdio::from(fd));
-            }
-            Some(c.spawn().with_context(|| format!("cannot start the right command `{cmd}`"))?)
+    // At most one: a Vec to share `wait_listening` with `net run --on`.
+    let mut right: Vec<Child> = Vec::new();
+    if let Some(cmd) = &a.right {
+        let mut c = contained(&path, Host::Right, &["sh".to_string(), "-c".to_string(), cmd.clone()])?;
+        // Keep CMD's standard output its own: what the right command prints goes to stderr.
+        if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
+            c.stdout(std::process::Stdio::from(fd));
         }
-        None => None,
-    };
-    if right.is_some() {
-        std::thread::sleep(Duration::from_secs_f64(right_wait));
+        right.push(c.spawn().with_context(|| format!("cannot start the right command `{cmd}`"))?);
+        wait_listening(&mut right, right_wait);
     }
     let mut left = contained(&path, Host::Left, &a.cmd)?;
     let status = match left.spawn() {
         Ok(mut child) => wait_child(&mut child, None),
         Err(e) => {
-            if let Some(r) = right.as_mut() {
-                stop_child(r);
-            }
+            right.iter_mut().for_each(stop_child);
             let (stats, export) = path.finish();
             print_stats(&stats, a.json);
             print_export(export.as_ref(), a.json);
             bail!("cannot run `{}` on the left host: {e}", a.cmd[0]);
         }
     };
-    if let Some(r) = right.as_mut() {
-        stop_child(r);
-    }
+    right.iter_mut().for_each(stop_child);
     let (stats, export) = path.finish();
     print_stats(&stats, a.json);
     print_export(export.as_ref(), a.json);

@@ -439,6 +439,39 @@ fn net_set_cost_reroutes_mid_run() {
 }
 
 #[test]
+fn cmd_starts_once_each_on_command_listens() {
+    let _serial = serial();
+    if !paths_available() || !have("iperf3") {
+        return;
+    }
+    let f = topo_file("listens", &chain("", "", ""));
+    // Two servers on b that take a while to come up, one TCP, one UDP. CMD, on b too, finds
+    // both listening: it ran once they did, neither before nor after the whole --wait (past
+    // `run`'s 20 s limit).
+    let out = run(
+        &[
+            "net",
+            "run",
+            &f,
+            "--wait",
+            "30s",
+            "--host",
+            "b",
+            "--on",
+            "b=sleep 1; exec iperf3 -s -1",
+            "--on",
+            "b=sleep 1.5; exec iperf -s -u -p 5002",
+            "--",
+            "sh",
+            "-c",
+            "ss -Htln 'sport = :5201' | grep -q . && ss -Huln 'sport = :5002' | grep -q .",
+        ],
+        Duration::from_secs(20),
+    );
+    ok(&out);
+}
+
+#[test]
 fn kill_9_and_down_leave_nothing_behind() {
     let _serial = serial();
     if !paths_available() {

@@ -6,18 +6,6 @@ use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
 
-/// Path tests measure timing; running them one at a time keeps them from disturbing each other
-fn have(tool: &str) -> bool {
-    let ok = Command::new(tool).arg("-V").output().is_ok() || Command::new(tool).arg("--version").output().is_ok();
-    if !ok {
-        if std::env::var_os("CI").is_some() {
-            panic!("{tool} is not installed; .ci/run installs it");
-        }
-        eprintln!("SKIPPED: {tool} not installed");
-    }
-    ok
-}
-
 #[test]
 fn ping_rtt_equals_configured_rtt() {
     let _serial = serial();
@@ -233,6 +221,41 @@ fn bernoulli_loss_is_observed_within_bounds() {
 }
 
 #[test]
+fn cmd_starts_once_the_right_command_listens() {
+    let _serial = serial();
+    if !paths_available() || !have("iperf3") {
+        return;
+    }
+    // A server that takes a second to come up: CMD runs once it listens, neither before (the
+    // client would be refused) nor after the whole --right-wait (past `run`'s 20 s limit).
+    let out = run(
+        &[
+            "path",
+            "run",
+            "--right",
+            "sleep 1; exec iperf3 -s -1",
+            "--right-wait",
+            "30s",
+            "--",
+            "iperf3",
+            "-c",
+            "198.18.0.2",
+            "-t",
+            "1",
+            "-J",
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(j["end"]["sum_received"]["bytes"].as_f64().unwrap() > 0.0, "{j}");
+    // A right command that never listens holds CMD back for --right-wait only.
+    let out =
+        run(&["path", "run", "--right", "sleep 30", "--right-wait", "200ms", "--", "true"], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn exit_status_cleanup_and_bad_input() {
     let _serial = serial();
     if !paths_available() {
@@ -264,6 +287,8 @@ fn exit_status_cleanup_and_bad_input() {
             "run",
             "--right",
             "sleep 1000; : wanperf-marker-8",
+            "--right-wait",
+            "100ms",
             "--",
             "sh",
             "-c",
