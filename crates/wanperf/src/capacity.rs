@@ -65,9 +65,10 @@ toward this host: the way back's available bandwidth, and its bottleneck hop (th
 answer the server's TTL-limited packets toward the server, which reports when each answer
 came; the hops count from the server). The narrow link
 (least capacity) and the tight link (least available bandwidth) need not be the same: the
-bottleneck is the narrow link, and a tight link after it is named too. The available
-bandwidth assumes the tight link's capacity is the narrow link's: with a faster tight link
-it reads the cross traffic low (the tight link's own capacity is not measured).")]
+bottleneck is the narrow link, and a tight link after it is named too. The streams' spread is
+read against the tight link's capacity when the capacity trains showed it (a faster mode set
+aside: trains that crossed that link behind its cross traffic left it at its rate), else
+against the narrow link's, which reads a faster tight link's cross traffic low.")]
 pub struct CapacityArgs {
     /// The `wanperf serve` host (address or name).
     host: String,
@@ -165,11 +166,12 @@ fn avail_row(label: &str, a: &wanperf_diag::capacity::Avail, whose: &str) {
         );
     } else {
         outln!(
-            "  {label:<20} {:>12}   ({}; from {} of {} streams{whose})",
+            "  {label:<20} {:>12}   ({}; from {} of {} streams{whose}{})",
             fmt_rate(a.bps),
             range(a.low_bps, a.high_bps),
             a.used,
-            a.streams
+            a.streams,
+            a.tight_capacity_bps.map_or(String::new(), |t| format!(", at the tight link's {}", fmt_rate(t)))
         );
     }
 }
