@@ -92,8 +92,8 @@ pub struct RunArgs {
     /// --on cern='wanperf serve'. Its output goes to stderr.
     #[arg(long = "on", value_name = "NODE=CMD")]
     on: Vec<String>,
-    /// The most time the --on commands get to start: CMD runs as soon as each listens (a TCP
-    /// listener or a bound UDP port its node did not have), or when this time is up.
+    /// The most time the --on commands get to start: CMD runs as soon as each listens (its
+    /// processes hold a TCP listener or a bound UDP socket), or when this time is up.
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     wait: String,
     /// Niceness of the nodes' commands, 0–19 (the emulator keeps normal priority).

@@ -142,8 +142,8 @@ pub struct RunArgs {
     /// Its output goes to stderr, so CMD's stdout stays CMD's.
     #[arg(long, value_name = "CMD")]
     right: Option<String>,
-    /// The most time the right command gets to start: CMD runs as soon as it listens (a TCP
-    /// listener or a bound UDP port the right host did not have), or when this time is up.
+    /// The most time the right command gets to start: CMD runs as soon as it listens (its
+    /// processes hold a TCP listener or a bound UDP socket), or when this time is up.
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     right_wait: String,
     /// Per-packet event log (arrival, departure, drop and why).
