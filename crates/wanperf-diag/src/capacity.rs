@@ -444,7 +444,6 @@ fn response(s: &Stream, capacity: f64) -> Option<Response> {
 /// and pooled (spreads summed, so that each counts by its length), so the cross traffic's
 /// randomness averages out over all of them; [`estimate`] says which count.
 ///
-///
 /// The cross traffic may share a faster link after the narrow one (a tight link): the
 /// streams leave the narrow link at most at its capacity, and `C` in the formula is the
 /// tight link's ([`behind`]). With the narrow link's instead, the estimate reads high by

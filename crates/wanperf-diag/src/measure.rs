@@ -494,20 +494,11 @@ impl Run<'_> {
     /// streams), stamped with the server's send times and this host's kernel receive times;
     /// at most [`REVERSE_AVAIL_BYTES`] and [`REVERSE_AVAIL_TIME`]. Returns the estimate and
     /// the streams asked for.
-    fn reverse_avail(
-        &mut self,
-        capacity_bps: f64,
-        tight_bps: Option<f64>,
-        size: usize,
-    ) -> io::Result<(Option<capacity::Avail>, u32)> {
+    fn reverse_avail(&mut self, mut probe: AvailProbe, size: usize) -> io::Result<(Option<capacity::Avail>, u32)> {
         let Some(mut token) = self.token else { return Ok((None, 0)) };
         let k = 64u64;
         let stream_bytes = k * size as u64;
         let (limit, until) = (self.sent_bytes + REVERSE_AVAIL_BYTES, Instant::now() + REVERSE_AVAIL_TIME);
-        let mut probe = AvailProbe::new(capacity_bps);
-        if let Some(t) = tight_bps {
-            probe = probe.behind(t);
-        }
         let mut streams = 0;
         while self.sent_bytes + stream_bytes <= limit && Instant::now() < until {
             let rate = probe.next();
@@ -523,11 +514,16 @@ impl Run<'_> {
     }
 }
 
-/// The capacity of a tight link after the narrow one, when the trains found one and the
-/// capacity trains showed a faster mode that was set aside ([`capacity::post_narrow`]): the
-/// trains that crossed that link behind its cross traffic left it at its rate.
-fn tight_capacity(b: Option<&Bottleneck>, set_aside: Option<&Capacity>) -> Option<f64> {
-    b.and_then(|b| b.tight.as_ref()).and(set_aside).map(|c| c.bps)
+/// The available-bandwidth probe below capacity `c`: behind the tight link after the narrow
+/// one when the trains found one and the capacity trains showed a faster mode that was set
+/// aside ([`capacity::post_narrow`]; the trains that crossed that link behind its cross
+/// traffic left it at its rate).
+fn avail_probe(c: &Capacity, b: Option<&Bottleneck>, set_aside: Option<&Capacity>) -> AvailProbe {
+    let probe = AvailProbe::new(c.bps);
+    match b.and_then(|b| b.tight.as_ref()).and(set_aside) {
+        Some(t) => probe.behind(t.bps),
+        None => probe,
+    }
 }
 
 /// Measures the path from here to the `wanperf serve` whose UDP echo is at `dst`. `progress`
@@ -713,10 +709,7 @@ pub fn measure(
     // Available bandwidth: paced streams above it, their spread pooled, with what is left.
     let phase_start = r.sent_bytes;
     if let (true, Some(c)) = (o.avail, &report.capacity) {
-        let mut probe = AvailProbe::new(c.bps);
-        if let Some(t) = tight_capacity(report.bottleneck.as_ref(), report.post_narrow.as_ref()) {
-            probe = probe.behind(t);
-        }
+        let mut probe = avail_probe(c, report.bottleneck.as_ref(), report.post_narrow.as_ref());
         // Streams of 64 packets, or of STREAM_MIN_NS at their rate if that is more (but no
         // more than a quarter of what the phase may spend: the estimate needs a few), the last
         // one shorter (at least 16) to spend what is left.
@@ -770,12 +763,13 @@ pub fn measure(
 
     // The way back's available bandwidth, beyond the budget and the time when asked for.
     let phase_start = r.sent_bytes;
-    let back = report.reverse.as_ref().and_then(|x| x.capacity.as_ref()).map(|c| c.bps);
-    if let (true, Some(c)) = (o.reverse_avail, back) {
+    let back = report
+        .reverse
+        .as_ref()
+        .and_then(|x| x.capacity.as_ref().map(|c| avail_probe(c, x.bottleneck.as_ref(), x.post_narrow.as_ref())));
+    if let (true, Some(probe)) = (o.reverse_avail, back) {
         if progress("available bandwidth back", share(&r)) {
-            let tight =
-                report.reverse.as_ref().and_then(|x| tight_capacity(x.bottleneck.as_ref(), x.post_narrow.as_ref()));
-            let (a, n) = r.reverse_avail(c, tight, size)?;
+            let (a, n) = r.reverse_avail(probe, size)?;
             if let Some(rev) = report.reverse.as_mut() {
                 rev.available = a;
                 rev.streams = n;

@@ -459,17 +459,18 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         e
     });
     let path = Path::start_exporting(&cfg, log, export)?;
-    // At most one: a Vec to share `wait_listening` with `net run --on`.
-    let mut right: Vec<Child> = Vec::new();
-    if let Some(cmd) = &a.right {
-        let mut c = contained(&path, Host::Right, &["sh".to_string(), "-c".to_string(), cmd.clone()])?;
-        // Keep CMD's standard output its own: what the right command prints goes to stderr.
-        if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
-            c.stdout(std::process::Stdio::from(fd));
+    let mut right = match &a.right {
+        Some(cmd) => {
+            let mut c = contained(&path, Host::Right, &["sh".to_string(), "-c".to_string(), cmd.clone()])?;
+            // Keep CMD's standard output its own: what the right command prints goes to stderr.
+            if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
+                c.stdout(std::process::Stdio::from(fd));
+            }
+            Some(c.spawn().with_context(|| format!("cannot start the right command `{cmd}`"))?)
         }
-        right.push(c.spawn().with_context(|| format!("cannot start the right command `{cmd}`"))?);
-        wait_listening(&mut right, right_wait);
-    }
+        None => None,
+    };
+    wait_listening(right.as_mut_slice(), right_wait);
     let mut left = contained(&path, Host::Left, &a.cmd)?;
     let status = match left.spawn() {
         Ok(mut child) => wait_child(&mut child, None),

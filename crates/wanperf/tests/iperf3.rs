@@ -215,7 +215,7 @@ fn busy_foreign_and_authenticating_iperf3_servers_get_one_clear_line() {
             .spawn()
             .unwrap(),
     );
-    wait_for_line(long.0.stdout.take().unwrap(), "sec");
+    assert!(announced(long.0.stdout.take().unwrap(), "sec"), "the iperf3 client ended without a report");
     let busy = Command::new("iperf3").args(["-c", "127.0.0.1", "-p", &i3, "-t", "1"]).output().unwrap();
     assert!(!busy.status.success());
     assert!(String::from_utf8_lossy(&busy.stderr).contains("busy"), "{}", String::from_utf8_lossy(&busy.stderr));
@@ -230,7 +230,7 @@ fn busy_foreign_and_authenticating_iperf3_servers_get_one_clear_line() {
             .spawn()
             .unwrap(),
     );
-    wait_for_line(long.0.stdout.take().unwrap(), "sec");
+    assert!(announced(long.0.stdout.take().unwrap(), "sec"), "the iperf3 client ended without a report");
     let out = run(&["tput", "127.0.0.1", "--iperf3", "-p", &port, "-t", "1"], Duration::from_secs(20));
     one_line_error(&out, "busy");
     drop(long);
@@ -282,19 +282,6 @@ fn one_line_error(out: &std::process::Output, want: &str) {
     assert_eq!(lines.len(), 1, "one line, got: {err}");
     assert!(lines[0].contains(want), "`{want}` not in `{}`", lines[0]);
     assert!(!err.contains("panicked"), "{err}");
-}
-
-fn wait_for_line(out: std::process::ChildStdout, want: &str) {
-    use std::io::BufRead;
-    let mut lines = std::io::BufReader::new(out).lines();
-    for l in lines.by_ref().map_while(Result::ok) {
-        if l.contains(want) {
-            // Keep draining in the background so the child never blocks on a full pipe.
-            std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
-            return;
-        }
-    }
-    panic!("the child ended without printing `{want}`");
 }
 
 fn wanperf_iperf3_line(user: &str, password: &str) -> String {

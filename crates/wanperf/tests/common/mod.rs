@@ -491,14 +491,14 @@ pub fn iperf3_server(extra: &[&str]) -> (Kill, String) {
 
 /// Whether `out` prints a line containing `want` within 10 s (false: it ended first). The rest
 /// is drained in the background so the child never blocks on a full pipe.
-fn announced(out: std::process::ChildStdout, want: &str) -> bool {
+pub fn announced(out: std::process::ChildStdout, want: &str) -> bool {
     let (tx, rx) = std::sync::mpsc::channel();
-    let want = want.to_string();
+    let wanted = want.to_string();
     std::thread::spawn(move || {
         let mut lines = BufReader::new(out).lines();
-        let seen = lines.by_ref().map_while(Result::ok).any(|l| l.contains(&want));
+        let seen = lines.by_ref().map_while(Result::ok).any(|l| l.contains(&wanted));
         let _ = tx.send(seen);
         for _ in lines {}
     });
-    rx.recv_timeout(Duration::from_secs(10)).expect("iperf3 -s neither listens nor exits after 10 s")
+    rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| panic!("neither `{want}` nor the end within 10 s"))
 }
