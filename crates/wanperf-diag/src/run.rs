@@ -73,6 +73,7 @@ pub fn trace(dst: IpAddr, o: &Options, mut on_round: impl FnMut(u32, &Trace) -> 
         wait_ns: o.wait.as_nanos() as u64,
         flows: o.flows.max(1),
         server: o.server,
+        interval_ns: o.interval.as_nanos() as u64,
     });
     let start = Instant::now();
     let mut last_send = start;

@@ -33,12 +33,19 @@ destination answers a SYN-ACK or a reset: either is `reached`). TCP probes share
 port, so they go one at a time, and one the kernel has resent (after 1 s) counts as lost. Times are the kernel's
 receive timestamps. Each router is probed once a round, so with the default one round a
 second no router's ICMP rate limit (Linux: one reply a second, a burst of 6) is reached.
+Faster rounds are fine for --server and where routers do not limit; where they do, a hop
+whose answers come at a steady rate however fast it is probed (a token bucket: no answer
+right after another, gaps that hardly vary) is `rate-limited`, its loss is not the path's,
+and a warning says so with the remedy; too few answers to tell are said to be too few.
 
 Loss is split in two: `path` loss is what the path itself loses up to that hop (the least
 loss seen at that hop or any later one: a packet lost on a link is lost for every probe that
 crosses it); the rest of a hop's loss is only that router not answering (ICMP rate limiting
 or a busy control plane), marked `rate-limited`. `loss starts here` marks the hop where
-the path's loss steps up: the link into it (or the router) loses packets. With --server, the
+the path's loss steps up: the link into it (or the router) loses packets — judged against
+all the probes of the hops before it and against the hop just before it (Fisher's exact test,
+about 740:1, shared over the steps tested); `loss starts at or before here` where the loss is
+certain but the hops before it saw too few probes to rule out an earlier start. With --server, the
 server's count says which way when only one way fits it: `on the way there` (the probes are
 lost) or `on the way back` (the answers are).
 
@@ -164,6 +171,9 @@ fn print_table(host: &str, dst: IpAddr, r: &Report) {
     }
     for c in &r.route_changes {
         outln!("route change in round {}: hop {} was {}, now {}", c.round, c.ttl, c.before, c.after);
+    }
+    if let Some(w) = &r.warning {
+        outln!("warning: {w}");
     }
     if let Some(w) = &r.one_way {
         outln!(

@@ -113,6 +113,49 @@ fn a_rate_limited_router_is_told_from_a_lossy_link() {
     assert!(h[3..].iter().all(|x| x["note"].is_null()), "{r}");
 }
 
+/// Issue 43: probing faster than routers answer is their rate limit, not path loss. Every
+/// router keeps Linux's default ICMP limit (one answer a second per destination after a burst
+/// of 6), r3 a slower one (one in 4 s), b the default; the path loses nothing.
+#[test]
+fn fast_probing_against_icmp_rate_limits_is_not_called_path_loss() {
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    let net = format!("tfast{}", std::process::id() % 100_000);
+    let f = topo_file("trace-fast", &chain("", "icmp_ratelimit = \"4s\"", ""));
+    let _up = Up::new(&f, &net);
+    // The default pace (one round a second): every router keeps up, bar r3 after its burst.
+    let r = trace_exec(&net, &["-c", "8"]);
+    let h = hops(&r);
+    assert_eq!(h.len(), 6, "{r}");
+    assert!(r["warning"].is_null(), "{r}");
+    for x in h {
+        assert_eq!(num(&x["path_loss_pct"]), 0.0, "{x}");
+        assert!(!x["note"].as_str().is_some_and(|n| n.starts_with("loss")), "{x}");
+    }
+    // 200 ms and 50 ms: every hop, b included, answers about once a second. Not path loss.
+    for args in [["-c", "40", "-i", "0.2"], ["-c", "120", "-i", "0.05"]] {
+        let r = trace_exec(&net, &args);
+        let h = hops(&r);
+        assert_eq!(h.len(), 6, "{args:?}: {r}");
+        assert!(num(&h[5]["loss_pct"]) > 50.0, "{args:?}: b limits its port unreachables: {}", h[5]);
+        for x in h {
+            assert_eq!(num(&x["path_loss_pct"]), 0.0, "{args:?}: no loss on the path: {x}");
+            let note = x["note"].as_str().unwrap_or_default();
+            assert!(!note.starts_with("loss"), "{args:?}: {x}");
+            assert!(note == "rate-limited" || note.starts_with("too few answers"), "{args:?}: {x}");
+        }
+        // The hops with the default limit answer at its pace.
+        for x in h.iter().filter(|x| x["ttl"] != 3) {
+            let rate = x["answers_per_s"].as_f64().unwrap_or_else(|| panic!("{args:?}: {x}"));
+            assert!((0.7..=1.4).contains(&rate), "{args:?}: {rate} answers/s: {x}");
+        }
+        let w = r["warning"].as_str().unwrap_or_else(|| panic!("{args:?}: a warning: {r}"));
+        assert!(w.contains("the destination among them") && w.contains("-i 1s") && w.contains("--server"), "{w}");
+    }
+}
+
 #[test]
 fn a_saved_trace_is_stored_and_drawn_as_a_ladder_with_its_loss() {
     let _serial = serial();
