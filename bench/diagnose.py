@@ -31,6 +31,8 @@ TRACEROUTE = shutil.which("traceroute", path=SBIN_PATH) or "traceroute"
 N = int(os.environ.get("TOPOLOGIES", "20"))
 LOSS_N = int(os.environ.get("LOSS_TOPOLOGIES", "20"))
 ROUNDS = int(os.environ.get("ROUNDS", "1000"))
+# The loss part also runs these shorter traces on each chain (issue 43: steps from few probes).
+LOSS_ROUNDS = [int(x) for x in os.environ.get("LOSS_ROUNDS", "100,300").split(",") if x]
 TIGHT_N = int(os.environ.get("TIGHT_TOPOLOGIES", "10"))
 BACK_N = int(os.environ.get("BACK_TOPOLOGIES", "10"))
 RTT_N = int(os.environ.get("RTT_TOPOLOGIES", "10"))
@@ -303,6 +305,7 @@ def loss_part():
     3 probes a hop a second."""
     rng = random.Random(SEED + 1000)
     rows = []
+    short_rows = []
     tmp = tempfile.mkdtemp(prefix="wanperf-diagnose-loss-")
     for i, truth, name in networks(tmp, "l", LOSS_N, lambda i: loss_topology(rng, i)):
         ex = lambda cmd, limit: run([BIN, "net", "exec", name, "a", "--"] + cmd, limit)
@@ -314,6 +317,22 @@ def loss_part():
             continue
         hops = json.loads(tr.stdout.strip().splitlines()[-1])["report"]["hops"]
         starts = [h["ttl"] for h in hops if (h.get("note") or "").startswith("loss starts here")]
+        # The same chain with fewer rounds: a false step is a "loss starts here" anywhere but the
+        # lossy link's hop, or any loss note before it; found is a loss note at its hop.
+        for rounds in LOSS_ROUNDS:
+            short, t_short = ex([BIN, "trace", truth["dest"], "--icmp", "-c", str(rounds), "-i", "0.02", "--json"], 600)
+            if short.returncode != 0:
+                print(f"loss topology {i}, {rounds} rounds: trace failed: {short.stderr.strip()[:200]}", file=sys.stderr)
+                continue
+            sh = json.loads(short.stdout.strip().splitlines()[-1])["report"]["hops"]
+            notes = {h["ttl"]: (h.get("note") or "") for h in sh}
+            false_step = any((t != truth["lossy_ttl"] and n.startswith("loss starts here"))
+                             or (t < truth["lossy_ttl"] and n.startswith("loss")) for t, n in notes.items())
+            found = notes.get(truth["lossy_ttl"], "").startswith("loss starts")
+            placed = notes.get(truth["lossy_ttl"], "").startswith("loss starts here")
+            short_rows.append(dict(rounds=rounds, p=truth["p"], false_step=false_step, found=found, placed=placed))
+            print(f"    {rounds} rounds: notes {dict((t, n) for t, n in notes.items() if n) or '-'}"
+                  f"{'; FALSE STEP' if false_step else ''} ({t_short:.1f} s)", flush=True)
         lim = next((h for h in hops if h["ttl"] == truth["limited_ttl"]), None)
         true_here = truth["p"] * 100 if truth["limited_ttl"] >= truth["lossy_ttl"] else 0.0
         false_loss = abs(lim["path_loss_pct"] - true_here) if lim else None
@@ -321,6 +340,11 @@ def loss_part():
         mtr_lim = None
         if len(mtr_hops) >= truth["limited_ttl"]:
             mtr_lim = float(mtr_hops[truth["limited_ttl"] - 1].split("|--")[1].split()[1].rstrip("%"))
+        false_step = any(t != truth["lossy_ttl"] for t in starts) or any(
+            h["ttl"] < truth["lossy_ttl"] and (h.get("note") or "").startswith("loss") for h in hops)
+        short_rows.append(dict(rounds=ROUNDS, p=truth["p"], false_step=false_step,
+                               found=truth["lossy_ttl"] in [h["ttl"] for h in hops if (h.get("note") or "").startswith("loss starts")],
+                               placed=truth["lossy_ttl"] in starts))
         row = dict(i=i, p=truth["p"], lossy=truth["lossy_ttl"], limited=truth["limited_ttl"], starts=starts,
                    placed=starts == [truth["lossy_ttl"]], false_loss=false_loss,
                    limited_note=(lim or {}).get("note"), mtr_limited=mtr_lim, probes=sum(h["sent"] for h in hops),
@@ -342,6 +366,12 @@ def loss_part():
     print(f"false path loss at the rate-limited hop: median {statistics.median(fl):.2f} points, worst {max(fl):.2f}; "
           f"under 1 point: {sum(x < 1.0 for x in fl)}/{len(fl)}; marked rate-limited: "
           f"{sum(1 for r in rows if (r['limited_note'] or '').endswith('rate-limited'))}/{len(rows)}")
+    for rounds in sorted({r["rounds"] for r in short_rows}):
+        rr = [r for r in short_rows if r["rounds"] == rounds]
+        print(f"{rounds} rounds a hop: a false step in {sum(r['false_step'] for r in rr)}/{len(rr)} traces; the loss "
+              f"seen at its hop in {sum(r['found'] for r in rr)}/{len(rr)}, placed there in {sum(r['placed'] for r in rr)}/{len(rr)} "
+              + ", ".join(f"({p:.1%}: {sum(r['placed'] for r in rr if r['p'] == p)}/{sum(1 for r in rr if r['p'] == p)})"
+                          for p in sorted({r['p'] for r in rr})))
     m = [r["mtr_limited"] for r in rows if r["mtr_limited"] is not None]
     if m:
         print(f"mtr's loss at the same hop (what its users read as loss): median {statistics.median(m):.1f} %, "

@@ -9,6 +9,7 @@
 //! serve` (whose UDP echo stamps each packet with the kernel's receive time) and collects the
 //! stamps and the routers' ICMP answers.
 
+pub mod answer;
 pub mod capacity;
 pub mod measure;
 pub mod probe;

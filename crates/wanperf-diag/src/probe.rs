@@ -13,6 +13,8 @@
 //! complement the client time field, so the checksum stays constant as before; the server
 //! answers each one (no ICMP rate limit at the destination) with how many it has had.
 
+pub use crate::answer::{classify, Got};
+use crate::answer::poll_one;
 use crate::trace::{Answer, Reply};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
@@ -20,7 +22,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 pub use wanperf_engine::sys::realtime_ns;
 use wanperf_engine::sys::{
-    enable_rx_timestamps, recv_timestamped, setsockopt_raw, SO_EE_ORIGIN_ICMP, SO_EE_ORIGIN_ICMP6, SO_EE_ORIGIN_LOCAL,
+    enable_rx_timestamps, recv_timestamped, setsockopt_raw, SO_EE_ORIGIN_LOCAL,
 };
 pub use wanperf_engine::sys::{recv_error, SockError};
 use wanperf_proto::probe::{Count, Probe, COUNT_LEN};
@@ -102,52 +104,6 @@ pub fn probe_number(data: &[u8]) -> Option<u32> {
         }
         None
     })
-}
-
-/// What an extended socket error says about a probe.
-pub fn classify(v6: bool, origin: u8, kind: u8, code: u8, info: u32) -> Option<Answer> {
-    match (origin, v6) {
-        (SO_EE_ORIGIN_ICMP, false) => match (kind, code) {
-            (11, _) => Some(Answer::TimeExceeded),
-            (3, 3) => Some(Answer::Reached),
-            (3, 4) => Some(Answer::FragNeeded(info)),
-            (3, c) => Some(Answer::Unreachable(c)),
-            _ => None,
-        },
-        (SO_EE_ORIGIN_ICMP6, true) => match (kind, code) {
-            (3, _) => Some(Answer::TimeExceeded),
-            (1, 4) => Some(Answer::Reached),
-            (1, c) => Some(Answer::Unreachable(c)),
-            (2, _) => Some(Answer::FragNeeded(info)),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// Waits up to `timeout_ms` for `events` on `fd`; false on a timeout or an interrupted wait.
-pub(crate) fn poll_one(fd: std::os::fd::RawFd, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
-    let mut p = libc::pollfd { fd, events, revents: 0 };
-    // SAFETY: one valid pollfd.
-    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
-    }
-    Ok(n > 0)
-}
-
-/// What one read found.
-pub enum Got {
-    /// A reply to a probe.
-    Reply(Reply),
-    /// A send failed locally because the first link's MTU is smaller: that MTU.
-    LocalMtu(u32),
-    /// The `wanperf serve` at the destination answered a probe: the reply (its time less the
-    /// server's turnaround) and the server's count of this trace's probes.
-    Echo(Reply, u64),
-    /// Something else (not ours, unparseable).
-    Other,
 }
 
 impl Prober {
@@ -313,6 +269,7 @@ impl Prober {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wanperf_engine::sys::{SO_EE_ORIGIN_ICMP, SO_EE_ORIGIN_ICMP6};
 
     /// The one's complement sum of 16-bit words that UDP and ICMP checksums are made of.
     fn sum(p: &[u8]) -> u32 {

@@ -14,14 +14,14 @@
 //! kernel's own measurement of the SYN (TCP_INFO's first RTT sample, µs); a reset is timed
 //! when it is read.
 
-use crate::probe::{recv_error, Got};
+use crate::answer::{classify, poll_one, Got};
 use crate::trace::{Answer, Reply};
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
-use wanperf_engine::sys::{enable_rx_timestamps, realtime_ns, setsockopt_raw, tcp_info};
+use wanperf_engine::sys::{enable_rx_timestamps, realtime_ns, recv_error, setsockopt_raw, tcp_info};
 
 /// A probe in flight.
 struct Open {
@@ -111,7 +111,7 @@ impl Syn {
             std::thread::sleep(Duration::from_millis(timeout_ms.max(0) as u64));
             return Ok(false);
         };
-        crate::probe::poll_one(o.sock.as_raw_fd(), libc::POLLOUT | libc::POLLERR, timeout_ms)
+        poll_one(o.sock.as_raw_fd(), libc::POLLOUT | libc::POLLERR, timeout_ms)
     }
 
     /// The open probe's answer, if it has one; the probe is then closed. A probe whose SYN
@@ -127,7 +127,7 @@ impl Syn {
         let mut buf = [0u8; 512];
         // A router's (or the destination's) ICMP error first.
         if let Some(e) = recv_error(o.sock.as_raw_fd(), &mut buf)? {
-            let answer = match crate::probe::classify(v6, e.origin, e.kind, e.code, e.info) {
+            let answer = match classify(v6, e.origin, e.kind, e.code, e.info) {
                 Some(Answer::FragNeeded(_)) | None => None,
                 a => a,
             };

@@ -2,7 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-use wanperf_proto::units::{parse_duration, parse_rate, parse_size};
+use wanperf_units::{parse_duration, parse_rate, parse_size};
+
+/// Buckets of a flow-fair queue (fq_codel's default).
+pub const FLOWS: usize = 1024;
 
 /// Nanoseconds of virtual or real time since the emulator started.
 pub type Nanos = u64;
@@ -213,10 +216,10 @@ impl Aqm {
         }
     }
 
-    /// Flow buckets of each class queue: 1 (a FIFO) or [`crate::fq::FLOWS`].
+    /// Flow buckets of each class queue: 1 (a FIFO) or [`FLOWS`].
     pub fn buckets(&self) -> usize {
         match self {
-            Aqm::Fq | Aqm::FqCoDel { .. } => crate::fq::FLOWS,
+            Aqm::Fq | Aqm::FqCoDel { .. } => FLOWS,
             Aqm::DropTail | Aqm::CoDel { .. } => 1,
         }
     }

@@ -9,8 +9,7 @@
 use crate::config::Nanos;
 use std::collections::VecDeque;
 
-/// Buckets of a flow-fair queue (fq_codel's default).
-pub const FLOWS: usize = 1024;
+pub use crate::config::FLOWS;
 
 /// Bytes a flow may send per round (one Ethernet frame, fq_codel's default).
 pub const QUANTUM: i64 = 1514;

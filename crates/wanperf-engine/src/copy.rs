@@ -8,7 +8,7 @@
 //! ([`CopyMsg`]); the session loops hand messages in with `on_msg` and take them out through
 //! the [`Notify`] callback.
 
-use crate::copy_fs::{self, Source};
+use crate::copy_fs::{self, Aligned, Source};
 use crate::stream::{Conn, Counters, StreamPlan, Worker};
 use crate::sys;
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
@@ -1441,7 +1441,7 @@ fn write_block(of: &mut OpenFile, data: &[u8], off: u64) -> io::Result<()> {
     if of.direct {
         if data.len().is_multiple_of(4096) {
             let a = match &mut of.scratch {
-                Some(a) if a.len == data.len() => a,
+                Some(a) if a.as_ref().len() == data.len() => a,
                 slot => slot.insert(Aligned::new(data.len())),
             };
             a.as_mut().copy_from_slice(data);
@@ -1455,41 +1455,6 @@ fn write_block(of: &mut OpenFile, data: &[u8], off: u64) -> io::Result<()> {
         of.direct = false;
     }
     of.f.write_all_at(data, off)
-}
-
-/// A 4096-byte aligned buffer for O_DIRECT.
-pub(crate) struct Aligned {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Aligned {
-    fn layout(len: usize) -> std::alloc::Layout {
-        std::alloc::Layout::from_size_align(len.max(4096), 4096).expect("layout")
-    }
-    pub(crate) fn new(len: usize) -> Aligned {
-        // SAFETY: non-zero size layout.
-        let ptr = unsafe { std::alloc::alloc_zeroed(Self::layout(len)) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(Self::layout(len));
-        }
-        Aligned { ptr, len }
-    }
-    pub(crate) fn as_mut(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is valid for len bytes, exclusively ours.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-    pub(crate) fn as_ref(&self) -> &[u8] {
-        // SAFETY: as above.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl Drop for Aligned {
-    fn drop(&mut self) {
-        // SAFETY: allocated with the same layout.
-        unsafe { std::alloc::dealloc(self.ptr, Self::layout(self.len)) }
-    }
 }
 
 /// Either end of a copy, for the session loops.

@@ -284,3 +284,38 @@ pub fn scan_root(root: &OwnedFd, rels: &[RelPath]) -> io::Result<Scan> {
     }
     Ok(scan)
 }
+
+/// A 4096-byte aligned buffer for O_DIRECT.
+pub(crate) struct Aligned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Aligned {
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(len.max(4096), 4096).expect("layout")
+    }
+    pub(crate) fn new(len: usize) -> Aligned {
+        // SAFETY: non-zero size layout.
+        let ptr = unsafe { std::alloc::alloc_zeroed(Self::layout(len)) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(Self::layout(len));
+        }
+        Aligned { ptr, len }
+    }
+    pub(crate) fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: ptr is valid for len bytes, exclusively ours.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+    pub(crate) fn as_ref(&self) -> &[u8] {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated with the same layout.
+        unsafe { std::alloc::dealloc(self.ptr, Self::layout(self.len)) }
+    }
+}

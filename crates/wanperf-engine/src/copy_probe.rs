@@ -6,8 +6,7 @@
 //! before it sends its results, the client once they are in), so on one host they do not
 //! share the CPUs. Each probe stops at [`BYTES`] or [`SECONDS`], whichever comes first.
 
-use crate::copy::Aligned;
-use crate::copy_fs::{self, Source};
+use crate::copy_fs::{self, Aligned, Source};
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -125,12 +125,9 @@
 //! At least one threshold is required, and a group or a pair has at most one `[[expect]]`.
 
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::ops::RangeInclusive;
-use thiserror::Error;
-use toml::{Spanned, Value};
+use std::collections::{HashMap, HashSet};
 use wanperf_proto::auth::{KeyError, PublicKey};
-use wanperf_proto::units;
+use wanperf_toml::{err, fmt_secs, Lines, Reader, Spanned, Table};
 
 /// The agent's port when the file does not give one (its embedded `wanperf serve`).
 pub const DEFAULT_PORT: u16 = 5301;
@@ -141,27 +138,9 @@ pub const DEFAULT_SUMMARY_S: f64 = 60.0;
 /// Result intervals without results before a host is silent, by default.
 pub const DEFAULT_SILENT_AFTER: u32 = 2;
 
-/// A bad mesh file: the line (1-based; 0 when unknown) and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{}", render(.line, .message))]
-pub struct MeshError {
-    /// Line in the file (0: unknown).
-    pub line: usize,
-    /// What is wrong, one line.
-    pub message: String,
-}
-
-fn render(line: &usize, message: &str) -> String {
-    if *line > 0 {
-        format!("line {line}: {message}")
-    } else {
-        message.to_string()
-    }
-}
-
-fn err(line: usize, message: impl Into<String>) -> MeshError {
-    MeshError { line, message: message.into() }
-}
+/// A bad mesh file: the line (1-based; 0 when unknown) and what is wrong (the error of every
+/// file wanperf reads).
+pub use wanperf_toml::Error as MeshError;
 
 /// A validated mesh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -517,16 +496,6 @@ pub fn slot_length(duration_s: f64) -> f64 {
 // ---------------------------------------------------------------------------------------
 // Parsing.
 
-struct Lines<'a>(&'a str);
-
-impl Lines<'_> {
-    fn of(&self, offset: usize) -> usize {
-        self.0[..offset.min(self.0.len())].matches('\n').count() + 1
-    }
-}
-
-type Table = BTreeMap<Spanned<String>, Spanned<Value>>;
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
@@ -541,166 +510,6 @@ struct File {
     test: Vec<Spanned<Table>>,
     #[serde(default)]
     expect: Vec<Spanned<Table>>,
-}
-
-/// A TOML scalar as text (strings bare).
-fn scalar(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Integer(i) => Some(i.to_string()),
-        Value::Float(f) => Some(f.to_string()),
-        _ => None,
-    }
-}
-
-/// Reads one table's keys, each at most once, complaining about leftovers.
-struct Reader {
-    line: usize,
-    what: String,
-    entries: Vec<(String, usize, Value)>,
-}
-
-impl Reader {
-    fn new(lines: &Lines<'_>, t: Spanned<Table>, what: &str) -> Reader {
-        let line = lines.of(t.span().start);
-        let mut entries: Vec<(String, usize, Value)> = t
-            .into_inner()
-            .into_iter()
-            .map(|(k, v)| {
-                let l = lines.of(k.span().start);
-                (k.into_inner(), l, v.into_inner())
-            })
-            .collect();
-        entries.sort_by_key(|e| e.1);
-        Reader { line, what: what.to_string(), entries }
-    }
-
-    fn take(&mut self, key: &str) -> Option<(usize, Value)> {
-        let i = self.entries.iter().position(|e| e.0 == key)?;
-        let (_, l, v) = self.entries.remove(i);
-        Some((l, v))
-    }
-
-    fn missing(&self, key: &str, hint: &str) -> MeshError {
-        err(self.line, format!("this {} has no `{key}`{hint}", self.what))
-    }
-
-    /// A TOML string.
-    fn string(&mut self, key: &str) -> Result<Option<(usize, String)>, MeshError> {
-        match self.take(key) {
-            None => Ok(None),
-            Some((l, Value::String(s))) => Ok(Some((l, s))),
-            Some((l, _)) => Err(err(l, format!("`{key}` must be a string"))),
-        }
-    }
-
-    fn required(&mut self, key: &str) -> Result<(usize, String), MeshError> {
-        self.string(key)?.ok_or_else(|| self.missing(key, ""))
-    }
-
-    /// A string or a number, as text (for values with units).
-    fn text(&mut self, key: &str) -> Result<Option<(usize, String)>, MeshError> {
-        match self.take(key) {
-            None => Ok(None),
-            Some((l, v)) => scalar(&v).map(|s| Some((l, s))).ok_or_else(|| err(l, format!("`{key}` must be a value"))),
-        }
-    }
-
-    fn uint(&mut self, key: &str, range: RangeInclusive<u64>) -> Result<Option<u64>, MeshError> {
-        match self.take(key) {
-            None => Ok(None),
-            Some((_, Value::Integer(i))) if i >= 0 && range.contains(&(i as u64)) => Ok(Some(i as u64)),
-            Some((l, _)) => Err(err(l, format!("`{key}` must be an integer in {}–{}", range.start(), range.end()))),
-        }
-    }
-
-    fn float(&mut self, key: &str, range: RangeInclusive<f64>) -> Result<Option<f64>, MeshError> {
-        let v = match self.take(key) {
-            None => return Ok(None),
-            Some((l, Value::Integer(i))) => (l, i as f64),
-            Some((l, Value::Float(f))) => (l, f),
-            Some((l, _)) => return Err(err(l, format!("`{key}` must be a number"))),
-        };
-        if !range.contains(&v.1) {
-            return Err(err(v.0, format!("`{key}` must be within {}–{}, not {}", range.start(), range.end(), v.1)));
-        }
-        Ok(Some(v.1))
-    }
-
-    fn boolean(&mut self, key: &str) -> Result<Option<bool>, MeshError> {
-        match self.take(key) {
-            None => Ok(None),
-            Some((_, Value::Boolean(b))) => Ok(Some(b)),
-            Some((l, _)) => Err(err(l, format!("`{key}` must be true or false"))),
-        }
-    }
-
-    fn strings(&mut self, key: &str) -> Result<Option<(usize, Vec<String>)>, MeshError> {
-        match self.take(key) {
-            None => Ok(None),
-            Some((l, Value::Array(items))) => items
-                .into_iter()
-                .map(|v| match v {
-                    Value::String(s) => Ok(s),
-                    _ => Err(err(l, format!("`{key}` must be a list of strings"))),
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map(|v| Some((l, v))),
-            Some((l, _)) => Err(err(l, format!("`{key}` must be a list of strings"))),
-        }
-    }
-
-    /// A duration in seconds within `range`.
-    fn duration(&mut self, key: &str, range: RangeInclusive<f64>) -> Result<Option<(usize, f64)>, MeshError> {
-        let Some((l, s)) = self.text(key)? else { return Ok(None) };
-        let secs = units::parse_duration(&s).map_err(|e| err(l, format!("`{key}`: {e}")))?;
-        if !range.contains(&secs) {
-            return Err(err(
-                l,
-                format!("`{key}`: {s} is not within {} – {}", fmt_secs(*range.start()), fmt_secs(*range.end())),
-            ));
-        }
-        Ok(Some((l, secs)))
-    }
-
-    /// A rate in bit/s within `range`.
-    fn rate(&mut self, key: &str, range: RangeInclusive<u64>) -> Result<Option<u64>, MeshError> {
-        let Some((l, s)) = self.text(key)? else { return Ok(None) };
-        let v = units::parse_rate(&s).map_err(|e| err(l, format!("`{key}`: {e}")))?;
-        if !range.contains(&v) {
-            return Err(err(l, format!("`{key}`: {s} is not within {} – {} bit/s", range.start(), range.end())));
-        }
-        Ok(Some(v))
-    }
-
-    /// A size in bytes within `range`.
-    fn size(&mut self, key: &str, range: RangeInclusive<u64>) -> Result<Option<u64>, MeshError> {
-        let Some((l, s)) = self.text(key)? else { return Ok(None) };
-        let v = units::parse_size(&s).map_err(|e| err(l, format!("`{key}`: {e}")))?;
-        if !range.contains(&v) {
-            return Err(err(l, format!("`{key}`: {s} is not within {}–{} bytes", range.start(), range.end())));
-        }
-        Ok(Some(v))
-    }
-
-    fn finish(self, known: &[&str]) -> Result<(), MeshError> {
-        match self.entries.first() {
-            None => Ok(()),
-            Some((k, l, _)) => {
-                Err(err(*l, format!("unknown key `{k}` in a {} (known: {})", self.what, known.join(", "))))
-            }
-        }
-    }
-}
-
-fn fmt_secs(s: f64) -> String {
-    if s >= DAY && s % DAY == 0.0 {
-        format!("{} d", s / DAY)
-    } else if s >= 3600.0 && s % 3600.0 == 0.0 {
-        format!("{} h", s / 3600.0)
-    } else {
-        format!("{s} s")
-    }
 }
 
 /// Names already defined, for duplicates and references.
@@ -793,11 +602,8 @@ fn parse_window(s: &str) -> Result<(u32, u32), String> {
 
 /// Parses and validates a mesh file.
 pub fn parse(text: &str) -> Result<Mesh, MeshError> {
-    let lines = Lines(text);
-    let file: File = toml::from_str(text).map_err(|e| {
-        let line = e.span().map_or(0, |s| lines.of(s.start));
-        err(line, e.message().trim().to_string())
-    })?;
+    let lines = Lines::new(text);
+    let file: File = wanperf_toml::parse(text)?;
     let Some(head) = file.mesh else {
         return Err(err(1, "the file has no [mesh] table (it needs at least `name`)"));
     };
@@ -895,7 +701,7 @@ pub fn parse(text: &str) -> Result<Mesh, MeshError> {
             }
             other => return Err(err(kind.0, format!("`type` must be mesh, disjoint or star, not `{other}`"))),
         };
-        r.what = format!("{} group", kind_name(&kind));
+        r.set_what(format!("{} group", kind_name(&kind)));
         r.finish(known)?;
         groups.push(Group { name, kind });
     }
@@ -910,13 +716,13 @@ pub fn parse(text: &str) -> Result<Mesh, MeshError> {
             r.string("type")?.ok_or_else(|| r.missing("type", " (latency, throughput, trace or capacity)"))?;
         let (lg, group) = r.required("group")?;
         group_names.check("group", &group, lg)?;
-        r.what = format!("{kind} test");
+        r.set_what(format!("{kind} test"));
         const SCHEDULE: [&str; 3] = ["interval", "slip", "windows"];
         let (kind, known): (TestKind, Vec<&str>) = match kind.as_str() {
             "latency" => {
-                if let Some((k, l, _)) = r.entries.iter().find(|e| SCHEDULE.contains(&e.0.as_str())) {
+                if let Some((k, l)) = r.keys().find(|e| SCHEDULE.contains(&e.0)) {
                     return Err(err(
-                        *l,
+                        l,
                         format!("a latency test runs continuously: `{k}` is for scheduled tests (throughput, trace, capacity)"),
                     ));
                 }

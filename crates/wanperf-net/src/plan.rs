@@ -15,6 +15,16 @@ use crate::topo::{TopoError, Topology};
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+impl Topology {
+    /// Parses and validates a topology file: its structure ([`Topology::read`]) and its
+    /// addresses (explicit subnets may collide). `read` loads trace files named in it.
+    pub fn parse(text: &str, read: &dyn Fn(&str) -> Result<String, String>) -> Result<Topology, TopoError> {
+        let topo = Topology::read(text, read)?;
+        Plan::new(&topo)?;
+        Ok(topo)
+    }
+}
+
 /// One interface: one end of a link.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Iface {

@@ -21,36 +21,14 @@
 //! ```
 
 use crate::linkopts;
-use std::collections::{BTreeMap, HashMap};
-use std::fmt;
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use toml::{Spanned, Value};
+use wanperf_toml::{err, scalar, Lines, Reader, Spanned, Table, Value};
 use wanperf_emu::config::{parse_link_rate, DirConfig, Nanos};
 
-/// A bad topology: the line (1-based; 0 when unknown) and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopoError {
-    /// Line in the file.
-    pub line: usize,
-    /// What is wrong, one line.
-    pub message: String,
-}
-
-impl fmt::Display for TopoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line > 0 {
-            write!(f, "line {}: {}", self.line, self.message)
-        } else {
-            write!(f, "{}", self.message)
-        }
-    }
-}
-
-impl std::error::Error for TopoError {}
-
-fn err(line: usize, message: impl Into<String>) -> TopoError {
-    TopoError { line, message: message.into() }
-}
+/// A bad topology: the line (1-based; 0 when unknown) and what is wrong (the error of every
+/// file wanperf reads).
+pub use wanperf_toml::Error as TopoError;
 
 /// Most links a topology may have (each gets its own /24 of 198.18.0.0/15).
 pub const MAX_LINKS: usize = 512;
@@ -269,16 +247,6 @@ impl Topology {
     }
 }
 
-struct Lines<'a>(&'a str);
-
-impl Lines<'_> {
-    fn of(&self, offset: usize) -> usize {
-        self.0[..offset.min(self.0.len())].matches('\n').count() + 1
-    }
-}
-
-type Table = BTreeMap<Spanned<String>, Spanned<Value>>;
-
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
@@ -300,97 +268,17 @@ struct File {
     export: Option<Spanned<Table>>,
 }
 
-/// A TOML scalar as text (strings bare).
-fn scalar(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Integer(i) => Some(i.to_string()),
-        Value::Float(f) => Some(f.to_string()),
-        Value::Boolean(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-/// Reads one table's keys, each at most once, complaining about leftovers.
-struct Reader {
-    line: usize,
-    what: &'static str,
-    entries: Vec<(String, usize, Value)>,
-}
-
-impl Reader {
-    fn new(lines: &Lines<'_>, t: Spanned<Table>, what: &'static str) -> Reader {
-        let line = lines.of(t.span().start);
-        let mut entries: Vec<(String, usize, Value)> = t
-            .into_inner()
-            .into_iter()
-            .map(|(k, v)| {
-                let l = lines.of(k.span().start);
-                (k.into_inner(), l, v.into_inner())
-            })
-            .collect();
-        entries.sort_by_key(|e| e.1);
-        Reader { line, what, entries }
-    }
-
-    fn take(&mut self, key: &str) -> Option<(usize, Value)> {
-        let i = self.entries.iter().position(|e| e.0 == key)?;
-        let (_, l, v) = self.entries.remove(i);
-        Some((l, v))
-    }
-
-    fn string(&mut self, key: &str) -> Result<Option<(usize, String)>, TopoError> {
-        match self.take(key) {
-            None => Ok(None),
-            Some((l, v)) => {
-                scalar(&v).map(|s| Some((l, s))).ok_or_else(|| err(l, format!("`{key}` must be a single value")))
-            }
-        }
-    }
-
-    fn required(&mut self, key: &str) -> Result<(usize, String), TopoError> {
-        self.string(key)?.ok_or_else(|| err(self.line, format!("this {} has no `{key}`", self.what)))
-    }
-
-    fn uint(&mut self, key: &str, range: std::ops::RangeInclusive<u64>) -> Result<Option<u64>, TopoError> {
-        match self.take(key) {
-            None => Ok(None),
-            Some((_, Value::Integer(i))) if i >= 0 && range.contains(&(i as u64)) => Ok(Some(i as u64)),
-            Some((l, _)) => Err(err(l, format!("`{key}` must be an integer in {}–{}", range.start(), range.end()))),
-        }
-    }
-
-    fn duration(&mut self, key: &str) -> Result<Option<Nanos>, TopoError> {
-        match self.string(key)? {
-            None => Ok(None),
-            Some((l, s)) => {
-                let secs = wanperf_proto::units::parse_duration(&s).map_err(|e| err(l, format!("`{key}`: {e}")))?;
-                if !(0.0..=86_400.0).contains(&secs) {
-                    return Err(err(l, format!("`{key}`: {s} is not within 0 s – 24 h")));
-                }
-                Ok(Some((secs * 1e9).round() as Nanos))
-            }
-        }
-    }
-
-    fn finish(self, known: &[&str]) -> Result<(), TopoError> {
-        match self.entries.first() {
-            None => Ok(()),
-            Some((k, l, _)) => {
-                Err(err(*l, format!("unknown key `{k}` in a {} (known: {})", self.what, known.join(", "))))
-            }
-        }
-    }
+/// A duration within 0 s – 24 h, ns.
+fn duration(r: &mut Reader, key: &str) -> Result<Option<Nanos>, TopoError> {
+    Ok(r.duration(key, 0.0..=86_400.0)?.map(|(_, secs)| (secs * 1e9).round() as Nanos))
 }
 
 impl Topology {
-    /// Parses and validates a topology file. `read` loads trace files named in it.
-    pub fn parse(text: &str, read: &dyn Fn(&str) -> Result<String, String>) -> Result<Topology, TopoError> {
-        let lines = Lines(text);
-        let file: File = toml::from_str(text).map_err(|e| {
-            let line = e.span().map_or(0, |s| lines.of(s.start));
-            err(line, e.message().trim().to_string())
-        })?;
+    /// Reads and validates a topology file's structure (see [`Topology::parse`], which also
+    /// checks that its addresses can be planned). `read` loads trace files named in it.
+    pub(crate) fn read(text: &str, read: &dyn Fn(&str) -> Result<String, String>) -> Result<Topology, TopoError> {
+        let lines = Lines::new(text);
+        let file: File = wanperf_toml::parse(text)?;
         let mut nodes: Vec<Node> = Vec::new();
         let mut by_name: HashMap<String, usize> = HashMap::new();
         let mut add_node = |n: Node, nodes: &mut Vec<Node>| -> Result<(), TopoError> {
@@ -404,7 +292,7 @@ impl Topology {
         };
         for t in file.host {
             let mut r = Reader::new(&lines, t, "host");
-            let (_, name) = r.required("name")?;
+            let (_, name) = r.required_text("name")?;
             let txq = r.uint("txqueuelen", 1..=1_000_000)?.map(|v| v as u32);
             let line = r.line;
             r.finish(&["name", "txqueuelen"])?;
@@ -412,20 +300,20 @@ impl Topology {
         }
         for t in file.router {
             let mut r = Reader::new(&lines, t, "router");
-            let (_, name) = r.required("name")?;
+            let (_, name) = r.required_text("name")?;
             let txq = r.uint("txqueuelen", 1..=1_000_000)?.map(|v| v as u32);
             let mut o = RouterOpts {
-                icmp_ratelimit_ms: r.duration("icmp_ratelimit")?.map(|ns| (ns / 1_000_000) as u32),
+                icmp_ratelimit_ms: duration(&mut r, "icmp_ratelimit")?.map(|ns| (ns / 1_000_000) as u32),
                 icmp_msgs_per_sec: r.uint("icmp_msgs_per_sec", 0..=1_000_000)?.map(|v| v as u32),
                 icmp_msgs_burst: r.uint("icmp_msgs_burst", 1..=1_000_000)?.map(|v| v as u32),
-                icmp_delay_ns: r.duration("icmp_delay")?.unwrap_or(0),
-                icmp_jitter_ns: r.duration("icmp_jitter")?.unwrap_or(0),
+                icmp_delay_ns: duration(&mut r, "icmp_delay")?.unwrap_or(0),
+                icmp_jitter_ns: duration(&mut r, "icmp_jitter")?.unwrap_or(0),
                 icmp_silent: false,
             };
             if o.icmp_delay_ns > 10_000_000_000 || o.icmp_jitter_ns > 10_000_000_000 {
                 return Err(err(r.line, "icmp_delay and icmp_jitter must be at most 10 s"));
             }
-            if let Some((l, v)) = r.string("icmp")? {
+            if let Some((l, v)) = r.text("icmp")? {
                 o.icmp_silent = match v.as_str() {
                     "answer" => false,
                     "silent" => true,
@@ -457,14 +345,14 @@ impl Topology {
         let mut links: Vec<LinkDef> = Vec::new();
         for t in file.link {
             let mut r = Reader::new(&lines, t, "link");
-            let (la, a) = r.required("a")?;
+            let (la, a) = r.required_text("a")?;
             let a = node_ref(&nodes, la, "a", &a)?;
-            let (lb, b) = r.required("b")?;
+            let (lb, b) = r.required_text("b")?;
             let b = node_ref(&nodes, lb, "b", &b)?;
             if a == b {
                 return Err(err(lb, format!("a link from `{}` to itself", nodes[a].name)));
             }
-            let name = match r.string("name")? {
+            let name = match r.text("name")? {
                 Some((l, n)) => {
                     valid_name(&n).map_err(|m| err(l, m))?;
                     n
@@ -484,13 +372,13 @@ impl Topology {
                 Some((_, Value::Boolean(b))) => b,
                 Some((l, _)) => return Err(err(l, "`offload` must be true or false")),
             };
-            let subnet = match r.string("subnet")? {
+            let subnet = match r.text("subnet")? {
                 None => None,
                 Some((l, s)) => Some(parse_subnet(&s).map_err(|m| err(l, m))?),
             };
             let (mut ab, mut ba) = (DirConfig::default(), DirConfig::default());
             // `rtt` first, so `delay_ab` may refine it whatever the order in the file.
-            let mut opts: Vec<(String, usize, Value)> = std::mem::take(&mut r.entries);
+            let mut opts: Vec<(String, usize, Value)> = r.take_rest();
             opts.sort_by_key(|(k, l, _)| (k != "rtt", *l));
             let mut rest = Vec::new();
             for (k, l, v) in opts {
@@ -505,7 +393,7 @@ impl Topology {
                 .ok_or_else(|| err(l, format!("`{k}` must be a value or an array of values")))?;
                 linkopts::apply(&mut ab, &mut ba, &k, &values, read).map_err(|m| err(l, m))?;
             }
-            r.entries = rest;
+            r.put_back(rest);
             let line = r.line;
             let mut known = vec!["a", "b", "name", "mtu", "cost", "offload", "subnet"];
             known.extend(linkopts::DIR_KEYS);
@@ -554,32 +442,32 @@ impl Topology {
         for t in file.traffic {
             let mut r = Reader::new(&lines, t, "traffic");
             let line = r.line;
-            let start_ns = r.duration("start")?.unwrap_or(0);
-            let stop_ns = r.duration("stop")?;
+            let start_ns = duration(&mut r, "start")?.unwrap_or(0);
+            let stop_ns = duration(&mut r, "stop")?;
             if stop_ns.is_some_and(|s| s <= start_ns) {
                 return Err(err(line, "`stop` must be after `start`"));
             }
-            if let Some((l, link)) = r.string("link")? {
+            if let Some((l, link)) = r.text("link")? {
                 let li = links
                     .iter()
                     .position(|k| k.name == link)
                     .ok_or_else(|| err(l, format!("`link`: no link is called `{link}`")))?;
-                let ab = match r.string("direction")? {
+                let ab = match r.text("direction")? {
                     None => true,
                     Some((_, d)) if d == "ab" => true,
                     Some((_, d)) if d == "ba" => false,
                     Some((l, d)) => return Err(err(l, format!("`direction` must be ab or ba, not `{d}`"))),
                 };
-                let (lr, rate) = r.required("rate")?;
+                let (lr, rate) = r.required_text("rate")?;
                 let rate_bps = parse_link_rate("rate", &rate).map_err(|e| err(lr, e.to_string()))?;
                 let packet = r.uint("packet", 64..=65_535)?.unwrap_or(1500) as usize;
-                let pattern = match r.string("pattern")? {
+                let pattern = match r.text("pattern")? {
                     None => Pattern::Poisson,
                     Some((_, p)) if p == "poisson" => Pattern::Poisson,
                     Some((_, p)) if p == "constant" => Pattern::Constant,
                     Some((l, p)) if p == "onoff" => {
-                        let on_ns = r.duration("on")?.unwrap_or(1_000_000_000);
-                        let off_ns = r.duration("off")?.unwrap_or(1_000_000_000);
+                        let on_ns = duration(&mut r, "on")?.unwrap_or(1_000_000_000);
+                        let off_ns = duration(&mut r, "off")?.unwrap_or(1_000_000_000);
                         if on_ns == 0 {
                             return Err(err(l, "`on` must be more than 0"));
                         }
@@ -592,11 +480,11 @@ impl Topology {
                 r.finish(&["link", "direction", "rate", "packet", "pattern", "on", "off", "start", "stop"])?;
                 traffic.push(Traffic::Link { link: li, ab, pattern, rate_bps, packet, start_ns, stop_ns, line });
             } else {
-                let (lf, from) = r.string("from")?.ok_or_else(|| {
+                let (lf, from) = r.text("from")?.ok_or_else(|| {
                     err(line, "traffic needs `link` (a generator) or `from` and `to` (TCP between hosts)")
                 })?;
                 let from = node_ref(&nodes, lf, "from", &from)?;
-                let (lt, to) = r.required("to")?;
+                let (lt, to) = r.required_text("to")?;
                 let to = node_ref(&nodes, lt, "to", &to)?;
                 for (id, l) in [(from, lf), (to, lt)] {
                     if nodes[id].is_router() {
@@ -610,7 +498,7 @@ impl Topology {
                     return Err(err(lt, "`from` and `to` are the same host"));
                 }
                 let flows = r.uint("flows", 1..=128)?.unwrap_or(1) as u32;
-                let rate_bps = match r.string("rate")? {
+                let rate_bps = match r.text("rate")? {
                     None => None,
                     Some((lr, rate)) => Some(parse_link_rate("rate", &rate).map_err(|e| err(lr, e.to_string()))?),
                 };
@@ -634,8 +522,6 @@ impl Topology {
             ecmp: file.ecmp,
         };
         check_graph(&topo)?;
-        // Addresses (explicit subnets may collide).
-        crate::plan::Plan::new(&topo)?;
         Ok(topo)
     }
 }
@@ -662,17 +548,17 @@ fn parse_export(mut r: Reader) -> Result<FlowExport, TopoError> {
         return Err(err(line, "`collectors` is empty"));
     }
     let mut e = FlowExport::new(collectors);
-    if let Some((l, f)) = r.string("format")? {
+    if let Some((l, f)) = r.text("format")? {
         e.format = match f.as_str() {
             "ipfix" => wanperf_flows::export::Format::Ipfix,
             "v9" | "netflow9" => wanperf_flows::export::Format::V9,
             _ => return Err(err(l, format!("`format`: `{f}` is not ipfix or v9"))),
         };
     }
-    if let Some(a) = r.duration("active_timeout")? {
+    if let Some(a) = duration(&mut r, "active_timeout")? {
         e.active_ns = a.max(1_000_000_000);
     }
-    if let Some(i) = r.duration("idle_timeout")? {
+    if let Some(i) = duration(&mut r, "idle_timeout")? {
         e.idle_ns = i.max(1_000_000_000);
     }
     if let Some(n) = r.uint("max_flows", 1..=10_000_000)? {

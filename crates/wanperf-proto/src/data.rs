@@ -5,8 +5,10 @@
 //! opens with the same hello sent as a datagram. Every UDP data datagram starts with a 24-byte
 //! [`UdpHeader`]: token (first 4 cookie bytes), stream id, sequence number and send time.
 
-use crate::msg::PROTOCOL_VERSION;
 use thiserror::Error;
+
+/// Version of the control protocol spoken on the wire (in every frame header).
+pub const PROTOCOL_VERSION: u16 = 1;
 
 /// First four bytes of a data-connection hello.
 pub const DATA_MAGIC: [u8; 4] = *b"WNPD";

@@ -24,4 +24,5 @@ pub mod probe;
 pub mod record;
 pub mod server;
 pub mod udp;
-pub mod units;
+/// Units (a leaf crate of their own; re-exported so `wanperf_proto::units` keeps working).
+pub use wanperf_units as units;

@@ -4,8 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
-/// Version of the control protocol spoken on the wire (in every frame header).
-pub const PROTOCOL_VERSION: u16 = 1;
+pub use crate::data::PROTOCOL_VERSION;
 /// Default TCP (and UDP) port of `wanperf serve`.
 pub const DEFAULT_PORT: u16 = 5301;
 /// Most parallel streams a test may ask for.

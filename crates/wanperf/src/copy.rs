@@ -50,7 +50,7 @@ pub struct CopyArgs {
     #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_STREAMS as i64))]
     streams: u32,
     /// Socket buffer (SO_SNDBUF and SO_RCVBUF) at both ends, e.g. 4M.
-    #[arg(short = 'w', long, value_name = "SIZE", value_parser = crate::tput::size)]
+    #[arg(short = 'w', long, value_name = "SIZE", value_parser = crate::args::size)]
     window: Option<u64>,
     /// Compression: a zstd level (1-22), `auto` (or auto:LEVEL: on while it pays), or `off`.
     #[arg(short = 'z', long, value_name = "LEVEL|auto|off", default_value = "off", value_parser = Compress::parse)]
@@ -61,7 +61,7 @@ pub struct CopyArgs {
     #[arg(long, value_name = "blake3|xxh3", default_value = "blake3", value_parser = hash_kind)]
     hash: HashKind,
     /// Block size: the unit of hashing, resending and resuming (power of two, 16k to 16M).
-    #[arg(long, value_name = "SIZE", value_parser = crate::tput::size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::size)]
     block: Option<u64>,
     /// Send files even when the receiver has them with the same size and modification time.
     #[arg(long)]
@@ -297,7 +297,7 @@ pub fn copy(a: CopyArgs) -> Result<ExitCode> {
         bind_dev: None,
         timeout: Duration::from_secs_f64(a.timeout),
         drop_every: None,
-        software: crate::tput::software(),
+        software: crate::software(),
         key: crate::keys::client_key(a.key.as_deref())?,
     };
     let mut store = a.save.open()?;

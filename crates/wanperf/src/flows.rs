@@ -1,7 +1,7 @@
 //! `wanperf flows`: collect NetFlow v5/v9, IPFIX and sFlow export into the archive, and answer
 //! the seed's questions of it (top talkers, pairs, the protocol mix, export loss).
 
-use crate::study::{describe_db, open_store, open_store_read_only};
+use crate::store::{describe_db, open_store, open_store_read_only};
 use crate::INTERRUPTED;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};

@@ -1,6 +1,6 @@
 //! The archive's commands: `runs`, `export`, `import`, `report`.
 
-use crate::study::{describe_db, open_store, open_store_read_only};
+use crate::store::{describe_db, open_store, open_store_read_only};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use std::io::Write;
@@ -119,7 +119,7 @@ pub fn save_measurement(
         study: cell.kind.clone(),
         study_text: std::env::args().collect::<Vec<_>>().join(" "),
         spec: serde_json::Value::Object(spec),
-        software: crate::tput::software(),
+        software: crate::software(),
         cells_planned: 1,
         started_unix: cell.started_unix,
     };

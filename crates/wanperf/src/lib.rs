@@ -14,9 +14,12 @@ macro_rules! outln {
     };
 }
 
+pub mod args;
 pub mod calc;
+pub mod child;
 pub mod capacity;
 pub mod copy;
+pub mod counters;
 pub mod flows;
 pub mod keep;
 pub mod keys;
@@ -27,12 +30,18 @@ pub mod output;
 pub mod path;
 pub mod pathd;
 pub mod ping;
+pub mod store;
 pub mod study;
 pub mod tput;
 pub mod trace;
 pub mod util;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Software version reported to peers and in records.
+pub fn software() -> String {
+    format!("wanperf {}", env!("CARGO_PKG_VERSION"))
+}
 
 /// Set by SIGINT/SIGTERM; every command polls it.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);

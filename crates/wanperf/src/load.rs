@@ -379,7 +379,7 @@ fn run_cell(
             bind_dev: None,
             timeout: Duration::from_secs(5),
             drop_every: None,
-            software: crate::tput::software(),
+            software: crate::software(),
             key: key.cloned(),
         };
         load_iv.offset_s = start;

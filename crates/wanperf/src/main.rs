@@ -167,7 +167,7 @@ fn main() -> ExitCode {
         Command::Load(a) => load::run(a),
         Command::Path(path::PathCmd::Run(a)) => path::run(a),
         Command::Path(path::PathCmd::Presets) => path::list_presets(),
-        Command::Path(path::PathCmd::Up(a)) => pathd::up(a),
+        Command::Path(path::PathCmd::Up(a)) => path::up(a),
         Command::Path(path::PathCmd::Exec(a)) => pathd::exec(a),
         Command::Path(path::PathCmd::Stats(a)) => pathd::stats(a),
         Command::Path(path::PathCmd::Down(a)) => pathd::down(a),

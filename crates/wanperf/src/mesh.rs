@@ -1,7 +1,7 @@
 //! `wanperf agent`, `wanperf central` and `wanperf mesh`: argument parsing and glue around
 //! `wanperf-monitor` (the daemons) and `wanperf-mesh` (the mesh file, the plan).
 
-use crate::study::describe_db;
+use crate::store::describe_db;
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;
@@ -367,7 +367,7 @@ struct DemoRun {
 impl Drop for DemoRun {
     fn drop(&mut self) {
         for (_, c) in self.children.iter_mut().rev() {
-            crate::path::stop_child(c);
+            crate::child::stop_child(c);
         }
         let _ = std::process::Command::new(&self.exe)
             .args(["net", "down", &self.net])

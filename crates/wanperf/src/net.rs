@@ -4,7 +4,8 @@
 //! `net up FILE NAME` hands the network to a small daemon (`net __daemon`) that answers
 //! one-line JSON requests on a Unix socket, for `exec`, `stats`, `set`, `down` and `list`.
 
-use crate::path::{stop_child, wait_child};
+use crate::child::{stop_child, wait_child};
+use crate::args::ExportFormatArg;
 use crate::INTERRUPTED;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -117,25 +118,6 @@ pub struct RunArgs {
     /// The command.
     #[arg(last = true, required = true, value_name = "CMD")]
     cmd: Vec<String>,
-}
-
-/// Flow export format.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-pub enum ExportFormatArg {
-    /// IPFIX (RFC 7011).
-    Ipfix,
-    /// NetFlow v9 (RFC 3954).
-    V9,
-}
-
-impl ExportFormatArg {
-    /// The encoder's format.
-    pub fn format(self) -> wanperf_flows::export::Format {
-        match self {
-            ExportFormatArg::Ipfix => wanperf_flows::export::Format::Ipfix,
-            ExportFormatArg::V9 => wanperf_flows::export::Format::V9,
-        }
-    }
 }
 
 /// `net up`.
@@ -409,7 +391,7 @@ impl Session {
             let mut c = s.contained(to, &argv);
             c.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
             let mut child = c.spawn().context("cannot start the cross-traffic server")?;
-            crate::study::wait_listening(&mut child)?;
+            crate::child::wait_ready(&mut child, "the cross-traffic server", 10.0)?;
             s.servers.push(child);
         }
         for (i, x) in t.traffic.iter().enumerate() {
@@ -554,7 +536,7 @@ fn print_stats(
         if let Some(l) = t.links.iter().find(|l| l.name == b.link) {
             let (a, z) = (&t.nodes[l.a].name, &t.nodes[l.b].name);
             let _ =
-                writeln!(out, "{}", crate::path::behind_warning(&b, [&format!("{a} → {z}"), &format!("{z} → {a}")]));
+                writeln!(out, "{}", crate::counters::behind_warning(&b, [&format!("{a} → {z}"), &format!("{z} → {a}")]));
         }
     }
 }
@@ -612,7 +594,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         }
         side.push(c.spawn().with_context(|| format!("cannot start `{cmd}` on {}", t.nodes[*n].name))?);
     }
-    crate::path::wait_listening(&mut side, wait);
+    crate::child::wait_listening(&mut side, wait);
     let status = match s.contained(host, &a.cmd).spawn() {
         Ok(mut child) => loop {
             s.tick();
@@ -631,7 +613,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     };
     side.iter_mut().for_each(stop_child);
     print_stats(&t, &s.stop(), a.json, &mut std::io::stderr());
-    Ok(status.map_or(ExitCode::from(130), |st| crate::path::exit_code(&st)))
+    Ok(status.map_or(ExitCode::from(130), |st| crate::child::exit_code(&st)))
 }
 
 // ---- named networks -------------------------------------------------------------------
@@ -800,13 +782,6 @@ pub fn set(a: SetArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Keeps this process on the CPUs a daemon's `info` answer gives its hosts (`host_cpus`;
-/// none listed: any).
-pub fn pin_host(info: &Value) -> Result<()> {
-    let cpus: Vec<usize> = serde_json::from_value(info["host_cpus"].clone()).unwrap_or_default();
-    wanperf_emu::path::pin(&cpus).context("cannot keep the command to the hosts' CPUs")
-}
-
 /// `net exec NAME NODE -- CMD`: runs CMD inside the node (replacing this process).
 pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     let info = request(&a.name, json!({"op": "info"}))?;
@@ -820,7 +795,7 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     crate::pathd::join_namespaces(pid, fd)?;
     wanperf_emu::path::renice(info["nice"].as_i64().unwrap_or(0) as i32)
         .context("cannot lower the command's priority")?;
-    pin_host(&info)?;
+    crate::pathd::pin_host(&info)?;
     // The same environment `net run` gives.
     let env: Vec<(String, String)> = serde_json::from_value(info["env"][node].clone()).unwrap_or_default();
     let mut c = Command::new(&a.cmd[0]);
@@ -851,7 +826,7 @@ fn print_reply_stats(name: &str, v: &Value, link: Option<&str>, json_out: bool) 
             }
         }
         if let Some(b) = wanperf_emu::fabric::fell_behind(&stats) {
-            outln!("{}", crate::path::behind_warning(&b, ["a → b", "b → a"]));
+            outln!("{}", crate::counters::behind_warning(&b, ["a → b", "b → a"]));
         }
     }
     Ok(())

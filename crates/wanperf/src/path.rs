@@ -1,9 +1,10 @@
 //! `wanperf path`: the emulated wide-area path.
 
+use crate::child::{exit_code, stop_child, wait_child, wait_listening};
 use crate::INTERRUPTED;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use std::process::{Child, ExitCode};
+use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use wanperf_emu::config::{
@@ -11,7 +12,6 @@ use wanperf_emu::config::{
 };
 use wanperf_emu::path::{Host, PathConfig, PathStats};
 use wanperf_emu::presets;
-use wanperf_net::listen;
 use wanperf_net::path::Path;
 use wanperf_proto::units::{fmt_bytes, fmt_rate};
 
@@ -21,7 +21,7 @@ pub enum PathCmd {
     /// Start a path, run CMD on the left host (and --right CMD on the right), tear it down.
     Run(RunArgs),
     /// Start a named path that stays up until `path down` (for running many commands).
-    Up(crate::pathd::UpArgs),
+    Up(UpArgs),
     /// Run a command on a host of a named path: `path exec NAME left|right -- CMD`.
     Exec(crate::pathd::ExecArgs),
     /// Print a named path's counters so far.
@@ -155,7 +155,7 @@ pub struct RunArgs {
     export_flows: Vec<std::net::SocketAddr>,
     /// Export format.
     #[arg(long, value_enum, value_name = "FORMAT", requires = "export_flows")]
-    export_format: Option<crate::net::ExportFormatArg>,
+    export_format: Option<crate::args::ExportFormatArg>,
     /// Print the counters as JSON (on stderr).
     #[arg(long)]
     json: bool,
@@ -329,115 +329,11 @@ pub fn contain(cmd: &[String]) -> Result<ExitCode> {
     }
 }
 
-/// Waits until each command listens (holds a TCP listener or a bound UDP socket; see
-/// [`listen::held_by`]), or has ended, or `most_s` seconds have passed, or Ctrl-C.
-pub(crate) fn wait_listening(commands: &mut [Child], most_s: f64) {
-    let until = Instant::now() + Duration::from_secs_f64(most_s.max(0.0));
-    let ready =
-        |c: &mut Child| !matches!(c.try_wait(), Ok(None)) || listen::held_by(c.id()).is_ok_and(|l| !l.is_empty());
-    while !commands.iter_mut().all(ready) && Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// A child's exit status as our own exit code (128 + N for signal N, as shells do).
-pub(crate) fn exit_code(st: &std::process::ExitStatus) -> ExitCode {
-    let code = st.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(st).unwrap_or(0));
-    ExitCode::from(code.clamp(0, 255) as u8)
-}
-
-/// Waits for `c` to exit; on Ctrl-C or at `deadline` stops it (see [`stop_child`]) and
-/// returns `None`.
-pub(crate) fn wait_child(c: &mut Child, deadline: Option<Instant>) -> Option<std::process::ExitStatus> {
-    loop {
-        match c.try_wait() {
-            Ok(Some(st)) => return Some(st),
-            Ok(None) => {}
-            Err(_) => return None,
-        }
-        if INTERRUPTED.load(Ordering::Acquire) || deadline.is_some_and(|d| Instant::now() > d) {
-            stop_child(c);
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-pub(crate) fn stop_child(c: &mut Child) {
-    if matches!(c.try_wait(), Ok(None)) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let until = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < until {
-            if !matches!(c.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = c.kill();
-    }
-    let _ = c.wait();
-}
-
 fn print_stats(s: &PathStats, json: bool) {
     if json {
-        eprintln!("{}", serde_json::json!({"event": "path", "stats": s, "fell_behind": path_behind(s)}));
+        eprintln!("{}", serde_json::json!({"event": "path", "stats": s, "fell_behind": crate::counters::path_behind(s)}));
     } else {
-        print_stats_to(s, &mut std::io::stderr());
-    }
-}
-
-/// Where the path's emulator fell behind its schedule, if it did.
-pub fn path_behind(s: &PathStats) -> Option<wanperf_emu::fabric::Behind> {
-    let link = wanperf_emu::fabric::LinkStats { name: "the path".into(), ab: s.up.clone(), ba: s.down.clone() };
-    wanperf_emu::fabric::fell_behind(std::slice::from_ref(&link))
-}
-
-/// The warning printed under the counters when the emulator fell behind (`dirs`: the names
-/// of the link's two directions).
-pub fn behind_warning(b: &wanperf_emu::fabric::Behind, dirs: [&str; 2]) -> String {
-    format!(
-        "warning: the emulator fell behind its schedule on {} ({}): 1 % of the packets left {:.1} ms or more late. \
-         The offered packet rate exceeded what this machine emulates, or other work took the emulator's CPU: \
-         what was measured through it is slower than the configured network (docs/emulator.md, \"Packet-rate ceiling\")",
-        b.link,
-        dirs[b.dir.min(1)],
-        b.p99_us / 1000.0
-    )
-}
-
-/// The counters as a readable table.
-pub fn print_stats_to(s: &PathStats, out: &mut dyn std::io::Write) {
-    let _ = writeln!(out, "path counters:");
-    for (name, d) in [("left → right", &s.up), ("right → left", &s.down)] {
-        for (class, c) in &d.classes {
-            if c.packets_in == 0 {
-                continue;
-            }
-            let mean = if c.dequeued > 0 { c.sum_queue_delay_ns as f64 / c.dequeued as f64 / 1e6 } else { 0.0 };
-            let _ = writeln!(
-                out,
-                "  {name} {class}: {} pkts ({}) in, {} pkts ({}) out; drops: queue {}, aqm {}, policer {}, random {}; remarked {}; queue delay mean {mean:.2} ms, max {:.2} ms",
-                c.packets_in,
-                fmt_bytes(c.bytes_in),
-                c.packets_out,
-                fmt_bytes(c.bytes_out),
-                c.queue_drops,
-                c.aqm_drops,
-                c.policer_drops,
-                c.random_losses,
-                c.remarks,
-                c.max_queue_delay_ns as f64 / 1e6,
-            );
-        }
-        let _ = writeln!(
-            out,
-            "  {name} emulator lateness: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
-            d.lateness.p50_us, d.lateness.p99_us, d.lateness.max_us
-        );
-    }
-    if let Some(b) = path_behind(s) {
-        let _ = writeln!(out, "{}", behind_warning(&b, ["left → right", "right → left"]));
+        crate::counters::print_stats_to(s, &mut std::io::stderr());
     }
 }
 
@@ -504,6 +400,29 @@ fn print_export(e: Option<&wanperf_net::export::ExportStats>, json: bool) {
             if e.send_errors > 0 { format!("; {} sends failed", e.send_errors) } else { String::new() }
         );
     }
+}
+
+/// `path up`.
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Name of the path (letters, digits, - and _).
+    name: String,
+    #[command(flatten)]
+    link: LinkArgs,
+}
+
+/// `wanperf path up NAME`: starts the daemon and waits until the path is ready.
+pub fn up(a: UpArgs) -> Result<ExitCode> {
+    crate::pathd::check_name(&a.name)?;
+    let cfg = config_from(&a.link)?;
+    crate::pathd::start_daemon(
+        "path",
+        &crate::pathd::socket_path(&a.name),
+        &a.name,
+        &["path", "__daemon", &a.name, &serde_json::to_string(&cfg)?],
+    )?;
+    outln!("path `{}` is up: left 198.18.0.1, right 198.18.0.2 (`wanperf path exec {} left -- CMD`)", a.name, a.name);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `wanperf path presets`.

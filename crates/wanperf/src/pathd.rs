@@ -1,11 +1,11 @@
-//! Named, long-lived paths: `path up`, `exec`, `stats`, `down`, `list`.
+//! Named, long-lived paths and networks: the daemons behind `path up` and `net up`, and the
+//! `path exec`, `stats`, `down` and `list` that ask them.
 //!
 //! `path up NAME` starts a small daemon (`wanperf path __daemon`) that owns the path and
 //! answers one-line JSON requests on a Unix socket in the runtime directory. `path exec`
 //! asks it where the namespaces are (`/proc/PID/fd/N` of the daemon's namespace descriptors),
 //! joins them and runs the command; `path down` stops the daemon, which frees everything.
 
-use crate::path::{config_from, LinkArgs};
 use crate::INTERRUPTED;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
@@ -19,15 +19,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use wanperf_emu::path::{Host, PathConfig};
 use wanperf_net::path::Path;
-
-/// `path up`.
-#[derive(Args, Debug)]
-pub struct UpArgs {
-    /// Name of the path (letters, digits, - and _).
-    name: String,
-    #[command(flatten)]
-    link: LinkArgs,
-}
 
 /// `path exec`.
 #[derive(Args, Debug)]
@@ -68,7 +59,7 @@ pub fn runtime_dir() -> PathBuf {
     }
 }
 
-fn check_name(name: &str) -> Result<()> {
+pub(crate) fn check_name(name: &str) -> Result<()> {
     check_name_of("path", name)
 }
 
@@ -81,7 +72,7 @@ pub(crate) fn check_name_of(what: &str, name: &str) -> Result<()> {
     Ok(())
 }
 
-fn socket_path(name: &str) -> PathBuf {
+pub(crate) fn socket_path(name: &str) -> PathBuf {
     runtime_dir().join(format!("{name}.sock"))
 }
 
@@ -140,20 +131,6 @@ pub fn start_daemon(what: &str, sock: &std::path::Path, name: &str, args: &[&str
             bail!("{}", other.strip_prefix("error: ").unwrap_or(other))
         }
     }
-}
-
-/// `wanperf path up NAME`: starts the daemon and waits until the path is ready.
-pub fn up(a: UpArgs) -> Result<ExitCode> {
-    check_name(&a.name)?;
-    let cfg = config_from(&a.link)?;
-    start_daemon(
-        "path",
-        &socket_path(&a.name),
-        &a.name,
-        &["path", "__daemon", &a.name, &serde_json::to_string(&cfg)?],
-    )?;
-    outln!("path `{}` is up: left 198.18.0.1, right 198.18.0.2 (`wanperf path exec {} left -- CMD`)", a.name, a.name);
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Tells `up` (which reads the daemon's standard output) how starting went: `ready`, or one
@@ -274,13 +251,20 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     join_namespaces(pid, fd)?;
     wanperf_emu::path::renice(info["config"]["host_nice"].as_i64().unwrap_or(0) as i32)
         .context("cannot lower the command's priority")?;
-    crate::net::pin_host(&info)?;
+    pin_host(&info)?;
     let err = std::process::Command::new(&a.cmd[0])
         .args(&a.cmd[1..])
         .env("WANPERF_PEER", host.peer().to_string())
         .env("WANPERF_SELF", host.addr().to_string())
         .exec();
     bail!("cannot run `{}`: {err}", a.cmd[0])
+}
+
+/// Keeps this process on the CPUs a daemon's `info` answer gives its hosts (`host_cpus`;
+/// none listed: any).
+pub fn pin_host(info: &Value) -> Result<()> {
+    let cpus: Vec<usize> = serde_json::from_value(info["host_cpus"].clone()).unwrap_or_default();
+    wanperf_emu::path::pin(&cpus).context("cannot keep the command to the hosts' CPUs")
 }
 
 /// Joins the network namespace behind descriptor `fd` of daemon `pid` (and the daemon's user
@@ -312,10 +296,10 @@ pub fn join_namespaces(pid: u64, fd: i64) -> Result<()> {
 fn print_stats(v: &Value, json: bool) {
     let st = serde_json::from_value::<wanperf_emu::path::PathStats>(v["stats"].clone());
     if json {
-        let behind = st.ok().and_then(|s| crate::path::path_behind(&s));
+        let behind = st.ok().and_then(|s| crate::counters::path_behind(&s));
         outln!("{}", json!({"event": "path", "stats": v["stats"], "fell_behind": behind}));
     } else if let Ok(st) = st {
-        crate::path::print_stats_to(&st, &mut std::io::stdout());
+        crate::counters::print_stats_to(&st, &mut std::io::stdout());
     }
 }
 

@@ -1,7 +1,8 @@
 //! `wanperf serve` and `wanperf tput`: flags, validation, and the glue to the engine.
 
 use crate::output::{JsonSink, TableSink};
-use crate::INTERRUPTED;
+use crate::args::size;
+use crate::{software, INTERRUPTED};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ipnet::IpNet;
@@ -17,15 +18,6 @@ use wanperf_proto::msg::{Direction, TestSpec, Transport, DEFAULT_PORT, MAX_STREA
 use wanperf_proto::server::{Limits, Timeouts};
 use wanperf_proto::units;
 
-/// Software version reported to peers and in records.
-pub fn software() -> String {
-    format!("wanperf {}", env!("CARGO_PKG_VERSION"))
-}
-
-/// Parses a size flag (k/M/G as powers of 1024).
-pub(crate) fn size(s: &str) -> Result<u64, String> {
-    units::parse_size(s).map_err(|e| e.to_string())
-}
 
 fn rate(s: &str) -> Result<u64, String> {
     units::parse_rate(s).map_err(|e| e.to_string())

@@ -3,7 +3,7 @@
 //! and the sFlow counter samples `wanperf flows collect` stores — in bins, in and out, with
 //! wraps and resets as gaps and saturation flagged.
 
-use crate::study::{describe_db, open_store, open_store_read_only};
+use crate::store::{describe_db, open_store, open_store_read_only};
 use crate::INTERRUPTED;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};

@@ -6,6 +6,7 @@
 pub mod data;
 pub mod spec;
 
+use crate::store::{describe_db, open_store};
 use crate::INTERRUPTED;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -13,7 +14,7 @@ use serde_json::{json, Value};
 use spec::{CellPlan, Kind, Study, Target};
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use wanperf_archive::{CellRecord, NewRun, ProbeRow, RunStatus, Store};
@@ -53,24 +54,6 @@ pub struct RunArgs {
     /// Print each stored cell as JSON and a final summary record.
     #[arg(long)]
     json: bool,
-}
-
-/// Opens the archive named by `--db` or the default one to write (creating it if needed).
-pub fn open_store(db: Option<&str>) -> Result<Box<dyn Store>> {
-    let spec = describe_db(db);
-    wanperf_archive::open(&spec).with_context(|| format!("cannot open the archive {spec}"))
-}
-
-/// Opens the archive named by `--db` or the default one only to read: `runs`, `export` and
-/// `report` never create, migrate or lock it, so they cannot make a study wait or fail.
-pub fn open_store_read_only(db: Option<&str>) -> Result<Box<dyn Store>> {
-    let spec = describe_db(db);
-    wanperf_archive::open_read_only(&spec).with_context(|| format!("cannot open the archive {spec}"))
-}
-
-/// Where a run is (for messages).
-pub fn describe_db(db: Option<&str>) -> String {
-    db.map_or_else(|| wanperf_archive::default_path().display().to_string(), str::to_string)
 }
 
 fn now_unix() -> f64 {
@@ -139,7 +122,7 @@ pub fn execute(store: &mut dyn Store, text: &str, study: &Study, resume: Option<
                 study: study.name.clone(),
                 study_text: text.to_string(),
                 spec: serde_json::to_value(study)?,
-                software: crate::tput::software(),
+                software: crate::software(),
                 cells_planned: cells.len() as u32,
                 started_unix: now_unix(),
             };
@@ -405,7 +388,7 @@ fn measure(mut c: Command, estimate_s: f64) -> Result<Measured> {
         s
     });
     let deadline = Instant::now() + Duration::from_secs_f64(estimate_s * 1.5 + 30.0);
-    let status = crate::path::wait_child(&mut child, Some(deadline));
+    let status = crate::child::wait_child(&mut child, Some(deadline));
     let records: Vec<Value> = reader.join().unwrap_or_default();
     let stderr = err_reader.join().unwrap_or_default();
     let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string());
@@ -465,41 +448,19 @@ fn on_path(
         right.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
     }
     let mut server = right.spawn().context("cannot start the server on the right host")?;
-    // iperf3 announces itself on stdout ("Server listening on 5201"), wanperf on stderr.
-    let ready = if iperf3 { wait_line(server.stdout.take()) } else { wait_listening(&mut server) };
+    let ready = crate::child::wait_ready(&mut server, "the server on the right host", 10.0);
     let result = ready.and_then(|()| {
         let mut argv = vec![exe_s.clone()];
         argv.extend(study.argv_with_data(cell, &Host::Right.addr().to_string(), None, data));
         let left = crate::path::contained(&path, Host::Left, &argv)?;
         measure(left, study.estimate_s(cell))
     });
-    crate::path::stop_child(&mut server);
+    crate::child::stop_child(&mut server);
     let stats = path.stop();
     let emulator = json!({"config": cfg, "stats": stats});
     result.map(|m| (m, Some(emulator)))
 }
 
-/// Waits for `wanperf serve` to say (on stderr) that it listens.
-pub(crate) fn wait_listening(server: &mut Child) -> Result<()> {
-    wait_line(server.stderr.take())
-}
-
-/// Waits until a server's output says it listens.
-fn wait_line(out: Option<impl std::io::Read + Send + 'static>) -> Result<()> {
-    let out = out.ok_or_else(|| anyhow!("no server output"))?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(out).lines();
-        let ok = lines.by_ref().map_while(|l| l.ok()).any(|l| l.contains("istening on"));
-        let _ = tx.send(ok);
-        // Keep draining so the server never blocks on a full pipe.
-        for _ in lines {}
-    });
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(true) => Ok(()),
-        _ => bail!("the server on the right host did not start"),
-    }
-}
 
 /// Fills a cell record from a measurement's NDJSON records.
 fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {

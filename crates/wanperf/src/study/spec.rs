@@ -9,30 +9,12 @@ use clap::Parser;
 use rand::{seq::SliceRandom, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt;
-use toml::{Spanned, Value};
+use wanperf_toml::{err, scalar, Lines, Spanned, Table, Value};
 use wanperf_proto::units;
 
-/// A study-file error with the line (1-based) it points to.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StudyError {
-    /// 1-based line, 0 when the error concerns the whole file.
-    pub line: usize,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl fmt::Display for StudyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line > 0 {
-            write!(f, "line {}: {}", self.line, self.message)
-        } else {
-            write!(f, "{}", self.message)
-        }
-    }
-}
-
-impl std::error::Error for StudyError {}
+/// A study-file error with the line (1-based) it points to (the error of every file wanperf
+/// reads).
+pub use wanperf_toml::Error as StudyError;
 
 /// What a study measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -274,31 +256,6 @@ fn clap_line(e: &clap::Error) -> String {
     first.trim_end_matches(':').to_string()
 }
 
-struct Lines<'a>(&'a str);
-
-impl Lines<'_> {
-    fn of(&self, offset: usize) -> usize {
-        self.0[..offset.min(self.0.len())].matches('\n').count() + 1
-    }
-}
-
-fn err(line: usize, message: impl Into<String>) -> StudyError {
-    StudyError { line, message: message.into() }
-}
-
-/// A TOML scalar as the command line writes it.
-fn scalar(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Integer(i) => Some(i.to_string()),
-        Value::Float(f) => Some(f.to_string()),
-        Value::Boolean(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-type Table = BTreeMap<Spanned<String>, Spanned<Value>>;
-
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
@@ -326,11 +283,8 @@ struct RunSection {
 impl Study {
     /// Parses and validates a study file.
     pub fn parse(text: &str) -> Result<Study, StudyError> {
-        let lines = Lines(text);
-        let file: File = toml::from_str(text).map_err(|e| {
-            let line = e.span().map_or(0, |s| lines.of(s.start));
-            err(line, e.message().trim().to_string())
-        })?;
+        let lines = Lines::new(text);
+        let file: File = wanperf_toml::parse(text)?;
         let name = file.name.get_ref().trim().to_string();
         if name.is_empty() {
             return Err(err(lines.of(file.name.span().start), "`name` must not be empty"));

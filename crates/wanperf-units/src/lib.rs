@@ -3,6 +3,12 @@
 //! The conventions are the project contract: sizes in bytes take k/M/G as powers of 1024
 //! (`256k` = 262144 B); rates take k/M/G as powers of 1000 in bits per second (`25M` =
 //! 25 000 000 bit/s); durations take `ms`, `s` and `m` (a bare number is seconds).
+//!
+//! A leaf crate (only thiserror), so that every crate that reads a number with a unit — the
+//! emulator's link options, the topology, mesh and study files — shares these rules without
+//! pulling in the protocol's cryptography.
+
+#![forbid(unsafe_code)]
 
 use thiserror::Error;
 
