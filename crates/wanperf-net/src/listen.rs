@@ -19,22 +19,60 @@ pub struct Listener {
     pub inode: u64,
 }
 
-/// The listeners in one `/proc/net/{tcp,tcp6,udp,udp6}` table (`udp`: which kind it is).
-/// Lines that do not parse are skipped.
-pub fn parse(table: &str, udp: bool) -> Vec<Listener> {
+/// One socket of a `/proc/net/{tcp,tcp6,udp,udp6}` table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Socket {
+    /// Local port.
+    pub local_port: u16,
+    /// Remote port (0: not connected).
+    pub remote_port: u16,
+    /// The kernel's state number (TCP_LISTEN 0x0A; an unconnected UDP socket TCP_CLOSE 0x07).
+    pub state: u8,
+    /// The socket's inode.
+    pub inode: u64,
+    /// Datagrams it dropped (UDP tables' last column; 0 for TCP).
+    pub drops: u64,
+}
+
+/// The sockets of one `/proc/net/{tcp,tcp6,udp,udp6}` table (`udp`: which kind it is): the one
+/// reader of those tables. Lines that do not parse are skipped.
+pub fn sockets(table: &str, udp: bool) -> Vec<Socket> {
     let port = |addr: &str| addr.rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
     table
         .lines()
         .skip(1)
         .filter_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
-            let (local, remote, state) = (port(f.get(1)?)?, port(f.get(2)?)?, *f.get(3)?);
-            let inode = f.get(9)?.parse().ok()?;
-            // TCP_LISTEN is 0x0A; an unconnected UDP socket shows TCP_CLOSE (0x07) and no peer.
-            let listens = if udp { state == "07" && remote == 0 && local != 0 } else { state == "0A" };
-            listens.then_some(Listener { udp, port: local, inode })
+            Some(Socket {
+                local_port: port(f.get(1)?)?,
+                remote_port: port(f.get(2)?)?,
+                state: u8::from_str_radix(f.get(3)?, 16).ok()?,
+                inode: f.get(9)?.parse().ok()?,
+                drops: if udp { f.get(12).and_then(|d| d.parse().ok()).unwrap_or(0) } else { 0 },
+            })
         })
         .collect()
+}
+
+/// The listeners in one `/proc/net/{tcp,tcp6,udp,udp6}` table (`udp`: which kind it is).
+pub fn parse(table: &str, udp: bool) -> Vec<Listener> {
+    sockets(table, udp)
+        .into_iter()
+        .filter(|s| if udp { s.state == 0x07 && s.remote_port == 0 && s.local_port != 0 } else { s.state == 0x0A })
+        .map(|s| Listener { udp, port: s.local_port, inode: s.inode })
+        .collect()
+}
+
+/// The datagrams this network namespace's UDP sockets bound to `port` dropped
+/// (`/proc/net/udp` and `udp6`).
+pub fn udp_drops(port: u16) -> u64 {
+    ["/proc/net/udp", "/proc/net/udp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|t| sockets(&t, true))
+        .filter(|s| s.local_port == port)
+        .map(|s| s.drops)
+        .sum()
 }
 
 /// The inode of a `/proc/PID/fd/N` link's target, if it is a socket (`socket:[INODE]`).
@@ -112,6 +150,24 @@ mod tests {
         assert_eq!(socket_inode("socket:[40518]"), Some(40518));
         assert_eq!(socket_inode("pipe:[40518]"), None);
         assert_eq!(socket_inode("/dev/null"), None);
+    }
+
+    #[test]
+    fn udp_tables_give_each_sockets_drops() {
+        let t = "h\n  7: 00000000:0965 00000000:0000 07 00000000:00000000 00:00000000 00000000 0 0 4242 2 0000000000000000 17\n";
+        let s = sockets(t, true);
+        assert_eq!((s[0].local_port, s[0].state, s[0].inode, s[0].drops), (0x965, 0x07, 4242, 17));
+        assert_eq!(sockets(TCP, false)[0].drops, 0);
+        // Seen from the kernel: 4 MB of datagrams to a socket nobody reads overflow its
+        // receive buffer, and the table counts what it dropped.
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = rx.local_addr().unwrap().port();
+        assert_eq!(udp_drops(port), 0);
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for _ in 0..4000 {
+            let _ = tx.send_to(&[0u8; 1000], ("127.0.0.1", port));
+        }
+        assert!(udp_drops(port) > 0, "a full socket dropped nothing");
     }
 
     #[test]

@@ -113,6 +113,24 @@ pub fn rfc3550_jitter(delays: &[f64]) -> f64 {
     j
 }
 
+/// Responsiveness as the IETF IPPM responsiveness draft computes it: 60 000 ms over the
+/// equal-weight mean of the foreign-flow latency (probes on separate flows) and the self
+/// latency (on the load-generating connections), each the 95 % trimmed mean of its samples.
+/// The draft's foreign term averages TCP, TLS and HTTP handshakes; here the foreign flow is
+/// wanperf's UDP probe, and the self term is the load connections' TCP_INFO smoothed RTT
+/// (the draft's HTTP/2 self probe also includes the sender's socket-buffer wait).
+/// Without self samples the foreign term stands alone.
+pub fn rpm(foreign_ms: &[f64], self_ms: &[f64]) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let tm = |v: &[f64]| trimmed_mean(v, 0.95).filter(|m| *m > 0.0);
+    let (f, s) = (tm(foreign_ms), tm(self_ms));
+    let latency = match (f, s) {
+        (Some(f), Some(s)) => Some(0.5 * f + 0.5 * s),
+        (f, None) => f,
+        (None, s) => s,
+    };
+    (latency.map(|l| 60_000.0 / l), f, s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +217,19 @@ mod trim_tests {
         assert_eq!(m, 3.0);
         assert!((mad - 1.4826).abs() < 1e-12, "{mad}");
         assert_eq!(median_mad(&[]), None);
+    }
+
+    #[test]
+    fn rpm_weighs_foreign_and_self_latency_equally() {
+        // 20 values 10..=29 ms: the 95 % trimmed mean drops the top value (29) -> mean of 10..=28 = 19.
+        let foreign: Vec<f64> = (10..30).map(f64::from).collect();
+        let own = vec![40.0; 20];
+        let (r, f, s) = rpm(&foreign, &own);
+        assert_eq!(f, Some(19.0));
+        assert_eq!(s, Some(40.0));
+        assert!((r.unwrap() - 60_000.0 / 29.5).abs() < 1e-9);
+        // Foreign only.
+        assert_eq!(rpm(&[60.0], &[]).0, Some(1000.0));
+        assert_eq!(rpm(&[], &[]).0, None);
     }
 }

@@ -344,23 +344,6 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The datagrams this host's UDP sockets bound to `port` dropped (/proc/net/udp{,6}).
-fn socket_drops(port: u16) -> u64 {
-    let mut total = 0;
-    for f in ["/proc/net/udp", "/proc/net/udp6"] {
-        let Ok(text) = std::fs::read_to_string(f) else { continue };
-        for line in text.lines().skip(1) {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            let Some(local) = cols.get(1) else { continue };
-            let Some(p) = local.rsplit(':').next().and_then(|h| u16::from_str_radix(h, 16).ok()) else { continue };
-            if p == port {
-                total += cols.last().and_then(|d| d.parse::<u64>().ok()).unwrap_or(0);
-            }
-        }
-    }
-    total
-}
-
 fn to_row(r: &BinRow) -> FlowRow {
     FlowRow {
         bin_unix: r.key.bin_ms as f64 / 1000.0,
@@ -475,7 +458,7 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
         .iter()
         .map(|s| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(s), events: libc::POLLIN, revents: 0 })
         .collect();
-    let drops0: u64 = ports.iter().map(|&p| socket_drops(p)).sum();
+    let drops0: u64 = ports.iter().map(|&p| wanperf_net::listen::udp_drops(p)).sum();
     let mut stored_rows = 0usize;
     loop {
         let stop = INTERRUPTED.load(Ordering::Acquire)
@@ -489,7 +472,7 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
             } else {
                 binner.drain_before(now_ms().saturating_sub(bin_ms / 5))
             };
-            let drops = ports.iter().map(|&p| socket_drops(p)).sum::<u64>().saturating_sub(drops0);
+            let drops = ports.iter().map(|&p| wanperf_net::listen::udp_drops(p)).sum::<u64>().saturating_sub(drops0);
             let out: Vec<FlowRow> = rows.iter().map(to_row).collect();
             store.store_flows(&out, &exporter_rows(&decoder, session, drops)).context("cannot store flows")?;
             stored_rows += out.len();
@@ -544,7 +527,7 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
             std::thread::sleep(MODERATION);
         }
     }
-    let drops = ports.iter().map(|&p| socket_drops(p)).sum::<u64>().saturating_sub(drops0);
+    let drops = ports.iter().map(|&p| wanperf_net::listen::udp_drops(p)).sum::<u64>().saturating_sub(drops0);
     let ex = exporter_rows(&decoder, session, drops);
     if a.json {
         outln!(

@@ -105,30 +105,12 @@ pub struct Cell {
     pub retransmits: u64,
     /// Loaded median minus unloaded median RTT, ms.
     pub added_rtt_ms: f64,
-    /// Responsiveness under load, round trips per minute (see [`rpm`]).
+    /// Responsiveness under load, round trips per minute (see [`wanperf_stats::summary::rpm`]).
     pub rpm: Option<f64>,
     /// 95 % trimmed mean of the loaded probes' RTT (the draft's foreign-flow term), ms.
     pub rpm_foreign_ms: Option<f64>,
     /// 95 % trimmed mean of the load connections' own smoothed RTT (the self term), ms.
     pub rpm_self_ms: Option<f64>,
-}
-
-/// Responsiveness as the IETF IPPM responsiveness draft computes it: 60 000 ms over the
-/// equal-weight mean of the foreign-flow latency (probes on separate flows) and the self
-/// latency (on the load-generating connections), each the 95 % trimmed mean of its samples.
-/// The draft's foreign term averages TCP, TLS and HTTP handshakes; here the foreign flow is
-/// wanperf's UDP probe, and the self term is the load connections' TCP_INFO smoothed RTT
-/// (the draft's HTTP/2 self probe also includes the sender's socket-buffer wait).
-/// Without self samples the foreign term stands alone.
-pub fn rpm(foreign_ms: &[f64], self_ms: &[f64]) -> (Option<f64>, Option<f64>, Option<f64>) {
-    let tm = |v: &[f64]| wanperf_stats::summary::trimmed_mean(v, 0.95).filter(|m| *m > 0.0);
-    let (f, s) = (tm(foreign_ms), tm(self_ms));
-    let latency = match (f, s) {
-        (Some(f), Some(s)) => Some(0.5 * f + 0.5 * s),
-        (f, None) => f,
-        (None, s) => s,
-    };
-    (latency.map(|l| 60_000.0 / l), f, s)
 }
 
 /// Keeps the load phases' interval records, with their start in seconds since the cell began.
@@ -417,7 +399,7 @@ fn run_cell(
     let ls = ping::summarize(&loaded, 0, 0);
     let us = ping::summarize(&idle, 0, 0);
     let lrtts: Vec<f64> = loaded.iter().filter_map(|r| r.rtt_ms).collect();
-    let (rpm, rpm_foreign_ms, rpm_self_ms) = rpm(&lrtts, &load_iv.srtt_ms());
+    let (rpm, rpm_foreign_ms, rpm_self_ms) = wanperf_stats::summary::rpm(&lrtts, &load_iv.srtt_ms());
     let cell = Cell {
         event: "cell".into(),
         streams,
@@ -492,23 +474,4 @@ fn print_table(cells: &[Cell]) {
         );
     }
     outln!("RTTs in ms: loaded columns first, then idle; `added` is loaded minus idle median.");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rpm;
-
-    #[test]
-    fn rpm_weighs_foreign_and_self_latency_equally() {
-        // 20 values 10..=29 ms: the 95 % trimmed mean drops the top value (29) -> mean of 10..=28 = 19.
-        let foreign: Vec<f64> = (10..30).map(f64::from).collect();
-        let own = vec![40.0; 20];
-        let (r, f, s) = rpm(&foreign, &own);
-        assert_eq!(f, Some(19.0));
-        assert_eq!(s, Some(40.0));
-        assert!((r.unwrap() - 60_000.0 / 29.5).abs() < 1e-9);
-        // Foreign only.
-        assert_eq!(rpm(&[60.0], &[]).0, Some(1000.0));
-        assert_eq!(rpm(&[], &[]).0, None);
-    }
 }
