@@ -115,6 +115,27 @@ impl RelPath {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// This path with its first component replaced by `name` (one normal component): where a
+    /// source's entry lands when the destination names the source ([`takes_dest_name`]).
+    pub fn renamed_top(&self, name: &str) -> Result<Self, PathError> {
+        let top = RelPath::root().join(name)?;
+        Ok(match self.0.split_once('/') {
+            _ if self.is_root() => top,
+            Some((_, rest)) => RelPath(format!("{}/{rest}", top.0)),
+            None => top,
+        })
+    }
+}
+
+/// Whether a copy's destination names its source, by the rule of scp and cp: with exactly one
+/// source (not a whole root) and a destination that neither ends in `/` nor is the root, the
+/// source is written *as* the destination — unless the destination turns out to be an
+/// existing directory (which only the receiving end can tell), where it lands inside under its
+/// own name, as do several sources always.
+pub fn takes_dest_name(sources: usize, source_is_root: bool, dest: &str) -> bool {
+    let d = dest.trim();
+    sources == 1 && !source_is_root && !d.is_empty() && !d.ends_with('/') && d != "." && !d.ends_with("/.")
 }
 
 impl fmt::Display for RelPath {
@@ -186,5 +207,25 @@ mod tests {
     fn serde_checks_on_the_way_in() {
         assert!(serde_json::from_str::<RelPath>("\"../x\"").is_err());
         assert_eq!(serde_json::from_str::<RelPath>("\"a/b\"").unwrap().as_str(), "a/b");
+    }
+
+    #[test]
+    fn a_single_source_takes_the_destinations_name_as_with_scp() {
+        // One source into a plain name: the name is the copy's.
+        assert!(takes_dest_name(1, false, "big.dat"));
+        assert!(takes_dest_name(1, false, "in/big.dat"));
+        // A trailing `/`, the root, several sources, or a whole root as the source: inside.
+        assert!(!takes_dest_name(1, false, "incoming/"));
+        assert!(!takes_dest_name(1, false, ""));
+        assert!(!takes_dest_name(1, false, "."));
+        assert!(!takes_dest_name(1, false, "a/."));
+        assert!(!takes_dest_name(2, false, "big.dat"));
+        assert!(!takes_dest_name(1, true, "big.dat"));
+        // The source's own name gives way to the destination's, down the whole tree.
+        let p = |s: &str| RelPath::parse(s).unwrap();
+        assert_eq!(p("run1/a/b.root").renamed_top("run9").unwrap(), p("run9/a/b.root"));
+        assert_eq!(p("big.dat").renamed_top("copy.dat").unwrap(), p("copy.dat"));
+        assert!(p("x").renamed_top("a/b").is_err());
+        assert!(p("x").renamed_top("..").is_err());
     }
 }

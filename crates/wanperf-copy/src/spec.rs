@@ -100,6 +100,11 @@ pub struct CopySpec {
     /// The hash that protects every block and names every file.
     #[serde(default)]
     pub hash: HashKind,
+    /// The destination names the single source ([`crate::paths::takes_dest_name`]): the
+    /// source is written as the destination, in its parent directory, unless the destination
+    /// is an existing directory. Pushes only (a pull's destination is the client's own).
+    #[serde(default)]
+    pub dest_names_source: bool,
 }
 
 /// The hash of blocks and files: BLAKE3 (cryptographic; the file's hash is what `b3sum`

@@ -175,8 +175,9 @@ pub fn run(cfg: &ClientConfig, sink: &mut dyn Sink, interrupt: &AtomicBool) -> R
 pub enum CopyLocal {
     /// Pushing these files and trees.
     Push(Vec<std::path::PathBuf>),
-    /// Pulling into this directory (created if missing).
-    Pull(std::path::PathBuf),
+    /// Pulling into this directory (created if missing); with a name, the single source is
+    /// written as that name there (the destination named it).
+    Pull(std::path::PathBuf, Option<String>),
 }
 
 /// Runs a copy (`cfg.spec.copy` set): like [`run`], with the files.
@@ -202,12 +203,12 @@ pub fn run_copy(
             let scan = crate::copy_fs::scan_local(paths).map_err(|e| ClientError::Usage(e.to_string()))?;
             Job::Send(SendJob::new(cs, scan, notify, Hooks::from_env()))
         }
-        CopyLocal::Pull(dir) => {
+        CopyLocal::Pull(dir, name) => {
             std::fs::create_dir_all(dir)
                 .map_err(|e| ClientError::Usage(format!("cannot create `{}`: {e}", dir.display())))?;
             let base =
                 crate::copy_fs::open_base(dir).map_err(|e| ClientError::Usage(format!("`{}`: {e}", dir.display())))?;
-            Job::Recv(RecvJob::new(cs, base, notify, Hooks::from_env()))
+            Job::Recv(RecvJob::new(cs, base, name.clone(), notify, Hooks::from_env()))
         }
     };
     run_inner(cfg, Some((job, tx, rx)), sink, interrupt)

@@ -772,6 +772,8 @@ struct RecvShared {
     c: Common,
     spec: CopySpec,
     base: OwnedFd,
+    /// The name the single source takes, when the destination names it.
+    name: Option<String>,
     hooks: Hooks,
     manifest: Mutex<Vec<Entry>>,
     plan: OnceLock<Plan>,
@@ -795,8 +797,9 @@ pub struct RecvJob {
 
 impl RecvJob {
     /// A receiver writing under `base` (the server's root joined with the destination, or
-    /// the client's destination directory).
-    pub fn new(spec: CopySpec, base: OwnedFd, notify: Notify, hooks: Hooks) -> RecvJob {
+    /// the client's destination directory); with `name`, the single source is written as
+    /// `name` there (the destination named it: [`wanperf_copy::paths::takes_dest_name`]).
+    pub fn new(spec: CopySpec, base: OwnedFd, name: Option<String>, notify: Notify, hooks: Hooks) -> RecvJob {
         let (verify_tx, verify_rx) = bounded(16);
         let (write_tx, write_rx) = bounded(16);
         RecvJob {
@@ -804,6 +807,7 @@ impl RecvJob {
                 c: Common::new(notify),
                 spec,
                 base,
+                name,
                 hooks,
                 manifest: Mutex::new(Vec::new()),
                 plan: OnceLock::new(),
@@ -864,6 +868,13 @@ impl RecvJob {
                 if last {
                     let entries = std::mem::take(&mut *man);
                     drop(man);
+                    let entries = match &sh.name {
+                        None => entries,
+                        Some(name) => match renamed(entries, name) {
+                            Ok(e) => e,
+                            Err(why) => return sh.c.fail(why),
+                        },
+                    };
                     let s = sh.clone();
                     sh.c.threads.lock().expect("threads").push(std::thread::spawn(move || {
                         if let Err(e) = setup(&s, entries) {
@@ -888,6 +899,22 @@ impl RecvJob {
         ];
         sh.n.report(&sh.c, stages, sh.spec.compress.describe(), sh.direct.load(Ordering::Relaxed))
     }
+}
+
+/// The entries of a single source (one top-level name) written as `name` instead.
+fn renamed(entries: Vec<Entry>, name: &str) -> Result<Vec<Entry>, String> {
+    let top = |e: &Entry| e.path.components().next().map(str::to_string);
+    let first = entries.first().and_then(top);
+    if entries.iter().any(|e| top(e) != first) {
+        return Err("the destination names one source, but the sender sent several".into());
+    }
+    entries
+        .into_iter()
+        .map(|mut e| {
+            e.path = e.path.renamed_top(name).map_err(|err| err.to_string())?;
+            Ok(e)
+        })
+        .collect()
 }
 
 /// Directories, skips, resume: decides what to ask for, and asks.

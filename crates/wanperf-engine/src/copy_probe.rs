@@ -279,6 +279,7 @@ mod tests {
             fsync: true,
             probe: true,
             hash: HashKind::Blake3,
+            dest_names_source: false,
         }
     }
 

@@ -817,8 +817,17 @@ fn prepare_copy(
     match cs.way {
         Way::Push => {
             let dest = &cs.remote[0];
-            let base = crate::copy_fs::open_dir(&rootfd, dest, true).map_err(|e| format!("destination {e}"))?;
-            Ok(Job::Recv(RecvJob::new(cs.clone(), base, notify, Hooks::from_env())))
+            // scp's rule: a destination that is not an existing directory names the single
+            // source (the client said whether the rule applies; only here is it known whether
+            // the destination is a directory).
+            let is_dir = crate::copy_fs::open_dir(&rootfd, dest, false).is_ok();
+            let (dir, name) = if cs.dest_names_source && !is_dir && !dest.is_root() {
+                (dest.parent(), Some(dest.file_name().to_string()))
+            } else {
+                (dest.clone(), None)
+            };
+            let base = crate::copy_fs::open_dir(&rootfd, &dir, true).map_err(|e| format!("destination {e}"))?;
+            Ok(Job::Recv(RecvJob::new(cs.clone(), base, name, notify, Hooks::from_env())))
         }
         Way::Pull => {
             let scan = crate::copy_fs::scan_root(&rootfd, &cs.remote).map_err(|e| format!("source {e}"))?;

@@ -5,10 +5,10 @@ use crate::INTERRUPTED;
 use anyhow::{bail, Result};
 use clap::Args;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use wanperf_copy::paths::RelPath;
+use wanperf_copy::paths::{takes_dest_name, RelPath};
 use wanperf_copy::spec::{Compress, CopySpec, FileRecord, HashKind, Way, DEFAULT_BLOCK};
 use wanperf_engine::client::{self, ClientConfig, ClientError, CopyLocal, Sink};
 use wanperf_proto::msg::{Direction, TestSpec, Transport, DEFAULT_PORT, MAX_STREAMS};
@@ -19,7 +19,8 @@ use wanperf_proto::units::{fmt_bytes, fmt_rate};
 #[derive(Args, Debug)]
 #[command(after_long_help = "\
 Examples:
-  wanperf copy data/ run.root host:incoming      # push a tree and a file into the server's --root
+  wanperf copy data/ run.root host:incoming      # push a tree and a file into incoming/ (created)
+  wanperf copy big.dat host:big2.dat             # one file, stored as big2.dat (as scp does)
   wanperf copy host:incoming/run.root .          # pull a file into the current directory
   wanperf copy -P 4 -w 4M big.dat host:          # 4 streams, 4 MiB windows
   wanperf copy -z auto logs/ host:archive        # zstd while it pays, off when it does not
@@ -27,8 +28,10 @@ Examples:
   wanperf copy --probe --save big.dat host:      # confirm the verdict; keep it in the archive
 
 The server is a `wanperf serve --root DIR`; remote paths are HOST:PATH relative to its root
-(HOST may be [IPv6]:PATH). Sources land under their own names inside the destination
-directory, which is created if missing. Every block carries a BLAKE3 hash checked before it
+(HOST may be [IPv6]:PATH). Destinations are read as scp, rsync and cp read them: one that is
+an existing directory or ends in `/` receives the sources under their own names (created if
+missing); otherwise a single source, file or tree, takes the destination's name; several
+sources go into it as a directory. Every block carries a BLAKE3 hash checked before it
 is written (a block that fails is sent again); files get their final names only when
 complete and verified, with the whole file's BLAKE3 (what `b3sum` prints) in --json. An
 interrupted copy resumes: run it again and only the missing blocks move. Files the receiver
@@ -132,6 +135,9 @@ pub struct Plan {
     pub remote: Vec<RelPath>,
     /// Local side.
     pub local: CopyLocal,
+    /// A push whose destination names its single source (the server decides, as only it
+    /// knows whether the destination is a directory).
+    pub dest_names_source: bool,
 }
 
 /// Reads the paths: sources then destination, exactly one side remote.
@@ -148,6 +154,7 @@ pub fn plan(paths: &[String]) -> Result<Plan> {
                 way: Way::Push,
                 remote: vec![rel(&p)?],
                 local: CopyLocal::Push(srcs.iter().map(PathBuf::from).collect()),
+                dest_names_source: takes_dest_name(srcs.len(), false, &p),
             })
         }
         None => {
@@ -163,12 +170,16 @@ pub fn plan(paths: &[String]) -> Result<Plan> {
                 host = Some(h);
                 remote.push(rel(&p)?);
             }
-            Ok(Plan {
-                host: host.expect("at least one source"),
-                way: Way::Pull,
-                remote,
-                local: CopyLocal::Pull(PathBuf::from(dst)),
-            })
+            // scp's rule, decided here: the destination is ours.
+            let dst_path = PathBuf::from(dst);
+            let local = match dst_path.file_name().and_then(|n| n.to_str()) {
+                Some(name) if takes_dest_name(remote.len(), remote[0].is_root(), dst) && !dst_path.is_dir() => {
+                    let dir = dst_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                    CopyLocal::Pull(dir.to_path_buf(), Some(name.to_string()))
+                }
+                _ => CopyLocal::Pull(dst_path, None),
+            };
+            Ok(Plan { host: host.expect("at least one source"), way: Way::Pull, remote, local, dest_names_source: false })
         }
     }
 }
@@ -269,6 +280,7 @@ pub fn copy(a: CopyArgs) -> Result<ExitCode> {
         fsync: !a.no_fsync,
         probe: a.probe,
         hash: a.hash,
+        dest_names_source: p.dest_names_source,
     };
     cs.validate()?;
     let spec = TestSpec {

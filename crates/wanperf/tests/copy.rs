@@ -158,7 +158,7 @@ fn trees_round_trip_both_ways_with_identical_content_and_hashes() {
     let server = serve_root(&root, &[]);
 
     let out =
-        copy(&server, &["-P", "4", &t.s("src/data"), &t.s("src/big.bin"), "127.0.0.1:in"], Duration::from_secs(240));
+        copy(&server, &["-P", "4", &t.s("src/data"), &t.s("src/big.bin"), "127.0.0.1:in/"], Duration::from_secs(240));
     let recs = recs_ok(&out);
     let c = summary_copy(&recs);
     assert_eq!(c["files"], 2000 + 7 + 1, "{c}");
@@ -186,12 +186,12 @@ fn trees_round_trip_both_ways_with_identical_content_and_hashes() {
     assert_eq!(a.permissions().mode() & 0o7777, b.permissions().mode() & 0o7777);
     std::fs::remove_file(root.join("in/big.bin")).unwrap();
 
-    // Pull it back into a local directory, 2 streams.
+    // Pull it back, 2 streams: `back` does not exist, so the tree takes its name (as with scp).
     let back = t.join("back");
     let out = copy(&server, &["-P", "2", "127.0.0.1:in/data", &back.to_string_lossy()], Duration::from_secs(120));
     let recs = recs_ok(&out);
     assert_eq!(summary_copy(&recs)["files"], 2007);
-    assert_eq!(tree(&back.join("data")), want);
+    assert_eq!(tree(&back), want);
     assert!(no_leftovers(&back));
 
     // Again: everything is already there, nothing moves.
@@ -212,7 +212,7 @@ fn a_corrupted_block_on_the_wire_is_detected_and_resent() {
     let server = serve_root(&root, &[]);
     let port = server.port_s();
     let out = Command::new(BIN)
-        .args(["copy", "-p", &port, "--json", &f.to_string_lossy(), "127.0.0.1:x"])
+        .args(["copy", "-p", &port, "--json", &f.to_string_lossy(), "127.0.0.1:x/"])
         .env("WANPERF_TEST_CORRUPT_BLOCK", "3")
         .output()
         .unwrap();
@@ -225,7 +225,7 @@ fn a_corrupted_block_on_the_wire_is_detected_and_resent() {
     // list hash (XXH3-128 seeded with the size over the block size and each 1 MiB block's
     // XXH3-128 seeded with its index), recomputed here with twox-hash.
     let out = Command::new(BIN)
-        .args(["copy", "-p", &port, "--json", "--hash", "xxh3", &f.to_string_lossy(), "127.0.0.1:y"])
+        .args(["copy", "-p", &port, "--json", "--hash", "xxh3", &f.to_string_lossy(), "127.0.0.1:y/"])
         .env("WANPERF_TEST_CORRUPT_BLOCK", "2")
         .output()
         .unwrap();
@@ -308,7 +308,7 @@ fn kill_9_of_either_end_half_way_then_resume_sends_only_what_is_missing() {
         let port = server.port_s();
         // 16 MB/s source: 4 s for the file, killed half way.
         let mut client = Command::new(BIN)
-            .args(["copy", "-p", &port, "-P", "2", "--json", &f.to_string_lossy(), "127.0.0.1:r"])
+            .args(["copy", "-p", &port, "-P", "2", "--json", &f.to_string_lossy(), "127.0.0.1:r/"])
             .env("WANPERF_TEST_READ_RATE", "16000000")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -319,7 +319,7 @@ fn kill_9_of_either_end_half_way_then_resume_sends_only_what_is_missing() {
         assert!(!root.join("r/f.bin").exists(), "{victim}: a final name before the file was complete");
         // What the receiver holds, checked by the journal: the resume must ask for the rest.
         let server = serve_root(&root, &[]);
-        let out = copy(&server, &["-P", "2", &f.to_string_lossy(), "127.0.0.1:r"], Duration::from_secs(60));
+        let out = copy(&server, &["-P", "2", &f.to_string_lossy(), "127.0.0.1:r/"], Duration::from_secs(60));
         let (resumed, moved) = resumed_and_moved(&out, victim, 32 * block, size);
         // Exact: the blocks written before the kill are not sent again (at most one block
         // per stream beyond what was missing is allowed; the journal makes it zero).
@@ -412,7 +412,7 @@ fn bad_cases_get_one_clear_line_and_nothing_half_written_under_a_final_name() {
     write(&grow, &bytes(24 << 20, 4));
     let port = server.port_s();
     let mut child = Command::new(BIN)
-        .args(["copy", "-p", &port, &grow.to_string_lossy(), "127.0.0.1:g"])
+        .args(["copy", "-p", &port, &grow.to_string_lossy(), "127.0.0.1:g/"])
         .env("WANPERF_TEST_READ_RATE", "8000000")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -624,7 +624,7 @@ fn copies_and_tests_are_stored_reported_and_probed() {
     let db = t.s("archive.sqlite");
     let out = copy(
         &server,
-        &["-P", "2", "--probe", "--db", &db, &t.s("src/big.bin"), "127.0.0.1:in"],
+        &["-P", "2", "--probe", "--db", &db, &t.s("src/big.bin"), "127.0.0.1:in/"],
         Duration::from_secs(90),
     );
     let all = recs_ok(&out);
@@ -727,4 +727,65 @@ fn copies_and_tests_are_stored_reported_and_probed() {
     let bad = run(&["import", "wanperf", nd.to_str().unwrap(), "--db", &db], Duration::from_secs(10));
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("no end record"), "{err}");
+}
+
+/// Destinations as scp, rsync and cp take them, both ways: a destination that is an existing
+/// directory or ends in `/` receives the sources under their own names; otherwise a single
+/// source (a file or a tree) takes the destination's name; several sources go into it.
+#[test]
+fn destinations_are_taken_as_scp_takes_them_both_ways() {
+    let _g = serial();
+    let t = Tmp::new("dest");
+    let f = t.join("src/f.bin");
+    write(&f, &bytes(300_000, 1));
+    let g = t.join("src/g.bin");
+    write(&g, &bytes(1000, 2));
+    write(&t.join("src/tree/a/b.txt"), b"b\n");
+    write(&t.join("src/tree/c.txt"), b"c\n");
+    let root = t.join("root");
+    std::fs::create_dir_all(root.join("dir")).unwrap();
+    write(&root.join("old.bin"), b"to be replaced");
+    let server = serve_root(&root, &[]);
+    let push = |srcs: &[&str], dst: &str| {
+        let mut a: Vec<String> = srcs.iter().map(|s| t.s(&format!("src/{s}"))).collect();
+        a.push(format!("127.0.0.1:{dst}"));
+        recs_ok(&copy(&server, &a.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_secs(30)));
+    };
+    // Push: a new name, an existing directory, a trailing `/`, a tree, several, an existing file.
+    push(&["f.bin"], "new.bin");
+    assert_eq!(b3(&root.join("new.bin")), b3(&f));
+    push(&["f.bin"], "dir");
+    assert_eq!(b3(&root.join("dir/f.bin")), b3(&f));
+    push(&["f.bin"], "sub/");
+    assert_eq!(b3(&root.join("sub/f.bin")), b3(&f));
+    push(&["tree"], "renamed");
+    assert_eq!(tree(&root.join("renamed")), tree(&t.join("src/tree")));
+    push(&["f.bin", "g.bin"], "multi");
+    assert_eq!((b3(&root.join("multi/f.bin")), b3(&root.join("multi/g.bin"))), (b3(&f), b3(&g)));
+    push(&["g.bin"], "old.bin");
+    assert_eq!(b3(&root.join("old.bin")), b3(&g));
+    push(&["f.bin"], "deep/er/name.bin");
+    assert_eq!(b3(&root.join("deep/er/name.bin")), b3(&f));
+    assert!(no_leftovers(&root));
+    // Pull: the same cases on the client's side.
+    let here = t.join("here");
+    std::fs::create_dir_all(here.join("dir")).unwrap();
+    let pull = |srcs: &[&str], dst: &str| {
+        let mut a: Vec<String> = srcs.iter().map(|s| format!("127.0.0.1:{s}")).collect();
+        a.push(if dst.is_empty() { t.s("here") } else { format!("{}/{dst}", t.s("here")) });
+        recs_ok(&copy(&server, &a.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_secs(30)));
+    };
+    pull(&["new.bin"], "got.bin");
+    assert_eq!(b3(&here.join("got.bin")), b3(&f));
+    pull(&["new.bin"], "dir");
+    assert_eq!(b3(&here.join("dir/new.bin")), b3(&f));
+    pull(&["new.bin"], "sub/");
+    assert_eq!(b3(&here.join("sub/new.bin")), b3(&f));
+    pull(&["renamed"], "tree2");
+    assert_eq!(tree(&here.join("tree2")), tree(&t.join("src/tree")));
+    pull(&["new.bin", "old.bin"], "multi");
+    assert_eq!((b3(&here.join("multi/new.bin")), b3(&here.join("multi/old.bin"))), (b3(&f), b3(&g)));
+    pull(&["old.bin"], "got.bin");
+    assert_eq!(b3(&here.join("got.bin")), b3(&g));
+    assert!(no_leftovers(&here));
 }
