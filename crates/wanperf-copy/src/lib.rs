@@ -23,6 +23,8 @@
 //! assert!(RelPath::parse("data/run1/file.root").is_ok());
 //! assert!(RelPath::parse("../etc/passwd").is_err());
 //! ```
+
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod auto;

@@ -8,6 +8,8 @@
 //! in. NetFlow v5/v9 and IPFIX are read in place by templates compiled to field offsets (kept
 //! per scope; data that comes before its template held until it comes); sFlow v5 by
 //! `flowparser-sflow`; `etherparse` reads the packet headers sFlow samples carry.
+
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bins;

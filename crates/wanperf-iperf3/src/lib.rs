@@ -17,6 +17,8 @@
 //!
 //! [`TestSpec`]: wanperf_proto::msg::TestSpec
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod errors;
 pub mod params;

@@ -40,6 +40,8 @@
 //! .unwrap();
 //! assert_eq!(mesh.pairs(&mesh.tests[0]), [("a".to_string(), "b".to_string()), ("b".into(), "a".into())]);
 //! ```
+
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod config;

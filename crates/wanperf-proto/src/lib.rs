@@ -13,6 +13,8 @@
 //! dec.push(&wire);
 //! assert_eq!(dec.next_msg().unwrap(), Some(Msg::Ready));
 //! ```
+
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod auth;

@@ -27,6 +27,8 @@
 //! let data: wanperf_archive::RunData = get();
 //! std::fs::write("report.html", wanperf_report::render(&data)).unwrap();
 //! ```
+
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod figures;

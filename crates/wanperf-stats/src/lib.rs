@@ -7,6 +7,8 @@
 //! let s = wanperf_stats::summary::Summary::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
 //! assert_eq!(s.median, 2.5);
 //! ```
+
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod analysis;
