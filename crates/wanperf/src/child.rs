@@ -86,8 +86,7 @@ pub(crate) fn wait_child(c: &mut Child, deadline: Option<Instant>) -> Option<Exi
 /// Stops `c`: SIGTERM, then after 3 s SIGKILL; reaps it.
 pub(crate) fn stop_child(c: &mut Child) {
     if matches!(c.try_wait(), Ok(None)) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let _ = wanperf_sys::terminate(c.id());
         let until = Instant::now() + Duration::from_secs(3);
         while Instant::now() < until {
             if !matches!(c.try_wait(), Ok(None)) {

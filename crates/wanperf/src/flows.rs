@@ -454,10 +454,6 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
     const BATCH: usize = 32;
     const MODERATION: Duration = Duration::from_micros(200);
     let mut batch = wanperf_engine::sys::RecvBatch::new(BATCH, 65_536);
-    let mut fds: Vec<libc::pollfd> = sockets
-        .iter()
-        .map(|s| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(s), events: libc::POLLIN, revents: 0 })
-        .collect();
     let drops0: u64 = ports.iter().map(|&p| wanperf_net::listen::udp_drops(p)).sum();
     let mut stored_rows = 0usize;
     loop {
@@ -488,9 +484,8 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
                 break;
             }
         }
-        // SAFETY: fds is a valid array of pollfd for the duration of the call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 200) };
-        if n <= 0 {
+        let ready = wanperf_sys::poll_readable(&sockets.iter().collect::<Vec<_>>(), 200).unwrap_or_default();
+        if !ready.contains(&true) {
             continue;
         }
         let mut drained = true;

@@ -1,5 +1,8 @@
 //! The `wanperf` command line as a library: the binary (`main.rs`) parses arguments and calls
 //! these modules; fuzz targets and tests reach the pure parsers (study files) through it.
+//! Its system calls go through wanperf-sys: no unsafe code here.
+
+#![forbid(unsafe_code)]
 
 /// `println!` for a command's output: when the reader has gone (`wanperf net stats | head`)
 /// the command ends quietly with success, where `println!` would panic on the closed pipe.
@@ -44,7 +47,7 @@ pub fn software() -> String {
 }
 
 /// Set by SIGINT/SIGTERM; every command polls it.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+pub use wanperf_sys::INTERRUPTED;
 
 /// Sleeps `secs` seconds, or until Ctrl-C.
 pub fn sleep_unless_interrupted(secs: f64) {
@@ -54,9 +57,6 @@ pub fn sleep_unless_interrupted(secs: f64) {
     }
 }
 
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
 
 /// A thread that sets `stop` once SIGINT or SIGTERM arrives (for daemons that take a flag of
 /// their own), and ends when `stop` is set.
@@ -71,12 +71,7 @@ pub fn stop_on_interrupt(stop: std::sync::Arc<AtomicBool>) -> std::thread::JoinH
     })
 }
 
-/// SIGINT and SIGTERM set [`INTERRUPTED`].
+/// SIGINT and SIGTERM set [`INTERRUPTED`] instead of ending the process.
 pub fn install_signal_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
-    }
+    wanperf_sys::catch_interrupts();
 }

@@ -1,5 +1,7 @@
 //! The `wanperf` command line: argument parsing and glue only.
 
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use wanperf::{

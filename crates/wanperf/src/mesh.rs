@@ -238,13 +238,7 @@ pub fn central(a: CentralArgs) -> Result<ExitCode> {
 
 /// A listening TCP socket handed down by the parent as descriptor `fd`.
 fn inherited_listener(fd: i32) -> Result<std::net::TcpListener> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: fcntl on a descriptor number only reads its flags.
-    if fd < 3 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
-        return Err(anyhow!("--listen-fd {fd}: not an open descriptor"));
-    }
-    // SAFETY: the descriptor is open and was handed to this process to own.
-    let l = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+    let l = std::net::TcpListener::from(wanperf_sys::adopt_fd(fd).map_err(|e| anyhow!("--listen-fd {fd}: {e}"))?);
     l.local_addr().map_err(|e| anyhow!("--listen-fd {fd}: not a listening socket: {e}"))?;
     Ok(l)
 }
@@ -445,10 +439,7 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
 
     // Central, with the loopback socket inherited (descriptor flags cleared for exec).
     let fd = listener.as_raw_fd();
-    // SAFETY: clears FD_CLOEXEC on our own open descriptor.
-    unsafe {
-        libc::fcntl(fd, libc::F_SETFD, 0);
-    }
+    wanperf_sys::keep_across_exec(&listener).context("cannot hand the listening socket to central")?;
     let alerts = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let mut central = Command::new(&exe)
         .args(["net", "exec", &net, "slac", "--"])

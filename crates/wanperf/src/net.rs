@@ -666,8 +666,7 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
 /// `net __daemon NAME TOPOLOGY NICE`: owns one network until asked to stop.
 pub fn daemon(name: &str, topology: &str, nice: i32) -> Result<ExitCode> {
     use crate::pathd::{report, Answer};
-    // SAFETY: setsid has no preconditions; it detaches from the caller's terminal.
-    unsafe { libc::setsid() };
+    wanperf_sys::new_session();
     let t = match load(topology) {
         Ok(t) => t,
         Err(e) => {

@@ -292,20 +292,10 @@ pub(crate) fn contained(path: &Path, host: Host, argv: &[String]) -> Result<std:
 /// `wanperf __contain -- CMD`: runs CMD as PID 1 of a new PID namespace and passes on its
 /// exit status; SIGTERM/SIGINT are forwarded, and after 2 s turn into SIGKILL.
 pub fn contain(cmd: &[String]) -> Result<ExitCode> {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: unshare takes flags only; it affects the children this process creates next.
-    if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
-        bail!("cannot create a PID namespace: {}", std::io::Error::last_os_error());
-    }
+    wanperf_sys::unshare_pid_namespace().context("cannot create a PID namespace")?;
     let mut c = std::process::Command::new(&cmd[0]);
     c.args(&cmd[1..]);
-    // SAFETY: prctl is async-signal-safe.
-    unsafe {
-        c.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+    wanperf_sys::die_with_parent(&mut c);
     let mut child = c.spawn().with_context(|| format!("cannot run `{}`", cmd[0]))?;
     let mut term_at: Option<Instant> = None;
     loop {
@@ -315,8 +305,7 @@ pub fn contain(cmd: &[String]) -> Result<ExitCode> {
         if INTERRUPTED.load(Ordering::Acquire) {
             match term_at {
                 None => {
-                    // SAFETY: signalling our own child.
-                    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                    let _ = wanperf_sys::terminate(child.id());
                     term_at = Some(Instant::now());
                 }
                 Some(t) if t.elapsed() > Duration::from_secs(1) => {

@@ -50,8 +50,7 @@ pub fn runtime_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
         return PathBuf::from(d).join("wanperf");
     }
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = wanperf_sys::euid();
     if uid == 0 {
         PathBuf::from("/run/wanperf")
     } else {
@@ -199,8 +198,7 @@ pub(crate) fn serve_requests(
 /// `wanperf path __daemon NAME CONFIG`: owns one path until asked to stop.
 pub fn daemon(name: &str, cfg_json: &str) -> Result<ExitCode> {
     let cfg: PathConfig = serde_json::from_str(cfg_json).context("bad path configuration")?;
-    // SAFETY: setsid has no preconditions; it detaches from the caller's terminal.
-    unsafe { libc::setsid() };
+    wanperf_sys::new_session();
     let path = match Path::start(&cfg, None) {
         Ok(p) => p,
         Err(e) => {
@@ -278,17 +276,12 @@ pub fn join_namespaces(pid: u64, fd: i64) -> Result<()> {
         if t.ino() != o.ino() {
             let f =
                 std::fs::File::open(format!("/proc/{pid}/ns/user")).context("cannot open the path's user namespace")?;
-            // SAFETY: f is a user namespace file; this process is single-threaded here.
-            if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&f), libc::CLONE_NEWUSER) } != 0 {
-                bail!("cannot join the path's user namespace: {}", std::io::Error::last_os_error());
-            }
+            // (This process is single-threaded here, as joining a user namespace needs.)
+            wanperf_sys::join_namespace(&f, libc::CLONE_NEWUSER).context("cannot join the path's user namespace")?;
         }
     }
     let ns = std::fs::File::open(format!("/proc/{pid}/fd/{fd}")).context("cannot open the host's network namespace")?;
-    // SAFETY: ns is a network namespace file.
-    if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&ns), libc::CLONE_NEWNET) } != 0 {
-        bail!("cannot join the host's network namespace: {}", std::io::Error::last_os_error());
-    }
+    wanperf_sys::join_namespace(&ns, libc::CLONE_NEWNET).context("cannot join the host's network namespace")?;
     drop(ns);
     Ok(())
 }

@@ -337,13 +337,7 @@ fn run_cell(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> CellRecord
             let mut c = Command::new(exe);
             c.args(study.argv_with_data(cell, host, Some(*port), &data_arg));
             // The measurement dies with the study (kill -9 included), as on a path.
-            // SAFETY: prctl is async-signal-safe.
-            unsafe {
-                std::os::unix::process::CommandExt::pre_exec(&mut c, || {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
+            wanperf_sys::die_with_parent(&mut c);
             measure(c, study.estimate_s(cell)).map(|m| (m, None))
         }
     };

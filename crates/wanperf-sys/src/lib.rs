@@ -1,0 +1,144 @@
+//! The system calls wanperf makes that Rust's standard library does not wrap, as safe
+//! functions with their preconditions checked or documented: signals, sessions, namespaces,
+//! parent-death signals, descriptors and polling. Every `unsafe` block carries a `// SAFETY:`
+//! comment; the crates that call these need none of their own. (Issue 37: the command line's
+//! unsafe lives here; the engine's sys.rs and copy_fs.rs, and the emulator's netns.rs, are
+//! the next to move.)
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set by SIGINT or SIGTERM once [`catch_interrupts`] has been called; the commands poll it.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// From now on SIGINT and SIGTERM only set [`INTERRUPTED`] instead of ending the process.
+pub fn catch_interrupts() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// Starts a new session (detaches from the caller's terminal and its signals).
+pub fn new_session() {
+    // SAFETY: setsid has no preconditions; failing (already a session leader) changes nothing.
+    unsafe { libc::setsid() };
+}
+
+/// The effective user id.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Sends SIGTERM to process `pid` (a child of ours: the caller owns the id).
+pub fn terminate(pid: u32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: kill takes plain values; a bad pid is an error return, not undefined behaviour.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Puts the children this process creates next into a new PID namespace (the first becomes
+/// its init: when it ends, the kernel ends every process inside).
+pub fn unshare_pid_namespace() -> io::Result<()> {
+    // SAFETY: unshare takes flags only; it affects the children this process creates next.
+    if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The command's process gets SIGKILL when this process (its parent) dies, kill -9 included.
+pub fn die_with_parent(c: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and only calls prctl, which is
+    // async-signal-safe and allocates nothing.
+    unsafe {
+        c.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// Joins the namespace `ns` (an open `/proc/PID/ns/*` or namespace descriptor) of kind
+/// `nstype` (`libc::CLONE_NEWNET`, `libc::CLONE_NEWUSER`, …). Joining a user namespace needs a
+/// single-threaded process.
+pub fn join_namespace(ns: &impl AsFd, nstype: libc::c_int) -> io::Result<()> {
+    // SAFETY: the descriptor is open for the duration of the call (borrowed); setns checks
+    // that it is a namespace of the given type.
+    if unsafe { libc::setns(ns.as_fd().as_raw_fd(), nstype) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits up to `timeout_ms` until one of `fds` is readable; which are (false for all on a
+/// timeout or an interrupted wait).
+pub fn poll_readable(fds: &[&impl AsFd], timeout_ms: i32) -> io::Result<Vec<bool>> {
+    let mut p: Vec<libc::pollfd> =
+        fds.iter().map(|f| libc::pollfd { fd: f.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+    // SAFETY: p is a valid array of pollfd for the duration of the call, and its descriptors
+    // are borrowed open.
+    let n = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(vec![false; p.len()]) } else { Err(e) };
+    }
+    Ok(p.iter().map(|x| x.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0).collect())
+}
+
+/// Takes ownership of descriptor number `fd`, handed to this process by its parent (e.g.
+/// `--listen-fd`): it must be open, and nothing else in this process may use it afterwards.
+pub fn adopt_fd(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl(F_GETFD) on a number only reads its flags; it fails on a closed one.
+    if fd < 3 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{fd} is not an open descriptor")));
+    }
+    // SAFETY: the descriptor is open, and the caller was handed it to own (documented above).
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Keeps descriptor `fd` open across exec (clears FD_CLOEXEC), to hand it to a child.
+pub fn keep_across_exec(fd: &impl AsFd) -> io::Result<()> {
+    // SAFETY: F_SETFD on a borrowed open descriptor only changes its close-on-exec flag.
+    if unsafe { libc::fcntl(fd.as_fd().as_raw_fd(), libc::F_SETFD, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_polling_and_processes() {
+        // A socket with a datagram waiting is readable, an idle one is not.
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.send_to(b"x", b.local_addr().unwrap()).unwrap();
+        assert_eq!(poll_readable(&[&a, &b], 1000).unwrap(), vec![false, true]);
+        // Adopting: closed or standard descriptors are refused.
+        assert!(adopt_fd(1).is_err());
+        assert!(adopt_fd(1_000_000).is_err());
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        keep_across_exec(&l).unwrap();
+        // SIGTERM reaches a child.
+        let mut c = Command::new("sleep").arg("30").spawn().unwrap();
+        terminate(c.id()).unwrap();
+        assert!(!c.wait().unwrap().success());
+        assert!(euid() < u32::MAX);
+    }
+}
