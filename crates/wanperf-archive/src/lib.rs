@@ -26,6 +26,8 @@
 //! store.store_cell(id, &CellRecord { kind: "ping".into(), ok: true, probes, ..Default::default() }).unwrap();
 //! assert_eq!(store.cell_aggregates(id).unwrap()[0].phases[""].mean_ms, Some(1.5));
 //! ```
+
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod export;

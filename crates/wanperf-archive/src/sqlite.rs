@@ -227,20 +227,7 @@ impl Drop for Cleanup {
 
 /// Renames `from` to `to` unless `to` exists (then `AlreadyExists`), atomically.
 fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other);
-    let (f, t) = (c(from)?, c(to)?);
-    // SAFETY: two valid NUL-terminated paths.
-    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    match err.raw_os_error() {
-        // File systems without RENAME_NOREPLACE: a hard link also refuses to replace.
-        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => std::fs::hard_link(from, to),
-        _ => Err(err),
-    }
+    wanperf_sys::rename_noreplace(from, to)
 }
 
 /// Who holds a write lock on the archive at `path`, from `/proc/locks`: SQLite's WAL write

@@ -3,7 +3,6 @@
 //! socket to be ready.
 
 use crate::trace::{Answer, Reply};
-use std::io;
 use wanperf_engine::sys::{SO_EE_ORIGIN_ICMP, SO_EE_ORIGIN_ICMP6};
 
 /// What an extended socket error says about a probe.
@@ -27,17 +26,7 @@ pub fn classify(v6: bool, origin: u8, kind: u8, code: u8, info: u32) -> Option<A
     }
 }
 
-/// Waits up to `timeout_ms` for `events` on `fd`; false on a timeout or an interrupted wait.
-pub(crate) fn poll_one(fd: std::os::fd::RawFd, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
-    let mut p = libc::pollfd { fd, events, revents: 0 };
-    // SAFETY: one valid pollfd.
-    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
-    }
-    Ok(n > 0)
-}
+pub(crate) use wanperf_sys::poll_one;
 
 /// What one read found.
 pub enum Got {

@@ -9,6 +9,8 @@
 //! serve` (whose UDP echo stamps each packet with the kernel's receive time) and collects the
 //! stamps and the routers' ICMP answers.
 
+#![forbid(unsafe_code)]
+
 pub mod answer;
 pub mod capacity;
 pub mod measure;

@@ -197,7 +197,7 @@ impl Prober {
             Kind::Dgram { sock, .. } => sock,
             Kind::Tcp(s) => return s.wait(timeout_ms),
         };
-        poll_one(sock.as_raw_fd(), libc::POLLIN | libc::POLLERR, timeout_ms)
+        poll_one(sock, libc::POLLIN | libc::POLLERR, timeout_ms)
     }
 
     /// Reads one message, from the error queue first; `None` when there is nothing.

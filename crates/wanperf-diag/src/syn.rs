@@ -111,7 +111,7 @@ impl Syn {
             std::thread::sleep(Duration::from_millis(timeout_ms.max(0) as u64));
             return Ok(false);
         };
-        poll_one(o.sock.as_raw_fd(), libc::POLLOUT | libc::POLLERR, timeout_ms)
+        poll_one(&o.sock, libc::POLLOUT | libc::POLLERR, timeout_ms)
     }
 
     /// The open probe's answer, if it has one; the probe is then closed. A probe whose SYN

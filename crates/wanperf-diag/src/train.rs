@@ -207,14 +207,7 @@ impl Trainer {
     }
 
     fn wait(&self, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
-        let mut p = libc::pollfd { fd: self.sock.as_raw_fd(), events, revents: 0 };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
-        }
-        Ok(n > 0)
+        wanperf_sys::poll_one(&self.sock, events, timeout_ms)
     }
 
     /// Everything that can be read now.

@@ -561,15 +561,10 @@ pub fn clock(stated_ms: Option<f64>) -> Clock {
     if let Some(ms) = stated_ms {
         return Clock { synced: true, error_ms: Some(ms), source: "stated".into() };
     }
-    // SAFETY: adjtimex(2) with modes = 0 only reads the kernel's NTP state into `tx`, a
-    // zeroed struct owned here.
-    let (state, tx) = unsafe {
-        let mut tx: libc::timex = std::mem::zeroed();
-        (libc::adjtimex(&mut tx), tx)
-    };
-    let synced = state >= 0 && state != libc::TIME_ERROR && tx.status & libc::STA_UNSYNC == 0;
+    let (state, unsync, esterror_us) = wanperf_sys::clock_state();
+    let synced = state >= 0 && state != libc::TIME_ERROR && !unsync;
     // esterror is the estimated error in µs; maxerror bounds it.
-    let error_ms = (state >= 0).then(|| tx.esterror.max(0) as f64 / 1000.0);
+    let error_ms = (state >= 0).then(|| esterror_us.max(0) as f64 / 1000.0);
     Clock { synced, error_ms, source: "kernel".into() }
 }
 
@@ -793,10 +788,8 @@ fn run_tput(
                 std::thread::sleep(Duration::from_millis(100));
             }
             if !done.load(Ordering::Acquire) {
-                // SAFETY: kill(2) on the child's pid, which is not reaped before `done` is set.
-                unsafe {
-                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
-                }
+                // The child is not reaped before `done` is set: its pid is still ours.
+                let _ = wanperf_sys::kill(pid);
             }
         })
     };

@@ -2,6 +2,8 @@
 //! [`agent`] (`wanperf agent`), [`central`] (`wanperf central`), the agent's [`spool`], the
 //! central's live [`view`] (pure: time passed in) and its [`metrics`].
 
+#![forbid(unsafe_code)]
+
 pub mod agent;
 pub mod central;
 pub mod metrics;

@@ -10,6 +10,8 @@
 //!
 //! Both readers are opened once and read as often as wanted; the time of each reading is taken
 //! when its answer arrives.
+
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod local;

@@ -9,7 +9,6 @@ use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_D
 use netlink_packet_route::link::{LinkAttribute, LinkMessage};
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
-use std::os::fd::AsRawFd;
 use wanperf_flows::IfCounters;
 
 /// Reads the link statistics of one network namespace.
@@ -40,10 +39,9 @@ impl LocalReader {
                 let f = std::fs::File::open(path).map_err(|err| PollError::Netns { path: path.to_string(), err })?;
                 let p = path.to_string();
                 std::thread::spawn(move || {
-                    // SAFETY: setns on a namespace file we hold open; it changes only this thread,
-                    // which ends right after opening the socket.
-                    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                        return Err(PollError::Netns { path: p, err: std::io::Error::last_os_error() });
+                    // It changes only this thread, which ends right after opening the socket.
+                    if let Err(err) = wanperf_sys::join_namespace(&f, libc::CLONE_NEWNET) {
+                        return Err(PollError::Netns { path: p, err });
                     }
                     open_socket()
                 })

@@ -99,6 +99,59 @@ pub fn poll_readable(fds: &[&impl AsFd], timeout_ms: i32) -> io::Result<Vec<bool
     Ok(p.iter().map(|x| x.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0).collect())
 }
 
+/// Waits up to `timeout_ms` for `events` (`libc::POLLIN`, `POLLOUT`, `POLLERR`, …) on `fd`;
+/// false on a timeout or an interrupted wait.
+pub fn poll_one(fd: &impl AsFd, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd { fd: fd.as_fd().as_raw_fd(), events, revents: 0 };
+    // SAFETY: one valid pollfd whose descriptor is borrowed open for the call.
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+    }
+    Ok(n > 0)
+}
+
+/// Sends SIGKILL to process `pid` (a child of ours not yet reaped: the caller owns the id).
+pub fn kill(pid: u32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: kill takes plain values; a bad pid is an error return, not undefined behaviour.
+    if unsafe { libc::kill(pid, libc::SIGKILL) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Renames `from` to `to` unless `to` exists (renameat2 with RENAME_NOREPLACE; on file
+/// systems without it, a hard link, which refuses to replace too, then `from` stays).
+pub fn rename_noreplace(from: &std::path::Path, to: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other);
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: two valid NUL-terminated paths that outlive the call.
+    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => std::fs::hard_link(from, to),
+        _ => Err(err),
+    }
+}
+
+/// The kernel's clock discipline as adjtimex(2) reads it: (its state, TIME_OK … TIME_ERROR or
+/// −1 on failure; whether it is marked unsynchronized (STA_UNSYNC); the estimated error, µs).
+pub fn clock_state() -> (i32, bool, i64) {
+    // SAFETY: adjtimex with modes = 0 only reads the kernel's state into `tx`, a zeroed struct
+    // owned here.
+    let (state, tx) = unsafe {
+        let mut tx: libc::timex = std::mem::zeroed();
+        (libc::adjtimex(&mut tx), tx)
+    };
+    (state, tx.status & libc::STA_UNSYNC != 0, tx.esterror as i64)
+}
+
 /// Takes ownership of descriptor number `fd`, handed to this process by its parent (e.g.
 /// `--listen-fd`): it must be open, and nothing else in this process may use it afterwards.
 pub fn adopt_fd(fd: RawFd) -> io::Result<OwnedFd> {
@@ -140,5 +193,20 @@ mod tests {
         terminate(c.id()).unwrap();
         assert!(!c.wait().unwrap().success());
         assert!(euid() < u32::MAX);
+        // SIGKILL too.
+        let mut c = Command::new("sleep").arg("30").spawn().unwrap();
+        kill(c.id()).unwrap();
+        assert!(!c.wait().unwrap().success());
+        assert!(poll_one(&a, libc::POLLOUT, 0).unwrap());
+        // Renaming refuses to replace.
+        let d = std::env::temp_dir().join(format!("wanperf-sys-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("a"), "a").unwrap();
+        std::fs::write(d.join("b"), "b").unwrap();
+        assert!(rename_noreplace(&d.join("a"), &d.join("b")).is_err());
+        rename_noreplace(&d.join("a"), &d.join("c")).unwrap();
+        assert_eq!(std::fs::read_to_string(d.join("c")).unwrap(), "a");
+        std::fs::remove_dir_all(&d).unwrap();
+        assert!(clock_state().0 >= -1);
     }
 }
