@@ -9,7 +9,6 @@
 //! regenerates the encoder-made seeds (`enc-*` files) of the binary protocols.
 
 use std::path::{Path, PathBuf};
-use wanperf::study::spec::Study;
 use wanperf_archive::import::{import_iperf3, import_ping, MAX_PING_PROBES};
 use wanperf_archive::{CellRecord, NewRun};
 use wanperf_proto::data::{DataHello, UdpHeader, UDP_FIN_SEQ, UDP_HEADER_LEN};
@@ -134,16 +133,16 @@ fn ping_probe(data: &[u8]) {
 
 fn study_toml(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let Ok(study) = Study::parse(text) else { return };
+    let Ok(study) = wanperf::study::flags::parse(text) else { return };
     let cells = study.cells();
     assert!(!cells.is_empty());
     for c in cells.iter().take(64) {
         let _ = study.measure_argv(c, "host.invalid", Some(5301));
         let _ = study.link_argv(c);
         let _ = study.params(c);
-        assert!(!study.estimate_s(c).is_nan());
+        assert!(!study.estimate_s(c, &wanperf::study::flags::CliFlags).is_nan());
     }
-    assert_eq!(Study::parse(text).ok(), Some(study));
+    assert_eq!(wanperf::study::flags::parse(text).ok(), Some(study));
 }
 
 fn topology_toml(data: &[u8]) {

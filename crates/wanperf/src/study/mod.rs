@@ -4,7 +4,8 @@
 //! becomes one archive cell, stored in one transaction, so a killed study resumes exactly.
 
 pub mod data;
-pub mod spec;
+pub mod flags;
+pub use wanperf_study::spec;
 
 use crate::store::{describe_db, open_store};
 use crate::INTERRUPTED;
@@ -63,7 +64,7 @@ fn now_unix() -> f64 {
 /// Reads and parses a study file; errors name the file and line.
 pub fn load(file: &std::path::Path) -> Result<(String, Study)> {
     let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let study = Study::parse(&text).map_err(|e| anyhow!("{}: {e}", file.display()))?;
+    let study = flags::parse(&text).map_err(|e| anyhow!("{}: {e}", file.display()))?;
     Ok((text, study))
 }
 
@@ -227,8 +228,8 @@ pub const DEMO_STUDY: &str = include_str!("../../../../scenarios/demo.toml");
 /// `wanperf demo`: seed 000 ("Effect of load on RTT and loss") re-run on an emulated
 /// SLAC→CERN 2000 path, stored in the archive, with a report.
 pub fn demo(a: DemoArgs) -> Result<ExitCode> {
-    let study = Study::parse(DEMO_STUDY).map_err(|e| anyhow!("demo study: {e}"))?;
-    let est: f64 = study.cells().iter().map(|c| study.estimate_s(c) + study.pause_s).sum();
+    let study = flags::parse(DEMO_STUDY).map_err(|e| anyhow!("demo study: {e}"))?;
+    let est: f64 = study.cells().iter().map(|c| study.estimate_s(c, &flags::CliFlags) + study.pause_s).sum();
     outln!("wanperf demo: seed 000 (\"Effect of load on RTT and loss\", SLAC → CERN, 2000) on an emulated path");
     outln!("{}", study.description.trim());
     outln!("{} cells, about {}\n", study.cells().len(), fmt_secs(est));
@@ -263,7 +264,7 @@ fn progress(total: usize, done: usize, study: &Study, todo: &[&CellPlan]) -> Opt
         b.set_style(st);
     }
     b.set_position(done as u64);
-    let est: f64 = todo.iter().map(|c| study.estimate_s(c) + study.pause_s).sum();
+    let est: f64 = todo.iter().map(|c| study.estimate_s(c, &flags::CliFlags) + study.pause_s).sum();
     b.println(format!("{}: {} cells to run, about {}", study.name, todo.len(), fmt_secs(est)));
     b.enable_steady_tick(Duration::from_millis(500));
     Some(b)
@@ -281,13 +282,13 @@ fn fmt_secs(s: f64) -> String {
 }
 
 fn dry_run(study: &Study, cells: &[CellPlan], json: bool) -> Result<ExitCode> {
-    let total: f64 = cells.iter().map(|c| study.estimate_s(c)).sum::<f64>() + study.pause_s * cells.len() as f64;
+    let total: f64 = cells.iter().map(|c| study.estimate_s(c, &flags::CliFlags)).sum::<f64>() + study.pause_s * cells.len() as f64;
     if json {
         let list: Vec<Value> = cells
             .iter()
             .map(|c| {
                 json!({"index": c.index, "repeat": c.repeat, "params": study.params(c),
-                    "link": study.link_argv(c), "measure": study.measure_argv(c, "PEER", None), "estimate_s": study.estimate_s(c)})
+                    "link": study.link_argv(c), "measure": study.measure_argv(c, "PEER", None), "estimate_s": study.estimate_s(c, &flags::CliFlags)})
             })
             .collect();
         outln!("{}", json!({"study": study.name, "cells": list, "estimate_s": total}));
@@ -298,7 +299,7 @@ fn dry_run(study: &Study, cells: &[CellPlan], json: bool) -> Result<ExitCode> {
         let link = study.link_argv(c).join(" ");
         let m = study.measure_argv(c, "PEER", None).join(" ");
         let link = if link.is_empty() { String::new() } else { format!("path {link} · ") };
-        outln!("{:>4}. {:<40} {link}wanperf {m} (≈ {})", n + 1, describe(c), fmt_secs(study.estimate_s(c)));
+        outln!("{:>4}. {:<40} {link}wanperf {m} (≈ {})", n + 1, describe(c), fmt_secs(study.estimate_s(c, &flags::CliFlags)));
     }
     outln!("estimated time: {}", fmt_secs(total));
     Ok(ExitCode::SUCCESS)
@@ -338,7 +339,7 @@ fn run_cell(study: &Study, cell: &CellPlan, exe: &std::path::Path) -> CellRecord
             c.args(study.argv_with_data(cell, host, Some(*port), &data_arg));
             // The measurement dies with the study (kill -9 included), as on a path.
             wanperf_sys::die_with_parent(&mut c);
-            measure(c, study.estimate_s(cell)).map(|m| (m, None))
+            measure(c, study.estimate_s(cell, &flags::CliFlags)).map(|m| (m, None))
         }
     };
     match outcome {
@@ -419,7 +420,7 @@ fn on_path(
     data: &str,
     root: Option<&std::path::Path>,
 ) -> Result<(Measured, Option<Value>)> {
-    let cfg = study.link_config(cell)?;
+    let cfg = flags::link_config(study, cell)?;
     let path = Path::start(&cfg, None)?;
     let exe_s = exe.display().to_string();
     // `iperf3 = true` in [measure]: the far end is Debian's iperf3 server, not wanperf's.
@@ -447,7 +448,7 @@ fn on_path(
         let mut argv = vec![exe_s.clone()];
         argv.extend(study.argv_with_data(cell, &Host::Right.addr().to_string(), None, data));
         let left = crate::path::contained(&path, Host::Left, &argv)?;
-        measure(left, study.estimate_s(cell))
+        measure(left, study.estimate_s(cell, &flags::CliFlags))
     });
     crate::child::stop_child(&mut server);
     let stats = path.stop();
