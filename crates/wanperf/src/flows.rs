@@ -3,16 +3,17 @@
 
 use crate::store::{describe_db, open_store, open_store_read_only};
 use crate::INTERRUPTED;
+use wanperf_collector::collect::{self, Collector};
+use wanperf_collector::rows::bin_row;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use ipnet::IpNet;
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use wanperf_archive::{ExporterRow, FlowRow};
-use wanperf_flows::{BinKey, BinRow, Binner, Decoder, Dir, Key, Metric};
+use std::time::Duration;
+use wanperf_archive::ExporterRow;
+use wanperf_flows::{BinRow, Dir, Key, Metric};
 
 /// `wanperf flows …`.
 #[derive(Subcommand, Debug)]
@@ -168,9 +169,6 @@ pub struct ExportersArgs {
     #[arg(long)]
     json: bool,
 }
-
-/// Bin rows a collector holds before it writes them early (about 40 MB).
-const MAX_HELD_ROWS: usize = 250_000;
 
 /// `wanperf flows report`.
 #[derive(Args, Debug)]
@@ -340,75 +338,6 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
-fn to_row(r: &BinRow) -> FlowRow {
-    FlowRow {
-        bin_unix: r.key.bin_ms as f64 / 1000.0,
-        bin_s: r.bin_len_ms as f64 / 1000.0,
-        exporter: r.key.exporter.to_string(),
-        domain: i64::from(r.key.domain),
-        src: r.key.src.to_string(),
-        dst: r.key.dst.to_string(),
-        proto: i64::from(r.key.proto),
-        sport: i64::from(r.key.sport),
-        dport: i64::from(r.key.dport),
-        sampling: i64::from(r.key.sampling),
-        bytes: r.bytes,
-        packets: r.packets,
-        flows: r.flows,
-        raw_bytes: r.raw_bytes,
-        raw_packets: r.raw_packets,
-    }
-}
-
-fn from_row(r: &FlowRow) -> Option<BinRow> {
-    Some(BinRow {
-        key: BinKey {
-            bin_ms: (r.bin_unix * 1000.0).round() as u64,
-            exporter: r.exporter.parse().ok()?,
-            domain: u32::try_from(r.domain).ok()?,
-            src: r.src.parse().ok()?,
-            dst: r.dst.parse().ok()?,
-            proto: u8::try_from(r.proto).ok()?,
-            sport: u16::try_from(r.sport).ok()?,
-            dport: u16::try_from(r.dport).ok()?,
-            sampling: u32::try_from(r.sampling).ok()?,
-        },
-        bin_len_ms: (r.bin_s * 1000.0).round() as u64,
-        bytes: r.bytes,
-        packets: r.packets,
-        flows: r.flows,
-        raw_bytes: r.raw_bytes,
-        raw_packets: r.raw_packets,
-    })
-}
-
-fn exporter_rows(d: &Decoder, session: f64, drops: u64) -> Vec<ExporterRow> {
-    let now = now_ms() as f64 / 1000.0;
-    d.stats()
-        .into_iter()
-        .map(|s| ExporterRow {
-            session_unix: session,
-            exporter: s.exporter.to_string(),
-            protocol: s.protocol.name().into(),
-            domain: i64::from(s.domain),
-            seq_unit: s.protocol.seq_unit().into(),
-            datagrams: s.datagrams as i64,
-            records: s.records as i64,
-            malformed: s.malformed as i64,
-            awaiting_template: s.awaiting_template as i64,
-            expected: s.seq.expected as i64,
-            lost: s.seq.lost as i64,
-            resets: s.seq.resets as i64,
-            sampling: i64::from(s.sampling),
-            socket_drops: drops as i64,
-            updated_unix: now,
-        })
-        .collect()
-}
 
 /// `wanperf flows collect`.
 pub fn collect(a: CollectArgs) -> Result<ExitCode> {
@@ -424,123 +353,34 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
         }
     }
     let mut store = open_store(a.db.as_deref())?;
-    let mut sockets = Vec::new();
-    for addr in &a.listen {
-        let s = socket2::Socket::new(socket2::Domain::for_address(*addr), socket2::Type::DGRAM, None)
-            .with_context(|| format!("cannot open a UDP socket for {addr}"))?;
-        // Bursts of export must not overflow the socket while a bin is written.
-        let _ = s.set_recv_buffer_size(16 << 20);
-        s.bind(&(*addr).into()).with_context(|| format!("cannot listen on {addr}"))?;
-        let s: UdpSocket = s.into();
-        s.set_nonblocking(true)?;
-        let local = s.local_addr()?;
+    let c = Collector::bind(&a.listen)?;
+    for local in c.local_addrs() {
         eprintln!("wanperf flows collect listening on {local} (udp), archive {}", describe_db(a.db.as_deref()));
-        sockets.push(s);
     }
     let _ = std::io::stderr().flush();
-    let ports: Vec<u16> = sockets.iter().filter_map(|s| s.local_addr().ok()).map(|a| a.port()).collect();
-    let session = now_ms() as f64 / 1000.0;
-    let bin_ms = (a.bin * 1000.0) as u64;
-    let mut decoder = Decoder::new();
-    let mut binner = Binner::new(bin_ms);
-    let mut flows = Vec::new();
-    let mut counters = Vec::new();
-    let mut pending_counters = Vec::new();
-    let mut stored_counters = 0usize;
-    let started = Instant::now();
-    let mut last_flush = Instant::now();
-    let flush_every = Duration::from_secs_f64(a.flush);
-    // Up to BATCH datagrams of up to 64 KiB per system call.
-    const BATCH: usize = 32;
-    const MODERATION: Duration = Duration::from_micros(200);
-    let mut batch = wanperf_engine::sys::RecvBatch::new(BATCH, 65_536);
-    let drops0: u64 = ports.iter().map(|&p| wanperf_net::listen::udp_drops(p)).sum();
-    let mut stored_rows = 0usize;
-    loop {
-        let stop = INTERRUPTED.load(Ordering::Acquire)
-            || a.duration.is_some_and(|d| started.elapsed() >= Duration::from_secs_f64(d));
-        // Memory is bounded by rows held, not only by time: a flood of exporters or flows
-        // writes what is held early (a bin's later flows add rows; queries sum them).
-        let full = binner.len() >= MAX_HELD_ROWS;
-        if stop || full || last_flush.elapsed() >= flush_every {
-            let rows = if stop || full {
-                binner.drain_all()
-            } else {
-                binner.drain_before(now_ms().saturating_sub(bin_ms / 5))
-            };
-            let drops = ports.iter().map(|&p| wanperf_net::listen::udp_drops(p)).sum::<u64>().saturating_sub(drops0);
-            let out: Vec<FlowRow> = rows.iter().map(to_row).collect();
-            store.store_flows(&out, &exporter_rows(&decoder, session, drops)).context("cannot store flows")?;
-            stored_rows += out.len();
-            if !pending_counters.is_empty() {
-                store
-                    .store_counters(&crate::util::sflow_rows(&pending_counters))
-                    .context("cannot store sFlow counter samples")?;
-                stored_counters += pending_counters.len();
-                pending_counters.clear();
-            }
-            last_flush = Instant::now();
-            if stop {
-                break;
-            }
-        }
-        let ready = wanperf_sys::poll_readable(&sockets.iter().collect::<Vec<_>>(), 200).unwrap_or_default();
-        if !ready.contains(&true) {
-            continue;
-        }
-        let mut drained = true;
-        for s in &sockets {
-            // Drain what is queued, a batch per system call, bounded so the flush and stop
-            // checks run.
-            let mut batches = 0;
-            while let Ok(n) = batch.recv(std::os::fd::AsRawFd::as_raw_fd(s)) {
-                let now = now_ms();
-                for (from, datagram) in batch.iter() {
-                    let Some(from) = from else { continue };
-                    flows.clear();
-                    decoder.feed(from.ip(), now, datagram, &mut flows, &mut counters);
-                    for f in &flows {
-                        binner.add(f);
-                    }
-                }
-                pending_counters.append(&mut counters);
-                batches += 1;
-                if n < BATCH {
-                    break; // the queue is empty: poll, rather than a receive that finds nothing
-                }
-                if batches == 1_000 {
-                    drained = false;
-                    break;
-                }
-            }
-        }
-        if drained {
-            // Let the queues fill a little before polling again: waking for every datagram
-            // costs more CPU than decoding it (interrupt moderation, in user space). Records
-            // are binned by minutes, so MODERATION of delay is nothing, and the socket buffer
-            // holds far more than arrives meanwhile.
-            std::thread::sleep(MODERATION);
-        }
-    }
-    let drops = ports.iter().map(|&p| wanperf_net::listen::udp_drops(p)).sum::<u64>().saturating_sub(drops0);
-    let ex = exporter_rows(&decoder, session, drops);
+    let cfg = collect::Config {
+        bin_ms: (a.bin * 1000.0) as u64,
+        flush: Duration::from_secs_f64(a.flush),
+        duration: a.duration.map(Duration::from_secs_f64),
+    };
+    let end = c.run(store.as_mut(), &cfg, &INTERRUPTED)?;
     if a.json {
         outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "event": "flows_collect_end",
-                "rows_stored": stored_rows,
-                "counter_samples_stored": stored_counters,
-                "unknown_datagrams": decoder.unknown,
-                "socket_drops": drops,
-                "exporters": ex,
+                "rows_stored": end.rows_stored,
+                "counter_samples_stored": end.counter_samples_stored,
+                "unknown_datagrams": end.unknown_datagrams,
+                "socket_drops": end.socket_drops,
+                "exporters": end.exporters,
             }))?
         );
     } else {
-        print_exporters(&ex);
+        print_exporters(&end.exporters);
         eprintln!(
-            "stored {stored_rows} flow bin rows and {stored_counters} interface counter samples; {} datagrams were not NetFlow/IPFIX/sFlow",
-            decoder.unknown
+            "stored {} flow bin rows and {} interface counter samples; {} datagrams were not NetFlow/IPFIX/sFlow",
+            end.rows_stored, end.counter_samples_stored, end.unknown_datagrams
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -551,7 +391,7 @@ fn load(q: &QueryArgs) -> Result<Vec<BinRow>> {
     let rows = store.flows(q.from.unwrap_or(0.0), q.to.unwrap_or(f64::MAX))?;
     Ok(rows
         .iter()
-        .filter_map(from_row)
+        .filter_map(bin_row)
         .filter(|r| q.exporter.is_none_or(|e| r.key.exporter == e) && q.domain.is_none_or(|d| r.key.domain == d))
         .collect())
 }

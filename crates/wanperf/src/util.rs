@@ -5,6 +5,7 @@
 
 use crate::store::{describe_db, open_store, open_store_read_only};
 use crate::INTERRUPTED;
+use wanperf_collector::rows::{counter_row, if_counters};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -12,11 +13,10 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use wanperf_archive::CounterRow;
 use wanperf_flows::util::util_pct;
 use wanperf_flows::{IfCounters, UtilSeries};
-use wanperf_poll::local::LocalReader;
-use wanperf_poll::snmp::{Credentials, SnmpReader};
+use wanperf_collector::local::LocalReader;
+use wanperf_collector::snmp::{Credentials, SnmpReader};
 
 /// `wanperf util …`.
 #[derive(Subcommand, Debug)]
@@ -125,7 +125,7 @@ pub(crate) fn select(store: &mut dyn wanperf_archive::Store, sel: &Selection) ->
         if sel.device.is_some_and(|d| d != r.device) || (!sel.iface.is_empty() && !sel.iface.contains(&r.interface)) {
             continue;
         }
-        let c = with_speed(from_row(r), sel.speeds);
+        let c = with_speed(if_counters(r), sel.speeds);
         all.entry((r.device.clone(), r.interface.clone(), r.source.clone())).or_default().push(c);
     }
     Ok(all
@@ -204,45 +204,6 @@ pub(crate) fn check_bin(bin: f64) -> Result<u64> {
     Ok((bin * 1000.0) as u64)
 }
 
-fn to_row(c: &IfCounters, source: &str) -> CounterRow {
-    CounterRow {
-        device: c.device.clone(),
-        interface: c.interface.clone(),
-        source: source.to_string(),
-        at_unix: c.at_ms as f64 / 1000.0,
-        speed_bps: c.speed_bps.map(|s| s as i64),
-        in_octets: c.in_octets as i64,
-        out_octets: c.out_octets as i64,
-        in_errors: c.in_errors as i64,
-        out_errors: c.out_errors as i64,
-        in_drops: c.in_drops as i64,
-        out_drops: c.out_drops as i64,
-        width: i64::from(c.width),
-    }
-}
-
-/// Stored sFlow counter samples and polled readings alike, as the pure core's readings.
-pub fn from_row(r: &CounterRow) -> IfCounters {
-    IfCounters {
-        device: r.device.clone(),
-        interface: r.interface.clone(),
-        at_ms: (r.at_unix * 1000.0).round() as u64,
-        speed_bps: r.speed_bps.map(|s| s as u64),
-        in_octets: r.in_octets as u64,
-        out_octets: r.out_octets as u64,
-        in_errors: r.in_errors as u64,
-        out_errors: r.out_errors as u64,
-        in_drops: r.in_drops as u64,
-        out_drops: r.out_drops as u64,
-        width: r.width as u8,
-    }
-}
-
-/// sFlow counter samples as rows to store (`wanperf flows collect`).
-pub fn sflow_rows(counters: &[IfCounters]) -> Vec<CounterRow> {
-    counters.iter().map(|c| to_row(c, "sflow")).collect()
-}
-
 enum Reader {
     Local(LocalReader, Vec<String>),
     Snmp(SnmpReader),
@@ -254,7 +215,7 @@ impl Reader {
             Reader::Local(r, wanted) => {
                 let all = r.read()?;
                 let names: Vec<String> = all.iter().map(|c| c.interface.clone()).collect();
-                wanperf_poll::select("this namespace", &names, wanted)?;
+                wanperf_collector::select("this namespace", &names, wanted)?;
                 if wanted.is_empty() {
                     all
                 } else {
@@ -368,7 +329,7 @@ pub fn poll(a: PollArgs) -> Result<ExitCode> {
             };
             for c in got {
                 let c = with_speed(c, &sp);
-                rows.push(to_row(&c, src));
+                rows.push(counter_row(&c, src));
                 now_read.push((key(&c, src), c));
             }
         }

@@ -1,6 +1,13 @@
-//! wanperf util's I/O shell: interface counters read from the devices that keep them, as
+//! The I/O shell of wanperf-flows: what `wanperf flows collect` receives and `wanperf util`
+//! polls, into the archive.
+//!
+//! - [`collect`]: the collector loop — NetFlow/IPFIX/sFlow export over UDP, decoded and
+//!   binned by the pure core, stored every flush and at the end.
+//! - [`rows`]: the core's values as the archive's rows and back.
+//!
+//! And interface counters read from the devices that keep them, as
 //! [`wanperf_flows::IfCounters`] readings for the pure utilization core
-//! ([`wanperf_flows::UtilSeries`]).
+//! ([`wanperf_flows::UtilSeries`]):
 //!
 //! - [`local`]: the kernel's 64-bit link statistics over rtnetlink (`RTM_GETLINK`,
 //!   `IFLA_STATS64`: octets, errors and drops in and out), in this network namespace or in any
@@ -14,7 +21,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod collect;
 pub mod local;
+pub mod rows;
 pub mod snmp;
 
 use std::time::{SystemTime, UNIX_EPOCH};
