@@ -997,7 +997,7 @@ fn setup(sh: &Arc<RecvShared>, entries: Vec<Entry>) -> Result<(), String> {
         parents.push(dir);
     }
     if sh.spec.fsync && !done_now.is_empty() {
-        let _ = copy_fs::syncfs(&sh.base);
+        copy_fs::syncfs(&sh.base).map_err(|e| format!("cannot make files durable: {e}"))?;
     }
     sh.n.resumed.store(resumed, Ordering::Relaxed);
     sh.n.skipped.store(u64::from(skipped), Ordering::Relaxed);
@@ -1259,6 +1259,26 @@ struct OpenFile {
     scratch: Option<Aligned>,
 }
 
+/// Most small files that wait for one syncfs before their renames.
+const BATCH_FILES: usize = 1024;
+/// Longest a small file waits for its batch's syncfs.
+const BATCH_WAIT: Duration = Duration::from_millis(200);
+/// Most completions held before they are sent to the sender.
+const DONE_FILES: usize = 512;
+/// Longest a completion is held.
+const DONE_WAIT: Duration = Duration::from_millis(200);
+
+/// Whether the batch of small files is made durable and named now: it is full, its oldest
+/// file has waited long enough, or nothing more is coming (`left`: blocks still expected).
+fn flush_due(files: usize, oldest: Option<Duration>, left: u64) -> bool {
+    files >= BATCH_FILES || oldest.is_some_and(|w| w > BATCH_WAIT) || left == 0
+}
+
+/// Whether the completions held are sent now (same rule, for `Done` messages).
+fn done_due(files: usize, since_last: Duration, left: u64) -> bool {
+    files >= DONE_FILES || since_last > DONE_WAIT || left == 0
+}
+
 /// Small files waiting for one syncfs before their renames.
 #[derive(Default)]
 struct Batch {
@@ -1364,10 +1384,7 @@ fn writer(sh: &Arc<RecvShared>) {
         sh.write.busy(t);
         sh.c.mark();
         let left = sh.outstanding.fetch_sub(1, Ordering::AcqRel) - 1;
-        if batch.files.len() >= 1024
-            || batch.since.is_some_and(|s| s.elapsed() > Duration::from_millis(200))
-            || left == 0
-        {
+        if flush_due(batch.files.len(), batch.since.map(|s| s.elapsed()), left) {
             let t = Instant::now();
             if let Err(e) = flush(sh, &mut batch, &mut done) {
                 sh.c.fail(e);
@@ -1375,13 +1392,18 @@ fn writer(sh: &Arc<RecvShared>) {
             }
             sh.write.busy(t);
         }
-        if done.len() >= 512 || last_done.elapsed() > Duration::from_millis(200) || left == 0 {
+        if done_due(done.len(), last_done.elapsed(), left) {
             send_done(sh, &mut done);
             last_done = Instant::now();
         }
         if left == 0 {
+            // With --fsync a failure to make the last files durable fails the copy, as a batch's
+            // does (`flush`): reporting it complete would be a lie.
             if sh.spec.fsync {
-                let _ = copy_fs::syncfs(&sh.base);
+                if let Err(e) = copy_fs::syncfs(&sh.base) {
+                    sh.c.fail(format!("cannot make files durable: {e}"));
+                    break;
+                }
             }
             sh.c.complete.store(true, Ordering::Release);
             (sh.c.notify)(CopyEvent::Msg(CopyMsg::Complete));
@@ -1558,5 +1580,24 @@ impl Job {
                 crate::copy_probe::receiver(&sh.spec, &sh.base, largest, threads)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_files_are_flushed_and_completions_sent_by_count_age_or_the_end() {
+        let ms = Duration::from_millis;
+        assert!(!flush_due(1, Some(ms(10)), 5));
+        assert!(flush_due(BATCH_FILES, Some(ms(10)), 5));
+        assert!(flush_due(1, Some(BATCH_WAIT + ms(1)), 5));
+        assert!(flush_due(0, None, 0));
+        assert!(!flush_due(0, None, 1));
+        assert!(!done_due(3, ms(10), 7));
+        assert!(done_due(DONE_FILES, ms(10), 7));
+        assert!(done_due(3, DONE_WAIT + ms(1), 7));
+        assert!(done_due(0, ms(0), 0));
     }
 }
