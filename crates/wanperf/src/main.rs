@@ -83,7 +83,7 @@ enum Command {
     #[command(subcommand)]
     Calc(calc::CalcCmd),
     /// Re-run seed 000 ("Effect of load on RTT and loss") on an emulated SLAC→CERN 2000 path,
-    /// store it and write its report (about 2 minutes).
+    /// store it and write its report (about a minute and a half).
     Demo(study::DemoArgs),
     /// Make an Ed25519 key pair for `serve --authorized-keys` and clients' `--key`.
     Keygen(keys::KeygenArgs),
