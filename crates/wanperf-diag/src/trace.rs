@@ -310,6 +310,9 @@ fn loss_levels(counts: &[(u32, u32)]) -> Vec<(f64, Step)> {
         at += b.2;
     }
     let mut out = Vec::with_capacity(counts.len());
+    // A rise that is no step (too few lost probes to say the path loses anything more) keeps
+    // the level before it: its loss is not the path's, as far as the counts can tell.
+    let mut shown = 0.0;
     for (k, b) in blocks.iter().enumerate() {
         let step = if b.0 == 0 {
             Step::None
@@ -339,7 +342,10 @@ fn loss_levels(counts: &[(u32, u32)]) -> Vec<(f64, Step)> {
             }
         };
         let share = if b.1 == 0 { 0.0 } else { f64::from(b.0) / f64::from(b.1) };
-        out.extend((0..b.2).map(|j| (share, if j == 0 { step } else { Step::None })));
+        if step != Step::None || b.0 == 0 {
+            shown = share;
+        }
+        out.extend((0..b.2).map(|j| (shown, if j == 0 { step } else { Step::None })));
     }
     out
 }
@@ -374,9 +380,9 @@ fn chi2_even_sf(x: f64, k: usize) -> f64 {
 /// an idle spell) before the spacing of a hop's answers is judged.
 const MAX_BURST: usize = 8;
 
-/// The note of a hop that lost probes while others answered at their own pace, itself with
-/// too few answers to tell.
-const TOO_FEW: &str = "too few answers to tell rate limiting from loss";
+/// The note of a hop that lost probes while others answered at their own pace, its own
+/// answers unable to tell which (too few, or spaced like a bucket's but not beyond chance).
+const TOO_FEW: &str = "cannot tell rate limiting from loss";
 
 /// Fewest gaps between answers (after the burst) the spacing test judges.
 const MIN_GAPS: usize = 4;
@@ -499,8 +505,8 @@ fn rate_limit_warning(hops: &[Hop]) -> Option<String> {
         hops.iter().filter(|h| h.note.as_deref() == Some(TOO_FEW)).map(|h| h.ttl.to_string()).collect();
     let unsure = match unsure.len() {
         0 => String::new(),
-        1 => format!(" (hop {} lost probes too, with too few answers to tell)", unsure[0]),
-        _ => format!(" (hops {} lost probes too, with too few answers to tell)", unsure.join(", ")),
+        1 => format!(" (hop {} lost probes too, and its answers cannot tell which)", unsure[0]),
+        _ => format!(" (hops {} lost probes too, and their answers cannot tell which)", unsure.join(", ")),
     };
     Some(format!(
         "probed faster than they answer: hop{} {} ({}) answered at a steady {rate:.2} per second \
@@ -800,7 +806,10 @@ impl Trace {
                         self.tallies.get(&h.ttl).map(|t| t.answers.iter().map(|a| a.0).collect()).unwrap_or_default();
                     rounds.sort_unstable();
                     rounds.dedup();
-                    gaps_after_burst(&rounds).len() < MIN_GAPS
+                    // Too few answers to test, or never two in a row after the burst (what a
+                    // bucket does, though not beyond chance here): it cannot tell. Answers in
+                    // consecutive rounds are what a bucket at this pace does not give: loss.
+                    gaps_after_burst(&rounds).len() < MIN_GAPS || spacing(&rounds, h.loss_pct / 100.0).is_some()
                 }
             })
             .collect();
@@ -1217,6 +1226,8 @@ mod tests {
         let l = loss_levels(&[(0, 120), (0, 120), (11, 120), (23, 120)]);
         let (n, h) = (Step::None, Step::Here);
         assert_eq!(l, vec![(0.0, n), (0.0, n), (34.0 / 240.0, h), (34.0 / 240.0, n)]);
+        // One lost probe behind clean hops is nothing: the level stays 0.
+        assert_eq!(loss_levels(&[(0, 8), (0, 8), (1, 8), (0, 8)]), vec![(0.0, n); 4]);
         // 3 lost behind 200 clean probes: loss from hop 3 on or earlier, not placed.
         let l = loss_levels(&[(0, 100), (0, 100), (1, 100), (2, 100)]);
         assert_eq!(l.iter().map(|x| x.1).collect::<Vec<_>>(), vec![n, n, Step::AtOrBefore, n], "{l:?}");
@@ -1442,6 +1453,8 @@ mod tests {
         let r = run(10, 5, |round, ttl| ttl == 2 && round == 4, chain_addr);
         assert_eq!(r.hops[1].loss_pct, 10.0);
         assert_eq!(r.hops[1].note, None);
+        // Nor path loss: the path loses nothing the counts can show.
+        assert!(r.hops.iter().all(|h| h.path_loss_pct == 0.0), "{r:?}");
     }
 
     #[test]

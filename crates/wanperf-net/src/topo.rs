@@ -275,237 +275,36 @@ fn duration(r: &mut Reader, key: &str) -> Result<Option<Nanos>, TopoError> {
 
 impl Topology {
     /// Reads and validates a topology file's structure (see [`Topology::parse`], which also
-    /// checks that its addresses can be planned). `read` loads trace files named in it.
+    /// checks that its addresses can be planned). `read` loads trace files named in it. Each
+    /// table is read by a function of its own (below); this checks what spans tables.
     pub(crate) fn read(text: &str, read: &dyn Fn(&str) -> Result<String, String>) -> Result<Topology, TopoError> {
         let lines = Lines::new(text);
         let file: File = wanperf_toml::parse(text)?;
         let mut nodes: Vec<Node> = Vec::new();
-        let mut by_name: HashMap<String, usize> = HashMap::new();
-        let mut add_node = |n: Node, nodes: &mut Vec<Node>| -> Result<(), TopoError> {
+        let hosts = file.host.into_iter().map(|t| host(&lines, t));
+        let routers = file.router.into_iter().map(|t| router(&lines, t));
+        for n in hosts.chain(routers) {
+            let n = n?;
             valid_name(&n.name).map_err(|m| err(n.line, m))?;
-            if let Some(&other) = by_name.get(&n.name) {
-                return Err(err(n.line, format!("`{}` is already defined on line {}", n.name, nodes[other].line)));
+            if let Some(other) = nodes.iter().find(|o| o.name == n.name) {
+                return Err(err(n.line, format!("`{}` is already defined on line {}", n.name, other.line)));
             }
-            by_name.insert(n.name.clone(), nodes.len());
             nodes.push(n);
-            Ok(())
-        };
-        for t in file.host {
-            let mut r = Reader::new(&lines, t, "host");
-            let (_, name) = r.required_text("name")?;
-            let txq = r.uint("txqueuelen", 1..=1_000_000)?.map(|v| v as u32);
-            let line = r.line;
-            r.finish(&["name", "txqueuelen"])?;
-            add_node(Node { name, kind: NodeKind::Host, txqueuelen: txq, line }, &mut nodes)?;
-        }
-        for t in file.router {
-            let mut r = Reader::new(&lines, t, "router");
-            let (_, name) = r.required_text("name")?;
-            let txq = r.uint("txqueuelen", 1..=1_000_000)?.map(|v| v as u32);
-            let mut o = RouterOpts {
-                icmp_ratelimit_ms: duration(&mut r, "icmp_ratelimit")?.map(|ns| (ns / 1_000_000) as u32),
-                icmp_msgs_per_sec: r.uint("icmp_msgs_per_sec", 0..=1_000_000)?.map(|v| v as u32),
-                icmp_msgs_burst: r.uint("icmp_msgs_burst", 1..=1_000_000)?.map(|v| v as u32),
-                icmp_delay_ns: duration(&mut r, "icmp_delay")?.unwrap_or(0),
-                icmp_jitter_ns: duration(&mut r, "icmp_jitter")?.unwrap_or(0),
-                icmp_silent: false,
-            };
-            if o.icmp_delay_ns > 10_000_000_000 || o.icmp_jitter_ns > 10_000_000_000 {
-                return Err(err(r.line, "icmp_delay and icmp_jitter must be at most 10 s"));
-            }
-            if let Some((l, v)) = r.text("icmp")? {
-                o.icmp_silent = match v.as_str() {
-                    "answer" => false,
-                    "silent" => true,
-                    _ => return Err(err(l, format!("`icmp` must be answer or silent, not `{v}`"))),
-                };
-            }
-            let line = r.line;
-            r.finish(&[
-                "name",
-                "txqueuelen",
-                "icmp_ratelimit",
-                "icmp_msgs_per_sec",
-                "icmp_msgs_burst",
-                "icmp_delay",
-                "icmp_jitter",
-                "icmp",
-            ])?;
-            add_node(Node { name, kind: NodeKind::Router(o), txqueuelen: txq, line }, &mut nodes)?;
         }
         if nodes.len() > MAX_NODES {
             return Err(err(0, format!("{} nodes: at most {MAX_NODES}", nodes.len())));
         }
-        let node_ref = |nodes: &[Node], l: usize, key: &str, name: &str| -> Result<usize, TopoError> {
-            nodes
-                .iter()
-                .position(|n| n.name == name)
-                .ok_or_else(|| err(l, format!("`{key}`: no host or router is called `{name}`")))
-        };
         let mut links: Vec<LinkDef> = Vec::new();
         for t in file.link {
-            let mut r = Reader::new(&lines, t, "link");
-            let (la, a) = r.required_text("a")?;
-            let a = node_ref(&nodes, la, "a", &a)?;
-            let (lb, b) = r.required_text("b")?;
-            let b = node_ref(&nodes, lb, "b", &b)?;
-            if a == b {
-                return Err(err(lb, format!("a link from `{}` to itself", nodes[a].name)));
-            }
-            let name = match r.text("name")? {
-                Some((l, n)) => {
-                    valid_name(&n).map_err(|m| err(l, m))?;
-                    n
-                }
-                None => format!("{}-{}", nodes[a].name, nodes[b].name),
-            };
-            if let Some(o) = links.iter().find(|o| o.name == name) {
-                return Err(err(
-                    r.line,
-                    format!("a link called `{name}` is already defined on line {} (give it a `name`)", o.line),
-                ));
-            }
-            let mtu = r.uint("mtu", 576..=65_535)?.unwrap_or(1500) as u32;
-            let cost = r.uint("cost", 1..=1_000_000)?.unwrap_or(1) as u32;
-            let offload = match r.take("offload") {
-                None => true,
-                Some((_, Value::Boolean(b))) => b,
-                Some((l, _)) => return Err(err(l, "`offload` must be true or false")),
-            };
-            let subnet = match r.text("subnet")? {
-                None => None,
-                Some((l, s)) => Some(parse_subnet(&s).map_err(|m| err(l, m))?),
-            };
-            let (mut ab, mut ba) = (DirConfig::default(), DirConfig::default());
-            // `rtt` first, so `delay_ab` may refine it whatever the order in the file.
-            let mut opts: Vec<(String, usize, Value)> = r.take_rest();
-            opts.sort_by_key(|(k, l, _)| (k != "rtt", *l));
-            let mut rest = Vec::new();
-            for (k, l, v) in opts {
-                if !linkopts::is_dir_key(&k) {
-                    rest.push((k, l, v));
-                    continue;
-                }
-                let values: Vec<String> = match &v {
-                    Value::Array(items) => items.iter().map(scalar).collect::<Option<_>>(),
-                    v => scalar(v).map(|s| vec![s]),
-                }
-                .ok_or_else(|| err(l, format!("`{k}` must be a value or an array of values")))?;
-                linkopts::apply(&mut ab, &mut ba, &k, &values, read).map_err(|m| err(l, m))?;
-            }
-            r.put_back(rest);
-            let line = r.line;
-            let mut known = vec!["a", "b", "name", "mtu", "cost", "offload", "subnet"];
-            known.extend(linkopts::DIR_KEYS);
-            r.finish(&known)?;
-            links.push(LinkDef { name, a, b, ab, ba, mtu, cost, offload, subnet, line });
+            let l = link(&lines, t, &nodes, &links, read)?;
+            links.push(l);
         }
         if links.len() > MAX_LINKS {
             return Err(err(0, format!("{} links: at most {MAX_LINKS}", links.len())));
         }
-        let mut routes = Vec::new();
-        for t in file.route {
-            let mut r = Reader::new(&lines, t, "route");
-            let line = r.line;
-            let (l, v) = r.take("path").ok_or_else(|| err(line, "this route has no `path` (a list of node names)"))?;
-            let names: Vec<String> = match v {
-                Value::Array(items) => items.iter().map(|i| i.as_str().map(str::to_string)).collect::<Option<_>>(),
-                _ => None,
-            }
-            .ok_or_else(|| err(l, "`path` must be a list of node names"))?;
-            if names.len() < 2 {
-                return Err(err(l, "`path` needs at least two nodes"));
-            }
-            let mut path = Vec::new();
-            for (i, n) in names.iter().enumerate() {
-                let id = node_ref(&nodes, l, "path", n)?;
-                if path.contains(&id) {
-                    return Err(err(l, format!("`path` visits `{n}` twice")));
-                }
-                if i > 0
-                    && !links.iter().any(|k| (k.a == id && k.b == path[i - 1]) || (k.b == id && k.a == path[i - 1]))
-                {
-                    return Err(err(
-                        l,
-                        format!("`path` goes from `{}` to `{n}`, but no link joins them", names[i - 1]),
-                    ));
-                }
-                if i > 0 && i < names.len() - 1 && !nodes[id].is_router() {
-                    return Err(err(l, format!("`path` passes through host `{n}`; only routers forward")));
-                }
-                path.push(id);
-            }
-            r.finish(&["path"])?;
-            routes.push(RoutePath { nodes: path, line });
-        }
-        let mut traffic = Vec::new();
-        for t in file.traffic {
-            let mut r = Reader::new(&lines, t, "traffic");
-            let line = r.line;
-            let start_ns = duration(&mut r, "start")?.unwrap_or(0);
-            let stop_ns = duration(&mut r, "stop")?;
-            if stop_ns.is_some_and(|s| s <= start_ns) {
-                return Err(err(line, "`stop` must be after `start`"));
-            }
-            if let Some((l, link)) = r.text("link")? {
-                let li = links
-                    .iter()
-                    .position(|k| k.name == link)
-                    .ok_or_else(|| err(l, format!("`link`: no link is called `{link}`")))?;
-                let ab = match r.text("direction")? {
-                    None => true,
-                    Some((_, d)) if d == "ab" => true,
-                    Some((_, d)) if d == "ba" => false,
-                    Some((l, d)) => return Err(err(l, format!("`direction` must be ab or ba, not `{d}`"))),
-                };
-                let (lr, rate) = r.required_text("rate")?;
-                let rate_bps = parse_link_rate("rate", &rate).map_err(|e| err(lr, e.to_string()))?;
-                let packet = r.uint("packet", 64..=65_535)?.unwrap_or(1500) as usize;
-                let pattern = match r.text("pattern")? {
-                    None => Pattern::Poisson,
-                    Some((_, p)) if p == "poisson" => Pattern::Poisson,
-                    Some((_, p)) if p == "constant" => Pattern::Constant,
-                    Some((l, p)) if p == "onoff" => {
-                        let on_ns = duration(&mut r, "on")?.unwrap_or(1_000_000_000);
-                        let off_ns = duration(&mut r, "off")?.unwrap_or(1_000_000_000);
-                        if on_ns == 0 {
-                            return Err(err(l, "`on` must be more than 0"));
-                        }
-                        Pattern::OnOff { on_ns, off_ns }
-                    }
-                    Some((l, p)) => {
-                        return Err(err(l, format!("`pattern` must be poisson, constant or onoff, not `{p}`")))
-                    }
-                };
-                r.finish(&["link", "direction", "rate", "packet", "pattern", "on", "off", "start", "stop"])?;
-                traffic.push(Traffic::Link { link: li, ab, pattern, rate_bps, packet, start_ns, stop_ns, line });
-            } else {
-                let (lf, from) = r.text("from")?.ok_or_else(|| {
-                    err(line, "traffic needs `link` (a generator) or `from` and `to` (TCP between hosts)")
-                })?;
-                let from = node_ref(&nodes, lf, "from", &from)?;
-                let (lt, to) = r.required_text("to")?;
-                let to = node_ref(&nodes, lt, "to", &to)?;
-                for (id, l) in [(from, lf), (to, lt)] {
-                    if nodes[id].is_router() {
-                        return Err(err(
-                            l,
-                            format!("`{}` is a router; TCP traffic runs between hosts", nodes[id].name),
-                        ));
-                    }
-                }
-                if from == to {
-                    return Err(err(lt, "`from` and `to` are the same host"));
-                }
-                let flows = r.uint("flows", 1..=128)?.unwrap_or(1) as u32;
-                let rate_bps = match r.text("rate")? {
-                    None => None,
-                    Some((lr, rate)) => Some(parse_link_rate("rate", &rate).map_err(|e| err(lr, e.to_string()))?),
-                };
-                r.finish(&["from", "to", "flows", "rate", "start", "stop"])?;
-                traffic.push(Traffic::Tcp { from, to, flows, rate_bps, start_ns, stop_ns, line });
-            }
-        }
+        let routes = file.route.into_iter().map(|t| route(&lines, t, &nodes, &links)).collect::<Result<Vec<_>, _>>()?;
+        let traffic =
+            file.traffic.into_iter().map(|t| traffic(&lines, t, &nodes, &links)).collect::<Result<Vec<_>, _>>()?;
         let _ = file.description;
         let export = match file.export {
             None => None,
@@ -523,6 +322,228 @@ impl Topology {
         };
         check_graph(&topo)?;
         Ok(topo)
+    }
+}
+
+/// The node called `name` (`key`: which key named it, for the error at line `l`).
+fn node_ref(nodes: &[Node], l: usize, key: &str, name: &str) -> Result<usize, TopoError> {
+    nodes.iter().position(|n| n.name == name).ok_or_else(|| err(l, format!("`{key}`: no host or router is called `{name}`")))
+}
+
+/// A `[[host]]` table.
+fn host(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
+    let mut r = Reader::new(lines, t, "host");
+    let (_, name) = r.required_text("name")?;
+    let txq = r.uint("txqueuelen", 1..=1_000_000)?.map(|v| v as u32);
+    let line = r.line;
+    r.finish(&["name", "txqueuelen"])?;
+    Ok(Node { name, kind: NodeKind::Host, txqueuelen: txq, line })
+}
+
+/// A `[[router]]` table.
+fn router(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
+    let mut r = Reader::new(lines, t, "router");
+    let (_, name) = r.required_text("name")?;
+    let txq = r.uint("txqueuelen", 1..=1_000_000)?.map(|v| v as u32);
+    let mut o = RouterOpts {
+        icmp_ratelimit_ms: duration(&mut r, "icmp_ratelimit")?.map(|ns| (ns / 1_000_000) as u32),
+        icmp_msgs_per_sec: r.uint("icmp_msgs_per_sec", 0..=1_000_000)?.map(|v| v as u32),
+        icmp_msgs_burst: r.uint("icmp_msgs_burst", 1..=1_000_000)?.map(|v| v as u32),
+        icmp_delay_ns: duration(&mut r, "icmp_delay")?.unwrap_or(0),
+        icmp_jitter_ns: duration(&mut r, "icmp_jitter")?.unwrap_or(0),
+        icmp_silent: false,
+    };
+    if o.icmp_delay_ns > 10_000_000_000 || o.icmp_jitter_ns > 10_000_000_000 {
+        return Err(err(r.line, "icmp_delay and icmp_jitter must be at most 10 s"));
+    }
+    if let Some((l, v)) = r.text("icmp")? {
+        o.icmp_silent = match v.as_str() {
+            "answer" => false,
+            "silent" => true,
+            _ => return Err(err(l, format!("`icmp` must be answer or silent, not `{v}`"))),
+        };
+    }
+    let line = r.line;
+    r.finish(&[
+        "name",
+        "txqueuelen",
+        "icmp_ratelimit",
+        "icmp_msgs_per_sec",
+        "icmp_msgs_burst",
+        "icmp_delay",
+        "icmp_jitter",
+        "icmp",
+    ])?;
+    Ok(Node { name, kind: NodeKind::Router(o), txqueuelen: txq, line })
+}
+
+/// A `[[link]]` table (`links`: those before it, whose names it may not take again).
+fn link(
+    lines: &Lines<'_>,
+    t: Spanned<Table>,
+    nodes: &[Node],
+    links: &[LinkDef],
+    read: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<LinkDef, TopoError> {
+    let mut r = Reader::new(lines, t, "link");
+    let (la, a) = r.required_text("a")?;
+    let a = node_ref(nodes, la, "a", &a)?;
+    let (lb, b) = r.required_text("b")?;
+    let b = node_ref(nodes, lb, "b", &b)?;
+    if a == b {
+        return Err(err(lb, format!("a link from `{}` to itself", nodes[a].name)));
+    }
+    let name = match r.text("name")? {
+        Some((l, n)) => {
+            valid_name(&n).map_err(|m| err(l, m))?;
+            n
+        }
+        None => format!("{}-{}", nodes[a].name, nodes[b].name),
+    };
+    if let Some(o) = links.iter().find(|o| o.name == name) {
+        return Err(err(
+            r.line,
+            format!("a link called `{name}` is already defined on line {} (give it a `name`)", o.line),
+        ));
+    }
+    let mtu = r.uint("mtu", 576..=65_535)?.unwrap_or(1500) as u32;
+    let cost = r.uint("cost", 1..=1_000_000)?.unwrap_or(1) as u32;
+    let offload = match r.take("offload") {
+        None => true,
+        Some((_, Value::Boolean(b))) => b,
+        Some((l, _)) => return Err(err(l, "`offload` must be true or false")),
+    };
+    let subnet = match r.text("subnet")? {
+        None => None,
+        Some((l, s)) => Some(parse_subnet(&s).map_err(|m| err(l, m))?),
+    };
+    let (mut ab, mut ba) = (DirConfig::default(), DirConfig::default());
+    // `rtt` first, so `delay_ab` may refine it whatever the order in the file.
+    let mut opts: Vec<(String, usize, Value)> = r.take_rest();
+    opts.sort_by_key(|(k, l, _)| (k != "rtt", *l));
+    let mut rest = Vec::new();
+    for (k, l, v) in opts {
+        if !linkopts::is_dir_key(&k) {
+            rest.push((k, l, v));
+            continue;
+        }
+        let values: Vec<String> = match &v {
+            Value::Array(items) => items.iter().map(scalar).collect::<Option<_>>(),
+            v => scalar(v).map(|s| vec![s]),
+        }
+        .ok_or_else(|| err(l, format!("`{k}` must be a value or an array of values")))?;
+        linkopts::apply(&mut ab, &mut ba, &k, &values, read).map_err(|m| err(l, m))?;
+    }
+    r.put_back(rest);
+    let line = r.line;
+    let mut known = vec!["a", "b", "name", "mtu", "cost", "offload", "subnet"];
+    known.extend(linkopts::DIR_KEYS);
+    r.finish(&known)?;
+    Ok(LinkDef { name, a, b, ab, ba, mtu, cost, offload, subnet, line })
+}
+
+/// A `[[route]]` table: a path of nodes joined by links, routers inside.
+fn route(lines: &Lines<'_>, t: Spanned<Table>, nodes: &[Node], links: &[LinkDef]) -> Result<RoutePath, TopoError> {
+    let mut r = Reader::new(lines, t, "route");
+    let line = r.line;
+    let (l, v) = r.take("path").ok_or_else(|| err(line, "this route has no `path` (a list of node names)"))?;
+    let names: Vec<String> = match v {
+        Value::Array(items) => items.iter().map(|i| i.as_str().map(str::to_string)).collect::<Option<_>>(),
+        _ => None,
+    }
+    .ok_or_else(|| err(l, "`path` must be a list of node names"))?;
+    if names.len() < 2 {
+        return Err(err(l, "`path` needs at least two nodes"));
+    }
+    let mut path = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let id = node_ref(nodes, l, "path", n)?;
+        if path.contains(&id) {
+            return Err(err(l, format!("`path` visits `{n}` twice")));
+        }
+        if i > 0
+            && !links.iter().any(|k| (k.a == id && k.b == path[i - 1]) || (k.b == id && k.a == path[i - 1]))
+        {
+            return Err(err(
+                l,
+                format!("`path` goes from `{}` to `{n}`, but no link joins them", names[i - 1]),
+            ));
+        }
+        if i > 0 && i < names.len() - 1 && !nodes[id].is_router() {
+            return Err(err(l, format!("`path` passes through host `{n}`; only routers forward")));
+        }
+        path.push(id);
+    }
+    r.finish(&["path"])?;
+    Ok(RoutePath { nodes: path, line })
+}
+
+/// A `[[traffic]]` table: a generator on a link, or TCP between two hosts.
+fn traffic(lines: &Lines<'_>, t: Spanned<Table>, nodes: &[Node], links: &[LinkDef]) -> Result<Traffic, TopoError> {
+    let mut r = Reader::new(lines, t, "traffic");
+    let line = r.line;
+    let start_ns = duration(&mut r, "start")?.unwrap_or(0);
+    let stop_ns = duration(&mut r, "stop")?;
+    if stop_ns.is_some_and(|s| s <= start_ns) {
+        return Err(err(line, "`stop` must be after `start`"));
+    }
+    if let Some((l, link)) = r.text("link")? {
+        let li = links
+            .iter()
+            .position(|k| k.name == link)
+            .ok_or_else(|| err(l, format!("`link`: no link is called `{link}`")))?;
+        let ab = match r.text("direction")? {
+            None => true,
+            Some((_, d)) if d == "ab" => true,
+            Some((_, d)) if d == "ba" => false,
+            Some((l, d)) => return Err(err(l, format!("`direction` must be ab or ba, not `{d}`"))),
+        };
+        let (lr, rate) = r.required_text("rate")?;
+        let rate_bps = parse_link_rate("rate", &rate).map_err(|e| err(lr, e.to_string()))?;
+        let packet = r.uint("packet", 64..=65_535)?.unwrap_or(1500) as usize;
+        let pattern = match r.text("pattern")? {
+            None => Pattern::Poisson,
+            Some((_, p)) if p == "poisson" => Pattern::Poisson,
+            Some((_, p)) if p == "constant" => Pattern::Constant,
+            Some((l, p)) if p == "onoff" => {
+                let on_ns = duration(&mut r, "on")?.unwrap_or(1_000_000_000);
+                let off_ns = duration(&mut r, "off")?.unwrap_or(1_000_000_000);
+                if on_ns == 0 {
+                    return Err(err(l, "`on` must be more than 0"));
+                }
+                Pattern::OnOff { on_ns, off_ns }
+            }
+            Some((l, p)) => {
+                return Err(err(l, format!("`pattern` must be poisson, constant or onoff, not `{p}`")))
+            }
+        };
+        r.finish(&["link", "direction", "rate", "packet", "pattern", "on", "off", "start", "stop"])?;
+        Ok(Traffic::Link { link: li, ab, pattern, rate_bps, packet, start_ns, stop_ns, line })
+    } else {
+        let (lf, from) = r.text("from")?.ok_or_else(|| {
+            err(line, "traffic needs `link` (a generator) or `from` and `to` (TCP between hosts)")
+        })?;
+        let from = node_ref(nodes, lf, "from", &from)?;
+        let (lt, to) = r.required_text("to")?;
+        let to = node_ref(nodes, lt, "to", &to)?;
+        for (id, l) in [(from, lf), (to, lt)] {
+            if nodes[id].is_router() {
+                return Err(err(
+                    l,
+                    format!("`{}` is a router; TCP traffic runs between hosts", nodes[id].name),
+                ));
+            }
+        }
+        if from == to {
+            return Err(err(lt, "`from` and `to` are the same host"));
+        }
+        let flows = r.uint("flows", 1..=128)?.unwrap_or(1) as u32;
+        let rate_bps = match r.text("rate")? {
+            None => None,
+            Some((lr, rate)) => Some(parse_link_rate("rate", &rate).map_err(|e| err(lr, e.to_string()))?),
+        };
+        r.finish(&["from", "to", "flows", "rate", "start", "stop"])?;
+        Ok(Traffic::Tcp { from, to, flows, rate_bps, start_ns, stop_ns, line })
     }
 }
 

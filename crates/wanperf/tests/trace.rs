@@ -144,15 +144,15 @@ fn fast_probing_against_icmp_rate_limits_is_not_called_path_loss() {
             assert_eq!(num(&x["path_loss_pct"]), 0.0, "{args:?}: no loss on the path: {x}");
             let note = x["note"].as_str().unwrap_or_default();
             assert!(!note.starts_with("loss"), "{args:?}: {x}");
-            assert!(note == "rate-limited" || note.starts_with("too few answers"), "{args:?}: {x}");
+            assert!(note == "rate-limited" || note == "cannot tell rate limiting from loss", "{args:?}: {x}");
         }
-        // The hops with the default limit answer at its pace.
-        for x in h.iter().filter(|x| x["ttl"] != 3) {
-            let rate = x["answers_per_s"].as_f64().unwrap_or_else(|| panic!("{args:?}: {x}"));
-            assert!((0.7..=1.4).contains(&rate), "{args:?}: {rate} answers/s: {x}");
-        }
+        // The hops with the default limit answer at its pace (most of them beyond chance; a
+        // hop whose spacing the counts cannot tell from loss says so instead).
+        let rates: Vec<f64> = h.iter().filter(|x| x["ttl"] != 3).filter_map(|x| x["answers_per_s"].as_f64()).collect();
+        assert!(rates.len() >= 3, "{args:?}: {r}");
+        assert!(rates.iter().all(|r| (0.7..=1.4).contains(r)), "{args:?}: {rates:?} answers/s");
         let w = r["warning"].as_str().unwrap_or_else(|| panic!("{args:?}: a warning: {r}"));
-        assert!(w.contains("the destination among them") && w.contains("-i 1s") && w.contains("--server"), "{w}");
+        assert!(w.starts_with("probed faster than they answer") && w.contains("-i 1s") && w.contains("--server"), "{w}");
     }
 }
 
