@@ -259,6 +259,48 @@ fn fisher_greater(x1: u32, n1: u32, x2: u32, n2: u32) -> f64 {
     (lo..=hi).map(|j| (ln_choose(n2, j) + ln_choose(n1, k - j) - denom).exp()).sum::<f64>().min(1.0)
 }
 
+/// erfc(x) for x ≥ 0 (Chebyshev fit, relative error below 1.2e-7).
+fn erfc(x: f64) -> f64 {
+    let t = 1.0 / (1.0 + 0.5 * x.abs());
+    let y = t
+        * (-x * x - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
+    if x >= 0.0 {
+        y
+    } else {
+        2.0 - y
+    }
+}
+
+/// One-sided p-value that the second of two binomial samples (`x2` of `n2` lost) has the
+/// higher rate than the first (`x1` of `n1`): the likelihood-ratio (G) test, its statistic
+/// against χ² with one degree of freedom, halved for the one side. Fisher's exact test
+/// ([`fisher_greater`]) conditions on the total lost and so loses most of its power where a
+/// clean path meets a few lost probes — 0 of 2000 before a hop against 5 of 1000 at it is
+/// 1 in 250 to Fisher, though 0 of 2000 at that hop's rate happens once in 22,000 — and
+/// the smaller of the two p-values is taken: either test's certainty is the step's. The
+/// Monte Carlo test below holds the false steps this allows under 1 %.
+fn step_p(x1: u32, n1: u32, x2: u32, n2: u32) -> f64 {
+    let (n1, n2) = (n1.max(x1).max(1), n2.max(x2).max(1));
+    // One lost probe is never a step, whatever came before.
+    if x2 < MIN_STEP_LOST || u64::from(x2) * u64::from(n1) <= u64::from(x1) * u64::from(n2) {
+        return 1.0;
+    }
+    let (x1f, n1f, x2f, n2f) = (f64::from(x1), f64::from(n1), f64::from(x2), f64::from(n2));
+    let q = (x1f + x2f) / (n1f + n2f);
+    let term = |o: f64, e: f64| if o > 0.0 { o * (o / e).ln() } else { 0.0 };
+    let g = 2.0
+        * (term(x1f, n1f * q) + term(n1f - x1f, n1f * (1.0 - q)) + term(x2f, n2f * q) + term(n2f - x2f, n2f * (1.0 - q)));
+    let lr = 0.5 * erfc((g.max(0.0) / 2.0).sqrt());
+    lr.min(fisher_greater(x1, n1, x2, n2))
+}
+
 /// The path's loss level at each of a sequence of hops, from their (lost, sent) counts: the
 /// non-decreasing levels closest to them (pool adjacent violators, each level the pooled
 /// share of its hops), then adjacent levels whose difference Fisher's exact test does not find
@@ -287,7 +329,7 @@ fn loss_levels(counts: &[(u32, u32)]) -> Vec<(f64, Step)> {
     }
     let tests = blocks.len().saturating_sub(1).max(1) as f64;
     let clean_start = blocks.first().is_some_and(|b| b.0 == 0);
-    let p = |a: &(u32, u32, usize), b: &(u32, u32, usize)| fisher_greater(a.0, a.1, b.0, b.1) * tests;
+    let p = |a: &(u32, u32, usize), b: &(u32, u32, usize)| step_p(a.0, a.1, b.0, b.1) * tests;
     loop {
         let first = usize::from(clean_start);
         let Some((i, q)) = (first..blocks.len().saturating_sub(1))
@@ -1127,9 +1169,10 @@ mod tests {
         };
         let r = run(400, 4, lost, chain_addr);
         assert_eq!(r.hops[1].loss_pct, 2.5);
-        // (Placed no closer than "at or before": hop 1's 0 of 400 against the 18 of 1200
-        // behind it happens by chance once in 180, not the once in 740 a step needs.)
-        assert_eq!(r.hops[1].note.as_deref(), Some("loss starts at or before here"), "{:?}", r.hops[1]);
+        // (Hop 1's 0 of 400 against the 18 of 1200 behind it: 1 in 180 to Fisher's exact
+        // test, well beyond 1 in 740 to the likelihood ratio — 0 of 400 at 1.5 % happens once
+        // in 400.)
+        assert_eq!(r.hops[1].note.as_deref(), Some("loss starts here"), "{:?}", r.hops[1]);
         // One level for the three hops behind the lossy link: their pooled loss.
         for h in &r.hops[1..] {
             assert!((h.path_loss_pct - 1.5).abs() < 1e-9, "{h:?}");
@@ -1388,7 +1431,7 @@ mod tests {
     /// loss seen at hop 3 ("here" or "at or before here") in 95 % of the draws wherever the
     /// three hops behind the link expect 15 or more lost probes between them, and placed
     /// there ("here", which needs hop 2 alone to have lost less beyond chance) wherever they
-    /// expect 45 or more.
+    /// expect 30 or more.
     #[test]
     fn false_loss_steps_are_rare_and_true_ones_are_found() {
         use rand::{Rng, SeedableRng};
@@ -1419,11 +1462,26 @@ mod tests {
                 if expected_lost >= 15.0 {
                     assert!(seen * 100 >= 95 * draws, "{rounds} rounds, {loss}: seen in {seen} of {draws}");
                 }
-                if expected_lost >= 45.0 {
+                if expected_lost >= 30.0 {
                     assert!(placed * 100 >= 95 * draws, "{rounds} rounds, {loss}: placed in {placed} of {draws}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_step_test_is_the_stronger_of_the_likelihood_ratio_and_fishers() {
+        // erfc against known values.
+        assert!((erfc(0.0) - 1.0).abs() < 1e-6 && (erfc(1.0) - 0.157_299_2).abs() < 1e-6);
+        // A clean stretch before a few lost probes: 0 of 2000 against 5 of 1000.
+        let p = step_p(0, 2000, 5, 1000);
+        assert!(p < ALPHA && p < fisher_greater(0, 2000, 5, 1000), "{p}");
+        // Issue 43's draw stays chance: 11/120 against 23/120.
+        let p = step_p(11, 120, 23, 120);
+        assert!(p > 0.005 && p < 0.03, "{p}");
+        // No rise, no evidence; one lost probe is never a step.
+        assert_eq!(step_p(5, 100, 5, 100), 1.0);
+        assert!(step_p(0, 100_000, 1, 1000) > ALPHA);
     }
 
     #[test]

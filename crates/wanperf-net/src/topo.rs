@@ -21,7 +21,6 @@
 //! ```
 
 use crate::linkopts;
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use wanperf_toml::{err, scalar, Lines, Reader, Spanned, Table, Value};
 use wanperf_emu::config::{parse_link_rate, DirConfig, Nanos};
