@@ -88,7 +88,8 @@ impl Collector {
         let mut sockets = Vec::new();
         for addr in listen {
             let err = |err| CollectError::Listen { addr: *addr, err };
-            let s = socket2::Socket::new(socket2::Domain::for_address(*addr), socket2::Type::DGRAM, None).map_err(err)?;
+            let s =
+                socket2::Socket::new(socket2::Domain::for_address(*addr), socket2::Type::DGRAM, None).map_err(err)?;
             let _ = s.set_recv_buffer_size(RECV_BUFFER);
             s.bind(&(*addr).into()).map_err(err)?;
             let s: UdpSocket = s.into();
@@ -120,8 +121,7 @@ impl Collector {
         let mut last_flush = Instant::now();
         let mut batch = wanperf_engine::sys::RecvBatch::new(BATCH, 65_536);
         loop {
-            let stopping =
-                stop.load(Ordering::Acquire) || cfg.duration.is_some_and(|d| started.elapsed() >= d);
+            let stopping = stop.load(Ordering::Acquire) || cfg.duration.is_some_and(|d| started.elapsed() >= d);
             let full = binner.len() >= MAX_HELD_ROWS;
             if stopping || full || last_flush.elapsed() >= cfg.flush {
                 let rows = if stopping || full {

@@ -13,17 +13,15 @@
 //! complement the client time field, so the checksum stays constant as before; the server
 //! answers each one (no ICMP rate limit at the destination) with how many it has had.
 
-pub use crate::answer::{classify, Got};
 use crate::answer::poll_one;
+pub use crate::answer::{classify, Got};
 use crate::trace::{Answer, Reply};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 pub use wanperf_engine::sys::realtime_ns;
-use wanperf_engine::sys::{
-    enable_rx_timestamps, recv_timestamped, setsockopt_raw, SO_EE_ORIGIN_LOCAL,
-};
+use wanperf_engine::sys::{enable_rx_timestamps, recv_timestamped, setsockopt_raw, SO_EE_ORIGIN_LOCAL};
 pub use wanperf_engine::sys::{recv_error, SockError};
 use wanperf_proto::probe::{Count, Probe, COUNT_LEN};
 

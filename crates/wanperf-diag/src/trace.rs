@@ -269,7 +269,8 @@ fn erfc(x: f64) -> f64 {
                     + t * (0.096_784_18
                         + t * (-0.186_288_06
                             + t * (0.278_868_07
-                                + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
             .exp();
     if x >= 0.0 {
         y
@@ -296,7 +297,10 @@ fn step_p(x1: u32, n1: u32, x2: u32, n2: u32) -> f64 {
     let q = (x1f + x2f) / (n1f + n2f);
     let term = |o: f64, e: f64| if o > 0.0 { o * (o / e).ln() } else { 0.0 };
     let g = 2.0
-        * (term(x1f, n1f * q) + term(n1f - x1f, n1f * (1.0 - q)) + term(x2f, n2f * q) + term(n2f - x2f, n2f * (1.0 - q)));
+        * (term(x1f, n1f * q)
+            + term(n1f - x1f, n1f * (1.0 - q))
+            + term(x2f, n2f * q)
+            + term(n2f - x2f, n2f * (1.0 - q)));
     let lr = 0.5 * erfc((g.max(0.0) / 2.0).sqrt());
     lr.min(fisher_greater(x1, n1, x2, n2))
 }
@@ -837,8 +841,8 @@ impl Trace {
         // than the routers here answer: a lossy hop with too few answers to test may be one
         // more of them, and is not taken for path loss either.
         let n_spaced = spaced.iter().filter(|s| s.is_some()).count();
-        let too_fast = hops.iter().zip(&spaced).any(|(h, s)| h.destination && s.is_some())
-            || 2 * n_spaced > answering as usize;
+        let too_fast =
+            hops.iter().zip(&spaced).any(|(h, s)| h.destination && s.is_some()) || 2 * n_spaced > answering as usize;
         let unsure: Vec<bool> = hops
             .iter()
             .zip(&spaced)
@@ -1282,12 +1286,7 @@ mod tests {
 
     /// `rounds` rounds `interval_ns` apart over a chain whose hop k (1-based) has address
     /// 10.0.k.1 and answers when `answer(round, ttl, at_ns)`; hop `dest` is the destination.
-    fn run_at(
-        rounds: u32,
-        interval_ns: u64,
-        dest: u8,
-        mut answer: impl FnMut(u32, u8, u64) -> bool,
-    ) -> Report {
+    fn run_at(rounds: u32, interval_ns: u64, dest: u8, mut answer: impl FnMut(u32, u8, u64) -> bool) -> Report {
         let mut t = Trace::new(Plan { wait_ns: interval_ns.min(1_000 * MS), interval_ns, ..plan() });
         for round in 1..=rounds {
             let base = u64::from(round) * interval_ns;
@@ -1297,7 +1296,12 @@ mod tests {
                 let seq = t.sent(round, ttl, at, 60);
                 if ttl <= dest && answer(round, ttl, at) {
                     let a = if ttl == dest { Answer::Reached } else { Answer::TimeExceeded };
-                    t.reply(Reply { seq, from: chain_addr(round, ttl), at_ns: at + u64::from(ttl) * MS / 10, answer: a });
+                    t.reply(Reply {
+                        seq,
+                        from: chain_addr(round, ttl),
+                        at_ns: at + u64::from(ttl) * MS / 10,
+                        answer: a,
+                    });
                 }
             }
             t.expire(base + interval_ns - 1);
@@ -1448,7 +1452,9 @@ mod tests {
                     seen += usize::from(note(3).starts_with("loss starts"));
                     placed += usize::from(note(3) == "loss starts here");
                     false_steps += usize::from(
-                        note(1).starts_with("loss") || note(2).starts_with("loss") || note(4) == "loss starts here"
+                        note(1).starts_with("loss")
+                            || note(2).starts_with("loss")
+                            || note(4) == "loss starts here"
                             || note(5) == "loss starts here",
                     );
                 }

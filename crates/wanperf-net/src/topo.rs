@@ -22,8 +22,8 @@
 
 use crate::linkopts;
 use std::net::Ipv4Addr;
-use wanperf_toml::{err, scalar, Lines, Reader, Spanned, Table, Value};
 use wanperf_emu::config::{parse_link_rate, DirConfig, Nanos};
+use wanperf_toml::{err, scalar, Lines, Reader, Spanned, Table, Value};
 
 /// A bad topology: the line (1-based; 0 when unknown) and what is wrong (the error of every
 /// file wanperf reads).
@@ -326,7 +326,10 @@ impl Topology {
 
 /// The node called `name` (`key`: which key named it, for the error at line `l`).
 fn node_ref(nodes: &[Node], l: usize, key: &str, name: &str) -> Result<usize, TopoError> {
-    nodes.iter().position(|n| n.name == name).ok_or_else(|| err(l, format!("`{key}`: no host or router is called `{name}`")))
+    nodes
+        .iter()
+        .position(|n| n.name == name)
+        .ok_or_else(|| err(l, format!("`{key}`: no host or router is called `{name}`")))
 }
 
 /// A `[[host]]` table.
@@ -460,13 +463,8 @@ fn route(lines: &Lines<'_>, t: Spanned<Table>, nodes: &[Node], links: &[LinkDef]
         if path.contains(&id) {
             return Err(err(l, format!("`path` visits `{n}` twice")));
         }
-        if i > 0
-            && !links.iter().any(|k| (k.a == id && k.b == path[i - 1]) || (k.b == id && k.a == path[i - 1]))
-        {
-            return Err(err(
-                l,
-                format!("`path` goes from `{}` to `{n}`, but no link joins them", names[i - 1]),
-            ));
+        if i > 0 && !links.iter().any(|k| (k.a == id && k.b == path[i - 1]) || (k.b == id && k.a == path[i - 1])) {
+            return Err(err(l, format!("`path` goes from `{}` to `{n}`, but no link joins them", names[i - 1])));
         }
         if i > 0 && i < names.len() - 1 && !nodes[id].is_router() {
             return Err(err(l, format!("`path` passes through host `{n}`; only routers forward")));
@@ -512,25 +510,20 @@ fn traffic(lines: &Lines<'_>, t: Spanned<Table>, nodes: &[Node], links: &[LinkDe
                 }
                 Pattern::OnOff { on_ns, off_ns }
             }
-            Some((l, p)) => {
-                return Err(err(l, format!("`pattern` must be poisson, constant or onoff, not `{p}`")))
-            }
+            Some((l, p)) => return Err(err(l, format!("`pattern` must be poisson, constant or onoff, not `{p}`"))),
         };
         r.finish(&["link", "direction", "rate", "packet", "pattern", "on", "off", "start", "stop"])?;
         Ok(Traffic::Link { link: li, ab, pattern, rate_bps, packet, start_ns, stop_ns, line })
     } else {
-        let (lf, from) = r.text("from")?.ok_or_else(|| {
-            err(line, "traffic needs `link` (a generator) or `from` and `to` (TCP between hosts)")
-        })?;
+        let (lf, from) = r
+            .text("from")?
+            .ok_or_else(|| err(line, "traffic needs `link` (a generator) or `from` and `to` (TCP between hosts)"))?;
         let from = node_ref(nodes, lf, "from", &from)?;
         let (lt, to) = r.required_text("to")?;
         let to = node_ref(nodes, lt, "to", &to)?;
         for (id, l) in [(from, lf), (to, lt)] {
             if nodes[id].is_router() {
-                return Err(err(
-                    l,
-                    format!("`{}` is a router; TCP traffic runs between hosts", nodes[id].name),
-                ));
+                return Err(err(l, format!("`{}` is a router; TCP traffic runs between hosts", nodes[id].name)));
             }
         }
         if from == to {

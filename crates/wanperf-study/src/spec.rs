@@ -328,7 +328,8 @@ impl Study {
                 _ if LINK_KEYS.contains(&key) => {
                     let val =
                         scalar(v.get_ref()).ok_or_else(|| err(line, format!("`{key}` must be a single value")))?;
-                    check_link(flags, &[(key.to_string(), val.clone())]).map_err(|m| err(lines.of(v.span().start), m))?;
+                    check_link(flags, &[(key.to_string(), val.clone())])
+                        .map_err(|m| err(lines.of(v.span().start), m))?;
                     link.push((key.to_string(), val));
                 }
                 _ => {
@@ -738,7 +739,10 @@ mod tests {
         let s = Study::parse(&STUDY.replace(", \"7\"", ", \"128k\""), &Stub).unwrap();
         let cells = s.cells();
         assert_eq!(cells.len(), 4);
-        assert_eq!(cells[1].values, vec![("window".to_string(), "64k".to_string()), ("streams".to_string(), "2".to_string())]);
+        assert_eq!(
+            cells[1].values,
+            vec![("window".to_string(), "64k".to_string()), ("streams".to_string(), "2".to_string())]
+        );
         let argv = s.measure_argv(&cells[1], "198.18.0.2", None);
         assert_eq!(argv[..2], ["tput".to_string(), "198.18.0.2".to_string()]);
         assert!(argv.windows(2).any(|w| w == ["--parallel", "2"] || w == ["--streams", "2"]), "{argv:?}");

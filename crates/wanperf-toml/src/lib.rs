@@ -317,9 +317,15 @@ mod tests {
         let mut r = Reader::new(&lines, t.into_iter().next().unwrap(), "thing");
         assert_eq!(r.uint("n", 0..=10).unwrap_err().to_string(), "line 3: `n` must be an integer in 0–10");
         assert_eq!(r.string("name").unwrap_err().to_string(), "line 4: `name` must be a string");
-        assert_eq!(r.duration("wait", 0.0..=60.0).unwrap_err().to_string(), "line 5: `wait`: 2m is not within 0 s – 60 s");
+        assert_eq!(
+            r.duration("wait", 0.0..=60.0).unwrap_err().to_string(),
+            "line 5: `wait`: 2m is not within 0 s – 60 s"
+        );
         assert_eq!(r.missing("kind", " (tput or ping)").to_string(), "line 1: this thing has no `kind` (tput or ping)");
-        assert_eq!(r.finish(&["n", "name", "wait"]).unwrap_err().to_string(), "line 6: unknown key `odd` in a thing (known: n, name, wait)");
+        assert_eq!(
+            r.finish(&["n", "name", "wait"]).unwrap_err().to_string(),
+            "line 6: unknown key `odd` in a thing (known: n, name, wait)"
+        );
     }
 
     #[test]

@@ -179,7 +179,13 @@ pub fn plan(paths: &[String]) -> Result<Plan> {
                 }
                 _ => CopyLocal::Pull(dst_path, None),
             };
-            Ok(Plan { host: host.expect("at least one source"), way: Way::Pull, remote, local, dest_names_source: false })
+            Ok(Plan {
+                host: host.expect("at least one source"),
+                way: Way::Pull,
+                remote,
+                local,
+                dest_names_source: false,
+            })
         }
     }
 }

@@ -3,8 +3,6 @@
 
 use crate::store::{describe_db, open_store, open_store_read_only};
 use crate::INTERRUPTED;
-use wanperf_collector::collect::{self, Collector};
-use wanperf_collector::rows::bin_row;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use ipnet::IpNet;
@@ -13,6 +11,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 use wanperf_archive::ExporterRow;
+use wanperf_collector::collect::{self, Collector};
+use wanperf_collector::rows::bin_row;
 use wanperf_flows::{BinRow, Dir, Key, Metric};
 
 /// `wanperf flows …`.
@@ -337,7 +337,6 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
-
 
 /// `wanperf flows collect`.
 pub fn collect(a: CollectArgs) -> Result<ExitCode> {

@@ -19,8 +19,8 @@ macro_rules! outln {
 
 pub mod args;
 pub mod calc;
-pub mod child;
 pub mod capacity;
+pub mod child;
 pub mod copy;
 pub mod counters;
 pub mod flows;
@@ -56,7 +56,6 @@ pub fn sleep_unless_interrupted(secs: f64) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
-
 
 /// A thread that sets `stop` once SIGINT or SIGTERM arrives (for daemons that take a flag of
 /// their own), and ends when `stop` is set.

@@ -4,8 +4,8 @@
 //! `net up FILE NAME` hands the network to a small daemon (`net __daemon`) that answers
 //! one-line JSON requests on a Unix socket, for `exec`, `stats`, `set`, `down` and `list`.
 
-use crate::child::{stop_child, wait_child};
 use crate::args::ExportFormatArg;
+use crate::child::{stop_child, wait_child};
 use crate::INTERRUPTED;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -535,8 +535,11 @@ fn print_stats(
     if let Some(b) = wanperf_emu::fabric::fell_behind(stats) {
         if let Some(l) = t.links.iter().find(|l| l.name == b.link) {
             let (a, z) = (&t.nodes[l.a].name, &t.nodes[l.b].name);
-            let _ =
-                writeln!(out, "{}", crate::counters::behind_warning(&b, [&format!("{a} → {z}"), &format!("{z} → {a}")]));
+            let _ = writeln!(
+                out,
+                "{}",
+                crate::counters::behind_warning(&b, [&format!("{a} → {z}"), &format!("{z} → {a}")])
+            );
         }
     }
 }

@@ -320,7 +320,10 @@ pub fn contain(cmd: &[String]) -> Result<ExitCode> {
 
 fn print_stats(s: &PathStats, json: bool) {
     if json {
-        eprintln!("{}", serde_json::json!({"event": "path", "stats": s, "fell_behind": crate::counters::path_behind(s)}));
+        eprintln!(
+            "{}",
+            serde_json::json!({"event": "path", "stats": s, "fell_behind": crate::counters::path_behind(s)})
+        );
     } else {
         crate::counters::print_stats_to(s, &mut std::io::stderr());
     }

@@ -1,7 +1,7 @@
 //! `wanperf serve` and `wanperf tput`: flags, validation, and the glue to the engine.
 
-use crate::output::{JsonSink, TableSink};
 use crate::args::size;
+use crate::output::{JsonSink, TableSink};
 use crate::{software, INTERRUPTED};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -17,7 +17,6 @@ use wanperf_engine::server::ServerConfig;
 use wanperf_proto::msg::{Direction, TestSpec, Transport, DEFAULT_PORT, MAX_STREAMS};
 use wanperf_proto::server::{Limits, Timeouts};
 use wanperf_proto::units;
-
 
 fn rate(s: &str) -> Result<u64, String> {
     units::parse_rate(s).map_err(|e| e.to_string())

@@ -5,7 +5,6 @@
 
 use crate::store::{describe_db, open_store, open_store_read_only};
 use crate::INTERRUPTED;
-use wanperf_collector::rows::{counter_row, if_counters};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -13,10 +12,11 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use wanperf_collector::local::LocalReader;
+use wanperf_collector::rows::{counter_row, if_counters};
+use wanperf_collector::snmp::{Credentials, SnmpReader};
 use wanperf_flows::util::util_pct;
 use wanperf_flows::{IfCounters, UtilSeries};
-use wanperf_collector::local::LocalReader;
-use wanperf_collector::snmp::{Credentials, SnmpReader};
 
 /// `wanperf util …`.
 #[derive(Subcommand, Debug)]

@@ -152,7 +152,10 @@ fn fast_probing_against_icmp_rate_limits_is_not_called_path_loss() {
         assert!(rates.len() >= 3, "{args:?}: {r}");
         assert!(rates.iter().all(|r| (0.7..=1.4).contains(r)), "{args:?}: {rates:?} answers/s");
         let w = r["warning"].as_str().unwrap_or_else(|| panic!("{args:?}: a warning: {r}"));
-        assert!(w.starts_with("probed faster than they answer") && w.contains("-i 1s") && w.contains("--server"), "{w}");
+        assert!(
+            w.starts_with("probed faster than they answer") && w.contains("-i 1s") && w.contains("--server"),
+            "{w}"
+        );
     }
 }
 

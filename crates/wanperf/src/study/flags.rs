@@ -291,8 +291,7 @@ files = [1, 1000]
         assert_eq!(e.line, 11, "{e}");
         let e = error_of(&text.replace("streams = 4", "save = true"));
         assert!(e.message.contains("set by the study runner"), "{e}");
-        let tput =
-            parse(&text.replace("kind = \"copy\"", "kind = \"tput\"").replace("content = \"text\"\n", ""));
+        let tput = parse(&text.replace("kind = \"copy\"", "kind = \"tput\"").replace("content = \"text\"\n", ""));
         assert!(tput.is_err(), "`files` is not an option of tput");
     }
 }

@@ -282,7 +282,8 @@ fn fmt_secs(s: f64) -> String {
 }
 
 fn dry_run(study: &Study, cells: &[CellPlan], json: bool) -> Result<ExitCode> {
-    let total: f64 = cells.iter().map(|c| study.estimate_s(c, &flags::CliFlags)).sum::<f64>() + study.pause_s * cells.len() as f64;
+    let total: f64 =
+        cells.iter().map(|c| study.estimate_s(c, &flags::CliFlags)).sum::<f64>() + study.pause_s * cells.len() as f64;
     if json {
         let list: Vec<Value> = cells
             .iter()
@@ -299,7 +300,12 @@ fn dry_run(study: &Study, cells: &[CellPlan], json: bool) -> Result<ExitCode> {
         let link = study.link_argv(c).join(" ");
         let m = study.measure_argv(c, "PEER", None).join(" ");
         let link = if link.is_empty() { String::new() } else { format!("path {link} · ") };
-        outln!("{:>4}. {:<40} {link}wanperf {m} (≈ {})", n + 1, describe(c), fmt_secs(study.estimate_s(c, &flags::CliFlags)));
+        outln!(
+            "{:>4}. {:<40} {link}wanperf {m} (≈ {})",
+            n + 1,
+            describe(c),
+            fmt_secs(study.estimate_s(c, &flags::CliFlags))
+        );
     }
     outln!("estimated time: {}", fmt_secs(total));
     Ok(ExitCode::SUCCESS)
@@ -455,7 +461,6 @@ fn on_path(
     let emulator = json!({"config": cfg, "stats": stats});
     result.map(|m| (m, Some(emulator)))
 }
-
 
 /// Fills a cell record from a measurement's NDJSON records.
 fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
