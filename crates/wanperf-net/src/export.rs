@@ -23,7 +23,7 @@ use wanperf_flows::export::{Ifaces, Meter, Record, Writer};
 const MTU: usize = 1400;
 
 /// What the exporter has done so far.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ExportStats {
     /// Messages sent (to each collector).
     pub messages: u64,

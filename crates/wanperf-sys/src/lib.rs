@@ -172,6 +172,27 @@ pub fn keep_across_exec(fd: &impl AsFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Sleeps `secs` seconds, or until Ctrl-C ([`INTERRUPTED`]).
+pub fn sleep_unless_interrupted(secs: f64) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs.max(0.0));
+    while std::time::Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A thread that sets `stop` once SIGINT or SIGTERM arrives (for daemons that take a flag of
+/// their own), and ends when `stop` is set.
+pub fn stop_on_interrupt(stop: std::sync::Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Acquire) {
+            if INTERRUPTED.load(Ordering::Acquire) {
+                stop.store(true, Ordering::Release);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,9 +20,7 @@ macro_rules! outln {
 pub mod args;
 pub mod calc;
 pub mod capacity;
-pub mod child;
 pub mod copy;
-pub mod counters;
 pub mod flows;
 pub mod keep;
 pub mod keys;
@@ -31,15 +29,12 @@ pub mod mesh;
 pub mod net;
 pub mod output;
 pub mod path;
-pub mod pathd;
 pub mod ping;
 pub mod store;
 pub mod study;
 pub mod tput;
 pub mod trace;
 pub mod util;
-
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Software version reported to peers and in records.
 pub fn software() -> String {
@@ -49,26 +44,7 @@ pub fn software() -> String {
 /// Set by SIGINT/SIGTERM; every command polls it.
 pub use wanperf_sys::INTERRUPTED;
 
-/// Sleeps `secs` seconds, or until Ctrl-C.
-pub fn sleep_unless_interrupted(secs: f64) {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs.max(0.0));
-    while std::time::Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-/// A thread that sets `stop` once SIGINT or SIGTERM arrives (for daemons that take a flag of
-/// their own), and ends when `stop` is set.
-pub fn stop_on_interrupt(stop: std::sync::Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Acquire) {
-            if INTERRUPTED.load(Ordering::Acquire) {
-                stop.store(true, Ordering::Release);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    })
-}
+pub use wanperf_sys::{sleep_unless_interrupted, stop_on_interrupt};
 
 /// SIGINT and SIGTERM set [`INTERRUPTED`] instead of ending the process.
 pub fn install_signal_handlers() {

@@ -5,7 +5,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use wanperf::{
-    calc, capacity, copy, flows, install_signal_handlers, keep, keys, load, mesh, net, output, path, pathd, ping,
+    calc, capacity, copy, flows, install_signal_handlers, keep, keys, load, mesh, net, output, path, ping,
     study, tput, trace, util,
 };
 
@@ -170,11 +170,11 @@ fn main() -> ExitCode {
         Command::Path(path::PathCmd::Run(a)) => path::run(a),
         Command::Path(path::PathCmd::Presets) => path::list_presets(),
         Command::Path(path::PathCmd::Up(a)) => path::up(a),
-        Command::Path(path::PathCmd::Exec(a)) => pathd::exec(a),
-        Command::Path(path::PathCmd::Stats(a)) => pathd::stats(a),
-        Command::Path(path::PathCmd::Down(a)) => pathd::down(a),
-        Command::Path(path::PathCmd::List { json }) => pathd::list(json),
-        Command::Path(path::PathCmd::Daemon { name, config }) => pathd::daemon(&name, &config),
+        Command::Path(path::PathCmd::Exec(a)) => path::exec(a),
+        Command::Path(path::PathCmd::Stats(a)) => path::stats(a),
+        Command::Path(path::PathCmd::Down(a)) => path::down(a),
+        Command::Path(path::PathCmd::List { json }) => path::list(json),
+        Command::Path(path::PathCmd::Daemon { name, config }) => wanperf_net::pathd::run(&name, &config),
         Command::Net(net::NetCmd::Run(a)) => net::run(a),
         Command::Net(net::NetCmd::Up(a)) => net::up(a),
         Command::Net(net::NetCmd::Exec(a)) => net::exec(a),
@@ -184,7 +184,7 @@ fn main() -> ExitCode {
         Command::Net(net::NetCmd::List { json }) => net::list(json),
         Command::Net(net::NetCmd::Show(a)) => net::show(a),
         Command::Net(net::NetCmd::Presets { name, json }) => net::presets(name, json),
-        Command::Net(net::NetCmd::Daemon { name, topology, nice }) => net::daemon(&name, &topology, nice),
+        Command::Net(net::NetCmd::Daemon { name, topology, nice }) => wanperf_net::netd::run(&name, &topology, nice),
         Command::Study(study::StudyCmd::Run(a)) => study::run(a),
         Command::Runs(a) => keep::runs(a),
         Command::Export(a) => keep::export(a),
@@ -193,7 +193,7 @@ fn main() -> ExitCode {
         Command::Calc(c) => calc::run(c),
         Command::Demo(a) => study::demo(a),
         Command::Keygen(a) => keys::keygen(a),
-        Command::Contain { cmd } => path::contain(&cmd),
+        Command::Contain { cmd } => wanperf_net::child::contain(&cmd),
     };
     match result {
         Ok(code) => code,

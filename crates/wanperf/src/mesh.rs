@@ -361,7 +361,7 @@ struct DemoRun {
 impl Drop for DemoRun {
     fn drop(&mut self) {
         for (_, c) in self.children.iter_mut().rev() {
-            crate::child::stop_child(c);
+            wanperf_net::child::stop_child(c);
         }
         let _ = std::process::Command::new(&self.exe)
             .args(["net", "down", &self.net])

@@ -5,7 +5,6 @@
 //! one-line JSON requests on a Unix socket, for `exec`, `stats`, `set`, `down` and `list`.
 
 use crate::args::ExportFormatArg;
-use crate::child::{stop_child, wait_child};
 use crate::INTERRUPTED;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -13,15 +12,15 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
-use wanperf_emu::fabric::LinkStats;
-use wanperf_net::export::ExportStats;
+use std::time::Duration;
+use wanperf_net::child::{exit_code, stop_child, wait_child, wait_listening};
+use wanperf_net::daemon::{Kind, Request};
+use wanperf_net::netd::{check_nice, load, node_of, NetInfo, Session, SetReply, StatsReply};
 use wanperf_net::plan::Plan;
-use wanperf_net::run::{Network, Options};
-use wanperf_net::topo::{FlowExport, Topology, Traffic};
-use wanperf_proto::units::{fmt_bytes, fmt_rate};
+use wanperf_net::show::{describe_dir, plan_json, print_links, print_plan, print_stats};
+use wanperf_net::topo::FlowExport;
 
 /// `wanperf net` subcommands.
 #[derive(Subcommand, Debug)]
@@ -203,107 +202,6 @@ pub struct ShowArgs {
     json: bool,
 }
 
-fn read_file(p: &str) -> Result<String, String> {
-    std::fs::read_to_string(p).map_err(|e| e.to_string())
-}
-
-/// Loads a topology file, or a preset by name. Errors are one line with the file and line.
-pub fn load(arg: &str) -> Result<Topology> {
-    let path = std::path::Path::new(arg);
-    let (text, label) = if path.exists() {
-        (std::fs::read_to_string(path).with_context(|| format!("cannot read {arg}"))?, arg.to_string())
-    } else if let Some(p) = wanperf_net::presets::find(arg) {
-        (p.toml, format!("preset {arg}"))
-    } else {
-        let names: Vec<String> = wanperf_net::presets::all().into_iter().map(|p| p.name).collect();
-        bail!("{arg}: no such file, and no preset of that name (presets: {})", names.join(", "));
-    };
-    // Trace files are relative to the topology file.
-    let base = path.parent().map(|p| p.to_path_buf()).unwrap_or_default();
-    let read = move |f: &str| read_file(&base.join(f).display().to_string());
-    Topology::parse(&text, &read).map_err(|e| anyhow!("{label}: {e}"))
-}
-
-fn node_of(t: &Topology, name: &str) -> Result<usize> {
-    t.node(name).ok_or_else(|| {
-        let names: Vec<&str> = t.nodes.iter().map(|n| n.name.as_str()).collect();
-        anyhow!("no node `{name}` in {} (nodes: {})", t.name, names.join(", "))
-    })
-}
-
-/// The plan as JSON: nodes with their interfaces, links, routes.
-fn plan_json(t: &Topology, p: &Plan) -> Value {
-    let nodes: Vec<Value> = t
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            let ifs: Vec<Value> = p
-                .ifaces_of(i)
-                .map(|f| json!({"dev": f.dev, "link": t.links[f.link].name, "ipv4": f.v4, "ipv6": f.v6, "mtu": f.mtu}))
-                .collect();
-            json!({"name": n.name, "kind": if n.is_router() {"router"} else {"host"}, "interfaces": ifs})
-        })
-        .collect();
-    let links: Vec<Value> = t
-        .links
-        .iter()
-        .map(|l| json!({"name": l.name, "a": t.nodes[l.a].name, "b": t.nodes[l.b].name, "ab": l.ab, "ba": l.ba, "mtu": l.mtu, "cost": l.cost}))
-        .collect();
-    let routes: Vec<Value> = p
-        .routes
-        .iter()
-        .map(|r| {
-            let mut v = json!({"node": t.nodes[r.node].name, "dst": format!("{}/{}", r.dst, r.prefix), "via": r.via, "dev": p.ifaces[r.iface].dev});
-            if !r.more.is_empty() {
-                v["ecmp"] = r.more.iter().map(|&(i, via)| json!({"via": via, "dev": p.ifaces[i].dev})).collect();
-            }
-            v
-        })
-        .collect();
-    json!({"name": t.name, "nodes": nodes, "links": links, "routes": routes})
-}
-
-fn describe_dir(d: &wanperf_emu::config::DirConfig) -> String {
-    let rate = match &d.rate {
-        wanperf_emu::config::Rate::Unlimited => "unlimited".to_string(),
-        wanperf_emu::config::Rate::Constant(b) => fmt_rate(*b as f64),
-        wanperf_emu::config::Rate::Trace(t) => format!("trace (mean {})", fmt_rate(t.mean_bps())),
-    };
-    format!("{} ms, {rate}", d.delay_ns as f64 / 1e6)
-}
-
-/// The plan as text: a line per node with its addresses, a line per link.
-fn print_plan(t: &Topology, p: &Plan, out: &mut dyn Write) {
-    let _ = writeln!(
-        out,
-        "network `{}`: {} hosts, {} routers, {} links",
-        t.name,
-        t.hosts().count(),
-        t.nodes.len() - t.hosts().count(),
-        t.links.len()
-    );
-    for (i, n) in t.nodes.iter().enumerate() {
-        let addrs: Vec<String> =
-            p.ifaces_of(i).map(|f| format!("{} {} ({})", f.dev, f.v4, t.links[f.link].name)).collect();
-        let _ =
-            writeln!(out, "  {:<7} {:<12} {}", if n.is_router() { "router" } else { "host" }, n.name, addrs.join(", "));
-    }
-    for l in &t.links {
-        let _ = writeln!(
-            out,
-            "  link {:<20} {} → {}: {}; {} → {}: {}",
-            l.name,
-            t.nodes[l.a].name,
-            t.nodes[l.b].name,
-            describe_dir(&l.ab),
-            t.nodes[l.b].name,
-            t.nodes[l.a].name,
-            describe_dir(&l.ba)
-        );
-    }
-}
-
 /// `net show`.
 pub fn show(a: ShowArgs) -> Result<ExitCode> {
     let t = load(&a.topology)?;
@@ -354,196 +252,6 @@ pub fn presets(name: Option<String>, json_out: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A running network with its cross-traffic processes.
-struct Session {
-    net: Network,
-    started: Instant,
-    /// The `wanperf serve` of every host that receives TCP cross traffic.
-    servers: Vec<Child>,
-    /// Per TCP traffic entry: its index in the topology, its `tput` while it runs, and
-    /// whether it has run.
-    flows: Vec<(usize, Option<Child>, bool)>,
-    exe: String,
-}
-
-/// A command that runs `argv` contained on `node` of `net` (see `path::contained`).
-fn contained(net: &Network, exe: &str, node: usize, argv: &[String]) -> Command {
-    let mut c = Command::new(exe);
-    net.enter(node, &mut c);
-    c.arg("__contain").arg("--").args(argv);
-    c
-}
-
-impl Session {
-    fn start(t: &Topology, nice: i32, log: Option<Box<dyn Write + Send>>) -> Result<Session> {
-        let net = Network::start(t, &Options { host_nice: nice }, log)?;
-        let exe = std::env::current_exe().context("cannot find the wanperf executable")?.display().to_string();
-        let mut s = Session { net, started: Instant::now(), servers: Vec::new(), flows: Vec::new(), exe };
-        // One `wanperf serve` on every host that receives TCP cross traffic, before anything runs.
-        let mut receivers: Vec<usize> =
-            t.traffic.iter().filter_map(|x| if let Traffic::Tcp { to, .. } = x { Some(*to) } else { None }).collect();
-        receivers.sort_unstable();
-        receivers.dedup();
-        for to in receivers {
-            let argv: Vec<String> = [s.exe.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"]
-                .map(String::from)
-                .to_vec();
-            let mut c = s.contained(to, &argv);
-            c.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
-            let mut child = c.spawn().context("cannot start the cross-traffic server")?;
-            crate::child::wait_ready(&mut child, "the cross-traffic server", 10.0)?;
-            s.servers.push(child);
-        }
-        for (i, x) in t.traffic.iter().enumerate() {
-            if matches!(x, Traffic::Tcp { .. }) {
-                s.flows.push((i, None, false));
-            }
-        }
-        s.started = Instant::now();
-        Ok(s)
-    }
-
-    /// A command that runs `argv` contained on `node`.
-    fn contained(&self, node: usize, argv: &[String]) -> Command {
-        contained(&self.net, &self.exe, node, argv)
-    }
-
-    /// Starts the TCP cross traffic that is due and reaps what has ended.
-    fn tick(&mut self) {
-        let now = self.started.elapsed().as_nanos() as u64;
-        let Session { net, flows, exe, .. } = self;
-        for (i, child, done) in flows.iter_mut() {
-            let Traffic::Tcp { from, to, flows, rate_bps, start_ns, stop_ns, .. } = net.topology().traffic[*i] else {
-                continue;
-            };
-            if let Some(c) = child.as_mut() {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    *child = None;
-                    *done = true;
-                }
-                continue;
-            }
-            if *done || now < start_ns {
-                continue;
-            }
-            let secs = (stop_ns.unwrap_or(start_ns + 3_600_000_000_000) - start_ns) as f64 / 1e9;
-            let addr = net.plan().addr_of(to).expect("hosts have addresses").to_string();
-            let argv: Vec<String> = vec![
-                exe.clone(),
-                "tput".into(),
-                addr,
-                "-p".into(),
-                "5301".into(),
-                "-P".into(),
-                flows.to_string(),
-                "-t".into(),
-                format!("{secs:.3}"),
-                "--json".into(),
-            ];
-            let argv: Vec<String> = match rate_bps {
-                Some(b) => argv.into_iter().chain(["-b".to_string(), b.to_string()]).collect(),
-                None => argv,
-            };
-            let mut c = contained(net, exe, from, &argv);
-            c.stdout(Stdio::null()).stderr(Stdio::null()).stdin(Stdio::null());
-            match c.spawn() {
-                Ok(ch) => *child = Some(ch),
-                Err(_) => *done = true,
-            }
-        }
-    }
-
-    fn stop(mut self) -> (Vec<LinkStats>, Option<ExportStats>) {
-        for (_, c, _) in &mut self.flows {
-            if let Some(c) = c.as_mut() {
-                stop_child(c);
-            }
-        }
-        self.servers.iter_mut().for_each(stop_child);
-        self.net.finish()
-    }
-}
-
-/// One direction's counters as text: packets and bytes, drops by cause, queue delay, the
-/// busiest second and the last one, cross traffic, and how late the emulator sent packets
-/// past their due time (a network that is late by a millisecond is not the one configured).
-fn dir_counters(d: &wanperf_emu::fabric::DirStats) -> String {
-    let served = d.total(|c| c.dequeued);
-    let mean = if served > 0 { d.total(|c| c.sum_queue_delay_ns) as f64 / served as f64 / 1e6 } else { 0.0 };
-    let maxq = d.classes.values().map(|c| c.max_queue_delay_ns).max().unwrap_or(0) as f64 / 1e6;
-    let second = |b: Option<&u64>| fmt_rate(b.copied().unwrap_or(0) as f64 * 8.0);
-    format!(
-        "{} pkts ({}) in, {} out; drops: queue {}, aqm {}, policer {}, random {}; queue delay mean {mean:.2} ms, max {maxq:.2} ms; peak {}, last second {}{}; emulator late p99 {:.0} µs, max {:.0} µs",
-        d.total(|c| c.packets_in),
-        fmt_bytes(d.total(|c| c.bytes_in)),
-        d.total(|c| c.packets_out),
-        d.total(|c| c.queue_drops),
-        d.total(|c| c.aqm_drops),
-        d.total(|c| c.policer_drops),
-        d.total(|c| c.random_losses),
-        second(d.per_second_bytes.iter().max()),
-        second(d.per_second_bytes.last()),
-        if d.injected > 0 { format!("; {} cross-traffic pkts", d.injected) } else { String::new() },
-        d.lateness.p99_us,
-        d.lateness.max_us,
-    )
-}
-
-fn print_stats(
-    t: &Topology,
-    (stats, export): &(Vec<LinkStats>, Option<ExportStats>),
-    json_out: bool,
-    out: &mut dyn Write,
-) {
-    if json_out {
-        let behind = wanperf_emu::fabric::fell_behind(stats);
-        let _ =
-            writeln!(out, "{}", json!({"event": "net_stats", "links": stats, "export": export, "fell_behind": behind}));
-        return;
-    }
-    if let (Some(e), Some(cfg)) = (export, &t.export) {
-        let to: Vec<String> = cfg.collectors.iter().map(|c| c.to_string()).collect();
-        let _ = writeln!(
-            out,
-            "flow export ({}): {} records ({} pkts, {} B) in {} messages to {}{}{}",
-            match cfg.format {
-                wanperf_flows::export::Format::Ipfix => "IPFIX",
-                wanperf_flows::export::Format::V9 => "NetFlow v9",
-            },
-            e.records,
-            e.packets,
-            e.bytes,
-            e.messages,
-            to.join(", "),
-            if e.send_errors > 0 { format!("; {} sends failed", e.send_errors) } else { String::new() },
-            if e.non_ip_packets > 0 {
-                format!("; {} non-IP pkts not exported", e.non_ip_packets)
-            } else {
-                String::new()
-            },
-        );
-    }
-    let _ = writeln!(out, "link counters:");
-    for (l, s) in t.links.iter().zip(stats) {
-        for (from, to, d) in [(l.a, l.b, &s.ab), (l.b, l.a, &s.ba)] {
-            if d.total(|c| c.packets_in) > 0 {
-                let _ =
-                    writeln!(out, "  {} {} → {}: {}", l.name, t.nodes[from].name, t.nodes[to].name, dir_counters(d));
-            }
-        }
-    }
-    if let Some(b) = wanperf_emu::fabric::fell_behind(stats) {
-        if let Some(l) = t.links.iter().find(|l| l.name == b.link) {
-            let (a, z) = (&t.nodes[l.a].name, &t.nodes[l.b].name);
-            let _ = writeln!(
-                out,
-                "{}",
-                crate::counters::behind_warning(&b, [&format!("{a} → {z}"), &format!("{z} → {a}")])
-            );
-        }
-    }
-}
-
 fn log_sink(p: &Option<PathBuf>) -> Result<Option<Box<dyn Write + Send>>> {
     Ok(match p {
         Some(p) => Some(Box::new(std::io::BufWriter::new(
@@ -551,13 +259,6 @@ fn log_sink(p: &Option<PathBuf>) -> Result<Option<Box<dyn Write + Send>>> {
         ))),
         None => None,
     })
-}
-
-fn check_nice(n: i32) -> Result<()> {
-    if !(0..=19).contains(&n) {
-        bail!("--host-nice must be between 0 and 19");
-    }
-    Ok(())
 }
 
 /// `net run`.
@@ -585,9 +286,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     }
     let mut s = Session::start(&t, a.host_nice, log_sink(&a.log)?)?;
     if a.json {
-        eprintln!("{}", json!({"event": "net", "plan": plan_json(&t, s.net.plan())}));
+        eprintln!("{}", json!({"event": "net", "plan": plan_json(&t, s.net().plan())}));
     } else {
-        print_plan(&t, s.net.plan(), &mut std::io::stderr());
+        print_plan(&t, s.net().plan(), &mut std::io::stderr());
     }
     let mut side = Vec::new();
     for (n, cmd) in &others {
@@ -597,7 +298,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         }
         side.push(c.spawn().with_context(|| format!("cannot start `{cmd}` on {}", t.nodes[*n].name))?);
     }
-    crate::child::wait_listening(&mut side, wait);
+    wait_listening(&mut side, wait);
     let status = match s.contained(host, &a.cmd).spawn() {
         Ok(mut child) => loop {
             s.tick();
@@ -616,46 +317,15 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     };
     side.iter_mut().for_each(stop_child);
     print_stats(&t, &s.stop(), a.json, &mut std::io::stderr());
-    Ok(status.map_or(ExitCode::from(130), |st| crate::child::exit_code(&st)))
-}
-
-// ---- named networks -------------------------------------------------------------------
-
-fn runtime_dir() -> PathBuf {
-    crate::pathd::runtime_dir().join("net")
-}
-
-fn check_name(name: &str) -> Result<()> {
-    crate::pathd::check_name_of("network", name)
-}
-
-fn socket_path(name: &str) -> PathBuf {
-    runtime_dir().join(format!("{name}.sock"))
-}
-
-fn request(name: &str, req: Value) -> Result<Value> {
-    check_name(name)?;
-    crate::pathd::ask(&socket_path(name), "network", name, req)
+    Ok(status.map_or(ExitCode::from(130), |st| exit_code(&st)))
 }
 
 /// `net up`: checks the topology, starts the daemon, waits until the network is ready.
 pub fn up(a: UpArgs) -> Result<ExitCode> {
-    check_name(&a.name)?;
+    Kind::Network.check_name(&a.name)?;
     check_nice(a.host_nice)?;
     let t = load(&a.topology)?;
-    // The daemon reads the same file; give it an absolute path.
-    let topo_arg = if std::path::Path::new(&a.topology).exists() {
-        std::fs::canonicalize(&a.topology)?.display().to_string()
-    } else {
-        a.topology.clone()
-    };
-    let nice = a.host_nice.to_string();
-    crate::pathd::start_daemon(
-        "network",
-        &socket_path(&a.name),
-        &a.name,
-        &["net", "__daemon", &a.name, &topo_arg, &nice],
-    )?;
+    wanperf_net::netd::start(&a.name, &a.topology, a.host_nice)?;
     let p = Plan::new(&t).map_err(|e| anyhow!("{e}"))?;
     if a.json {
         outln!("{}", json!({"event": "net_up", "name": a.name, "plan": plan_json(&t, &p)}));
@@ -666,118 +336,18 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `net __daemon NAME TOPOLOGY NICE`: owns one network until asked to stop.
-pub fn daemon(name: &str, topology: &str, nice: i32) -> Result<ExitCode> {
-    use crate::pathd::{report, Answer};
-    wanperf_sys::new_session();
-    let t = match load(topology) {
-        Ok(t) => t,
-        Err(e) => {
-            report(&format!("error: {e:#}"));
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    let session = match Session::start(&t, nice, None) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            report(&format!("error: {e:#}"));
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    let started = Instant::now();
-    let cell = std::cell::RefCell::new(session);
-    let listening = crate::pathd::serve_requests(
-        &socket_path(name),
-        || {
-            if let Some(s) = cell.borrow_mut().as_mut() {
-                s.tick();
-            }
-        },
-        |req| {
-            let mut guard = cell.borrow_mut();
-            let Some(s) = guard.as_mut() else { return Answer::Last(json!({ "error": "stopped" })) };
-            match req["op"].as_str() {
-                Some("info") => {
-                    let fds: Vec<i32> = (0..t.nodes.len()).map(|i| s.net.ns_fd(i)).collect();
-                    Answer::Reply(json!({"name": name, "pid": std::process::id(), "fds": fds, "nice": nice,
-                           "host_cpus": s.net.host_cpus(),
-                           "uptime_s": started.elapsed().as_secs_f64(), "plan": plan_json(&t, s.net.plan()),
-                           "nodes": t.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>(),
-                           "env": (0..t.nodes.len()).map(|i| s.net.env(i)).collect::<Vec<_>>()}))
-                }
-                Some("stats") => Answer::Reply(json!({ "links": s.net.stats(), "export": s.net.export_stats() })),
-                Some("set") => Answer::Reply(set_link(&mut s.net, req)),
-                Some("down") => {
-                    // Commands started with `net exec` would keep the nodes' namespaces (and
-                    // themselves) alive after the network is gone: they end with it.
-                    let fds: Vec<i32> = (0..t.nodes.len()).map(|i| s.net.ns_fd(i)).collect();
-                    wanperf_emu::netns::end_processes_in(&fds, Duration::from_secs(2));
-                    let (stats, export) = guard.take().map(Session::stop).unwrap_or_default();
-                    Answer::Last(json!({ "links": stats, "export": export }))
-                }
-                _ => Answer::Reply(json!({ "error": "unknown request" })),
-            }
-        },
-    )?;
-    if let Some(s) = cell.into_inner() {
-        drop(s.stop());
-    }
-    Ok(if listening { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-}
-
-/// Applies `net set` options in the daemon; the reply is the link's new configuration.
-fn set_link(net: &mut Network, req: &Value) -> Value {
-    let t = net.topology();
-    let link_name = req["link"].as_str().unwrap_or("");
-    let Some(li) = t.link(link_name) else {
-        let names: Vec<&str> = t.links.iter().map(|l| l.name.as_str()).collect();
-        return json!({"error": format!("no link `{link_name}` (links: {})", names.join(", "))});
-    };
-    let (mut ab, mut ba) = net.link_config(li).cloned().expect("link exists");
-    let mut cost = None;
-    for o in req["options"].as_array().into_iter().flatten() {
-        let o = o.as_str().unwrap_or("");
-        let Some((k, v)) = o.split_once('=') else {
-            return json!({"error": format!("`{o}`: write KEY=VALUE")});
-        };
-        if k == "cost" {
-            match v.parse::<u32>() {
-                Ok(c) if (1..=1_000_000).contains(&c) => cost = Some(c),
-                _ => return json!({"error": format!("`cost` must be an integer in 1–1000000, not `{v}`")}),
-            }
-            continue;
-        }
-        let values: Vec<String> =
-            if k.starts_with("priority") { v.split(';').map(str::to_string).collect() } else { vec![v.to_string()] };
-        if let Err(e) = wanperf_net::linkopts::apply(&mut ab, &mut ba, k, &values, &|f| read_file(f)) {
-            return json!({"error": e});
-        }
-    }
-    let link_name = link_name.to_string();
-    net.set(li, ab.clone(), ba.clone());
-    let mut reply = json!({"link": link_name, "ab": ab, "ba": ba});
-    if let Some(c) = cost {
-        match net.set_cost(li, c) {
-            Ok(n) => reply["routes_changed"] = json!(n),
-            Err(e) => return json!({"error": format!("re-routing: {e}")}),
-        }
-    }
-    reply
-}
-
 /// `net set`.
 pub fn set(a: SetArgs) -> Result<ExitCode> {
-    let v = request(&a.name, json!({"op": "set", "link": a.link, "options": a.options}))?;
+    let r: SetReply =
+        Kind::Network.ask(&a.name, &Request::Set { link: a.link.clone(), options: a.options.clone() })?;
     if a.json {
         outln!(
             "{}",
-            json!({"event": "net_set", "link": v["link"], "ab": v["ab"], "ba": v["ba"], "routes_changed": v["routes_changed"]})
+            json!({"event": "net_set", "link": r.link, "ab": r.ab, "ba": r.ba, "routes_changed": r.routes_changed})
         );
     } else {
-        let ab: wanperf_emu::config::DirConfig = serde_json::from_value(v["ab"].clone())?;
-        let ba: wanperf_emu::config::DirConfig = serde_json::from_value(v["ba"].clone())?;
-        outln!("link {}: a → b {}; b → a {}", a.link, describe_dir(&ab), describe_dir(&ba));
-        if let Some(n) = v["routes_changed"].as_u64() {
+        outln!("link {}: a → b {}; b → a {}", a.link, describe_dir(&r.ab), describe_dir(&r.ba));
+        if let Some(n) = r.routes_changed {
             outln!("routes recomputed: {n} changed");
         }
     }
@@ -786,80 +356,53 @@ pub fn set(a: SetArgs) -> Result<ExitCode> {
 
 /// `net exec NAME NODE -- CMD`: runs CMD inside the node (replacing this process).
 pub fn exec(a: ExecArgs) -> Result<ExitCode> {
-    let info = request(&a.name, json!({"op": "info"}))?;
-    let nodes: Vec<String> = serde_json::from_value(info["nodes"].clone()).unwrap_or_default();
-    let node = nodes
-        .iter()
-        .position(|n| *n == a.node)
-        .ok_or_else(|| anyhow!("no node `{}` in network `{}` (nodes: {})", a.node, a.name, nodes.join(", ")))?;
-    let pid = info["pid"].as_u64().ok_or_else(|| anyhow!("bad answer from the network daemon"))?;
-    let fd = info["fds"][node].as_i64().unwrap_or(-1);
-    crate::pathd::join_namespaces(pid, fd)?;
-    wanperf_emu::path::renice(info["nice"].as_i64().unwrap_or(0) as i32)
-        .context("cannot lower the command's priority")?;
-    crate::pathd::pin_host(&info)?;
+    let info: NetInfo = Kind::Network.ask(&a.name, &Request::Info)?;
+    let node = info.nodes.iter().position(|n| *n == a.node).ok_or_else(|| {
+        anyhow!("no node `{}` in network `{}` (nodes: {})", a.node, a.name, info.nodes.join(", "))
+    })?;
+    wanperf_net::daemon::join(info.pid, info.fds[node], info.nice, &info.host_cpus)?;
     // The same environment `net run` gives.
-    let env: Vec<(String, String)> = serde_json::from_value(info["env"][node].clone()).unwrap_or_default();
-    let mut c = Command::new(&a.cmd[0]);
-    c.args(&a.cmd[1..]).envs(env);
-    let err = c.exec();
+    let env = info.env.get(node).cloned().unwrap_or_default();
+    let err = Command::new(&a.cmd[0]).args(&a.cmd[1..]).envs(env).exec();
     bail!("cannot run `{}`: {err}", a.cmd[0])
 }
 
-fn print_reply_stats(name: &str, v: &Value, link: Option<&str>, json_out: bool) -> Result<()> {
-    let mut stats: Vec<LinkStats> =
-        serde_json::from_value(v["links"].clone()).context("bad counters from the daemon")?;
+fn print_reply_stats(name: &str, r: StatsReply, link: Option<&str>, json_out: bool) -> Result<()> {
+    let mut stats = r.links;
     if let Some(l) = link {
         stats.retain(|s| s.name == l);
         if stats.is_empty() {
             bail!("no link `{l}` in network `{name}`");
         }
     }
-    if json_out {
-        let behind = wanperf_emu::fabric::fell_behind(&stats);
-        outln!(
-            "{}",
-            json!({"event": "net_stats", "name": name, "links": stats, "export": v["export"], "fell_behind": behind})
-        );
-    } else {
-        for s in &stats {
-            for (dir, d) in [("a → b", &s.ab), ("b → a", &s.ba)] {
-                outln!("{:<20} {dir}: {}", s.name, dir_counters(d));
-            }
-        }
-        if let Some(b) = wanperf_emu::fabric::fell_behind(&stats) {
-            outln!("{}", crate::counters::behind_warning(&b, ["a → b", "b → a"]));
-        }
-    }
+    print_links(name, &stats, r.export.as_ref(), json_out, &mut std::io::stdout());
     Ok(())
 }
 
 /// `net stats`.
 pub fn stats(a: StatsArgs) -> Result<ExitCode> {
-    let v = request(&a.name, json!({"op": "stats"}))?;
-    print_reply_stats(&a.name, &v, a.link.as_deref(), a.json)?;
+    let r: StatsReply = Kind::Network.ask(&a.name, &Request::Stats)?;
+    print_reply_stats(&a.name, r, a.link.as_deref(), a.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `net down`.
 pub fn down(a: NameArgs) -> Result<ExitCode> {
-    let v = request(&a.name, json!({"op": "down"}))?;
-    print_reply_stats(&a.name, &v, None, a.json)?;
-    let until = Instant::now() + Duration::from_secs(5);
-    while socket_path(&a.name).exists() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let r: StatsReply = Kind::Network.ask(&a.name, &Request::Down)?;
+    print_reply_stats(&a.name, r, None, a.json)?;
+    Kind::Network.wait_gone(&a.name)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `net list`.
 pub fn list(json_out: bool) -> Result<ExitCode> {
-    let rows: Vec<Value> = crate::pathd::live_daemons(&runtime_dir(), "network")
+    let rows: Vec<Value> = Kind::Network
+        .live::<NetInfo>()
         .into_iter()
         .map(|info| {
-            json!({"name": info["name"], "pid": info["pid"], "uptime_s": info["uptime_s"],
-                   "nodes": info["nodes"].as_array().map_or(0, Vec::len),
-                   "links": info["plan"]["links"].as_array().map_or(0, Vec::len)})
+            json!({"name": info.name, "pid": info.pid, "uptime_s": info.uptime_s,
+                   "nodes": info.nodes.len(),
+                   "links": info.plan["links"].as_array().map_or(0, Vec::len)})
         })
         .collect();
     if json_out {

@@ -1,16 +1,18 @@
 //! `wanperf path`: the emulated wide-area path.
 
-use crate::child::{exit_code, stop_child, wait_child, wait_listening};
-use crate::INTERRUPTED;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
+use serde_json::json;
+use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use wanperf_net::child::{exit_code, on_path, stop_child, wait_child, wait_listening};
+use wanperf_net::daemon::{Kind, Request};
+use wanperf_net::pathd::{PathInfo, StatsReply};
+use wanperf_net::show::{print_export, print_path_stats};
 use wanperf_emu::config::{
     parse_delay, parse_link_rate, Aqm, LossModel, PolicerConfig, QueueLimit, Rate, Selector, Trace,
 };
-use wanperf_emu::path::{Host, PathConfig, PathStats};
+use wanperf_emu::path::{Host, PathConfig};
 use wanperf_emu::presets;
 use wanperf_net::path::Path;
 use wanperf_proto::units::{fmt_bytes, fmt_rate};
@@ -23,11 +25,11 @@ pub enum PathCmd {
     /// Start a named path that stays up until `path down` (for running many commands).
     Up(UpArgs),
     /// Run a command on a host of a named path: `path exec NAME left|right -- CMD`.
-    Exec(crate::pathd::ExecArgs),
+    Exec(ExecArgs),
     /// Print a named path's counters so far.
-    Stats(crate::pathd::NameArgs),
+    Stats(NameArgs),
     /// Stop a named path and print its counters.
-    Down(crate::pathd::NameArgs),
+    Down(NameArgs),
     /// List the named paths that are up.
     List {
         /// JSON output.
@@ -279,56 +281,6 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
     Ok(cfg)
 }
 
-/// The command line that runs `argv` contained: as init of its own PID namespace, under a
-/// `wanperf __contain` that dies with this process. When either goes, the kernel kills every
-/// process the command started, so a killed `path run` leaves nothing behind.
-pub(crate) fn contained(path: &Path, host: Host, argv: &[String]) -> Result<std::process::Command> {
-    let exe = std::env::current_exe().context("cannot find the wanperf executable")?;
-    let mut c = path.command(host, &exe.display().to_string());
-    c.arg("__contain").arg("--").args(argv);
-    Ok(c)
-}
-
-/// `wanperf __contain -- CMD`: runs CMD as PID 1 of a new PID namespace and passes on its
-/// exit status; SIGTERM/SIGINT are forwarded, and after 2 s turn into SIGKILL.
-pub fn contain(cmd: &[String]) -> Result<ExitCode> {
-    wanperf_sys::unshare_pid_namespace().context("cannot create a PID namespace")?;
-    let mut c = std::process::Command::new(&cmd[0]);
-    c.args(&cmd[1..]);
-    wanperf_sys::die_with_parent(&mut c);
-    let mut child = c.spawn().with_context(|| format!("cannot run `{}`", cmd[0]))?;
-    let mut term_at: Option<Instant> = None;
-    loop {
-        if let Some(st) = child.try_wait()? {
-            return Ok(exit_code(&st));
-        }
-        if INTERRUPTED.load(Ordering::Acquire) {
-            match term_at {
-                None => {
-                    let _ = wanperf_sys::terminate(child.id());
-                    term_at = Some(Instant::now());
-                }
-                Some(t) if t.elapsed() > Duration::from_secs(1) => {
-                    let _ = child.kill();
-                }
-                _ => {}
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn print_stats(s: &PathStats, json: bool) {
-    if json {
-        eprintln!(
-            "{}",
-            serde_json::json!({"event": "path", "stats": s, "fell_behind": crate::counters::path_behind(s)})
-        );
-    } else {
-        crate::counters::print_stats_to(s, &mut std::io::stderr());
-    }
-}
-
 /// `wanperf path run`.
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let cfg = config_from(&a.link)?;
@@ -349,7 +301,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let path = Path::start_exporting(&cfg, log, export)?;
     let mut right = match &a.right {
         Some(cmd) => {
-            let mut c = contained(&path, Host::Right, &["sh".to_string(), "-c".to_string(), cmd.clone()])?;
+            let mut c = on_path(&path, Host::Right, &["sh".to_string(), "-c".to_string(), cmd.clone()])?;
             // Keep CMD's standard output its own: what the right command prints goes to stderr.
             if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
                 c.stdout(std::process::Stdio::from(fd));
@@ -359,39 +311,22 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         None => None,
     };
     wait_listening(right.as_mut_slice(), right_wait);
-    let mut left = contained(&path, Host::Left, &a.cmd)?;
+    let mut left = on_path(&path, Host::Left, &a.cmd)?;
     let status = match left.spawn() {
         Ok(mut child) => wait_child(&mut child, None),
         Err(e) => {
             right.iter_mut().for_each(stop_child);
             let (stats, export) = path.finish();
-            print_stats(&stats, a.json);
-            print_export(export.as_ref(), a.json);
+            print_path_stats(&stats, a.json, &mut std::io::stderr());
+            print_export(export.as_ref(), a.json, &mut std::io::stderr());
             bail!("cannot run `{}` on the left host: {e}", a.cmd[0]);
         }
     };
     right.iter_mut().for_each(stop_child);
     let (stats, export) = path.finish();
-    print_stats(&stats, a.json);
-    print_export(export.as_ref(), a.json);
+    print_path_stats(&stats, a.json, &mut std::io::stderr());
+    print_export(export.as_ref(), a.json, &mut std::io::stderr());
     Ok(status.map_or(ExitCode::from(130), |st| exit_code(&st)))
-}
-
-/// What the flow exporter sent, on stderr.
-fn print_export(e: Option<&wanperf_net::export::ExportStats>, json: bool) {
-    let Some(e) = e else { return };
-    if json {
-        eprintln!("{}", serde_json::json!({"event": "flow_export", "export": e}));
-    } else {
-        eprintln!(
-            "flow export: {} records ({} pkts, {} B) in {} messages{}",
-            e.records,
-            e.packets,
-            e.bytes,
-            e.messages,
-            if e.send_errors > 0 { format!("; {} sends failed", e.send_errors) } else { String::new() }
-        );
-    }
 }
 
 /// `path up`.
@@ -405,14 +340,9 @@ pub struct UpArgs {
 
 /// `wanperf path up NAME`: starts the daemon and waits until the path is ready.
 pub fn up(a: UpArgs) -> Result<ExitCode> {
-    crate::pathd::check_name(&a.name)?;
+    Kind::Path.check_name(&a.name)?;
     let cfg = config_from(&a.link)?;
-    crate::pathd::start_daemon(
-        "path",
-        &crate::pathd::socket_path(&a.name),
-        &a.name,
-        &["path", "__daemon", &a.name, &serde_json::to_string(&cfg)?],
-    )?;
+    wanperf_net::pathd::start(&a.name, &cfg)?;
     outln!("path `{}` is up: left 198.18.0.1, right 198.18.0.2 (`wanperf path exec {} left -- CMD`)", a.name, a.name);
     Ok(ExitCode::SUCCESS)
 }
@@ -435,6 +365,77 @@ pub fn list_presets() -> Result<ExitCode> {
             "",
             p.source
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `path exec`.
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    /// Name of the path.
+    name: String,
+    /// Which host: left or right.
+    host: String,
+    /// The command.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    cmd: Vec<String>,
+}
+
+/// `path stats` / `path down`.
+#[derive(Args, Debug)]
+pub struct NameArgs {
+    /// Name of the path.
+    name: String,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `wanperf path exec NAME left|right -- CMD`: runs CMD inside the host (replacing this
+/// process), with WANPERF_PEER set to the other host.
+pub fn exec(a: ExecArgs) -> Result<ExitCode> {
+    let host = match a.host.as_str() {
+        "left" => Host::Left,
+        "right" => Host::Right,
+        other => bail!("`{other}` is not a host: left or right"),
+    };
+    let info: PathInfo = Kind::Path.ask(&a.name, &Request::Info)?;
+    wanperf_net::daemon::join(info.pid, info.fd(host), info.config.host_nice, &info.host_cpus)?;
+    let err = std::process::Command::new(&a.cmd[0])
+        .args(&a.cmd[1..])
+        .env("WANPERF_PEER", host.peer().to_string())
+        .env("WANPERF_SELF", host.addr().to_string())
+        .exec();
+    bail!("cannot run `{}`: {err}", a.cmd[0])
+}
+
+/// `wanperf path stats NAME`.
+pub fn stats(a: NameArgs) -> Result<ExitCode> {
+    let r: StatsReply = Kind::Path.ask(&a.name, &Request::Stats)?;
+    print_path_stats(&r.stats, a.json, &mut std::io::stdout());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wanperf path down NAME`.
+pub fn down(a: NameArgs) -> Result<ExitCode> {
+    let r: StatsReply = Kind::Path.ask(&a.name, &Request::Down)?;
+    print_path_stats(&r.stats, a.json, &mut std::io::stdout());
+    Kind::Path.wait_gone(&a.name)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wanperf path list`.
+pub fn list(json: bool) -> Result<ExitCode> {
+    let rows = Kind::Path.live::<PathInfo>();
+    if json {
+        outln!("{}", json!({"event": "paths", "paths": rows}));
+    } else if rows.is_empty() {
+        outln!("no paths are up");
+    } else {
+        for r in rows {
+            let rtt = (r.config.up.delay_ns + r.config.down.delay_ns) as f64 / 1e6;
+            outln!("{:<20} RTT {rtt:.1} ms, up {:.0} s", r.name, r.uptime_s);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

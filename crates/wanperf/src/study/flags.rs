@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use wanperf_study::spec::{CellPlan, Flags, Study, StudyError};
+use wanperf_study::spec::{Flags, Study, StudyError};
 
 #[derive(Parser, Debug)]
 #[command(name = "wanperf", no_binary_name = true)]
@@ -57,9 +57,9 @@ pub fn parse(text: &str) -> Result<Study, StudyError> {
     Study::parse(text, &CliFlags)
 }
 
-/// A cell's emulated path.
-pub fn link_config(study: &Study, cell: &CellPlan) -> Result<wanperf_emu::path::PathConfig> {
-    let cli = LinkCli::try_parse_from(study.link_argv(cell)).map_err(|e| anyhow::anyhow!(clap_line(&e)))?;
+/// The emulated path of a cell's link flags (`Study::link_argv`).
+pub fn path_config(link_argv: &[String]) -> Result<wanperf_emu::path::PathConfig> {
+    let cli = LinkCli::try_parse_from(link_argv).map_err(|e| anyhow::anyhow!(clap_line(&e)))?;
     crate::path::config_from(&cli.link)
 }
 
@@ -144,7 +144,7 @@ pause = "1s"
         let args = s.link_argv(c);
         assert_eq!(args[..2], ["--preset".to_string(), "slac-cern-2000".to_string()]);
         assert!(args.contains(&"--queue".to_string()));
-        let cfg = link_config(&s, c).unwrap();
+        let cfg = path_config(&s.link_argv(c)).unwrap();
         assert!(cfg.up.delay_ns > 0);
         assert!(s.params(c)["queue"].is_number());
     }

@@ -1,7 +1,7 @@
 //! The data a copy study copies: files the runner makes for each cell in a directory of its
 //! own, removed with it.
 
-use super::spec::{Content, DataSpec};
+use crate::spec::{Content, DataSpec};
 use anyhow::{Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};

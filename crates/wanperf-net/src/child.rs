@@ -1,14 +1,15 @@
 //! Child processes the commands start: when one is ready (one rule everywhere: it holds a
 //! listening socket), waiting for one, and stopping one.
+//! Also the containment every measured command runs under (`wanperf __contain`).
 
-use crate::INTERRUPTED;
+use wanperf_sys::INTERRUPTED;
 use anyhow::{bail, Result};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ExitCode, ExitStatus};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use wanperf_net::listen;
+use crate::listen;
 
 /// Whether `c` is ready: it listens (it or a descendant holds a TCP listener or a bound UDP
 /// socket, read from /proc — see [`listen::held_by`]).
@@ -18,7 +19,7 @@ fn listening(c: &Child) -> bool {
 
 /// Waits until each command listens, or has ended, or `most_s` seconds have passed, or
 /// Ctrl-C.
-pub(crate) fn wait_listening(commands: &mut [Child], most_s: f64) {
+pub fn wait_listening(commands: &mut [Child], most_s: f64) {
     let until = Instant::now() + Duration::from_secs_f64(most_s.max(0.0));
     let ready = |c: &mut Child| !matches!(c.try_wait(), Ok(None)) || listening(c);
     while !commands.iter_mut().all(ready) && Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
@@ -29,7 +30,7 @@ pub(crate) fn wait_listening(commands: &mut [Child], most_s: f64) {
 /// Waits (at most `most_s` seconds) until the server `c` listens. Its piped output is drained
 /// from now on (so it never blocks on a full pipe), and if it ends or never listens, the error
 /// names `what` and the last line it wrote.
-pub(crate) fn wait_ready(c: &mut Child, what: &str, most_s: f64) -> Result<()> {
+pub fn wait_ready(c: &mut Child, what: &str, most_s: f64) -> Result<()> {
     let last = Arc::new(Mutex::new(String::new()));
     let outs: [Option<Box<dyn Read + Send>>; 2] = [
         c.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>),
@@ -61,14 +62,14 @@ pub(crate) fn wait_ready(c: &mut Child, what: &str, most_s: f64) -> Result<()> {
 }
 
 /// A child's exit status as our own exit code (128 + N for signal N, as shells do).
-pub(crate) fn exit_code(st: &ExitStatus) -> ExitCode {
+pub fn exit_code(st: &ExitStatus) -> ExitCode {
     let code = st.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(st).unwrap_or(0));
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
 /// Waits for `c` to exit; on Ctrl-C or at `deadline` stops it (see [`stop_child`]) and
 /// returns `None`.
-pub(crate) fn wait_child(c: &mut Child, deadline: Option<Instant>) -> Option<ExitStatus> {
+pub fn wait_child(c: &mut Child, deadline: Option<Instant>) -> Option<ExitStatus> {
     loop {
         match c.try_wait() {
             Ok(Some(st)) => return Some(st),
@@ -84,7 +85,7 @@ pub(crate) fn wait_child(c: &mut Child, deadline: Option<Instant>) -> Option<Exi
 }
 
 /// Stops `c`: SIGTERM, then after 3 s SIGKILL; reaps it.
-pub(crate) fn stop_child(c: &mut Child) {
+pub fn stop_child(c: &mut Child) {
     if matches!(c.try_wait(), Ok(None)) {
         let _ = wanperf_sys::terminate(c.id());
         let until = Instant::now() + Duration::from_secs(3);
@@ -97,4 +98,60 @@ pub(crate) fn stop_child(c: &mut Child) {
         let _ = c.kill();
     }
     let _ = c.wait();
+}
+
+/// The hidden subcommand of the `wanperf` executable that runs a command contained (see
+/// [`contain`]); the binary routes it here.
+pub const CONTAIN: &str = "__contain";
+
+/// The wanperf executable (to run contained commands and daemons).
+pub fn exe() -> Result<std::path::PathBuf> {
+    std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find the wanperf executable: {e}"))
+}
+
+/// The command line that runs `argv` contained on `host` of `path`: as init of its own PID
+/// namespace, under a `wanperf __contain` that dies with this process. When either goes, the
+/// kernel kills every process the command started, so a killed `path run` leaves nothing
+/// behind.
+pub fn on_path(path: &crate::path::Path, host: wanperf_emu::path::Host, argv: &[String]) -> Result<std::process::Command> {
+    let mut c = path.command(host, &exe()?.display().to_string());
+    c.arg(CONTAIN).arg("--").args(argv);
+    Ok(c)
+}
+
+/// The command line that runs `argv` contained on `node` of `net` (as [`on_path`]).
+pub fn on_node(net: &crate::run::Network, exe: &std::path::Path, node: usize, argv: &[String]) -> std::process::Command {
+    let mut c = std::process::Command::new(exe);
+    net.enter(node, &mut c);
+    c.arg(CONTAIN).arg("--").args(argv);
+    c
+}
+
+/// `wanperf __contain -- CMD`: runs CMD as PID 1 of a new PID namespace and passes on its
+/// exit status; SIGTERM/SIGINT are forwarded, and after 1 s turn into SIGKILL.
+pub fn contain(cmd: &[String]) -> Result<ExitCode> {
+    wanperf_sys::unshare_pid_namespace().map_err(|e| anyhow::anyhow!("cannot create a PID namespace: {e}"))?;
+    let mut c = std::process::Command::new(&cmd[0]);
+    c.args(&cmd[1..]);
+    wanperf_sys::die_with_parent(&mut c);
+    let mut child = c.spawn().map_err(|e| anyhow::anyhow!("cannot run `{}`: {e}", cmd[0]))?;
+    let mut term_at: Option<Instant> = None;
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok(exit_code(&st));
+        }
+        if INTERRUPTED.load(Ordering::Acquire) {
+            match term_at {
+                None => {
+                    let _ = wanperf_sys::terminate(child.id());
+                    term_at = Some(Instant::now());
+                }
+                Some(t) if t.elapsed() > Duration::from_secs(1) => {
+                    let _ = child.kill();
+                }
+                _ => {}
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }

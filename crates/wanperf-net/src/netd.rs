@@ -1,0 +1,301 @@
+//! A running network with its cross traffic ([`Session`]), and the daemon that owns a named
+//! network (`wanperf net up NAME`) with its replies.
+
+use crate::child::{on_node, stop_child, wait_ready};
+use crate::daemon::{self, Answer, Kind, Request};
+use crate::export::ExportStats;
+use crate::run::{Network, Options};
+use crate::topo::{Topology, Traffic};
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+use wanperf_emu::config::DirConfig;
+use wanperf_emu::fabric::LinkStats;
+
+fn read_file(p: &str) -> Result<String, String> {
+    std::fs::read_to_string(p).map_err(|e| e.to_string())
+}
+
+/// Loads a topology file, or a preset by name. Errors are one line with the file and line.
+pub fn load(arg: &str) -> Result<Topology> {
+    let path = std::path::Path::new(arg);
+    let (text, label) = if path.exists() {
+        (std::fs::read_to_string(path).with_context(|| format!("cannot read {arg}"))?, arg.to_string())
+    } else if let Some(p) = crate::presets::find(arg) {
+        (p.toml, format!("preset {arg}"))
+    } else {
+        let names: Vec<String> = crate::presets::all().into_iter().map(|p| p.name).collect();
+        bail!("{arg}: no such file, and no preset of that name (presets: {})", names.join(", "));
+    };
+    // Trace files are relative to the topology file.
+    let base = path.parent().map(|p| p.to_path_buf()).unwrap_or_default();
+    let read = move |f: &str| read_file(&base.join(f).display().to_string());
+    Topology::parse(&text, &read).map_err(|e| anyhow!("{label}: {e}"))
+}
+
+/// The index of node `name`, or an error listing the nodes.
+pub fn node_of(t: &Topology, name: &str) -> Result<usize> {
+    t.node(name).ok_or_else(|| {
+        let names: Vec<&str> = t.nodes.iter().map(|n| n.name.as_str()).collect();
+        anyhow!("no node `{name}` in {} (nodes: {})", t.name, names.join(", "))
+    })
+}
+
+/// The hosts' scheduling priority must be 0–19.
+pub fn check_nice(n: i32) -> Result<()> {
+    if !(0..=19).contains(&n) {
+        bail!("--host-nice must be between 0 and 19");
+    }
+    Ok(())
+}
+
+/// A running network with its cross-traffic processes.
+pub struct Session {
+    net: Network,
+    started: Instant,
+    /// The `wanperf serve` of every host that receives TCP cross traffic.
+    servers: Vec<Child>,
+    /// Per TCP traffic entry: its index in the topology, its `tput` while it runs, and
+    /// whether it has run.
+    flows: Vec<(usize, Option<Child>, bool)>,
+    exe: PathBuf,
+}
+
+impl Session {
+    /// Starts the network and a `wanperf serve` on every host that receives TCP cross traffic;
+    /// the cross traffic starts as [`Session::tick`] finds it due.
+    pub fn start(t: &Topology, nice: i32, log: Option<Box<dyn Write + Send>>) -> Result<Session> {
+        let net = Network::start(t, &Options { host_nice: nice }, log)?;
+        let exe = crate::child::exe()?;
+        let mut s = Session { net, started: Instant::now(), servers: Vec::new(), flows: Vec::new(), exe };
+        // One `wanperf serve` on every host that receives TCP cross traffic, before anything runs.
+        let mut receivers: Vec<usize> =
+            t.traffic.iter().filter_map(|x| if let Traffic::Tcp { to, .. } = x { Some(*to) } else { None }).collect();
+        receivers.sort_unstable();
+        receivers.dedup();
+        for to in receivers {
+            let exe = s.exe.display().to_string();
+            let argv: Vec<String> = [exe.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"]
+                .map(String::from)
+                .to_vec();
+            let mut c = s.contained(to, &argv);
+            c.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
+            let mut child = c.spawn().context("cannot start the cross-traffic server")?;
+            wait_ready(&mut child, "the cross-traffic server", 10.0)?;
+            s.servers.push(child);
+        }
+        for (i, x) in t.traffic.iter().enumerate() {
+            if matches!(x, Traffic::Tcp { .. }) {
+                s.flows.push((i, None, false));
+            }
+        }
+        s.started = Instant::now();
+        Ok(s)
+    }
+
+    /// A command that runs `argv` contained on `node`.
+    pub fn contained(&self, node: usize, argv: &[String]) -> Command {
+        on_node(&self.net, &self.exe, node, argv)
+    }
+
+    /// The running network.
+    pub fn net(&self) -> &Network {
+        &self.net
+    }
+
+    /// Starts the TCP cross traffic that is due and reaps what has ended.
+    pub fn tick(&mut self) {
+        let now = self.started.elapsed().as_nanos() as u64;
+        let Session { net, flows, exe, .. } = self;
+        for (i, child, done) in flows.iter_mut() {
+            let Traffic::Tcp { from, to, flows, rate_bps, start_ns, stop_ns, .. } = net.topology().traffic[*i] else {
+                continue;
+            };
+            if let Some(c) = child.as_mut() {
+                if matches!(c.try_wait(), Ok(Some(_))) {
+                    *child = None;
+                    *done = true;
+                }
+                continue;
+            }
+            if *done || now < start_ns {
+                continue;
+            }
+            let secs = (stop_ns.unwrap_or(start_ns + 3_600_000_000_000) - start_ns) as f64 / 1e9;
+            let addr = net.plan().addr_of(to).expect("hosts have addresses").to_string();
+            let argv: Vec<String> = vec![
+                exe.display().to_string(),
+                "tput".into(),
+                addr,
+                "-p".into(),
+                "5301".into(),
+                "-P".into(),
+                flows.to_string(),
+                "-t".into(),
+                format!("{secs:.3}"),
+                "--json".into(),
+            ];
+            let argv: Vec<String> = match rate_bps {
+                Some(b) => argv.into_iter().chain(["-b".to_string(), b.to_string()]).collect(),
+                None => argv,
+            };
+            let mut c = on_node(net, exe, from, &argv);
+            c.stdout(Stdio::null()).stderr(Stdio::null()).stdin(Stdio::null());
+            match c.spawn() {
+                Ok(ch) => *child = Some(ch),
+                Err(_) => *done = true,
+            }
+        }
+    }
+
+    /// Stops the cross traffic and the network; the links' counters and the flow export's.
+    pub fn stop(mut self) -> (Vec<LinkStats>, Option<ExportStats>) {
+        for (_, c, _) in &mut self.flows {
+            if let Some(c) = c.as_mut() {
+                stop_child(c);
+            }
+        }
+        self.servers.iter_mut().for_each(stop_child);
+        self.net.finish()
+    }
+}
+
+
+/// The reply to [`Request::Info`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NetInfo {
+    pub name: String,
+    pub pid: u32,
+    /// Each node's network namespace descriptor in the daemon.
+    pub fds: Vec<i32>,
+    pub nice: i32,
+    pub host_cpus: Vec<usize>,
+    pub uptime_s: f64,
+    /// The plan as `net show --json` prints it.
+    pub plan: Value,
+    pub nodes: Vec<String>,
+    /// Each node's environment (`WANPERF_ADDR_…`), as `net run` gives it.
+    pub env: Vec<Vec<(String, String)>>,
+}
+
+/// The reply to [`Request::Stats`] and [`Request::Down`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StatsReply {
+    pub links: Vec<LinkStats>,
+    pub export: Option<ExportStats>,
+}
+
+/// The reply to [`Request::Set`]: the link's new configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetReply {
+    pub link: String,
+    pub ab: DirConfig,
+    pub ba: DirConfig,
+    /// How many routes changed, when the link's cost was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routes_changed: Option<usize>,
+}
+
+/// Starts the daemon of network `name` on `topology` (a file, made absolute, or a preset).
+pub fn start(name: &str, topology: &str, nice: i32) -> Result<()> {
+    // The daemon reads the same file; give it an absolute path.
+    let topo_arg = if std::path::Path::new(topology).exists() {
+        std::fs::canonicalize(topology)?.display().to_string()
+    } else {
+        topology.to_string()
+    };
+    daemon::start(Kind::Network, name, &["net", "__daemon", name, &topo_arg, &nice.to_string()])
+}
+
+/// `net __daemon NAME TOPOLOGY NICE`: owns one network until asked to stop.
+pub fn run(name: &str, topology: &str, nice: i32) -> Result<ExitCode> {
+    wanperf_sys::new_session();
+    let started = load(topology).and_then(|t| Session::start(&t, nice, None).map(|s| (t, s)));
+    let (t, session) = match started {
+        Ok(x) => x,
+        Err(e) => {
+            daemon::report(&format!("error: {e:#}"));
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let started = Instant::now();
+    let cell = std::cell::RefCell::new(Some(session));
+    let listening = daemon::serve(
+        &Kind::Network.socket(name)?,
+        || {
+            if let Some(s) = cell.borrow_mut().as_mut() {
+                s.tick();
+            }
+        },
+        |req| {
+            let mut guard = cell.borrow_mut();
+            let Some(s) = guard.as_mut() else { return Answer::Last(serde_json::json!({ "error": "stopped" })) };
+            match req {
+                Request::Info => Answer::reply(&NetInfo {
+                    name: name.to_string(),
+                    pid: std::process::id(),
+                    fds: (0..t.nodes.len()).map(|i| s.net.ns_fd(i)).collect(),
+                    nice,
+                    host_cpus: s.net.host_cpus().to_vec(),
+                    uptime_s: started.elapsed().as_secs_f64(),
+                    plan: crate::show::plan_json(&t, s.net.plan()),
+                    nodes: t.nodes.iter().map(|n| n.name.clone()).collect(),
+                    env: (0..t.nodes.len()).map(|i| s.net.env(i)).collect(),
+                }),
+                Request::Stats => Answer::reply(&StatsReply { links: s.net.stats(), export: s.net.export_stats() }),
+                Request::Set { link, options } => match set_link(&mut s.net, link, options) {
+                    Ok(r) => Answer::reply(&r),
+                    Err(e) => Answer::error(&e),
+                },
+                Request::Down => {
+                    // Commands started with `net exec` would keep the nodes' namespaces (and
+                    // themselves) alive after the network is gone: they end with it.
+                    let fds: Vec<i32> = (0..t.nodes.len()).map(|i| s.net.ns_fd(i)).collect();
+                    wanperf_emu::netns::end_processes_in(&fds, Duration::from_secs(2));
+                    let (links, export) = guard.take().map(Session::stop).unwrap_or_default();
+                    Answer::last(&StatsReply { links, export })
+                }
+            }
+        },
+    )?;
+    if let Some(s) = cell.into_inner() {
+        drop(s.stop());
+    }
+    Ok(if listening { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Applies `net set` options (`KEY=VALUE`) to link `link_name`.
+fn set_link(net: &mut Network, link_name: &str, options: &[String]) -> Result<SetReply, String> {
+    let t = net.topology();
+    let Some(li) = t.link(link_name) else {
+        let names: Vec<&str> = t.links.iter().map(|l| l.name.as_str()).collect();
+        return Err(format!("no link `{link_name}` (links: {})", names.join(", ")));
+    };
+    let (mut ab, mut ba) = net.link_config(li).cloned().expect("link exists");
+    let mut cost = None;
+    for o in options {
+        let Some((k, v)) = o.split_once('=') else {
+            return Err(format!("`{o}`: write KEY=VALUE"));
+        };
+        if k == "cost" {
+            match v.parse::<u32>() {
+                Ok(c) if (1..=1_000_000).contains(&c) => cost = Some(c),
+                _ => return Err(format!("`cost` must be an integer in 1–1000000, not `{v}`")),
+            }
+            continue;
+        }
+        let values: Vec<String> =
+            if k.starts_with("priority") { v.split(';').map(str::to_string).collect() } else { vec![v.to_string()] };
+        crate::linkopts::apply(&mut ab, &mut ba, k, &values, &|f| read_file(f))?;
+    }
+    net.set(li, ab.clone(), ba.clone());
+    let routes_changed = match cost {
+        Some(c) => Some(net.set_cost(li, c).map_err(|e| format!("re-routing: {e}"))?),
+        None => None,
+    };
+    Ok(SetReply { link: link_name.to_string(), ab, ba, routes_changed })
+}

@@ -1,0 +1,267 @@
+//! What the `path` and `net` commands print: plans, link settings and the emulator's
+//! counters, as text and as JSON, and the warning when the emulator fell behind.
+
+use crate::export::ExportStats;
+use crate::plan::Plan;
+use crate::topo::Topology;
+use serde_json::{json, Value};
+use std::io::Write;
+use wanperf_emu::fabric::LinkStats;
+use wanperf_emu::path::PathStats;
+use wanperf_proto::units::{fmt_bytes, fmt_rate};
+
+/// Where the path's emulator fell behind its schedule, if it did.
+pub fn path_behind(s: &PathStats) -> Option<wanperf_emu::fabric::Behind> {
+    let link = wanperf_emu::fabric::LinkStats { name: "the path".into(), ab: s.up.clone(), ba: s.down.clone() };
+    wanperf_emu::fabric::fell_behind(std::slice::from_ref(&link))
+}
+
+/// The warning printed under the counters when the emulator fell behind (`dirs`: the names
+/// of the link's two directions).
+pub fn behind_warning(b: &wanperf_emu::fabric::Behind, dirs: [&str; 2]) -> String {
+    format!(
+        "warning: the emulator fell behind its schedule on {} ({}): 1 % of the packets left {:.1} ms or more late. \
+         The offered packet rate exceeded what this machine emulates, or other work took the emulator's CPU: \
+         what was measured through it is slower than the configured network (docs/emulator.md, \"Packet-rate ceiling\")",
+        b.link,
+        dirs[b.dir.min(1)],
+        b.p99_us / 1000.0
+    )
+}
+
+/// The counters as a readable table.
+pub fn print_stats_to(s: &PathStats, out: &mut dyn std::io::Write) {
+    let _ = writeln!(out, "path counters:");
+    for (name, d) in [("left → right", &s.up), ("right → left", &s.down)] {
+        for (class, c) in &d.classes {
+            if c.packets_in == 0 {
+                continue;
+            }
+            let mean = if c.dequeued > 0 { c.sum_queue_delay_ns as f64 / c.dequeued as f64 / 1e6 } else { 0.0 };
+            let _ = writeln!(
+                out,
+                "  {name} {class}: {} pkts ({}) in, {} pkts ({}) out; drops: queue {}, aqm {}, policer {}, random {}; remarked {}; queue delay mean {mean:.2} ms, max {:.2} ms",
+                c.packets_in,
+                fmt_bytes(c.bytes_in),
+                c.packets_out,
+                fmt_bytes(c.bytes_out),
+                c.queue_drops,
+                c.aqm_drops,
+                c.policer_drops,
+                c.random_losses,
+                c.remarks,
+                c.max_queue_delay_ns as f64 / 1e6,
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {name} emulator lateness: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            d.lateness.p50_us, d.lateness.p99_us, d.lateness.max_us
+        );
+    }
+    if let Some(b) = path_behind(s) {
+        let _ = writeln!(out, "{}", behind_warning(&b, ["left → right", "right → left"]));
+    }
+}
+
+/// The plan as JSON: nodes with their interfaces, links, routes.
+pub fn plan_json(t: &Topology, p: &Plan) -> Value {
+    let nodes: Vec<Value> = t
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let ifs: Vec<Value> = p
+                .ifaces_of(i)
+                .map(|f| json!({"dev": f.dev, "link": t.links[f.link].name, "ipv4": f.v4, "ipv6": f.v6, "mtu": f.mtu}))
+                .collect();
+            json!({"name": n.name, "kind": if n.is_router() {"router"} else {"host"}, "interfaces": ifs})
+        })
+        .collect();
+    let links: Vec<Value> = t
+        .links
+        .iter()
+        .map(|l| json!({"name": l.name, "a": t.nodes[l.a].name, "b": t.nodes[l.b].name, "ab": l.ab, "ba": l.ba, "mtu": l.mtu, "cost": l.cost}))
+        .collect();
+    let routes: Vec<Value> = p
+        .routes
+        .iter()
+        .map(|r| {
+            let mut v = json!({"node": t.nodes[r.node].name, "dst": format!("{}/{}", r.dst, r.prefix), "via": r.via, "dev": p.ifaces[r.iface].dev});
+            if !r.more.is_empty() {
+                v["ecmp"] = r.more.iter().map(|&(i, via)| json!({"via": via, "dev": p.ifaces[i].dev})).collect();
+            }
+            v
+        })
+        .collect();
+    json!({"name": t.name, "nodes": nodes, "links": links, "routes": routes})
+}
+
+pub fn describe_dir(d: &wanperf_emu::config::DirConfig) -> String {
+    let rate = match &d.rate {
+        wanperf_emu::config::Rate::Unlimited => "unlimited".to_string(),
+        wanperf_emu::config::Rate::Constant(b) => fmt_rate(*b as f64),
+        wanperf_emu::config::Rate::Trace(t) => format!("trace (mean {})", fmt_rate(t.mean_bps())),
+    };
+    format!("{} ms, {rate}", d.delay_ns as f64 / 1e6)
+}
+
+/// The plan as text: a line per node with its addresses, a line per link.
+pub fn print_plan(t: &Topology, p: &Plan, out: &mut dyn Write) {
+    let _ = writeln!(
+        out,
+        "network `{}`: {} hosts, {} routers, {} links",
+        t.name,
+        t.hosts().count(),
+        t.nodes.len() - t.hosts().count(),
+        t.links.len()
+    );
+    for (i, n) in t.nodes.iter().enumerate() {
+        let addrs: Vec<String> =
+            p.ifaces_of(i).map(|f| format!("{} {} ({})", f.dev, f.v4, t.links[f.link].name)).collect();
+        let _ =
+            writeln!(out, "  {:<7} {:<12} {}", if n.is_router() { "router" } else { "host" }, n.name, addrs.join(", "));
+    }
+    for l in &t.links {
+        let _ = writeln!(
+            out,
+            "  link {:<20} {} → {}: {}; {} → {}: {}",
+            l.name,
+            t.nodes[l.a].name,
+            t.nodes[l.b].name,
+            describe_dir(&l.ab),
+            t.nodes[l.b].name,
+            t.nodes[l.a].name,
+            describe_dir(&l.ba)
+        );
+    }
+}
+
+/// One direction's counters as text: packets and bytes, drops by cause, queue delay, the
+/// busiest second and the last one, cross traffic, and how late the emulator sent packets
+/// past their due time (a network that is late by a millisecond is not the one configured).
+pub fn dir_counters(d: &wanperf_emu::fabric::DirStats) -> String {
+    let served = d.total(|c| c.dequeued);
+    let mean = if served > 0 { d.total(|c| c.sum_queue_delay_ns) as f64 / served as f64 / 1e6 } else { 0.0 };
+    let maxq = d.classes.values().map(|c| c.max_queue_delay_ns).max().unwrap_or(0) as f64 / 1e6;
+    let second = |b: Option<&u64>| fmt_rate(b.copied().unwrap_or(0) as f64 * 8.0);
+    format!(
+        "{} pkts ({}) in, {} out; drops: queue {}, aqm {}, policer {}, random {}; queue delay mean {mean:.2} ms, max {maxq:.2} ms; peak {}, last second {}{}; emulator late p99 {:.0} µs, max {:.0} µs",
+        d.total(|c| c.packets_in),
+        fmt_bytes(d.total(|c| c.bytes_in)),
+        d.total(|c| c.packets_out),
+        d.total(|c| c.queue_drops),
+        d.total(|c| c.aqm_drops),
+        d.total(|c| c.policer_drops),
+        d.total(|c| c.random_losses),
+        second(d.per_second_bytes.iter().max()),
+        second(d.per_second_bytes.last()),
+        if d.injected > 0 { format!("; {} cross-traffic pkts", d.injected) } else { String::new() },
+        d.lateness.p99_us,
+        d.lateness.max_us,
+    )
+}
+
+pub fn print_stats(
+    t: &Topology,
+    (stats, export): &(Vec<LinkStats>, Option<ExportStats>),
+    json_out: bool,
+    out: &mut dyn Write,
+) {
+    if json_out {
+        let behind = wanperf_emu::fabric::fell_behind(stats);
+        let _ =
+            writeln!(out, "{}", json!({"event": "net_stats", "links": stats, "export": export, "fell_behind": behind}));
+        return;
+    }
+    if let (Some(e), Some(cfg)) = (export, &t.export) {
+        let to: Vec<String> = cfg.collectors.iter().map(|c| c.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "flow export ({}): {} records ({} pkts, {} B) in {} messages to {}{}{}",
+            match cfg.format {
+                wanperf_flows::export::Format::Ipfix => "IPFIX",
+                wanperf_flows::export::Format::V9 => "NetFlow v9",
+            },
+            e.records,
+            e.packets,
+            e.bytes,
+            e.messages,
+            to.join(", "),
+            if e.send_errors > 0 { format!("; {} sends failed", e.send_errors) } else { String::new() },
+            if e.non_ip_packets > 0 {
+                format!("; {} non-IP pkts not exported", e.non_ip_packets)
+            } else {
+                String::new()
+            },
+        );
+    }
+    let _ = writeln!(out, "link counters:");
+    for (l, s) in t.links.iter().zip(stats) {
+        for (from, to, d) in [(l.a, l.b, &s.ab), (l.b, l.a, &s.ba)] {
+            if d.total(|c| c.packets_in) > 0 {
+                let _ =
+                    writeln!(out, "  {} {} → {}: {}", l.name, t.nodes[from].name, t.nodes[to].name, dir_counters(d));
+            }
+        }
+    }
+    if let Some(b) = wanperf_emu::fabric::fell_behind(stats) {
+        if let Some(l) = t.links.iter().find(|l| l.name == b.link) {
+            let (a, z) = (&t.nodes[l.a].name, &t.nodes[l.b].name);
+            let _ = writeln!(
+                out,
+                "{}",
+                behind_warning(&b, [&format!("{a} → {z}"), &format!("{z} → {a}")])
+            );
+        }
+    }
+}
+
+
+/// What a path's flow exporter sent.
+pub fn print_export(e: Option<&ExportStats>, json: bool, out: &mut dyn Write) {
+    let Some(e) = e else { return };
+    if json {
+        let _ = writeln!(out, "{}", json!({"event": "flow_export", "export": e}));
+    } else {
+        let _ = writeln!(
+            out,
+            "flow export: {} records ({} pkts, {} B) in {} messages{}",
+            e.records,
+            e.packets,
+            e.bytes,
+            e.messages,
+            if e.send_errors > 0 { format!("; {} sends failed", e.send_errors) } else { String::new() }
+        );
+    }
+}
+
+/// A path's counters, as JSON or as text.
+pub fn print_path_stats(s: &PathStats, json: bool, out: &mut dyn Write) {
+    if json {
+        let _ = writeln!(out, "{}", json!({"event": "path", "stats": s, "fell_behind": path_behind(s)}));
+    } else {
+        print_stats_to(s, out);
+    }
+}
+
+/// A network's links' counters as the daemon replies them (`net stats`, `net down`).
+pub fn print_links(name: &str, stats: &[LinkStats], export: Option<&ExportStats>, json: bool, out: &mut dyn Write) {
+    if json {
+        let behind = wanperf_emu::fabric::fell_behind(stats);
+        let _ = writeln!(
+            out,
+            "{}",
+            json!({"event": "net_stats", "name": name, "links": stats, "export": export, "fell_behind": behind})
+        );
+        return;
+    }
+    for s in stats {
+        for (dir, d) in [("a → b", &s.ab), ("b → a", &s.ba)] {
+            let _ = writeln!(out, "{:<20} {dir}: {}", s.name, dir_counters(d));
+        }
+    }
+    if let Some(b) = wanperf_emu::fabric::fell_behind(stats) {
+        let _ = writeln!(out, "{}", behind_warning(&b, ["a → b", "b → a"]));
+    }
+}

@@ -1,0 +1,149 @@
+//! The headline tables a study run prints at its end, one line per cell (pure: from the
+//! archived cells to lines of text).
+
+use crate::spec::{self, Study};
+use serde_json::Value;
+use wanperf_archive::{CellAggregate, StoredCell};
+
+/// A cell's axis values, formatted for a table.
+fn axis_cells(axes: &[String], params: &std::collections::BTreeMap<String, Value>) -> Vec<String> {
+    axes.iter()
+        .map(|a| {
+            params.get(a).map_or("-".into(), |v| match (a.as_str(), v.as_f64()) {
+                ("window" | "queue" | "size" | "block", Some(b)) => wanperf_units::fmt_bytes(b as u64),
+                ("rate", Some(r)) => wanperf_units::fmt_rate(r),
+                ("rtt" | "duration", Some(s)) => format!("{:.0} ms", s * 1000.0),
+                _ => v.to_string().trim_matches('"').to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The headline table of a copy study: per cell, the data rate, the bytes on the wire, the
+/// time and what limited the copy (its verdict).
+pub fn copy(study: &Study, cells: &[StoredCell]) -> Vec<String> {
+    let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
+    let mut head: Vec<String> = axes.clone();
+    head.extend(["rep", "data rate", "on the wire", "time"].map(String::from));
+    let mut out = vec![format!("{}  limited by", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""))];
+    for c in cells.iter().map(|c| &c.cell) {
+        let copy = &c.summary["copy"];
+        let mut row = axis_cells(&axes, &c.params);
+        row.push((c.repeat + 1).to_string());
+        row.push(copy["rate_bytes_s"].as_f64().map_or("-".into(), |r| wanperf_units::fmt_rate(r * 8.0)));
+        row.push(copy["wire_bytes"].as_u64().map_or("-".into(), wanperf_units::fmt_bytes));
+        row.push(copy["wall_s"].as_f64().map_or("-".into(), |t| format!("{t:.2} s")));
+        let text = c.summary["verdict"]["text"].as_str().unwrap_or("");
+        let why = match &c.failure {
+            Some(f) => format!("(failed: {f})"),
+            None => text.split(": ").next().unwrap_or("").trim_start_matches("limited by ").to_string(),
+        };
+        out.push(format!("{}  {why}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join("")));
+    }
+    out
+}
+
+/// The headline table of a capacity study: per cell, the capacity, the available bandwidth,
+/// the capacity back and the bottleneck's hop.
+pub fn capacity(study: &Study, cells: &[StoredCell]) -> Vec<String> {
+    let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
+    let mut head: Vec<String> = axes.clone();
+    head.extend(["rep", "capacity", "available", "back"].map(String::from));
+    // Rates are up to 13 characters ("999.00 Mbit/s"): wider columns than the other tables'.
+    let line = |row: &[String]| row.iter().map(|h| format!("{h:>14}")).collect::<Vec<_>>().join("");
+    let mut out = vec![format!("{}  bottleneck", line(&head))];
+    for c in cells.iter().map(|c| &c.cell) {
+        let r = &c.summary["capacity"];
+        let rate = |v: &Value| v.as_f64().map_or("-".into(), wanperf_units::fmt_rate);
+        let mut row = axis_cells(&axes, &c.params);
+        row.push((c.repeat + 1).to_string());
+        row.push(rate(&r["capacity"]["bps"]));
+        row.push(rate(&r["available"]["bps"]));
+        row.push(rate(&r["reverse"]["capacity"]["bps"]));
+        let at = match (&c.failure, r["bottleneck"]["ttl"].as_u64()) {
+            (Some(f), _) => format!("(failed: {f})"),
+            (None, Some(t)) if r["bottleneck"]["destination"] == true => format!("hop {t}, the last link"),
+            (None, Some(t)) => format!("hop {t} ({})", r["bottleneck"]["address"].as_str().unwrap_or("no answer")),
+            (None, None) => "-".into(),
+        };
+        out.push(format!("{}  {at}", line(&row)));
+    }
+    out
+}
+
+/// The headline table of a trace study: per cell, the hops, the destination's RTT and the
+/// path's loss, and what the trace found on the way (where loss starts, rate-limited
+/// routers, route changes, the path MTU).
+pub fn trace(study: &Study, cells: &[StoredCell]) -> Vec<String> {
+    let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
+    let mut head: Vec<String> = axes.clone();
+    head.extend(["rep", "hops", "RTT min", "RTT median", "loss", "forward", "reverse"].map(String::from));
+    let mut out = vec![format!("{}  found", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""))];
+    for c in cells.iter().map(|c| &c.cell) {
+        let t = &c.summary["trace"];
+        let hops = t["hops"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        let last = hops.iter().rev().find(|h| h["destination"] == true);
+        let ms = |k: &str| last.and_then(|h| h["rtt_ms"][k].as_f64()).map_or("-".into(), |x| format!("{x:.2} ms"));
+        let mut row = axis_cells(&axes, &c.params);
+        row.push((c.repeat + 1).to_string());
+        row.push(last.and_then(|h| h["ttl"].as_u64()).map_or("-".into(), |t| t.to_string()));
+        row.push(ms("min"));
+        row.push(ms("median"));
+        let pct = |v: Option<f64>| v.map_or("-".into(), |l| format!("{l:.1} %"));
+        row.push(pct(last.and_then(|h| h["path_loss_pct"].as_f64())));
+        // Split by the study's server (none when it did not answer).
+        row.push(pct(t["one_way"]["forward_loss_pct"].as_f64()));
+        row.push(pct(t["one_way"]["reverse_loss_pct"].as_f64()));
+        let mut found: Vec<String> = Vec::new();
+        if let Some(f) = &c.failure {
+            found.push(format!("(failed: {f})"));
+        }
+        for h in hops {
+            let ttl = h["ttl"].as_u64().unwrap_or(0);
+            let note = h["note"].as_str().unwrap_or("");
+            if note.contains("loss starts here") {
+                found.push(match h["loss_direction"].as_str() {
+                    Some("forward") => format!("loss starts at hop {ttl} (on the way there)"),
+                    Some("reverse") => format!("loss starts at hop {ttl} (on the way back)"),
+                    _ => format!("loss starts at hop {ttl}"),
+                });
+            }
+            if note.contains("rate-limited") {
+                found.push(format!("hop {ttl} rate-limited"));
+            }
+        }
+        if let Some(n) = t["route_changes"].as_array().map(Vec::len).filter(|n| *n > 0) {
+            found.push(format!("{n} route change{}", if n == 1 { "" } else { "s" }));
+        }
+        if let Some(m) = t["path_mtu"].as_u64() {
+            found.push(format!("path MTU {m} B"));
+        }
+        out.push(format!("{}  {}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""), found.join("; ")));
+    }
+    out
+}
+
+/// The headline table: per cell, throughput and (for probes) loaded/unloaded RTT and loss.
+pub fn measured(study: &Study, aggs: &[CellAggregate]) -> Vec<String> {
+    let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
+    let mut head: Vec<String> = axes.clone();
+    head.extend(["rep", "goodput", "RTT idle", "RTT loaded", "loss"].map(String::from));
+    let mut out = vec![head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join("")];
+    for c in aggs {
+        let mut row = axis_cells(&axes, &c.params);
+        row.push((c.repeat + 1).to_string());
+        row.push(c.mean_throughput_bps.map_or("-".into(), wanperf_units::fmt_rate));
+        let ms = |p: &str| c.phases.get(p).and_then(|x| x.mean_ms).map_or("-".into(), |m| format!("{m:.1} ms"));
+        // Load studies have both phases; a ping study's probes are all "idle" (no load).
+        let (idle, loaded) = if c.phases.contains_key("loaded") { ("unloaded", "loaded") } else { ("", "-") };
+        row.push(ms(idle));
+        row.push(ms(loaded));
+        let lossy = if loaded == "-" { idle } else { loaded };
+        row.push(c.phases.get(lossy).map_or("-".into(), |x| format!("{:.1} %", x.loss_pct)));
+        if !c.ok {
+            row.push("  (failed)".into());
+        }
+        out.push(row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+    }
+    out
+}

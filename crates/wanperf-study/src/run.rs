@@ -1,0 +1,431 @@
+//! The study runner, the shell of [`crate::spec`]: runs a study's cells unattended and keeps
+//! every result in the archive. Each cell on an emulated path gets a fresh path of its own
+//! configuration, a `wanperf serve` on its right host and the measurement on its left; the
+//! measurement's NDJSON becomes one archive cell, stored in one transaction, so a killed
+//! study resumes exactly.
+
+use crate::data;
+use crate::spec::{self, CellPlan, Flags, Kind, Study, Target};
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use wanperf_archive::{CellRecord, NewRun, ProbeRow, RunStatus, Store};
+use wanperf_emu::path::{Host, PathConfig};
+use wanperf_net::child::{on_path, stop_child, wait_child, wait_ready};
+use wanperf_net::path::Path;
+use wanperf_sys::INTERRUPTED;
+
+/// What the runner needs from the command line: its flags (to check and estimate cells), the
+/// path a cell's link flags make, what to call the software, and where lines go.
+pub struct Env<'a> {
+    /// The commands' own flags.
+    pub flags: &'a dyn Flags,
+    /// The emulated path of a cell's link flags (`Study::link_argv`).
+    pub path_config: &'a dyn Fn(&[String]) -> Result<PathConfig>,
+    /// Software name and version, stored with the run.
+    pub software: String,
+    /// Prints one line of output.
+    pub say: &'a dyn Fn(&str),
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// How a study run went.
+pub struct Outcome {
+    /// The run's id in the archive.
+    pub run_id: i64,
+    /// Every planned cell is stored.
+    pub complete: bool,
+    /// Cells stored (earlier sessions of a resumed run included).
+    pub stored: usize,
+    /// Cells planned.
+    pub planned: usize,
+    /// Cells that failed (stored as failures).
+    pub failures: usize,
+}
+
+/// Runs (or resumes) a study into `store`, printing the headline table (or JSON records).
+pub fn execute(
+    store: &mut dyn Store,
+    text: &str,
+    study: &Study,
+    resume: Option<&str>,
+    json: bool,
+    env: &Env,
+) -> Result<Outcome> {
+    let cells = study.cells();
+    let (run_id, done) = match resume {
+        None => {
+            let run = NewRun {
+                study: study.name.clone(),
+                study_text: text.to_string(),
+                spec: serde_json::to_value(study)?,
+                software: env.software.clone(),
+                cells_planned: cells.len() as u32,
+                started_unix: now_unix(),
+            };
+            (store.create_run(&run)?, Vec::new())
+        }
+        Some(which) => {
+            let id = match which {
+                "latest" => store
+                    .runs()?
+                    .into_iter()
+                    .find(|r| r.study == study.name && r.status != RunStatus::Complete)
+                    .map(|r| r.id)
+                    .ok_or_else(|| anyhow!("no unfinished run of study `{}` to resume", study.name))?,
+                n => n.parse().map_err(|_| anyhow!("--resume takes a run id, not `{n}`"))?,
+            };
+            let info = store.run_info(id)?;
+            if info.study_text != text {
+                bail!("run {id} was made from a different study file; resume it with the file it was started with");
+            }
+            (id, store.done_cells(id)?)
+        }
+    };
+    let todo: Vec<&CellPlan> = cells.iter().filter(|c| !done.contains(&(c.index, c.repeat))).collect();
+    let bar = progress(cells.len(), done.len(), study, &todo, env.flags);
+    let exe = std::env::current_exe().context("cannot find the wanperf executable")?;
+    let mut failures = 0usize;
+    let mut stored = done.len();
+    let mut stopped = false;
+    for (i, cell) in todo.iter().enumerate() {
+        if INTERRUPTED.load(Ordering::Acquire) {
+            stopped = true;
+            break;
+        }
+        if let Some(b) = &bar {
+            b.set_message(describe(cell));
+        }
+        let rec = run_cell(study, cell, &exe, env);
+        if INTERRUPTED.load(Ordering::Acquire) && !rec.ok {
+            // A cell cut short by Ctrl-C is not a result: leave it for --resume.
+            stopped = true;
+            break;
+        }
+        failures += usize::from(!rec.ok);
+        store.store_cell(run_id, &rec).context("cannot store the cell")?;
+        stored += 1;
+        if json {
+            (env.say)(
+                &json!({"event": "cell", "run": run_id, "index": rec.index, "repeat": rec.repeat,
+                "params": rec.params, "ok": rec.ok, "failure": rec.failure, "summary": rec.summary})
+                .to_string(),
+            );
+        }
+        if let Some(b) = &bar {
+            b.inc(1);
+            if let Some(f) = &rec.failure {
+                b.println(format!("cell {} failed: {f}", describe(cell)));
+            }
+        }
+        if i + 1 < todo.len() && study.pause_s > 0.0 {
+            wanperf_sys::sleep_unless_interrupted(study.pause_s);
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let complete = !stopped && stored == cells.len();
+    let status = if complete { RunStatus::Complete } else { RunStatus::Incomplete };
+    store.finish_run(run_id, status, now_unix())?;
+    let aggs = store.cell_aggregates(run_id)?;
+    if json {
+        (env.say)(
+            &json!({"event": "end", "run": run_id, "complete": complete, "cells_stored": stored,
+            "cells_planned": cells.len(), "failed": failures, "cells": aggs})
+            .to_string(),
+        );
+    } else {
+        let lines = match study.kind {
+            Kind::Copy => crate::headline::copy(study, &store.run_data(run_id)?.cells),
+            Kind::Capacity => crate::headline::capacity(study, &store.run_data(run_id)?.cells),
+            Kind::Trace => crate::headline::trace(study, &store.run_data(run_id)?.cells),
+            Kind::Tput | Kind::Ping | Kind::Load => crate::headline::measured(study, &aggs),
+        };
+        lines.iter().for_each(|l| (env.say)(l));
+    }
+    Ok(Outcome { run_id, complete, stored, planned: cells.len(), failures })
+}
+
+/// A cell as a line of its axis values.
+pub fn describe(c: &CellPlan) -> String {
+    let v: Vec<String> = c.values.iter().map(|(k, v)| format!("{}={v}", spec::param_key(k))).collect();
+    let r = if c.repeat > 0 { format!(" (repeat {})", c.repeat + 1) } else { String::new() };
+    if v.is_empty() {
+        format!("cell {}{r}", c.index)
+    } else {
+        format!("{}{r}", v.join(" "))
+    }
+}
+
+fn progress(
+    total: usize,
+    done: usize,
+    study: &Study,
+    todo: &[&CellPlan],
+    flags: &dyn Flags,
+) -> Option<indicatif::ProgressBar> {
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("WANPERF_PROGRESS").is_none() {
+        return None;
+    }
+    let b = indicatif::ProgressBar::with_draw_target(Some(total as u64), indicatif::ProgressDrawTarget::stderr());
+    if let Ok(st) = indicatif::ProgressStyle::with_template("{bar:30} cells {pos}/{len} · {msg} · ETA {eta}") {
+        b.set_style(st);
+    }
+    b.set_position(done as u64);
+    let est: f64 = todo.iter().map(|c| study.estimate_s(c, flags) + study.pause_s).sum();
+    b.println(format!("{}: {} cells to run, about {}", study.name, todo.len(), fmt_secs(est)));
+    b.enable_steady_tick(Duration::from_millis(500));
+    Some(b)
+}
+
+/// A duration as `1 h 02 min`, `3 min 04 s` or `5 s`.
+pub fn fmt_secs(s: f64) -> String {
+    let s = s.round() as u64;
+    if s >= 3600 {
+        format!("{} h {:02} min", s / 3600, s / 60 % 60)
+    } else if s >= 60 {
+        format!("{} min {:02} s", s / 60, s % 60)
+    } else {
+        format!("{s} s")
+    }
+}
+
+/// What `--dry-run` prints: the cells, what each runs, and the estimated time.
+pub fn dry_run(study: &Study, cells: &[CellPlan], json: bool, flags: &dyn Flags) -> Vec<String> {
+    let total: f64 =
+        cells.iter().map(|c| study.estimate_s(c, flags)).sum::<f64>() + study.pause_s * cells.len() as f64;
+    if json {
+        let list: Vec<Value> = cells
+            .iter()
+            .map(|c| {
+                json!({"index": c.index, "repeat": c.repeat, "params": study.params(c),
+                    "link": study.link_argv(c), "measure": study.measure_argv(c, "PEER", None), "estimate_s": study.estimate_s(c, flags)})
+            })
+            .collect();
+        return vec![json!({"study": study.name, "cells": list, "estimate_s": total}).to_string()];
+    }
+    let mut lines = vec![format!("{} ({} study, {} cells)", study.name, study.kind.command(), cells.len())];
+    for (n, c) in cells.iter().enumerate() {
+        let link = study.link_argv(c).join(" ");
+        let m = study.measure_argv(c, "PEER", None).join(" ");
+        let link = if link.is_empty() { String::new() } else { format!("path {link} · ") };
+        lines.push(format!(
+            "{:>4}. {:<40} {link}wanperf {m} (≈ {})",
+            n + 1,
+            describe(c),
+            fmt_secs(study.estimate_s(c, flags))
+        ));
+    }
+    lines.push(format!("estimated time: {}", fmt_secs(total)));
+    lines
+}
+
+/// Runs one cell; whatever happens, returns a record (failures are data).
+fn run_cell(study: &Study, cell: &CellPlan, exe: &std::path::Path, env: &Env) -> CellRecord {
+    let started = now_unix();
+    let t0 = Instant::now();
+    let mut rec = CellRecord {
+        index: cell.index,
+        repeat: cell.repeat,
+        kind: study.kind.command().to_string(),
+        params: study.params(cell),
+        ok: false,
+        started_unix: started,
+        ..Default::default()
+    };
+    // A copy's data, made afresh for the cell, and (on a path) the server's root it goes to.
+    let scratch = match study.data(cell).map(|d| copy_data(&d, cell)).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            rec.failure = Some(format!("{e:#}"));
+            rec.duration_s = t0.elapsed().as_secs_f64();
+            return rec;
+        }
+    };
+    let data = scratch.as_ref().map(|s| s.path().join("data"));
+    let data_arg = data.as_ref().map_or_else(String::new, |d| d.display().to_string());
+    let outcome = match &study.target {
+        Target::Path { .. } => {
+            let root = scratch.as_ref().map(|s| s.path().join("root"));
+            cell_on_path(study, cell, exe, &data_arg, root.as_deref(), env)
+        }
+        Target::Host { host, port } => {
+            let mut c = Command::new(exe);
+            c.args(study.argv_with_data(cell, host, Some(*port), &data_arg));
+            // The measurement dies with the study (kill -9 included), as on a path.
+            wanperf_sys::die_with_parent(&mut c);
+            measure(c, study.estimate_s(cell, env.flags)).map(|m| (m, None))
+        }
+    };
+    match outcome {
+        Ok((m, emulator)) => {
+            fill(&mut rec, study.kind, &m.records);
+            rec.emulator = emulator;
+            rec.ok = m.success && !rec.summary.is_null();
+            if !rec.ok {
+                rec.failure = Some(m.error.unwrap_or_else(|| "the measurement printed no summary".into()));
+            }
+        }
+        Err(e) => rec.failure = Some(format!("{e:#}")),
+    }
+    rec.duration_s = t0.elapsed().as_secs_f64();
+    rec
+}
+
+/// What a measurement process printed.
+struct Measured {
+    records: Vec<Value>,
+    success: bool,
+    error: Option<String>,
+}
+
+/// Runs a measurement command to its end (or its deadline), collecting its NDJSON.
+fn measure(mut c: Command, estimate_s: f64) -> Result<Measured> {
+    c.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+    let mut child = c.spawn().context("cannot start the measurement")?;
+    let out = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+    let mut err = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+    let reader = std::thread::spawn(move || {
+        BufReader::new(out)
+            .lines()
+            .map_while(|l| l.ok())
+            .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+            .collect()
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs_f64(estimate_s * 1.5 + 30.0);
+    let status = wait_child(&mut child, Some(deadline));
+    let records: Vec<Value> = reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string());
+    Ok(match status {
+        Some(st) => Measured { records, success: st.success(), error: last },
+        None => Measured {
+            records,
+            success: false,
+            error: Some(if INTERRUPTED.load(Ordering::Acquire) {
+                "interrupted".into()
+            } else {
+                format!("no result within {:.0} s", estimate_s * 1.5 + 30.0)
+            }),
+        },
+    })
+}
+
+/// A scratch directory with the copy's data in `data/` and an empty `root/` for the server.
+fn copy_data(d: &spec::DataSpec, cell: &CellPlan) -> Result<data::Scratch> {
+    let s = data::Scratch::new("study-copy")?;
+    let (src, root) = (s.path().join("data"), s.path().join("root"));
+    for dir in [&src, &root] {
+        std::fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    data::make(&src, d, u64::from(cell.index) << 32 | u64::from(cell.repeat))?;
+    Ok(s)
+}
+
+/// Runs a cell on a fresh emulated path; returns what it measured and the path's counters.
+fn cell_on_path(
+    study: &Study,
+    cell: &CellPlan,
+    exe: &std::path::Path,
+    data: &str,
+    root: Option<&std::path::Path>,
+    env: &Env,
+) -> Result<(Measured, Option<Value>)> {
+    let cfg = (env.path_config)(&study.link_argv(cell))?;
+    let path = Path::start(&cfg, None)?;
+    let exe_s = exe.display().to_string();
+    // `iperf3 = true` in [measure]: the far end is Debian's iperf3 server, not wanperf's.
+    let iperf3 = study.measure.iter().any(|(k, v)| k == "iperf3" && v == "true");
+    let serve: Vec<String> = if iperf3 {
+        ["iperf3", "-s", "-p", "5201", "--forceflush"].map(String::from).to_vec()
+    } else {
+        let mut v: Vec<String> = [exe_s.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"]
+            .map(String::from)
+            .to_vec();
+        if let Some(r) = root {
+            v.extend(["--root".to_string(), r.display().to_string()]);
+        }
+        v
+    };
+    let mut right = on_path(&path, Host::Right, &serve)?;
+    if iperf3 {
+        right.stdout(Stdio::piped()).stderr(Stdio::null()).stdin(Stdio::null());
+    } else {
+        right.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
+    }
+    let mut server = right.spawn().context("cannot start the server on the right host")?;
+    let ready = wait_ready(&mut server, "the server on the right host", 10.0);
+    let result = ready.and_then(|()| {
+        let mut argv = vec![exe_s.clone()];
+        argv.extend(study.argv_with_data(cell, &Host::Right.addr().to_string(), None, data));
+        let left = on_path(&path, Host::Left, &argv)?;
+        measure(left, study.estimate_s(cell, env.flags))
+    });
+    stop_child(&mut server);
+    let stats = path.stop();
+    let emulator = json!({"config": cfg, "stats": stats});
+    result.map(|m| (m, Some(emulator)))
+}
+
+/// Fills a cell record from a measurement's NDJSON records.
+fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
+    if kind == Kind::Copy {
+        // The same reading as `copy --save` and `wanperf import wanperf`.
+        let ndjson: Vec<String> = records.iter().map(Value::to_string).collect();
+        if let Ok((_, c)) = wanperf_archive::import::import_wanperf(&ndjson.join("\n")) {
+            rec.summary = c.summary;
+            rec.intervals = c.intervals;
+            rec.hosts = c.hosts;
+            // What the copy reports of itself (way, streams, block size, …) beside the axes.
+            for (k, v) in c.params {
+                rec.params.entry(k).or_insert(v);
+            }
+        }
+        return;
+    }
+    let f = |v: &Value| v.as_f64();
+    for r in records {
+        match r["event"].as_str() {
+            Some("start") if !r["client_host"].is_null() => {
+                rec.hosts = Some(json!({"client": r["client_host"], "server": r["server_host"]}));
+            }
+            Some("interval") => rec.intervals.extend(wanperf_archive::import::wanperf_interval_rows(r)),
+            Some("probe") => rec.probes.push(ProbeRow {
+                seq: r["seq"].as_u64().unwrap_or(0),
+                phase: r["phase"].as_str().unwrap_or("").to_string(),
+                sent_s: f(&r["sent_s"]).unwrap_or(0.0),
+                rtt_ms: if r["status"] == "ok" { f(&r["rtt_ms"]) } else { None },
+                late: r["status"] == "late",
+            }),
+            Some("cell") if kind == Kind::Load => rec.summary = r.clone(),
+            Some("end") => match kind {
+                Kind::Tput | Kind::Ping => rec.summary = r["summary"].clone(),
+                Kind::Load | Kind::Copy | Kind::Capacity | Kind::Trace => {}
+            },
+            // The same summary as `capacity --save`; none without a capacity estimate.
+            Some("capacity") if kind == Kind::Capacity && !r["report"]["capacity"].is_null() => {
+                rec.summary = json!({"capacity": r["report"], "host": r["host"], "address": r["address"],
+                    "complete": r["complete"]});
+            }
+            // The same summary as `trace --save`.
+            Some("trace") if kind == Kind::Trace => {
+                rec.summary = json!({"trace": r["report"], "host": r["host"], "address": r["address"],
+                    "complete": r["complete"]});
+            }
+            _ => {}
+        }
+    }
+}
+
