@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod console;
 mod control;
 pub mod copy;
 pub mod copy_fs;
