@@ -4,6 +4,8 @@
 //! - [`collect`]: the collector loop — NetFlow/IPFIX/sFlow export over UDP, decoded and
 //!   binned by the pure core, stored every flush and at the end.
 //! - [`rows`]: the core's values as the archive's rows and back.
+//! - [`util`]: the utilization poller (every source on a schedule, into the archive) and
+//!   the archive's readings as binned series.
 //!
 //! And interface counters read from the devices that keep them, as
 //! [`wanperf_flows::IfCounters`] readings for the pure utilization core
@@ -25,6 +27,7 @@ pub mod collect;
 pub mod local;
 pub mod rows;
 pub mod snmp;
+pub mod util;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 use thiserror::Error;

@@ -242,14 +242,14 @@ fn paths_of(store: &mut dyn wanperf_archive::Store, runs: &[i64]) -> Result<Vec<
 
 /// `wanperf flows report`.
 pub fn report(a: ReportArgs) -> Result<ExitCode> {
-    let bin_ms = crate::util::check_bin(a.bin)?;
-    let speeds = crate::util::speeds(&a.speed)?;
+    let bin_ms = wanperf_collector::util::check_bin(a.bin)?;
+    let speeds = wanperf_collector::util::speeds(&a.speed)?;
     if !(a.pct > 0.0 && a.pct <= 100.0) {
         bail!("--pct must be above 0 and at most 100");
     }
     let rows = load(&a.q)?;
     let mut store = open_store_read_only(a.q.db.as_deref())?;
-    let sel = crate::util::Selection {
+    let sel = wanperf_collector::util::Selection {
         device: a.device.as_deref(),
         iface: &a.iface,
         from: a.q.from,
@@ -257,7 +257,7 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
         bin_ms,
         speeds: &speeds,
     };
-    let links: Vec<wanperf_report::site::Link> = crate::util::select(store.as_mut(), &sel)?
+    let links: Vec<wanperf_report::site::Link> = wanperf_collector::util::select(store.as_mut(), &sel)?
         .into_iter()
         .map(|((device, interface, source), series)| wanperf_report::site::Link {
             saturated: series.saturation(a.pct, a.bins),
