@@ -1,11 +1,13 @@
 //! wanperf's monitoring mesh, the I/O shell around the pure `wanperf-mesh` core:
 //! [`agent`] (`wanperf agent`), [`central`] (`wanperf central`), the agent's [`spool`], the
-//! central's live [`view`] (pure: time passed in) and its [`metrics`].
+//! central's live [`view`] (pure: time passed in) and its [`metrics`]; and the [`demo`] on an
+//! emulated network.
 
 #![forbid(unsafe_code)]
 
 pub mod agent;
 pub mod central;
+pub mod demo;
 pub mod metrics;
 pub mod spool;
 pub mod view;
