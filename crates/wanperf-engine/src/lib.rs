@@ -29,6 +29,7 @@ pub mod copy_probe;
 pub mod echo;
 pub mod iperf3_client;
 pub mod iperf3_server;
+pub mod load;
 pub mod opts;
 pub mod ping;
 pub mod server;

@@ -4,16 +4,10 @@
 use crate::INTERRUPTED;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use serde::Serialize;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-use wanperf_engine::client::{self, ClientConfig, Sink};
-use wanperf_engine::ping::{self, PingConfig, PingMode, PingSummary, ProbeRecord};
-use wanperf_proto::msg::{Direction, TestSpec, DEFAULT_PORT};
-use wanperf_proto::record::{EndRecord, IntervalRecord, StartRecord};
-use wanperf_proto::units::{fmt_bytes, fmt_rate, parse_duration, parse_size};
+use std::sync::atomic::Ordering;
+use wanperf_engine::load::{run_cell, table, LoadConfig};
+use wanperf_proto::units::{fmt_bytes, parse_duration, parse_size};
 
 /// Flags of `wanperf load`.
 #[derive(Args, Debug)]
@@ -84,97 +78,6 @@ pub struct LoadArgs {
     /// Newline-delimited JSON: one `cell` record per cell, then `end`.
     #[arg(long)]
     json: bool,
-}
-
-/// One sweep cell.
-#[derive(Debug, Clone, Serialize)]
-pub struct Cell {
-    /// Always `cell`.
-    pub event: String,
-    /// Streams of the load.
-    pub streams: u32,
-    /// Window asked (bytes), none for autotuning.
-    pub window: Option<u64>,
-    /// Probes during the loaded phases.
-    pub loaded: PingSummary,
-    /// Probes during the idle phases.
-    pub unloaded: PingSummary,
-    /// Load goodput over the loaded phases, bit/s.
-    pub throughput_bps: f64,
-    /// Load retransmits.
-    pub retransmits: u64,
-    /// Loaded median minus unloaded median RTT, ms.
-    pub added_rtt_ms: f64,
-    /// Responsiveness under load, round trips per minute (see [`wanperf_stats::summary::rpm`]).
-    pub rpm: Option<f64>,
-    /// 95 % trimmed mean of the loaded probes' RTT (the draft's foreign-flow term), ms.
-    pub rpm_foreign_ms: Option<f64>,
-    /// 95 % trimmed mean of the load connections' own smoothed RTT (the self term), ms.
-    pub rpm_self_ms: Option<f64>,
-}
-
-/// Keeps the load phases' interval records, with their start in seconds since the cell began.
-#[derive(Default)]
-struct LoadIntervals {
-    offset_s: f64,
-    /// The first load phase's start record (test, both hosts' captures).
-    start: Option<StartRecord>,
-    records: Vec<IntervalRecord>,
-}
-impl Sink for LoadIntervals {
-    fn start(&mut self, r: &StartRecord) {
-        if self.start.is_none() {
-            self.start = Some(r.clone());
-        }
-    }
-    fn interval(&mut self, r: &IntervalRecord) {
-        let mut r = r.clone();
-        r.start_s += self.offset_s;
-        r.end_s += self.offset_s;
-        self.records.push(r);
-    }
-    fn end(&mut self, _: &EndRecord) {}
-}
-
-impl LoadIntervals {
-    /// The load connections' smoothed RTT samples, ms.
-    fn srtt_ms(&self) -> Vec<f64> {
-        let tcp =
-            self.records.iter().filter(|r| !r.omitted).flat_map(|r| r.streams.iter().filter_map(|s| s.tcp.as_ref()));
-        tcp.map(|t| t.srtt_us as f64 / 1000.0).collect()
-    }
-}
-
-/// What a cell measured beside its summary: every probe tagged with its phase, and the load's
-/// intervals (times in seconds since the cell's first probe).
-#[derive(Default)]
-pub struct CellDetail {
-    start: Option<StartRecord>,
-    probes: Vec<(ProbeRecord, &'static str)>,
-    intervals: Vec<IntervalRecord>,
-}
-
-impl CellDetail {
-    /// The NDJSON records `--json` prints before the cell record.
-    fn print(&self, cell: usize) -> Result<()> {
-        if let Some(st) = &self.start {
-            let mut v = serde_json::to_value(st)?;
-            v["cell"] = cell.into();
-            outln!("{v}");
-        }
-        for (p, phase) in &self.probes {
-            let mut v = serde_json::to_value(p)?;
-            v["cell"] = cell.into();
-            v["phase"] = (*phase).into();
-            outln!("{v}");
-        }
-        for r in &self.intervals {
-            let mut v = serde_json::to_value(r)?;
-            v["cell"] = cell.into();
-            outln!("{v}");
-        }
-        Ok(())
-    }
 }
 
 fn list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
@@ -251,7 +154,23 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
     }
     let timeout = secs("--timeout", &a.timeout)?;
     let cells_total = streams.len() * windows.len();
-    let cell_secs = f64::from(a.cycles) * (load_s + idle_s) + timeout;
+    let cfg = LoadConfig {
+        host: a.host.clone(),
+        port: a.port,
+        iperf3: a.iperf3,
+        cc: a.cc.clone(),
+        reverse: a.reverse,
+        cycles: a.cycles,
+        load_s,
+        idle_s,
+        interval_s: interval,
+        timeout_s: timeout,
+        size: a.size,
+        dscp: a.dscp,
+        key,
+        software: crate::software(),
+        stop: &INTERRUPTED,
+    };
     let bar = (!a.json || std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
         let b =
             indicatif::ProgressBar::with_draw_target(Some(cells_total as u64), indicatif::ProgressDrawTarget::stderr());
@@ -271,7 +190,7 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
                 b.set_message(format!("{n} stream(s), window {}", w.map_or("auto".into(), fmt_bytes)));
             }
             let (cell, detail, failed) =
-                match run_cell(&a, key.as_ref(), n, w, load_s, idle_s, interval, timeout, cell_secs) {
+                match run_cell(&cfg, n, w) {
                     Ok(r) => r,
                     Err(e) => {
                         // E.g. the server went away before this cell's first probe: the cells
@@ -281,7 +200,9 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
                     }
                 };
             if a.json {
-                detail.print(cells.len())?;
+                for r in detail.records(cells.len()) {
+                    outln!("{r}");
+                }
                 outln!("{}", serde_json::to_string(&cell)?);
             }
             cells.push(cell);
@@ -301,7 +222,9 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
     if a.json {
         outln!("{}", serde_json::json!({"event": "end", "complete": complete, "error": error, "cells": cells}));
     } else {
-        print_table(&cells);
+        for l in table(&cells) {
+            outln!("{l}");
+        }
     }
     if let Some(e) = &error {
         eprintln!("error: {e} (the table holds what was measured)");
@@ -310,168 +233,3 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
     Ok(if complete { ExitCode::SUCCESS } else { ExitCode::from(130) })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_cell(
-    a: &LoadArgs,
-    key: Option<&std::sync::Arc<wanperf_proto::auth::PrivateKey>>,
-    streams: u32,
-    window: Option<u64>,
-    load_s: f64,
-    idle_s: f64,
-    interval: f64,
-    timeout: f64,
-    cell_secs: f64,
-) -> Result<(Cell, CellDetail, Option<String>)> {
-    let probes = (cell_secs / interval).ceil() as u64;
-    let pcfg = PingConfig {
-        host: a.host.clone(),
-        port: a.port.unwrap_or(DEFAULT_PORT),
-        count: probes,
-        interval: Duration::from_secs_f64(interval),
-        size: a.size as usize,
-        timeout: Duration::from_secs_f64(timeout),
-        dscp: a.dscp,
-        mode: if a.iperf3 { PingMode::Icmp } else { PingMode::Udp },
-        wake: wanperf_engine::ping::WAKE,
-    };
-    let stop_probes = Arc::new(AtomicBool::new(false));
-    let sp = stop_probes.clone();
-    let t0 = Instant::now();
-    let prober = std::thread::spawn(move || ping::run(&pcfg, &mut ping::Quiet, &sp));
-    let mut loaded_windows = Vec::new();
-    let mut idle_windows = Vec::new();
-    let (mut bytes, mut secs_loaded, mut retrans) = (0u64, 0.0f64, 0u64);
-    let mut failure = None;
-    let mut load_iv = LoadIntervals::default();
-    for _ in 0..a.cycles {
-        if INTERRUPTED.load(Ordering::Acquire) {
-            break;
-        }
-        let start = t0.elapsed().as_secs_f64();
-        let mut spec = TestSpec::tcp(streams, load_s);
-        spec.window = window;
-        spec.cc = a.cc.clone();
-        spec.accept_capped_window = true;
-        spec.direction = if a.reverse { Direction::Down } else { Direction::Up };
-        let cfg = ClientConfig {
-            host: a.host.clone(),
-            port: a.port.unwrap_or(if a.iperf3 { wanperf_iperf3::wire::DEFAULT_PORT } else { DEFAULT_PORT }),
-            spec,
-            bind: None,
-            bind_dev: None,
-            timeout: Duration::from_secs(5),
-            drop_every: None,
-            software: crate::software(),
-            key: key.cloned(),
-        };
-        load_iv.offset_s = start;
-        let end = if a.iperf3 {
-            wanperf_engine::iperf3_client::run(&cfg, None, &mut load_iv, &INTERRUPTED)
-        } else {
-            client::run(&cfg, &mut load_iv, &INTERRUPTED)
-        };
-        let stop = t0.elapsed().as_secs_f64();
-        loaded_windows.push((start, stop));
-        match end {
-            Ok(e) => {
-                bytes += e.summary.received_bytes;
-                secs_loaded += e.summary.duration_s;
-                retrans += e.summary.retransmits;
-            }
-            Err(e) => {
-                // Keep what was measured; the caller marks the run incomplete.
-                failure = Some(format!("load phase failed: {e}"));
-                break;
-            }
-        }
-        let idle_start = t0.elapsed().as_secs_f64();
-        crate::sleep_unless_interrupted(idle_s);
-        idle_windows.push((idle_start, t0.elapsed().as_secs_f64()));
-    }
-    // The last idle phase's probes get their full timeout to come back (the probes sent
-    // meanwhile belong to neither phase), so none is counted lost just because the cell ended.
-    crate::sleep_unless_interrupted(timeout);
-    stop_probes.store(true, Ordering::Release);
-    let (records, _) = prober.join().map_err(|_| anyhow!("probe thread failed"))??;
-    let within = |w: &[(f64, f64)], r: &ProbeRecord| w.iter().any(|(s, e)| r.sent_s >= *s && r.sent_s < *e);
-    let loaded: Vec<ProbeRecord> = records.iter().filter(|r| within(&loaded_windows, r)).cloned().collect();
-    let idle: Vec<ProbeRecord> = records.iter().filter(|r| within(&idle_windows, r)).cloned().collect();
-    let ls = ping::summarize(&loaded, 0, 0);
-    let us = ping::summarize(&idle, 0, 0);
-    let lrtts: Vec<f64> = loaded.iter().filter_map(|r| r.rtt_ms).collect();
-    let (rpm, rpm_foreign_ms, rpm_self_ms) = wanperf_stats::summary::rpm(&lrtts, &load_iv.srtt_ms());
-    let cell = Cell {
-        event: "cell".into(),
-        streams,
-        window,
-        added_rtt_ms: ls.rtt_ms.median - us.rtt_ms.median,
-        loaded: ls,
-        unloaded: us,
-        throughput_bps: if secs_loaded > 0.0 { bytes as f64 * 8.0 / secs_loaded } else { 0.0 },
-        retransmits: retrans,
-        rpm,
-        rpm_foreign_ms,
-        rpm_self_ms,
-    };
-    let phase = |r: &ProbeRecord| {
-        if within(&loaded_windows, r) {
-            "loaded"
-        } else if within(&idle_windows, r) {
-            "unloaded"
-        } else {
-            "between"
-        }
-    };
-    let detail = CellDetail {
-        start: load_iv.start,
-        probes: records.iter().map(|r| (r.clone(), phase(r))).collect(),
-        intervals: load_iv.records,
-    };
-    Ok((cell, detail, failure))
-}
-
-fn print_table(cells: &[Cell]) {
-    outln!(
-        "{:>7} {:>9} {:>13} {:>6} | {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8} {:>8} {:>6} | {:>7}",
-        "streams",
-        "window",
-        "goodput",
-        "retr",
-        "avg",
-        "stdev",
-        "median",
-        "iqr",
-        "min",
-        "max",
-        "loss%",
-        "idle med",
-        "idle iqr",
-        "added",
-        "loss%",
-        "RPM"
-    );
-    for c in cells {
-        let l = &c.loaded.rtt_ms;
-        let u = &c.unloaded.rtt_ms;
-        outln!(
-            "{:>7} {:>9} {:>13} {:>6} | {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6.1} | {:>8.2} {:>8.2} {:>8.2} {:>6.1} | {:>7.0}",
-            c.streams,
-            c.window.map_or("auto".into(), fmt_bytes),
-            fmt_rate(c.throughput_bps),
-            c.retransmits,
-            l.avg,
-            l.stdev,
-            l.median,
-            l.iqr,
-            l.min,
-            l.max,
-            c.loaded.loss_pct,
-            u.median,
-            u.iqr,
-            c.added_rtt_ms,
-            c.unloaded.loss_pct,
-            c.rpm.unwrap_or(0.0)
-        );
-    }
-    outln!("RTTs in ms: loaded columns first, then idle; `added` is loaded minus idle median.");
-}
