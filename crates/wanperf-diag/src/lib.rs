@@ -17,5 +17,6 @@ pub mod measure;
 pub mod probe;
 pub mod run;
 pub mod syn;
+pub mod text;
 pub mod trace;
 pub mod train;

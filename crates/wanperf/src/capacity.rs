@@ -7,10 +7,9 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use wanperf_diag::capacity::Capacity;
-use wanperf_diag::measure::{self, Bottleneck, Options, Report};
+use wanperf_diag::measure::{self, Options};
 use wanperf_proto::msg::DEFAULT_PORT;
-use wanperf_proto::units::{fmt_rate, parse_duration, parse_size};
+use wanperf_proto::units::{parse_duration, parse_size};
 
 /// Flags of `wanperf capacity`.
 #[derive(Args, Debug)]
@@ -118,159 +117,12 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
     addrs.next().with_context(|| format!("{host} has no address"))
 }
 
-fn range(lo: f64, hi: f64) -> String {
-    format!("{} – {}", fmt_rate(lo), fmt_rate(hi))
-}
 
-/// A capacity estimate's row of the table, or why there is none.
-fn capacity_row(label: &str, c: Option<&Capacity>, why_not: &str) {
-    match c {
-        // Span 0: from the recursive trains' length at the narrow link.
-        Some(c) if c.span == 0 => outln!(
-            "  {label:<20} {:>12}   ({}; the recursive trains' length at the narrow link, {} trains)",
-            fmt_rate(c.bps),
-            range(c.low_bps, c.high_bps),
-            c.in_mode
-        ),
-        Some(c) => outln!(
-            "  {label:<20} {:>12}   ({}; windows of {} packets, {} of {} in the mode)",
-            fmt_rate(c.bps),
-            range(c.low_bps, c.high_bps),
-            c.span + 1,
-            c.in_mode,
-            c.samples
-        ),
-        None => outln!("  {label:<20} unknown ({why_not})"),
-    }
-}
 
-/// The capacity trains' mode `p` set aside for `c`, when one was.
-fn set_aside_row(p: Option<&Capacity>, c: Option<&Capacity>) {
-    let (Some(p), Some(c)) = (p, c) else { return };
-    let why = if p.bps > c.bps {
-        "a faster mode of the capacity's trains (a link after the narrow one sent them on back to back)"
-    } else {
-        "a slower mode of the capacity's trains (cross traffic on a link after the narrow one came between them)"
-    };
-    outln!("  set aside            {}: {why}", fmt_rate(p.bps));
-}
 
-/// An available-bandwidth estimate's row; `whose` says whose streams they were.
-fn avail_row(label: &str, a: &wanperf_diag::capacity::Avail, whose: &str) {
-    if a.used == 0 {
-        outln!(
-            "  {label:<20} {:>12}   (no cross traffic seen: none of {} streams{whose} up to {} was spread)",
-            fmt_rate(a.bps),
-            a.streams,
-            fmt_rate(a.low_bps)
-        );
-    } else {
-        outln!(
-            "  {label:<20} {:>12}   ({}; from {} of {} streams{whose}{})",
-            fmt_rate(a.bps),
-            range(a.low_bps, a.high_bps),
-            a.used,
-            a.streams,
-            a.tight_capacity_bps.map_or(String::new(), |t| format!(", at the tight link's {}", fmt_rate(t)))
-        );
-    }
-}
 
-/// The link into hop `ttl` in words (`far`: what the destination is).
-fn hop_words(ttl: u8, destination: bool, address: Option<std::net::IpAddr>, far: &str) -> String {
-    match (destination, address) {
-        (true, _) => format!("the last link, into {far}"),
-        (false, Some(a)) => format!("the link into hop {ttl} ({a})"),
-        (false, None) => format!("the link into hop {ttl} (no answer from its router)"),
-    }
-}
 
-/// The rows of a located bottleneck: where, a tight link, the gap per hop. `far` names the
-/// destination.
-fn bottleneck_rows(label: &str, b: &Bottleneck, hops: Option<u8>, far: &str) {
-    let gap = b.location.gaps.iter().find(|g| g.ttl == b.ttl).map_or(0.0, |g| g.gap_us);
-    outln!(
-        "  {label:<20} {}: the train is {:.0} µs long after it ({:.0} µs before)",
-        hop_words(b.ttl, b.destination, b.address, far),
-        gap,
-        gap - b.location.growth_us
-    );
-    if let Some(t) = &b.tight {
-        outln!(
-            "  tight link           {}: the train grew {:.0} % more there (cross traffic leaves less than the narrow link has)",
-            hop_words(t.ttl, t.destination, t.address, far),
-            (t.stretch - 1.0) * 100.0
-        );
-    }
-    outln!("  {:>4}  {:<28} {:>12}", "hop", "router", "train gap");
-    for g in &b.location.gaps {
-        let who = if Some(g.ttl) == hops {
-            far.to_string()
-        } else {
-            b.routers.iter().find(|x| x.0 == g.ttl).map_or("*".into(), |x| x.1.to_string())
-        };
-        outln!("  {:>4}  {:<28} {:>9.0} µs", g.ttl, who, g.gap_us);
-    }
-}
 
-fn print_table(host: &str, dst: SocketAddr, r: &Report) {
-    outln!("capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms);
-    capacity_row("capacity", r.capacity.as_ref(), "too few trains arrived whole");
-    set_aside_row(r.post_narrow.as_ref(), r.capacity.as_ref());
-    match &r.available {
-        Some(a) => avail_row("available bandwidth", a, ""),
-        None if r.capacity.is_some() => outln!("  available bandwidth  not measured"),
-        None => {}
-    }
-    if let Some(rev) = &r.reverse {
-        capacity_row("capacity back", rev.capacity.as_ref(), rev.note.as_deref().unwrap_or("no estimate"));
-        set_aside_row(rev.post_narrow.as_ref(), rev.capacity.as_ref());
-        match &rev.available {
-            Some(a) => avail_row("available back", a, " from the server"),
-            None if rev.streams > 0 => {
-                outln!("  available back       unknown (too few of the server's streams arrived whole)")
-            }
-            None => {}
-        }
-    }
-    match &r.bottleneck {
-        Some(b) => bottleneck_rows("bottleneck", b, r.hops, "the destination"),
-        None if r.rpts > 0 => outln!("  bottleneck           not located (routers did not answer the trains)"),
-        None => {}
-    }
-    if let Some(rev) = r.reverse.as_ref().filter(|x| x.rpts > 0) {
-        match &rev.bottleneck {
-            Some(b) => bottleneck_rows("bottleneck back", b, rev.hops, "this host"),
-            None if rev.rpts_unreported == rev.rpts => outln!(
-                "  bottleneck back      not located (the server reported none of its recursive trains: a wanperf serve older than this client?)"
-            ),
-            None => outln!("  bottleneck back      not located (routers did not answer the server's trains)"),
-        }
-    }
-    let mb = |b: u64| b as f64 / 1e6;
-    outln!(
-        "  cost                 {:.2} MB in {:.1} s: capacity {:.2} MB ({} trains), back {:.2} MB ({} trains), \
-         bottleneck {:.2} MB ({} trains), available {:.2} MB ({} streams){}; {} packets lost",
-        mb(r.bytes_sent),
-        r.seconds,
-        mb(r.cost.capacity),
-        r.trains,
-        mb(r.cost.reverse),
-        r.reverse.as_ref().map_or(0, |x| x.trains),
-        mb(r.cost.bottleneck),
-        r.rpts,
-        mb(r.cost.available),
-        r.streams,
-        match r.reverse.as_ref().filter(|x| x.streams > 0) {
-            Some(x) => format!(", available back {:.2} MB ({} streams)", mb(r.cost.available_back), x.streams),
-            None => String::new(),
-        } + &match r.reverse.as_ref().filter(|x| x.rpts > 0) {
-            Some(x) => format!(", bottleneck back {:.2} MB ({} trains)", mb(r.cost.bottleneck_back), x.rpts),
-            None => String::new(),
-        },
-        r.lost
-    );
-}
 
 /// `wanperf capacity`.
 pub fn run(a: CapacityArgs) -> Result<ExitCode> {
@@ -321,7 +173,7 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
                 "complete": !INTERRUPTED.load(Ordering::Acquire), "report": report})
         );
     } else {
-        print_table(&a.host, dst, &report);
+        wanperf_diag::text::capacity_table(&mut std::io::stdout(), &a.host, dst, &report);
     }
     if let Some(s) = store.as_mut() {
         let complete = !INTERRUPTED.load(Ordering::Acquire);

@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use wanperf_diag::probe::{self, Method, PAYLOAD_MIN, SERVER_PAYLOAD_MIN};
 use wanperf_diag::run::{self, Options};
-use wanperf_diag::trace::Report;
 use wanperf_proto::units::parse_duration;
 
 /// Flags of `wanperf trace`.
@@ -120,74 +119,7 @@ fn resolve(host: &str) -> Result<IpAddr> {
     addrs.next().map(|a| a.ip()).with_context(|| format!("{host} has no address"))
 }
 
-fn ms(x: f64) -> String {
-    format!("{x:.2}")
-}
 
-fn print_table(host: &str, dst: IpAddr, r: &Report) {
-    outln!("trace to {host} ({dst}), {} rounds", r.rounds);
-    outln!(
-        "{:>3}  {:<28} {:>7} {:>7} {:>5}  {:>8} {:>8} {:>8} {:>8}  note",
-        "hop",
-        "address",
-        "loss",
-        "path",
-        "sent",
-        "min ms",
-        "med ms",
-        "p90 ms",
-        "max ms"
-    );
-    for h in &r.hops {
-        let addr = match h.addrs.as_slice() {
-            [] => "*".to_string(),
-            [(a, _)] => a.to_string(),
-            many => many.iter().map(|(a, n)| format!("{a} ({n})")).collect::<Vec<_>>().join(", "),
-        };
-        let (mn, md, p9, mx) = h.rtt_ms.as_ref().map_or(("-".into(), "-".into(), "-".into(), "-".into()), |x| {
-            (ms(x.min), ms(x.median), ms(x.p90), ms(x.max))
-        });
-        let mut note = h.note.clone().unwrap_or_default();
-        if let Some(m) = h.next_mtu {
-            note = format!("{note}{}next link MTU {m} B", if note.is_empty() { "" } else { "; " });
-        }
-        if h.destination {
-            note = format!("{note}{}destination", if note.is_empty() { "" } else { "; " });
-        }
-        outln!(
-            "{:>3}  {:<28} {:>6.1}% {:>6.1}% {:>5}  {mn:>8} {md:>8} {p9:>8} {mx:>8}  {note}",
-            h.ttl,
-            addr,
-            h.loss_pct,
-            h.path_loss_pct,
-            h.sent
-        );
-    }
-    if !r.reached {
-        outln!("the destination did not answer");
-    }
-    if let Some(m) = r.path_mtu {
-        outln!("path MTU {m} B");
-    }
-    for c in &r.route_changes {
-        outln!("route change in round {}: hop {} was {}, now {}", c.round, c.ttl, c.before, c.after);
-    }
-    if let Some(w) = &r.warning {
-        outln!("warning: {w}");
-    }
-    if let Some(w) = &r.one_way {
-        outln!(
-            "to the destination and back: forward loss {:.1} % ({} of {} probes never reached the server), \
-             reverse loss {:.1} % ({} of {} answers never came back)",
-            w.forward_loss_pct,
-            w.sent - w.arrived,
-            w.sent,
-            w.reverse_loss_pct,
-            w.arrived - w.answered,
-            w.arrived
-        );
-    }
-}
 
 /// `wanperf trace`.
 pub fn run(a: TraceArgs) -> Result<ExitCode> {
@@ -273,7 +205,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
             serde_json::json!({"event": "trace", "host": a.host, "address": dst, "complete": !INTERRUPTED.load(Ordering::Acquire), "report": report})
         );
     } else {
-        print_table(&a.host, dst, &report);
+        wanperf_diag::text::trace_table(&mut std::io::stdout(), &a.host, dst, &report);
     }
     if let Some(s) = store.as_mut() {
         let complete = !INTERRUPTED.load(Ordering::Acquire);
