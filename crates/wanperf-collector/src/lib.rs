@@ -26,7 +26,9 @@
 pub mod collect;
 pub mod local;
 pub mod rows;
+pub mod site;
 pub mod snmp;
+pub mod text;
 pub mod util;
 
 use std::time::{SystemTime, UNIX_EPOCH};

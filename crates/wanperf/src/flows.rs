@@ -7,10 +7,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use ipnet::IpNet;
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
-use wanperf_archive::ExporterRow;
 use wanperf_collector::collect::{self, Collector};
 use wanperf_collector::rows::bin_row;
 use wanperf_flows::{BinRow, Dir, Key, Metric};
@@ -223,22 +222,6 @@ pub struct ReportArgs {
     output: std::path::PathBuf,
 }
 
-/// Probes of the cells of `runs` with probes, as paths in absolute time.
-fn paths_of(store: &mut dyn wanperf_archive::Store, runs: &[i64]) -> Result<Vec<wanperf_report::site::Path>> {
-    let mut paths = Vec::new();
-    for &id in runs {
-        let data = store.run_data(id).with_context(|| format!("run {id}"))?;
-        for c in data.cells.iter().filter(|c| !c.cell.probes.is_empty()) {
-            let target =
-                data.run.spec.get("target").and_then(|t| t.as_str()).map(|t| format!(" to {t}")).unwrap_or_default();
-            paths.push(wanperf_report::site::Path {
-                label: format!("run {id} cell {} ({}{target})", c.cell.index, c.cell.kind),
-                probes: c.cell.probes.iter().map(|p| (c.cell.started_unix + p.sent_s, p.rtt_ms)).collect(),
-            });
-        }
-    }
-    Ok(paths)
-}
 
 /// `wanperf flows report`.
 pub fn report(a: ReportArgs) -> Result<ExitCode> {
@@ -257,56 +240,18 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
         bin_ms,
         speeds: &speeds,
     };
-    let links: Vec<wanperf_report::site::Link> = wanperf_collector::util::select(store.as_mut(), &sel)?
-        .into_iter()
-        .map(|((device, interface, source), series)| wanperf_report::site::Link {
-            saturated: series.saturation(a.pct, a.bins),
-            device,
-            interface,
-            source,
-            series,
-        })
-        .collect();
-    let runs = if a.run.is_empty() {
-        // The runs that overlap the readings (or the flows' range when there are none).
-        let span = links
-            .iter()
-            .flat_map(|l| l.series.bins.iter().map(move |b| (b.bin_ms, b.bin_ms + l.series.bin_len_ms)))
-            .chain(rows.iter().map(|r| (r.key.bin_ms, r.key.bin_ms + r.bin_len_ms)))
-            .fold(None, |acc: Option<(u64, u64)>, (lo, hi)| {
-                Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
-            });
-        let mut ids: Vec<i64> = match span {
-            Some((lo, hi)) => store
-                .runs()?
-                .iter()
-                .filter(|r| {
-                    r.started_unix * 1000.0 <= hi as f64 && r.finished_unix.unwrap_or(f64::MAX) * 1000.0 >= lo as f64
-                })
-                .map(|r| r.id)
-                .collect(),
-            None => Vec::new(),
-        };
-        ids.sort_unstable_by(|a, b| b.cmp(a));
-        ids.truncate(8);
-        ids.sort_unstable();
-        ids
-    } else {
-        a.run.clone()
-    };
-    let paths = paths_of(store.as_mut(), &runs)?;
-    let data = wanperf_report::site::SiteData {
+    let q = wanperf_collector::site::Query {
         title: a.title.clone(),
-        from_unix: a.q.from,
-        to_unix: a.q.to,
-        local: a.q.local.iter().map(|n| n.to_string()).collect(),
-        top_src: wanperf_flows::top(&rows, Key::Src, Metric::Bytes, None, &a.q.local, a.n),
-        top_dst: wanperf_flows::top(&rows, Key::Dst, Metric::Bytes, None, &a.q.local, a.n),
-        pairs: wanperf_flows::top(&rows, Key::Pair, Metric::Bytes, None, &a.q.local, a.pairs),
-        mix: wanperf_flows::mix(&rows, &a.q.local),
-        links,
-        paths,
+        from: a.q.from,
+        to: a.q.to,
+        local: &a.q.local,
+        top: a.n,
+        pairs: a.pairs,
+        pct: a.pct,
+        bins: a.bins,
+        runs: &a.run,
     };
+    let data = wanperf_collector::site::data(store.as_mut(), &rows, &sel, &q)?;
     let r = wanperf_report::site_report(&data);
     std::fs::write(&a.output, &r.html).with_context(|| format!("cannot write {}", a.output.display()))?;
     if a.q.json {
@@ -376,7 +321,7 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
             }))?
         );
     } else {
-        print_exporters(&end.exporters);
+        wanperf_collector::text::exporters_table(&mut std::io::stdout(), &end.exporters);
         eprintln!(
             "stored {} flow bin rows and {} interface counter samples; {} datagrams were not NetFlow/IPFIX/sFlow",
             end.rows_stored, end.counter_samples_stored, end.unknown_datagrams
@@ -395,20 +340,6 @@ fn load(q: &QueryArgs) -> Result<Vec<BinRow>> {
         .collect())
 }
 
-fn si(v: f64, unit: &str) -> String {
-    let (d, p) = if v >= 1e12 {
-        (1e12, "T")
-    } else if v >= 1e9 {
-        (1e9, "G")
-    } else if v >= 1e6 {
-        (1e6, "M")
-    } else if v >= 1e3 {
-        (1e3, "k")
-    } else {
-        (1.0, "")
-    };
-    format!("{:.2} {p}{unit}", v / d)
-}
 
 /// `wanperf flows top`.
 pub fn top(a: TopArgs) -> Result<ExitCode> {
@@ -436,36 +367,10 @@ pub fn top(a: TopArgs) -> Result<ExitCode> {
         outln!("no flows in the archive for that time range");
         return Ok(ExitCode::SUCCESS);
     }
-    let head = match key {
-        Key::Src => format!("{:<4} {:<40}", "rank", "source"),
-        Key::Dst => format!("{:<4} {:<40}", "rank", "destination"),
-        Key::Pair => format!("{:<4} {:<46} {:<46} {:>5}", "rank", "source:port", "destination:port", "proto"),
-    };
-    outln!("{head} {:>14} {:>14} {:>10} {:>7}", "bytes", "packets", "flows", "share");
-    for r in &t {
-        let k = match key {
-            Key::Src => format!("{:<4} {:<40}", r.rank, r.src.map(|x| x.to_string()).unwrap_or_default()),
-            Key::Dst => format!("{:<4} {:<40}", r.rank, r.dst.map(|x| x.to_string()).unwrap_or_default()),
-            Key::Pair => format!(
-                "{:<4} {:<46} {:<46} {:>5}",
-                r.rank,
-                endpoint(r.src, r.sport),
-                endpoint(r.dst, r.dport),
-                r.proto.unwrap_or(0)
-            ),
-        };
-        outln!("{k} {:>14} {:>14} {:>10.1} {:>6.1}%", si(r.bytes, "B"), si(r.packets, "pkt"), r.flows, r.share_pct);
-    }
+    wanperf_collector::text::top_table(&mut std::io::stdout(), key, &t);
     Ok(ExitCode::SUCCESS)
 }
 
-fn endpoint(a: Option<IpAddr>, port: Option<u16>) -> String {
-    match a {
-        Some(IpAddr::V6(v6)) => format!("[{v6}]:{}", port.unwrap_or(0)),
-        Some(v4) => format!("{v4}:{}", port.unwrap_or(0)),
-        None => String::new(),
-    }
-}
 
 /// `wanperf flows mix`.
 pub fn mix(a: MixArgs) -> Result<ExitCode> {
@@ -475,59 +380,10 @@ pub fn mix(a: MixArgs) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&m)?);
         return Ok(ExitCode::SUCCESS);
     }
-    if a.q.local.is_empty() {
-        outln!("{:<14} {:>14} {:>7} {:>10}", "application", "bytes", "share", "flows");
-        for r in &m {
-            outln!("{:<14} {:>14} {:>6.1}% {:>10.1}", r.app, si(r.bytes_in, "B"), r.share_in_pct, r.flows);
-        }
-    } else {
-        outln!("{:<14} {:>14} {:>7} {:>14} {:>7} {:>10}", "application", "in", "share", "out", "share", "flows");
-        for r in &m {
-            outln!(
-                "{:<14} {:>14} {:>6.1}% {:>14} {:>6.1}% {:>10.1}",
-                r.app,
-                si(r.bytes_in, "B"),
-                r.share_in_pct,
-                si(r.bytes_out, "B"),
-                r.share_out_pct,
-                r.flows
-            );
-        }
-    }
+    wanperf_collector::text::mix_table(&mut std::io::stdout(), &m, a.q.local.is_empty());
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_exporters(ex: &[ExporterRow]) {
-    if ex.is_empty() {
-        outln!("no exporter has sent anything");
-        return;
-    }
-    outln!(
-        "{:<40} {:<11} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
-        "exporter (domain)",
-        "protocol",
-        "datagrams",
-        "records",
-        "lost",
-        "loss",
-        "sampling",
-        "malformed"
-    );
-    for e in ex {
-        let loss = if e.expected > 0 { 100.0 * e.lost as f64 / e.expected as f64 } else { 0.0 };
-        outln!(
-            "{:<40} {:<11} {:>10} {:>10} {:>10} {:>8.2}% {:>8} {:>9}",
-            format!("{} ({})", e.exporter, e.domain),
-            e.protocol,
-            e.datagrams,
-            e.records,
-            format!("{} {}", e.lost, e.seq_unit),
-            loss,
-            format!("1:{}", e.sampling),
-            e.malformed
-        );
-    }
-}
 
 /// `wanperf flows exporters`.
 pub fn exporters(a: ExportersArgs) -> Result<ExitCode> {
@@ -536,7 +392,7 @@ pub fn exporters(a: ExportersArgs) -> Result<ExitCode> {
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&ex)?);
     } else {
-        print_exporters(&ex);
+        wanperf_collector::text::exporters_table(&mut std::io::stdout(), &ex);
     }
     Ok(ExitCode::SUCCESS)
 }
