@@ -417,3 +417,89 @@ impl Sink for Recorder<'_> {
         self.inner.file(rec);
     }
 }
+
+/// The human-readable output: a progress bar, optional per-file lines, the summary and the
+/// verdict.
+pub struct CopyTable {
+    bar: Option<indicatif::ProgressBar>,
+    verbose: bool,
+    moved: u64,
+}
+
+impl CopyTable {
+    /// With a line per file when `verbose`.
+    pub fn new(verbose: bool) -> Self {
+        CopyTable { bar: None, verbose, moved: 0 }
+    }
+}
+
+impl Sink for CopyTable {
+    fn start(&mut self, _rec: &StartRecord) {
+        use std::io::IsTerminal;
+        if std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new_spinner();
+            if let Ok(st) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {bytes} moved, {msg}") {
+                bar.set_style(st);
+            }
+            bar.enable_steady_tick(std::time::Duration::from_millis(200));
+            self.bar = Some(bar);
+        }
+    }
+    fn interval(&mut self, rec: &IntervalRecord) {
+        self.moved += rec.sum.received_bytes.max(rec.sum.sent_bytes);
+        if let Some(b) = &self.bar {
+            b.set_position(self.moved);
+            b.set_message(fmt_rate(rec.sum.throughput_bps));
+        }
+    }
+    fn file(&mut self, rec: &wanperf_copy::spec::FileRecord) {
+        if self.verbose {
+            let line = if rec.skipped {
+                format!("{}  {}  (already there)", rec.path, fmt_bytes(rec.bytes))
+            } else {
+                format!("{}  {}  {}", rec.path, fmt_bytes(rec.bytes), rec.hash().unwrap_or_default())
+            };
+            match &self.bar {
+                Some(b) => b.println(line),
+                None => emit(&mut io::stdout(), &format!("{line}\n")),
+            }
+        }
+    }
+    fn end(&mut self, rec: &EndRecord) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        let mut s = String::new();
+        if let Some(c) = &rec.summary.copy {
+            s += &format!(
+                "copied {} file(s){}: {} in {:.2} s = {:.1} MB/s ({}); {} on the wire, compression {}\n",
+                c.files,
+                if c.skipped_files > 0 {
+                    format!(", {} left alone (already there)", c.skipped_files)
+                } else {
+                    String::new()
+                },
+                fmt_bytes(c.bytes),
+                c.wall_s,
+                c.rate_bytes_s / 1e6,
+                fmt_rate(c.rate_bytes_s * 8.0),
+                fmt_bytes(c.wire_bytes),
+                c.compression
+            );
+            if c.resumed_bytes > 0 {
+                s += &format!("resumed: {} were already there\n", fmt_bytes(c.resumed_bytes));
+            }
+            if c.resent_blocks > 0 {
+                s += &format!("{} block(s) failed their BLAKE3 check and were sent again\n", c.resent_blocks);
+            }
+        }
+        if let Some(v) = &rec.summary.verdict {
+            s += &format!("Verdict: {}\n", v.text);
+            for e in &v.evidence {
+                s += &format!("  {e}\n");
+            }
+        }
+        emit(&mut io::stdout(), &s);
+    }
+}
+

@@ -25,6 +25,7 @@ pub mod console;
 mod control;
 pub mod copy;
 pub mod copy_fs;
+pub mod copy_plan;
 pub mod copy_probe;
 pub mod echo;
 pub mod iperf3_client;

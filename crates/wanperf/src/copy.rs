@@ -1,19 +1,18 @@
-//! `wanperf copy`: flags, the remote-path syntax, and the table and progress output.
+//! `wanperf copy`: flags and glue (the paths' syntax is `wanperf_engine::copy_plan`, the
+//! table `wanperf_engine::console::CopyTable`).
 
 use crate::output::JsonSink;
 use crate::INTERRUPTED;
 use anyhow::{bail, Result};
 use clap::Args;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use wanperf_copy::paths::{takes_dest_name, RelPath};
-use wanperf_copy::spec::{Compress, CopySpec, FileRecord, HashKind, Way, DEFAULT_BLOCK};
-use wanperf_engine::client::{self, ClientConfig, ClientError, CopyLocal, Sink};
+use wanperf_copy::spec::{Compress, CopySpec, HashKind, Way, DEFAULT_BLOCK};
+use wanperf_engine::client::{self, ClientConfig, ClientError, Sink};
+use wanperf_engine::console::CopyTable;
+use wanperf_engine::copy_plan::plan;
 use wanperf_proto::msg::{Direction, TestSpec, Transport, DEFAULT_PORT, MAX_STREAMS};
-use wanperf_proto::record::{EndRecord, IntervalRecord, StartRecord};
-use wanperf_proto::units::{fmt_bytes, fmt_rate};
 
 /// Flags of `wanperf copy`.
 #[derive(Args, Debug)]
@@ -111,164 +110,6 @@ fn hash_kind(s: &str) -> Result<HashKind, String> {
     }
 }
 
-/// `HOST:PATH` (or `[V6]:PATH`) → (host, path); a local path has a `/` before any `:`.
-pub fn split_remote(s: &str) -> Option<(String, String)> {
-    if let Some(rest) = s.strip_prefix('[') {
-        let (h, p) = rest.split_once("]:")?;
-        return Some((h.to_string(), p.to_string()));
-    }
-    let (h, p) = s.split_once(':')?;
-    if h.is_empty() || h.contains('/') {
-        return None;
-    }
-    Some((h.to_string(), p.to_string()))
-}
-
-/// What the arguments ask for.
-#[derive(Debug)]
-pub struct Plan {
-    /// Server host.
-    pub host: String,
-    /// Push or pull.
-    pub way: Way,
-    /// Remote paths under the root.
-    pub remote: Vec<RelPath>,
-    /// Local side.
-    pub local: CopyLocal,
-    /// A push whose destination names its single source (the server decides, as only it
-    /// knows whether the destination is a directory).
-    pub dest_names_source: bool,
-}
-
-/// Reads the paths: sources then destination, exactly one side remote.
-pub fn plan(paths: &[String]) -> Result<Plan> {
-    let (dst, srcs) = paths.split_last().expect("clap requires two paths");
-    let rel = |p: &str| RelPath::parse(p).map_err(|e| anyhow::anyhow!("{e}"));
-    match split_remote(dst) {
-        Some((host, p)) => {
-            if let Some(s) = srcs.iter().find(|s| split_remote(s).is_some()) {
-                bail!("`{s}` and `{dst}` are both remote; one side of a copy is local");
-            }
-            Ok(Plan {
-                host,
-                way: Way::Push,
-                remote: vec![rel(&p)?],
-                local: CopyLocal::Push(srcs.iter().map(PathBuf::from).collect()),
-                dest_names_source: takes_dest_name(srcs.len(), false, &p),
-            })
-        }
-        None => {
-            let mut host: Option<String> = None;
-            let mut remote = Vec::new();
-            for s in srcs {
-                let Some((h, p)) = split_remote(s) else {
-                    bail!("`{s}` and `{dst}` are both local; name the server as HOST:PATH");
-                };
-                if host.as_ref().is_some_and(|x| *x != h) {
-                    bail!("sources come from one server at a time (`{s}` names another)");
-                }
-                host = Some(h);
-                remote.push(rel(&p)?);
-            }
-            // scp's rule, decided here: the destination is ours.
-            let dst_path = PathBuf::from(dst);
-            let local = match dst_path.file_name().and_then(|n| n.to_str()) {
-                Some(name) if takes_dest_name(remote.len(), remote[0].is_root(), dst) && !dst_path.is_dir() => {
-                    let dir = dst_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-                    CopyLocal::Pull(dir.to_path_buf(), Some(name.to_string()))
-                }
-                _ => CopyLocal::Pull(dst_path, None),
-            };
-            Ok(Plan {
-                host: host.expect("at least one source"),
-                way: Way::Pull,
-                remote,
-                local,
-                dest_names_source: false,
-            })
-        }
-    }
-}
-
-/// The human-readable output: a progress bar, optional per-file lines, the summary and the
-/// verdict.
-struct CopyTable {
-    bar: Option<indicatif::ProgressBar>,
-    verbose: bool,
-    moved: u64,
-}
-
-impl Sink for CopyTable {
-    fn start(&mut self, _rec: &StartRecord) {
-        use std::io::IsTerminal;
-        if std::io::stderr().is_terminal() {
-            let bar = indicatif::ProgressBar::new_spinner();
-            if let Ok(st) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {bytes} moved, {msg}") {
-                bar.set_style(st);
-            }
-            bar.enable_steady_tick(Duration::from_millis(200));
-            self.bar = Some(bar);
-        }
-    }
-    fn interval(&mut self, rec: &IntervalRecord) {
-        self.moved += rec.sum.received_bytes.max(rec.sum.sent_bytes);
-        if let Some(b) = &self.bar {
-            b.set_position(self.moved);
-            b.set_message(fmt_rate(rec.sum.throughput_bps));
-        }
-    }
-    fn file(&mut self, rec: &FileRecord) {
-        if self.verbose {
-            let line = if rec.skipped {
-                format!("{}  {}  (already there)", rec.path, fmt_bytes(rec.bytes))
-            } else {
-                format!("{}  {}  {}", rec.path, fmt_bytes(rec.bytes), rec.hash().unwrap_or_default())
-            };
-            match &self.bar {
-                Some(b) => b.println(line),
-                None => outln!("{line}"),
-            }
-        }
-    }
-    fn end(&mut self, rec: &EndRecord) {
-        if let Some(b) = self.bar.take() {
-            b.finish_and_clear();
-        }
-        let mut s = String::new();
-        if let Some(c) = &rec.summary.copy {
-            s += &format!(
-                "copied {} file(s){}: {} in {:.2} s = {:.1} MB/s ({}); {} on the wire, compression {}\n",
-                c.files,
-                if c.skipped_files > 0 {
-                    format!(", {} left alone (already there)", c.skipped_files)
-                } else {
-                    String::new()
-                },
-                fmt_bytes(c.bytes),
-                c.wall_s,
-                c.rate_bytes_s / 1e6,
-                fmt_rate(c.rate_bytes_s * 8.0),
-                fmt_bytes(c.wire_bytes),
-                c.compression
-            );
-            if c.resumed_bytes > 0 {
-                s += &format!("resumed: {} were already there\n", fmt_bytes(c.resumed_bytes));
-            }
-            if c.resent_blocks > 0 {
-                s += &format!("{} block(s) failed their BLAKE3 check and were sent again\n", c.resent_blocks);
-            }
-        }
-        if let Some(v) = &rec.summary.verdict {
-            s += &format!("Verdict: {}\n", v.text);
-            for e in &v.evidence {
-                s += &format!("  {e}\n");
-            }
-        }
-        let mut out = std::io::stdout();
-        let _ = out.write_all(s.as_bytes());
-    }
-}
-
 /// `wanperf copy`.
 pub fn copy(a: CopyArgs) -> Result<ExitCode> {
     let p = plan(&a.paths)?;
@@ -325,7 +166,7 @@ pub fn copy(a: CopyArgs) -> Result<ExitCode> {
         json = JsonSink::stdout();
         &mut json
     } else {
-        table = CopyTable { bar: None, verbose: a.verbose, moved: 0 };
+        table = CopyTable::new(a.verbose);
         &mut table
     };
     let mut rec = crate::output::Recorder::new(out, store.is_some());
@@ -341,35 +182,5 @@ pub fn copy(a: CopyArgs) -> Result<ExitCode> {
         }
         Err(ClientError::Interrupted) => Ok(ExitCode::from(130)),
         Err(e) => Err(e.into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn remote_syntax() {
-        assert_eq!(split_remote("host:a/b"), Some(("host".into(), "a/b".into())));
-        assert_eq!(split_remote("[::1]:x"), Some(("::1".into(), "x".into())));
-        assert_eq!(split_remote("198.18.0.2:"), Some(("198.18.0.2".into(), String::new())));
-        assert_eq!(split_remote("./a:b"), None);
-        assert_eq!(split_remote("plain"), None);
-        assert_eq!(split_remote(":x"), None);
-    }
-
-    #[test]
-    fn plans() {
-        let p = plan(&["a".into(), "b/".into(), "h:dst".into()]).unwrap();
-        assert_eq!(p.way, Way::Push);
-        assert_eq!(p.remote[0].as_str(), "dst");
-        let q = plan(&["h:x".into(), "h:y/z".into(), "out".into()]).unwrap();
-        assert_eq!(q.way, Way::Pull);
-        assert_eq!(q.remote.len(), 2);
-        assert!(plan(&["a".into(), "b".into()]).unwrap_err().to_string().contains("both local"));
-        assert!(plan(&["h:a".into(), "g:b".into()]).unwrap_err().to_string().contains("both remote"));
-        assert!(plan(&["h:a".into(), "g:b".into(), "o".into()]).unwrap_err().to_string().contains("one server"));
-        assert!(plan(&["a".into(), "h:../x".into()]).unwrap_err().to_string().contains(".."));
-        assert!(plan(&["a".into(), "h:/etc".into()]).unwrap_err().to_string().contains("absolute"));
     }
 }
