@@ -34,6 +34,7 @@ pub mod export;
 pub mod import;
 pub mod model;
 pub mod postgres;
+pub mod save;
 pub mod schema;
 pub mod sqlite;
 

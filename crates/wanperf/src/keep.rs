@@ -43,27 +43,34 @@ impl SaveArgs {
     }
 }
 
-/// Stores a run of one cell, finished with `status` at `finished_unix`; returns its id.
-fn store_one(
-    store: &mut dyn Store,
-    run: &wanperf_archive::NewRun,
-    cell: &wanperf_archive::CellRecord,
-    status: wanperf_archive::RunStatus,
-    finished_unix: f64,
-) -> Result<i64> {
-    let id = store.create_run(run)?;
-    store.store_cell(id, cell)?;
-    store.finish_run(id, status, finished_unix)?;
-    Ok(id)
-}
+
 
 /// Stores the NDJSON records of a `tput` or `copy` as a run; returns its id. The command line
 /// is kept as the run's text.
 pub fn save_records(store: &mut dyn Store, ndjson: &str) -> Result<i64> {
-    let (mut run, cell) = wanperf_archive::import::import_wanperf(ndjson).map_err(|e| anyhow!("cannot store: {e}"))?;
-    run.study_text = std::env::args().collect::<Vec<_>>().join(" ");
-    let status = if cell.ok { wanperf_archive::RunStatus::Complete } else { wanperf_archive::RunStatus::Incomplete };
-    store_one(store, &run, &cell, status, run.started_unix + cell.duration_s)
+    wanperf_archive::save::records(store, ndjson, &command_line()).map_err(|e| anyhow!("cannot store: {e}"))
+}
+
+/// The command line, kept as a saved run's text.
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// Stores a measurement of one cell made outside a study (`trace`, `capacity`) begun at
+/// `started` (see [`wanperf_archive::save::measurement`]) and says where; returns the run's id.
+pub fn save_measurement(
+    store: &mut dyn Store,
+    kind: &str,
+    params: &[(&str, serde_json::Value)],
+    summary: serde_json::Value,
+    failure: Option<String>,
+    started: std::time::SystemTime,
+    json: bool,
+) -> Result<i64> {
+    let m = wanperf_archive::save::Measurement { kind, params, summary, failure, started };
+    let id = wanperf_archive::save::measurement(store, m, &command_line(), &crate::software()).context("cannot store")?;
+    say_saved(id, json);
+    Ok(id)
 }
 
 /// Stores the records of a test that started (a test that did not printed nothing to store;
@@ -87,47 +94,6 @@ fn say_saved(id: i64, json: bool) {
     }
 }
 
-/// Stores a measurement of one cell made outside a study (`trace`, `capacity`) begun at
-/// `started` — its parameters (by name), its summary, and why it failed when it did (`None`:
-/// it succeeded) — as a run of its own named after its kind, with the command line as the
-/// run's text, and says where; returns the run's id.
-pub fn save_measurement(
-    store: &mut dyn Store,
-    kind: &str,
-    params: &[(&str, serde_json::Value)],
-    summary: serde_json::Value,
-    failure: Option<String>,
-    started: std::time::SystemTime,
-    json: bool,
-) -> Result<i64> {
-    let unix = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-    let params: std::collections::BTreeMap<String, serde_json::Value> =
-        params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    let mut spec = serde_json::Map::new();
-    spec.insert(kind.to_string(), serde_json::json!(params));
-    let cell = wanperf_archive::CellRecord {
-        kind: kind.into(),
-        params,
-        ok: failure.is_none(),
-        failure,
-        started_unix: unix(started),
-        duration_s: started.elapsed().map_or(0.0, |d| d.as_secs_f64()),
-        summary,
-        ..Default::default()
-    };
-    let run = wanperf_archive::NewRun {
-        study: cell.kind.clone(),
-        study_text: std::env::args().collect::<Vec<_>>().join(" "),
-        spec: serde_json::Value::Object(spec),
-        software: crate::software(),
-        cells_planned: 1,
-        started_unix: cell.started_unix,
-    };
-    let status = if cell.ok { wanperf_archive::RunStatus::Complete } else { wanperf_archive::RunStatus::Incomplete };
-    let id = store_one(store, &run, &cell, status, cell.started_unix + cell.duration_s).context("cannot store")?;
-    say_saved(id, json);
-    Ok(id)
-}
 
 /// `wanperf runs`.
 #[derive(Args, Debug)]
@@ -322,7 +288,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
         };
         let (mut run, cell) = parsed.map_err(|e| anyhow!("{}: {e}", f.display()))?;
         run.study = format!("{} ({})", run.study, f.file_name().map_or(String::new(), |n| n.to_string_lossy().into()));
-        let id = store_one(store.as_mut(), &run, &cell, wanperf_archive::RunStatus::Complete, run.started_unix)?;
+        let id = wanperf_archive::save::run_of_one(store.as_mut(), &run, &cell, wanperf_archive::RunStatus::Complete, run.started_unix)?;
         let intervals = cell.intervals.iter().filter(|i| i.stream == -1).count();
         if a.json {
             outln!(
