@@ -21,6 +21,7 @@ pub mod fabric;
 pub mod fq;
 pub mod link;
 pub mod netns;
+pub mod options;
 pub mod packet;
 pub mod path;
 pub mod presets;

@@ -9,9 +9,7 @@ use wanperf_net::child::{exit_code, on_path, stop_child, wait_child, wait_listen
 use wanperf_net::daemon::{Kind, Request};
 use wanperf_net::pathd::{PathInfo, StatsReply};
 use wanperf_net::show::{print_export, print_path_stats};
-use wanperf_emu::config::{
-    parse_delay, parse_link_rate, Aqm, LossModel, PolicerConfig, QueueLimit, Rate, Selector, Trace,
-};
+use wanperf_emu::options::LinkOptions;
 use wanperf_emu::path::{Host, PathConfig};
 use wanperf_emu::presets;
 use wanperf_net::path::Path;
@@ -168,117 +166,32 @@ pub struct RunArgs {
 
 /// Builds the path configuration from a preset and explicit options.
 pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
-    let mut cfg = match &a.preset {
-        Some(name) => presets::find(name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = presets::all().iter().map(|p| p.name).collect();
-                anyhow!("unknown preset `{name}` (known: {})", names.join(", "))
-            })?
-            .path(),
-        None => PathConfig {
-            up: Default::default(),
-            down: Default::default(),
-            mtu: 1500,
-            txqueuelen: None,
-            seed: 1,
-            host_nice: wanperf_emu::path::DEFAULT_HOST_NICE,
-        },
+    let o = LinkOptions {
+        preset: a.preset.clone(),
+        rtt: a.rtt.clone(),
+        delay_up: a.delay_up.clone(),
+        delay_down: a.delay_down.clone(),
+        jitter: a.jitter.clone(),
+        reorder: a.reorder.clone(),
+        rate: a.rate.clone(),
+        rate_up: a.rate_up.clone(),
+        rate_down: a.rate_down.clone(),
+        trace_up: a.trace_up.clone(),
+        trace_down: a.trace_down.clone(),
+        queue: a.queue.clone(),
+        aqm: a.aqm.clone(),
+        loss: a.loss.clone(),
+        loss_up: a.loss_up.clone(),
+        loss_down: a.loss_down.clone(),
+        loss_model: a.loss_model.clone(),
+        policer: a.policer.clone(),
+        priority: a.priority.clone(),
+        txqueuelen: a.txqueuelen.clone(),
+        mtu: a.mtu.clone(),
+        seed: a.seed.clone(),
+        host_nice: a.host_nice.clone(),
     };
-    if let Some(rtt) = &a.rtt {
-        let d = parse_delay("--rtt", rtt)?;
-        cfg.up.delay_ns = d / 2;
-        cfg.down.delay_ns = d - d / 2;
-    }
-    if let Some(d) = &a.delay_up {
-        cfg.up.delay_ns = parse_delay("--delay-up", d)?;
-    }
-    if let Some(d) = &a.delay_down {
-        cfg.down.delay_ns = parse_delay("--delay-down", d)?;
-    }
-    if let Some(j) = &a.jitter {
-        let j = parse_delay("--jitter", j)?;
-        cfg.up.jitter_ns = j;
-        cfg.down.jitter_ns = j;
-    }
-    cfg.up.reorder |= a.reorder;
-    cfg.down.reorder |= a.reorder;
-    if let Some(r) = &a.rate {
-        let r = parse_link_rate("--rate", r)?;
-        cfg.up.rate = Rate::Constant(r);
-        cfg.down.rate = Rate::Constant(r);
-    }
-    if let Some(r) = &a.rate_up {
-        cfg.up.rate = Rate::Constant(parse_link_rate("--rate-up", r)?);
-    }
-    if let Some(r) = &a.rate_down {
-        cfg.down.rate = Rate::Constant(parse_link_rate("--rate-down", r)?);
-    }
-    for (file, dir) in [(&a.trace_up, &mut cfg.up), (&a.trace_down, &mut cfg.down)] {
-        if let Some(f) = file {
-            let text = std::fs::read_to_string(f).with_context(|| format!("cannot read trace {}", f.display()))?;
-            dir.rate = Rate::Trace(Trace::parse(&f.display().to_string(), &text)?);
-        }
-    }
-    if let Some(q) = &a.queue {
-        let q = QueueLimit::parse(q)?;
-        cfg.up.queue = q;
-        cfg.down.queue = q;
-    }
-    if let Some(aqm) = &a.aqm {
-        let aqm = Aqm::parse(aqm).map_err(|m| anyhow::anyhow!("--aqm: {m}"))?;
-        cfg.up.aqm = aqm;
-        cfg.down.aqm = aqm;
-    }
-    if a.loss.is_some() && a.loss_model.is_some() {
-        bail!("give --loss or --loss-model, not both");
-    }
-    let loss = match (&a.loss, &a.loss_model) {
-        (Some(p), _) => Some(LossModel::bernoulli(p)?),
-        (_, Some(m)) => Some(LossModel::parse(m)?),
-        _ => None,
-    };
-    if let Some(l) = loss {
-        cfg.up.loss = l;
-        cfg.down.loss = l;
-    }
-    if let Some(p) = &a.loss_up {
-        cfg.up.loss =
-            LossModel::bernoulli(p).map_err(|e| anyhow::anyhow!(e.to_string().replacen("--loss", "--loss-up", 1)))?;
-    }
-    if let Some(p) = &a.loss_down {
-        cfg.down.loss =
-            LossModel::bernoulli(p).map_err(|e| anyhow::anyhow!(e.to_string().replacen("--loss", "--loss-down", 1)))?;
-    }
-    if let Some(p) = &a.policer {
-        cfg.up.policer = Some(PolicerConfig::parse(p)?);
-    }
-    for s in &a.priority {
-        let sel = Selector::parse("--priority", s)?;
-        cfg.up.priority.push(sel);
-        cfg.down.priority.push(sel);
-    }
-    if let Some(q) = a.txqueuelen {
-        if q == 0 {
-            bail!("--txqueuelen must be at least 1");
-        }
-        cfg.txqueuelen = Some(q);
-    }
-    if let Some(m) = a.mtu {
-        if !(576..=65_535).contains(&m) {
-            bail!("--mtu must be between 576 and 65535 bytes");
-        }
-        cfg.mtu = m;
-    }
-    if let Some(s) = a.seed {
-        cfg.seed = s;
-    }
-    if let Some(n) = a.host_nice {
-        if !(0..=19).contains(&n) {
-            bail!("--host-nice must be between 0 and 19");
-        }
-        cfg.host_nice = n;
-    }
-    Ok(cfg)
+    o.config().map_err(|e| anyhow!("{e}"))
 }
 
 /// `wanperf path run`.
