@@ -30,6 +30,7 @@ pub mod copy_probe;
 pub mod echo;
 pub mod iperf3_client;
 pub mod iperf3_server;
+pub mod keys;
 pub mod load;
 pub mod opts;
 pub mod ping;
