@@ -26,6 +26,7 @@ mod control;
 pub mod copy;
 pub mod copy_fs;
 pub mod copy_plan;
+pub mod daemon;
 pub mod copy_probe;
 pub mod echo;
 pub mod iperf3_client;

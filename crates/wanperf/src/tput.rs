@@ -6,8 +6,7 @@ use crate::{software, INTERRUPTED};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ipnet::IpNet;
-use socket2::{Domain, Protocol, Socket, Type};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -213,17 +212,6 @@ pub struct TputArgs {
     udp_drop_every: Option<u64>,
 }
 
-fn listener(addr: SocketAddr) -> Result<TcpListener> {
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    if addr.is_ipv6() {
-        // Dual stack: [::] also takes IPv4 clients.
-        let _ = s.set_only_v6(false);
-    }
-    s.set_reuse_address(true)?;
-    s.bind(&addr.into()).with_context(|| format!("cannot listen on {addr}"))?;
-    s.listen(1024)?;
-    Ok(s.into())
-}
 
 /// `wanperf serve`.
 pub fn serve(a: ServeArgs) -> Result<ExitCode> {
@@ -242,7 +230,6 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
             bail!("--root {}: not a directory", r.display());
         }
     }
-    let l = listener(a.listen)?;
     let allow: Vec<IpNet> = a.allow.into_iter().flatten().collect();
     let cfg = ServerConfig {
         limits: Limits {
@@ -265,49 +252,12 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         copy_root: a.root.clone(),
     };
     let log: wanperf_engine::server::Log = crate::output::stderr_log(a.json);
-    let mut who = if allow.is_empty() {
-        "loopback clients only (use --allow CIDR for others)".to_string()
-    } else {
-        allow.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
-    };
-    match &auth {
-        Some(k) => who.push_str(&format!(" holding one of {} authorized key(s)", k.len())),
-        None if !allow.is_empty() => who.push_str(" (no --authorized-keys: any host there can run tests)"),
-        None => {}
-    }
-    // Bind the probe socket before announcing the server: whoever reads the banner may ping.
-    let udp = wanperf_engine::server::bind_udp_like(&l);
-    if let Err(e) = &udp {
-        log(&format!("no UDP echo for ping probes: {e}"));
-    }
     let stop = Arc::new(AtomicBool::new(false));
-    // The iperf3 port is announced before the banner, so whoever reads the banner may use it.
-    let iperf3 = match a.iperf3_port {
-        Some(port) => {
-            let l3 = listener(SocketAddr::new(a.listen.ip(), port))?;
-            let at = l3.local_addr().map_or_else(|_| port.to_string(), |x| x.to_string());
-            let h = wanperf_engine::iperf3_server::spawn(l3, cfg.clone(), stop.clone(), log.clone())?;
-            log(&format!("iperf3 clients on {at} (TCP and UDP)"));
-            Some(h)
-        }
-        None => None,
-    };
-    if let Some(r) = &a.root {
-        log(&format!("copies into and out of {}", r.display()));
-    }
-    log(&format!(
-        "{} listening on {} for {who}",
-        software(),
-        l.local_addr().map_or_else(|_| a.listen.to_string(), |x| x.to_string())
-    ));
     let watcher = crate::stop_on_interrupt(stop.clone());
-    wanperf_engine::server::serve_with(l, udp.ok(), cfg, stop.clone(), log.clone())?;
+    let run = wanperf_engine::daemon::run(a.listen, a.iperf3_port, a.root.as_deref(), cfg, stop.clone(), log);
     stop.store(true, Ordering::Release);
     let _ = watcher.join();
-    if let Some(h) = iperf3 {
-        let _ = h.join();
-    }
-    log("server stopped");
+    run?;
     Ok(ExitCode::SUCCESS)
 }
 
