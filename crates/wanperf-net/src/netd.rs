@@ -152,6 +152,53 @@ impl Session {
         }
     }
 
+    /// Runs `cmd` on node `host` while the cross traffic runs, after starting each of `others`
+    /// (node, shell command; their output goes to stderr) and waiting at most `wait_s` until
+    /// each listens; the others are stopped when `cmd` ends. `None`: interrupted.
+    pub fn run(
+        &mut self,
+        host: usize,
+        cmd: &[String],
+        others: &[(usize, String)],
+        wait_s: f64,
+    ) -> Result<Option<std::process::ExitStatus>> {
+        let mut side = Vec::new();
+        let stop_all = |side: &mut Vec<Child>| side.iter_mut().for_each(stop_child);
+        for (n, line) in others {
+            let mut c = self.contained(*n, &["sh".to_string(), "-c".to_string(), line.clone()]);
+            if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
+                c.stdout(Stdio::from(fd));
+            }
+            match c.spawn() {
+                Ok(ch) => side.push(ch),
+                Err(e) => {
+                    stop_all(&mut side);
+                    bail!("cannot start `{line}` on {}: {e}", self.net.topology().nodes[*n].name);
+                }
+            }
+        }
+        crate::child::wait_listening(&mut side, wait_s);
+        let status = match self.contained(host, cmd).spawn() {
+            Ok(mut child) => loop {
+                self.tick();
+                match child.try_wait() {
+                    Ok(Some(st)) => break Some(st),
+                    Ok(None) if wanperf_sys::INTERRUPTED.load(std::sync::atomic::Ordering::Acquire) => {
+                        break crate::child::wait_child(&mut child, None)
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                    Err(_) => break None,
+                }
+            },
+            Err(e) => {
+                stop_all(&mut side);
+                bail!("cannot run `{}` on {}: {e}", cmd[0], self.net.topology().nodes[host].name);
+            }
+        };
+        stop_all(&mut side);
+        Ok(status)
+    }
+
     /// Stops the cross traffic and the network; the links' counters and the flow export's.
     pub fn stop(mut self) -> (Vec<LinkStats>, Option<ExportStats>) {
         for (_, c, _) in &mut self.flows {

@@ -265,3 +265,18 @@ pub fn print_links(name: &str, stats: &[LinkStats], export: Option<&ExportStats>
         let _ = writeln!(out, "{}", behind_warning(&b, ["a → b", "b → a"]));
     }
 }
+
+/// Every node's routes, a line each (ECMP next hops after `|`).
+pub fn print_routes(t: &Topology, p: &Plan, out: &mut dyn Write) {
+    for (i, n) in t.nodes.iter().enumerate() {
+        for r in p.routes.iter().filter(|r| r.node == i) {
+            let more: String =
+                r.more.iter().map(|&(i, via)| format!(" | via {via} dev {}", p.ifaces[i].dev)).collect();
+            let _ = writeln!(
+                out,
+                "  route {:<12} {}/{} via {} dev {}{more}",
+                n.name, r.dst, r.prefix, r.via, p.ifaces[r.iface].dev
+            );
+        }
+    }
+}

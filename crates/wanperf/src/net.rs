@@ -5,17 +5,14 @@
 //! one-line JSON requests on a Unix socket, for `exec`, `stats`, `set`, `down` and `list`.
 
 use crate::args::ExportFormatArg;
-use crate::INTERRUPTED;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
-use std::sync::atomic::Ordering;
-use std::time::Duration;
-use wanperf_net::child::{exit_code, stop_child, wait_child, wait_listening};
+use std::process::{Command, ExitCode};
+use wanperf_net::child::exit_code;
 use wanperf_net::daemon::{Kind, Request};
 use wanperf_net::netd::{check_nice, load, node_of, NetInfo, Session, SetReply, StatsReply};
 use wanperf_net::plan::Plan;
@@ -211,17 +208,7 @@ pub fn show(a: ShowArgs) -> Result<ExitCode> {
     } else {
         let mut out = std::io::stdout().lock();
         print_plan(&t, &p, &mut out);
-        for (i, n) in t.nodes.iter().enumerate() {
-            for r in p.routes.iter().filter(|r| r.node == i) {
-                let more: String =
-                    r.more.iter().map(|&(i, via)| format!(" | via {via} dev {}", p.ifaces[i].dev)).collect();
-                let _ = writeln!(
-                    out,
-                    "  route {:<12} {}/{} via {} dev {}{more}",
-                    n.name, r.dst, r.prefix, r.via, p.ifaces[r.iface].dev
-                );
-            }
-        }
+        wanperf_net::show::print_routes(&t, &p, &mut out);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -290,33 +277,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     } else {
         print_plan(&t, s.net().plan(), &mut std::io::stderr());
     }
-    let mut side = Vec::new();
-    for (n, cmd) in &others {
-        let mut c = s.contained(*n, &["sh".to_string(), "-c".to_string(), cmd.clone()]);
-        if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
-            c.stdout(Stdio::from(fd));
-        }
-        side.push(c.spawn().with_context(|| format!("cannot start `{cmd}` on {}", t.nodes[*n].name))?);
-    }
-    wait_listening(&mut side, wait);
-    let status = match s.contained(host, &a.cmd).spawn() {
-        Ok(mut child) => loop {
-            s.tick();
-            match child.try_wait() {
-                Ok(Some(st)) => break Some(st),
-                Ok(None) if INTERRUPTED.load(Ordering::Acquire) => break wait_child(&mut child, None),
-                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-                Err(_) => break None,
-            }
-        },
-        Err(e) => {
-            side.iter_mut().for_each(stop_child);
-            print_stats(&t, &s.stop(), a.json, &mut std::io::stderr());
-            bail!("cannot run `{}` on {}: {e}", a.cmd[0], t.nodes[host].name);
-        }
-    };
-    side.iter_mut().for_each(stop_child);
+    let status = s.run(host, &a.cmd, &others, wait);
     print_stats(&t, &s.stop(), a.json, &mut std::io::stderr());
+    let status = status?;
     Ok(status.map_or(ExitCode::from(130), |st| exit_code(&st)))
 }
 
