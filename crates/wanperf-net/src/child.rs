@@ -155,3 +155,36 @@ pub fn contain(cmd: &[String]) -> Result<ExitCode> {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Runs `cmd` contained on the left host of `path`, after starting `right` (a shell command;
+/// its output goes to stderr) on the right host and waiting at most `wait_s` until it
+/// listens; the right command is stopped when `cmd` ends. `None`: interrupted.
+pub fn run_on_path(
+    path: &crate::path::Path,
+    cmd: &[String],
+    right: Option<&str>,
+    wait_s: f64,
+) -> Result<Option<ExitStatus>> {
+    use wanperf_emu::path::Host;
+    let mut right = match right {
+        Some(line) => {
+            let mut c = on_path(path, Host::Right, &["sh".to_string(), "-c".to_string(), line.to_string()])?;
+            // Keep CMD's standard output its own: what the right command prints goes to stderr.
+            if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
+                c.stdout(std::process::Stdio::from(fd));
+            }
+            Some(c.spawn().map_err(|e| anyhow::anyhow!("cannot start the right command `{line}`: {e}"))?)
+        }
+        None => None,
+    };
+    wait_listening(right.as_mut_slice(), wait_s);
+    let status = match on_path(path, Host::Left, cmd).and_then(|mut c| Ok(c.spawn()?)) {
+        Ok(mut child) => wait_child(&mut child, None),
+        Err(e) => {
+            right.iter_mut().for_each(stop_child);
+            bail!("cannot run `{}` on the left host: {e}", cmd[0]);
+        }
+    };
+    right.iter_mut().for_each(stop_child);
+    Ok(status)
+}

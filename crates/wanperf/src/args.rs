@@ -25,3 +25,14 @@ impl ExportFormatArg {
         }
     }
 }
+
+/// The per-packet event log of `--log FILE` (none without the flag).
+pub fn log_sink(p: &Option<std::path::PathBuf>) -> anyhow::Result<Option<Box<dyn std::io::Write + Send>>> {
+    use anyhow::Context;
+    Ok(match p {
+        Some(p) => Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        ))),
+        None => None,
+    })
+}

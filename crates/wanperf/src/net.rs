@@ -5,10 +5,9 @@
 //! one-line JSON requests on a Unix socket, for `exec`, `stats`, `set`, `down` and `list`.
 
 use crate::args::ExportFormatArg;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
-use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -239,15 +238,6 @@ pub fn presets(name: Option<String>, json_out: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn log_sink(p: &Option<PathBuf>) -> Result<Option<Box<dyn Write + Send>>> {
-    Ok(match p {
-        Some(p) => Some(Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
-        ))),
-        None => None,
-    })
-}
-
 /// `net run`.
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     check_nice(a.host_nice)?;
@@ -271,7 +261,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         let (n, cmd) = o.split_once('=').ok_or_else(|| anyhow!("--on `{o}`: write NODE=CMD"))?;
         others.push((node_of(&t, n)?, cmd.to_string()));
     }
-    let mut s = Session::start(&t, a.host_nice, log_sink(&a.log)?)?;
+    let mut s = Session::start(&t, a.host_nice, crate::args::log_sink(&a.log)?)?;
     if a.json {
         eprintln!("{}", json!({"event": "net", "plan": plan_json(&t, s.net().plan())}));
     } else {

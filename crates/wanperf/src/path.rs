@@ -1,11 +1,11 @@
 //! `wanperf path`: the emulated wide-area path.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
-use wanperf_net::child::{exit_code, on_path, stop_child, wait_child, wait_listening};
+use wanperf_net::child::exit_code;
 use wanperf_net::daemon::{Kind, Request};
 use wanperf_net::pathd::{PathInfo, StatsReply};
 use wanperf_net::show::{print_export, print_path_stats};
@@ -198,12 +198,7 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let cfg = config_from(&a.link)?;
     let right_wait = wanperf_proto::units::parse_duration(&a.right_wait).map_err(|e| anyhow!("--right-wait: {e}"))?;
-    let log: Option<Box<dyn std::io::Write + Send>> = match &a.log {
-        Some(p) => Some(Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
-        ))),
-        None => None,
-    };
+    let log = crate::args::log_sink(&a.log)?;
     let export = (!a.export_flows.is_empty()).then(|| {
         let mut e = wanperf_net::topo::FlowExport::new(a.export_flows.clone());
         if let Some(f) = a.export_format {
@@ -212,33 +207,11 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         e
     });
     let path = Path::start_exporting(&cfg, log, export)?;
-    let mut right = match &a.right {
-        Some(cmd) => {
-            let mut c = on_path(&path, Host::Right, &["sh".to_string(), "-c".to_string(), cmd.clone()])?;
-            // Keep CMD's standard output its own: what the right command prints goes to stderr.
-            if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
-                c.stdout(std::process::Stdio::from(fd));
-            }
-            Some(c.spawn().with_context(|| format!("cannot start the right command `{cmd}`"))?)
-        }
-        None => None,
-    };
-    wait_listening(right.as_mut_slice(), right_wait);
-    let mut left = on_path(&path, Host::Left, &a.cmd)?;
-    let status = match left.spawn() {
-        Ok(mut child) => wait_child(&mut child, None),
-        Err(e) => {
-            right.iter_mut().for_each(stop_child);
-            let (stats, export) = path.finish();
-            print_path_stats(&stats, a.json, &mut std::io::stderr());
-            print_export(export.as_ref(), a.json, &mut std::io::stderr());
-            bail!("cannot run `{}` on the left host: {e}", a.cmd[0]);
-        }
-    };
-    right.iter_mut().for_each(stop_child);
+    let status = wanperf_net::child::run_on_path(&path, &a.cmd, a.right.as_deref(), right_wait);
     let (stats, export) = path.finish();
     print_path_stats(&stats, a.json, &mut std::io::stderr());
     print_export(export.as_ref(), a.json, &mut std::io::stderr());
+    let status = status?;
     Ok(status.map_or(ExitCode::from(130), |st| exit_code(&st)))
 }
 
