@@ -22,20 +22,16 @@ pub struct Query<'a> {
     pub top: usize,
     /// How many top pairs.
     pub pairs: usize,
-    /// Saturation threshold, percent.
-    pub pct: f64,
-    /// Consecutive bins that make a saturated run.
-    pub bins: usize,
     /// Runs whose probes to show (none: those that overlap the readings, at most 8).
     pub runs: &'a [i64],
 }
 
 /// The page's data from the flows `rows` and the archive.
 pub fn data(store: &mut dyn wanperf_archive::Store, rows: &[BinRow], sel: &Selection, q: &Query) -> Result<SiteData> {
-    let links: Vec<wanperf_report::site::Link> = crate::util::select(store, &sel)?
+    let links: Vec<wanperf_report::site::Link> = crate::util::select(store, sel)?
         .into_iter()
         .map(|((device, interface, source), series)| wanperf_report::site::Link {
-            saturated: series.saturation(q.pct, q.bins),
+            saturated: series.saturation(sel.pct, sel.bins),
             device,
             interface,
             source,

@@ -18,11 +18,11 @@ use wanperf_flows::{IfCounters, UtilSeries};
 pub type SeriesKey = (String, String, String);
 
 /// Which stored readings to bin.
-pub struct Selection<'a> {
+pub struct Selection {
     /// Only this device.
-    pub device: Option<&'a str>,
+    pub device: Option<String>,
     /// Only these interfaces (none: all).
-    pub iface: &'a [String],
+    pub iface: Vec<String>,
     /// From this Unix time.
     pub from: Option<f64>,
     /// Until this Unix time.
@@ -30,7 +30,11 @@ pub struct Selection<'a> {
     /// Bin length.
     pub bin_ms: u64,
     /// Speeds the devices do not give, by interface.
-    pub speeds: &'a BTreeMap<String, u64>,
+    pub speeds: BTreeMap<String, u64>,
+    /// Saturation threshold, percent of the speed.
+    pub pct: f64,
+    /// Consecutive bins at or above `pct` that make a saturated run.
+    pub bins: usize,
 }
 
 /// The archive's readings, per (device, interface, source), binned.
@@ -38,10 +42,10 @@ pub fn select(store: &mut dyn wanperf_archive::Store, sel: &Selection) -> Result
     let rows = store.counters(sel.from.unwrap_or(0.0), sel.to.unwrap_or(f64::MAX))?;
     let mut all: BTreeMap<(String, String, String), Vec<IfCounters>> = BTreeMap::new();
     for r in &rows {
-        if sel.device.is_some_and(|d| d != r.device) || (!sel.iface.is_empty() && !sel.iface.contains(&r.interface)) {
+        if sel.device.as_ref().is_some_and(|d| *d != r.device) || (!sel.iface.is_empty() && !sel.iface.contains(&r.interface)) {
             continue;
         }
-        let c = with_speed(if_counters(r), sel.speeds);
+        let c = with_speed(if_counters(r), &sel.speeds);
         all.entry((r.device.clone(), r.interface.clone(), r.source.clone())).or_default().push(c);
     }
     Ok(all

@@ -36,3 +36,48 @@ pub fn log_sink(p: &Option<std::path::PathBuf>) -> anyhow::Result<Option<Box<dyn
         None => None,
     })
 }
+
+/// Which interfaces' readings, in bins of what length, and what counts as saturated (`util
+/// show`, `flows report`).
+#[derive(clap::Args, Debug)]
+pub struct UtilSelect {
+    /// Only this device's interfaces.
+    #[arg(long, value_name = "NAME")]
+    device: Option<String>,
+    /// Only these interfaces (repeatable).
+    #[arg(long, value_name = "NAME")]
+    iface: Vec<String>,
+    /// Utilization bin length, seconds.
+    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+    bin: f64,
+    /// Interface speeds the devices do not give (IFACE=RATE; repeatable).
+    #[arg(long, value_name = "IFACE=RATE")]
+    speed: Vec<String>,
+    /// Saturation threshold, percent of the speed.
+    #[arg(long, default_value_t = 95.0, value_name = "PERCENT")]
+    pct: f64,
+    /// Consecutive bins at or above --pct that make a saturated run.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    bins: usize,
+}
+
+impl UtilSelect {
+    /// The checked selection of the readings between `from` and `to` (Unix seconds).
+    pub fn selection(&self, from: Option<f64>, to: Option<f64>) -> anyhow::Result<wanperf_collector::util::Selection> {
+        let bin_ms = wanperf_collector::util::check_bin(self.bin)?;
+        let speeds = wanperf_collector::util::speeds(&self.speed)?;
+        if !(self.pct > 0.0 && self.pct <= 100.0) {
+            anyhow::bail!("--pct must be above 0 and at most 100");
+        }
+        Ok(wanperf_collector::util::Selection {
+            device: self.device.clone(),
+            iface: self.iface.clone(),
+            from,
+            to,
+            bin_ms,
+            speeds,
+            pct: self.pct,
+            bins: self.bins,
+        })
+    }
+}

@@ -192,24 +192,8 @@ pub struct ReportArgs {
     /// Rows of the top pairs table.
     #[arg(long, default_value_t = 14)]
     pairs: usize,
-    /// Only this device's interfaces.
-    #[arg(long, value_name = "NAME")]
-    device: Option<String>,
-    /// Only these interfaces (repeatable).
-    #[arg(long, value_name = "NAME")]
-    iface: Vec<String>,
-    /// Utilization bin length, seconds.
-    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
-    bin: f64,
-    /// Interface speeds the devices do not give (IFACE=RATE; repeatable).
-    #[arg(long, value_name = "IFACE=RATE")]
-    speed: Vec<String>,
-    /// Saturation threshold, percent of the speed.
-    #[arg(long, default_value_t = 95.0, value_name = "PERCENT")]
-    pct: f64,
-    /// Consecutive bins at or above --pct that make a saturated run.
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    bins: usize,
+    #[command(flatten)]
+    select: crate::args::UtilSelect,
     /// Runs whose RTT probes to lay against the utilization (repeatable; default: the runs
     /// that overlap the readings, at most 8).
     #[arg(long, value_name = "ID")]
@@ -225,21 +209,9 @@ pub struct ReportArgs {
 
 /// `wanperf flows report`.
 pub fn report(a: ReportArgs) -> Result<ExitCode> {
-    let bin_ms = wanperf_collector::util::check_bin(a.bin)?;
-    let speeds = wanperf_collector::util::speeds(&a.speed)?;
-    if !(a.pct > 0.0 && a.pct <= 100.0) {
-        bail!("--pct must be above 0 and at most 100");
-    }
+    let sel = a.select.selection(a.q.from, a.q.to)?;
     let rows = load(&a.q)?;
     let mut store = open_store_read_only(a.q.db.as_deref())?;
-    let sel = wanperf_collector::util::Selection {
-        device: a.device.as_deref(),
-        iface: &a.iface,
-        from: a.q.from,
-        to: a.q.to,
-        bin_ms,
-        speeds: &speeds,
-    };
     let q = wanperf_collector::site::Query {
         title: a.title.clone(),
         from: a.q.from,
@@ -247,8 +219,6 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
         local: &a.q.local,
         top: a.n,
         pairs: a.pairs,
-        pct: a.pct,
-        bins: a.bins,
         runs: &a.run,
     };
     let data = wanperf_collector::site::data(store.as_mut(), &rows, &sel, &q)?;

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use std::process::ExitCode;
 use std::time::Duration;
 use wanperf_collector::snmp::Credentials;
-use wanperf_collector::util::{check_bin, select, series_json, series_lines, speeds, Poll, Reader, Selection};
+use wanperf_collector::util::{check_bin, select, series_json, series_lines, speeds, Poll, Reader};
 
 /// `wanperf util …`.
 #[derive(Subcommand, Debug)]
@@ -114,30 +114,14 @@ pub struct ShowArgs {
     /// Archive (as for `poll`).
     #[arg(long, value_name = "DB")]
     db: Option<String>,
-    /// Only this device.
-    #[arg(long, value_name = "NAME")]
-    device: Option<String>,
-    /// Only these interfaces (repeatable).
-    #[arg(long, value_name = "NAME")]
-    iface: Vec<String>,
+    #[command(flatten)]
+    select: crate::args::UtilSelect,
     /// From this time, Unix seconds (default: the beginning).
     #[arg(long, value_name = "UNIX")]
     from: Option<f64>,
     /// Until this time, Unix seconds (default: now and later).
     #[arg(long, value_name = "UNIX")]
     to: Option<f64>,
-    /// Bin length, seconds.
-    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
-    bin: f64,
-    /// Interface speeds the devices do not give (IFACE=RATE; repeatable).
-    #[arg(long, value_name = "IFACE=RATE")]
-    speed: Vec<String>,
-    /// Saturation threshold, percent of the speed.
-    #[arg(long, default_value_t = 95.0, value_name = "PERCENT")]
-    pct: f64,
-    /// Consecutive bins at or above --pct that make a saturated run.
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    bins: usize,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -205,22 +189,17 @@ pub fn poll(a: PollArgs) -> Result<ExitCode> {
 
 /// `wanperf util show`.
 pub fn show(a: ShowArgs) -> Result<ExitCode> {
-    let bin_ms = check_bin(a.bin)?;
-    let sp = speeds(&a.speed)?;
-    if !(a.pct > 0.0 && a.pct <= 100.0) {
-        bail!("--pct must be above 0 and at most 100");
-    }
+    let sel = a.select.selection(a.from, a.to)?;
     let mut store = open_store_read_only(a.db.as_deref())?;
-    let sel = Selection { device: a.device.as_deref(), iface: &a.iface, from: a.from, to: a.to, bin_ms, speeds: &sp };
     let series = select(store.as_mut(), &sel)?;
     if a.json {
-        let v: Vec<_> = series.iter().map(|(k, s)| series_json(k, s, a.pct, a.bins)).collect();
+        let v: Vec<_> = series.iter().map(|(k, s)| series_json(k, s, sel.pct, sel.bins)).collect();
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else if series.is_empty() {
         outln!("no interface readings in the archive for that selection");
     } else {
         for (k, s) in &series {
-            for l in series_lines(k, s, a.pct, a.bins) {
+            for l in series_lines(k, s, sel.pct, sel.bins) {
                 outln!("{l}");
             }
         }
