@@ -503,3 +503,49 @@ impl Sink for CopyTable {
     }
 }
 
+
+/// `wanperf ping`'s line per probe, as ping prints them (nothing when `quiet`: NDJSON).
+pub struct PingLines {
+    /// Print nothing per probe.
+    pub quiet: bool,
+}
+
+impl crate::ping::PingSink for PingLines {
+    fn probe(&mut self, r: &crate::ping::ProbeRecord) {
+        if self.quiet {
+            return;
+        }
+        let line = match (r.rtt_ms, r.server_us) {
+            (Some(rtt), Some(s)) => format!("seq={} rtt={rtt:.3} ms (server turnaround {s:.1} µs)\n", r.seq),
+            (Some(rtt), None) => format!("seq={} rtt={rtt:.3} ms\n", r.seq),
+            _ => format!("seq={} lost\n", r.seq),
+        };
+        emit(&mut io::stdout(), &line);
+    }
+}
+
+/// `wanperf ping`'s statistics, as ping prints them: counts and loss, the RTT distribution,
+/// jitter, and the one-way delays when the server stamped its clock.
+pub fn ping_summary(host: &str, summary: &crate::ping::PingSummary) -> Vec<String> {
+    let r = &summary.rtt_ms;
+    let mut out = vec![format!(
+        "--- {host} ping statistics: {} sent, {} received, {:.1} % loss ({} late), {} duplicates, {} reordered",
+        summary.sent, summary.received, summary.loss_pct, summary.late, summary.duplicates, summary.reordered
+    )];
+    if summary.received > 0 {
+        out.push(format!(
+            "rtt ms: min {:.3} / avg {:.3} / max {:.3} / stdev {:.3} / median {:.3} / iqr {:.3} / p95 {:.3} / p99 {:.3}",
+            r.min, r.avg, r.max, r.stdev, r.median, r.iqr, r.p95, r.p99
+        ));
+        out.push(format!("ipdv iqr {:.3} ms, jitter (RFC 3550) {:.3} ms", summary.ipdv_ms.iqr, summary.jitter_ms));
+    }
+    if let (Some(o), Some(u), Some(f), Some(b)) =
+        (summary.clock_offset_ms, summary.clock_offset_uncertainty_ms, &summary.owd_fwd_ms, &summary.owd_rev_ms)
+    {
+        out.push(format!(
+            "one-way ms (clock offset {o:.3} ± {u:.3}): forward median {:.3}, reverse median {:.3}",
+            f.median, b.median
+        ));
+    }
+    out
+}

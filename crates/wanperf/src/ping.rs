@@ -5,7 +5,8 @@ use anyhow::{bail, Result};
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Duration;
-use wanperf_engine::ping::{self, PingConfig, PingMode, ProbeRecord};
+use wanperf_engine::console::{ping_summary, PingLines};
+use wanperf_engine::ping::{self, PingConfig, PingMode};
 use wanperf_proto::msg::DEFAULT_PORT;
 use wanperf_proto::units::parse_duration;
 
@@ -54,23 +55,6 @@ pub struct PingArgs {
     json: bool,
 }
 
-struct Live {
-    json: bool,
-}
-
-impl ping::PingSink for Live {
-    fn probe(&mut self, r: &ProbeRecord) {
-        if self.json {
-            return;
-        }
-        match (r.rtt_ms, r.server_us) {
-            (Some(rtt), Some(s)) => outln!("seq={} rtt={rtt:.3} ms (server turnaround {s:.1} µs)", r.seq),
-            (Some(rtt), None) => outln!("seq={} rtt={rtt:.3} ms", r.seq),
-            _ => outln!("seq={} lost", r.seq),
-        }
-    }
-}
-
 /// `wanperf ping`.
 pub fn run(a: PingArgs) -> Result<ExitCode> {
     if a.interval < 0.001 {
@@ -94,7 +78,7 @@ pub fn run(a: PingArgs) -> Result<ExitCode> {
         },
         wake: wanperf_engine::ping::WAKE,
     };
-    let mut live = Live { json: a.json };
+    let mut live = PingLines { quiet: a.json };
     let (records, summary) = ping::run(&cfg, &mut live, &INTERRUPTED)?;
     let complete = summary.sent == a.count && summary.error.is_none();
     if a.json {
@@ -103,32 +87,8 @@ pub fn run(a: PingArgs) -> Result<ExitCode> {
         }
         outln!("{}", serde_json::json!({"event": "end", "complete": complete, "summary": summary}));
     } else {
-        let r = &summary.rtt_ms;
-        outln!(
-            "--- {} ping statistics: {} sent, {} received, {:.1} % loss ({} late), {} duplicates, {} reordered",
-            a.host,
-            summary.sent,
-            summary.received,
-            summary.loss_pct,
-            summary.late,
-            summary.duplicates,
-            summary.reordered
-        );
-        if summary.received > 0 {
-            outln!(
-                "rtt ms: min {:.3} / avg {:.3} / max {:.3} / stdev {:.3} / median {:.3} / iqr {:.3} / p95 {:.3} / p99 {:.3}",
-                r.min, r.avg, r.max, r.stdev, r.median, r.iqr, r.p95, r.p99
-            );
-            outln!("ipdv iqr {:.3} ms, jitter (RFC 3550) {:.3} ms", summary.ipdv_ms.iqr, summary.jitter_ms);
-        }
-        if let (Some(o), Some(u), Some(f), Some(b)) =
-            (summary.clock_offset_ms, summary.clock_offset_uncertainty_ms, &summary.owd_fwd_ms, &summary.owd_rev_ms)
-        {
-            outln!(
-                "one-way ms (clock offset {o:.3} ± {u:.3}): forward median {:.3}, reverse median {:.3}",
-                f.median,
-                b.median
-            );
+        for l in ping_summary(&a.host, &summary) {
+            outln!("{l}");
         }
     }
     if let Some(e) = &summary.error {
