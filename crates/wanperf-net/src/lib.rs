@@ -6,6 +6,8 @@
 //! ([`run`]) builds the namespaces and moves packets through `wanperf-emu`'s link cells;
 //! [`export`] meters what the links deliver and sends it as NetFlow v9 / IPFIX.
 
+#![forbid(unsafe_code)]
+
 pub mod export;
 pub mod gen;
 pub mod linkopts;
