@@ -27,6 +27,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
+use wanperf_sys::poll::{poll_fds, PollFd};
 
 /// Most packets read from one device per turn of the I/O loop.
 const READ_BATCH: usize = 16;
@@ -567,13 +568,14 @@ fn read_one(
         return false;
     }
     let mut buf = pool.take();
-    // SAFETY: buf is valid for its length.
-    let n = unsafe { libc::read(r.fds[e], buf.as_mut_ptr().cast(), buf.len()) };
-    if n <= 0 {
-        pool.keep(buf);
-        return false;
-    }
-    let buf = pool.fit(buf, n as usize);
+    let n = match wanperf_sys::fd::read(r.fds[e], &mut buf) {
+        Ok(n) if n > 0 => n,
+        _ => {
+            pool.keep(buf);
+            return false;
+        }
+    };
+    let buf = pool.fit(buf, n);
     let ip = &buf[r.ip_at().min(buf.len())..];
     let h = packet::parse(ip);
     let (len, segs) = if r.offload { offload_wire(&buf, r.l2) } else { (buf.len(), 1) };
@@ -620,9 +622,7 @@ fn write_due(
         let dir = &mut r.dirs[e];
         while let Some((pkt, at)) = dir.link.pop(now) {
             if !pkt.is_empty() {
-                // SAFETY: pkt is a valid buffer.
-                let n = unsafe { libc::write(out, pkt.as_ptr().cast(), pkt.len()) };
-                if n < 0 {
+                if wanperf_sys::fd::write(out, &pkt).is_err() {
                     dir.write_errors += 1;
                 }
                 carry.wrote(&pkt[ip_at.min(pkt.len())..], at, now);
@@ -697,7 +697,7 @@ fn io_loop(
     let mut published = 0;
     let mut next_second: Nanos = 1_000_000_000;
     let mut ready = vec![true; run.len() * 2];
-    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(run.len() * 2);
+    let mut fds: Vec<PollFd> = Vec::with_capacity(run.len() * 2);
     let snapshot = |run: &[Running]| -> Vec<LinkStats> {
         run.iter()
             .zip(&names)
@@ -801,25 +801,18 @@ fn io_loop(
             for e in 0..2 {
                 // A pulling reader does not wait on a device whose link is busy.
                 let events = if r.pull && !r.dirs[e].link.idle(now) { 0 } else { libc::POLLIN };
-                fds.push(libc::pollfd { fd: r.fds[e], events, revents: 0 });
+                fds.push(PollFd { fd: r.fds[e], events, revents: 0 });
             }
         }
-        let ts = libc::timespec {
-            tv_sec: (wait / 1_000_000_000) as libc::time_t,
-            tv_nsec: (wait % 1_000_000_000) as libc::c_long,
-        };
-        // SAFETY: fds holds valid pollfds; ts is a valid timespec.
-        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
-        if n > 0 {
-            for (flag, p) in ready.iter_mut().zip(&fds) {
-                *flag = p.revents & libc::POLLIN != 0;
+        match poll_fds(&mut fds, Some(std::time::Duration::from_nanos(wait))) {
+            Ok(n) if n > 0 => {
+                for (flag, p) in ready.iter_mut().zip(&fds) {
+                    *flag = p.revents & libc::POLLIN != 0;
+                }
             }
-        } else {
-            ready.iter_mut().for_each(|f| *f = false);
-            if n < 0 {
-                // EINTR: look again at everything.
-                ready.iter_mut().for_each(|f| *f = true);
-            }
+            Ok(_) => ready.iter_mut().for_each(|f| *f = false),
+            // EINTR: look again at everything.
+            Err(_) => ready.iter_mut().for_each(|f| *f = true),
         }
     }
     if let Some(l) = log.as_mut() {

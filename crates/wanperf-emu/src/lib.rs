@@ -15,6 +15,7 @@
 //! assert_eq!(l.pop(11_000_000), Some(("pkt", 11_000_000)));
 //! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod config;
 pub mod fabric;

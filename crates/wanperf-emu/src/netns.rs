@@ -2,7 +2,9 @@
 //! link and address setup over rtnetlink.
 //!
 //! Namespaces are anonymous: each lives as long as a file descriptor (and any process inside)
-//! does, so nothing can be left behind when wanperf exits, however it exits.
+//! does, so nothing can be left behind when wanperf exits, however it exits. The system
+//! calls themselves (unshare, setns, the TUN and ethtool ioctls, packet sockets) are
+//! `wanperf_sys::netns`'s; this module adds the errors users read and the rtnetlink requests.
 
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
@@ -11,11 +13,10 @@ use netlink_packet_route::address::{AddressAttribute, AddressHeaderFlags, Addres
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
-use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use thiserror::Error;
 
 /// Why the emulated path could not be set up.
@@ -51,23 +52,15 @@ pub enum EnvError {
     },
 }
 
-fn last(what: &'static str) -> EnvError {
-    EnvError::Sys { what, err: io::Error::last_os_error() }
-}
-
 /// If not root, moves this process into a new user namespace where it is root, so it may create
 /// network namespaces. Must run before any other thread starts (unshare(CLONE_NEWUSER) refuses
 /// multithreaded callers).
 pub fn become_root_in_user_namespace() -> Result<bool, EnvError> {
-    // SAFETY: plain syscalls without pointers.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let (uid, gid) = (wanperf_sys::process::euid(), wanperf_sys::process::egid());
     if uid == 0 {
         return Ok(false);
     }
-    // SAFETY: unshare takes flags only.
-    if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
-        return Err(EnvError::UserNamespace(io::Error::last_os_error()));
-    }
+    wanperf_sys::netns::unshare_user_namespace().map_err(EnvError::UserNamespace)?;
     let write = |path: &str, text: String| std::fs::write(path, text).map_err(EnvError::UserNamespace);
     write("/proc/self/setgroups", "deny".into())?;
     write("/proc/self/uid_map", format!("0 {uid} 1"))?;
@@ -85,10 +78,8 @@ impl Netns {
     /// A fresh network namespace with its loopback up.
     pub fn new() -> Result<Netns, EnvError> {
         let fd = std::thread::spawn(|| -> Result<OwnedFd, EnvError> {
-            // SAFETY: unshare affects only this (short-lived) thread's network namespace.
-            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                return Err(EnvError::Namespace(io::Error::last_os_error()));
-            }
+            // Affects only this (short-lived) thread's network namespace.
+            wanperf_sys::netns::unshare_net_namespace().map_err(EnvError::Namespace)?;
             let f = File::open("/proc/thread-self/ns/net")
                 .map_err(|e| EnvError::Sys { what: "opening the namespace", err: e })?;
             Ok(OwnedFd::from(f))
@@ -112,10 +103,9 @@ impl Netns {
     pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T, EnvError> {
         let fd = self.fd.try_clone().map_err(|e| EnvError::Sys { what: "dup", err: e })?;
         std::thread::spawn(move || {
-            // SAFETY: fd is a network namespace file; setns only affects this thread.
-            if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(last("setns"));
-            }
+            // fd is a network namespace file; setns only affects this thread.
+            wanperf_sys::netns::join_namespace(&fd, libc::CLONE_NEWNET)
+                .map_err(|err| EnvError::Sys { what: "setns", err })?;
             Ok(f())
         })
         .join()
@@ -125,15 +115,10 @@ impl Netns {
 
 /// The index of an interface in the calling thread's namespace.
 pub fn ifindex(name: &str) -> Result<u32, EnvError> {
-    let c = CString::new(name)
-        .map_err(|_| EnvError::Sys { what: "interface name", err: io::Error::other("NUL in name") })?;
-    // SAFETY: c is a valid C string.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if i == 0 {
-        Err(last("if_nametoindex"))
-    } else {
-        Ok(i)
+    if name.contains('\0') {
+        return Err(EnvError::Sys { what: "interface name", err: io::Error::other("NUL in name") });
     }
+    wanperf_sys::iface::if_index(name).map_err(|err| EnvError::Sys { what: "if_nametoindex", err })
 }
 
 /// Length of the virtio-net header that precedes each packet on an offloading TUN.
@@ -143,37 +128,14 @@ pub const VNET_HDR_LEN: usize = 10;
 /// With `offload`, packets carry a virtio-net header and may be TCP segmentation-offload
 /// super-packets of up to 64 KiB (IFF_VNET_HDR, TUNSETOFFLOAD with checksum and TSO).
 pub fn create_tun(name: &str, offload: bool) -> Result<OwnedFd, EnvError> {
-    // SAFETY: the path is a valid C string; the fd is owned below.
-    let fd = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
+    let fd = wanperf_sys::netns::open_tun().map_err(|e| {
         if e.kind() == io::ErrorKind::PermissionDenied {
-            return Err(EnvError::TunAccess);
+            EnvError::TunAccess
+        } else {
+            EnvError::Tun(e)
         }
-        return Err(EnvError::Tun(e));
-    }
-    // SAFETY: fd was just opened.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // struct ifreq: 16 bytes of name, then a short of flags (the union is 24 bytes).
-    let mut ifr = [0u8; 40];
-    let n = name.len().min(15);
-    ifr[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let mut flags = (libc::IFF_TUN | libc::IFF_NO_PI) as u16;
-    if offload {
-        flags |= libc::IFF_VNET_HDR as u16;
-    }
-    ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
-    // SAFETY: ifr is a correctly sized ifreq for TUNSETIFF.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, ifr.as_mut_ptr()) } != 0 {
-        return Err(EnvError::Tun(io::Error::last_os_error()));
-    }
-    if offload {
-        let features = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
-        // SAFETY: TUNSETOFFLOAD takes the feature bits as its argument.
-        if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, features as libc::c_ulong) } != 0 {
-            return Err(EnvError::Tun(io::Error::last_os_error()));
-        }
-    }
+    })?;
+    wanperf_sys::netns::attach_tun(&fd, name, offload).map_err(EnvError::Tun)?;
     Ok(fd)
 }
 
@@ -235,8 +197,7 @@ pub fn add_address(index: u32, addr: IpAddr, prefix: u8) -> Result<(), EnvError>
 
 /// Lets the calling thread's sleeps end within 1 µs of their deadline (default slack: 50 µs).
 pub fn set_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes one integer and affects only this thread.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
+    wanperf_sys::process::set_timer_slack_ns(1000);
 }
 
 /// Creates a veth pair in the calling thread's namespace: `name` here and `peer_name` inside
@@ -262,24 +223,10 @@ pub fn disable_segmentation(name: &str) -> Result<(), EnvError> {
     const ETHTOOL_STXCSUM: u32 = 0x17;
     const ETHTOOL_STSO: u32 = 0x1f;
     const ETHTOOL_SGSO: u32 = 0x24;
-    // SAFETY: a plain datagram socket for the ioctl.
-    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if s < 0 {
-        return Err(last("socket for ethtool"));
-    }
-    // SAFETY: s was just created.
-    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    let s = wanperf_sys::netns::ioctl_socket().map_err(|err| EnvError::Sys { what: "socket for ethtool", err })?;
     for cmd in [ETHTOOL_STSO, ETHTOOL_SGSO, ETHTOOL_STXCSUM] {
-        let mut value: [u32; 2] = [cmd, 0];
-        let mut ifr = [0u8; 40];
-        let n = name.len().min(15);
-        ifr[..n].copy_from_slice(&name.as_bytes()[..n]);
-        let ptr = value.as_mut_ptr() as usize;
-        ifr[16..24].copy_from_slice(&ptr.to_ne_bytes());
-        // SAFETY: ifr carries a pointer to `value`, a valid ethtool_value, for SIOCETHTOOL.
-        if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, ifr.as_mut_ptr()) } != 0 {
-            return Err(last("ethtool: turning segmentation offload off"));
-        }
+        wanperf_sys::netns::ethtool_set(&s, name, cmd, 0)
+            .map_err(|err| EnvError::Sys { what: "ethtool: turning segmentation offload off", err })?;
     }
     Ok(())
 }
@@ -289,53 +236,17 @@ pub fn disable_segmentation(name: &str) -> Result<(), EnvError> {
 pub fn packet_socket(name: &str, vnet: bool) -> Result<OwnedFd, EnvError> {
     let idx = ifindex(name)?;
     let proto = (libc::ETH_P_ALL as u16).to_be();
-    // SAFETY: plain socket call.
-    let fd = unsafe {
-        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, i32::from(proto))
-    };
-    if fd < 0 {
-        return Err(last("packet socket"));
-    }
-    // SAFETY: fd was just created.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let one: libc::c_int = 1;
+    let fd = wanperf_sys::netns::packet_socket(proto).map_err(|err| EnvError::Sys { what: "packet socket", err })?;
     let set = |opt: libc::c_int, what: &'static str| -> Result<(), EnvError> {
-        // SAFETY: pointer and length describe a c_int.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                opt,
-                (&one as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            Err(last(what))
-        } else {
-            Ok(())
-        }
+        wanperf_sys::sockopt::setsockopt_raw(fd.as_raw_fd(), libc::SOL_PACKET, opt, &(1 as libc::c_int).to_ne_bytes())
+            .map_err(|err| EnvError::Sys { what, err })
     };
     set(libc::PACKET_IGNORE_OUTGOING, "PACKET_IGNORE_OUTGOING")?;
     if vnet {
         set(libc::PACKET_VNET_HDR, "PACKET_VNET_HDR")?;
     }
-    // SAFETY: an all-zero sockaddr_ll is valid; fields set below.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto;
-    sll.sll_ifindex = idx as i32;
-    // SAFETY: sll is a valid sockaddr_ll of the size given.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(last("binding the packet socket"));
-    }
+    wanperf_sys::netns::bind_packet(&fd, idx, proto)
+        .map_err(|err| EnvError::Sys { what: "binding the packet socket", err })?;
     Ok(fd)
 }
 
@@ -423,16 +334,15 @@ pub fn end_processes_in(fds: &[std::os::fd::RawFd], grace: std::time::Duration) 
     let inodes: Vec<u64> = fds.iter().filter_map(|&fd| ns_inode(fd).ok()).collect();
     let pids = processes_in(&inodes);
     for &p in &pids {
-        // SAFETY: kill(2) on a pid; at worst it is gone (ESRCH).
-        unsafe { libc::kill(p, libc::SIGTERM) };
+        // At worst it is gone (ESRCH).
+        let _ = wanperf_sys::terminate(p as u32);
     }
     let until = std::time::Instant::now() + grace;
     while std::time::Instant::now() < until && !processes_in(&inodes).is_empty() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     for p in processes_in(&inodes) {
-        // SAFETY: as above.
-        unsafe { libc::kill(p, libc::SIGKILL) };
+        let _ = wanperf_sys::kill(p as u32);
     }
     pids.len()
 }

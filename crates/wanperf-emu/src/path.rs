@@ -87,13 +87,7 @@ pub struct PathStats {
 /// that host 150 µs a packet — a link no topology has. A real network's routers do not run
 /// on its hosts' processors either.
 pub fn cpu_split() -> Option<(usize, Vec<usize>)> {
-    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes at most its size.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return None;
-    }
-    // SAFETY: CPU_ISSET reads within the set for indices below CPU_SETSIZE.
-    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect();
+    let cpus = wanperf_sys::process::cpu_affinity().ok()?;
     let (&fabric, hosts) = cpus.split_last()?;
     (!hosts.is_empty()).then(|| (fabric, hosts.to_vec()))
 }
@@ -104,25 +98,10 @@ pub fn pin(cpus: &[usize]) -> std::io::Result<()> {
     if cpus.is_empty() {
         return Ok(());
     }
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it for indices below
-    // CPU_SETSIZE; sched_setaffinity reads it and affects only the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-            libc::CPU_SET(c, &mut set);
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    wanperf_sys::process::set_cpu_affinity(cpus)
 }
 
 /// Lowers the calling process's priority to `nice` (raising it would need privileges).
 pub fn renice(nice: i32) -> std::io::Result<()> {
-    // SAFETY: setpriority takes plain integers and affects only this process.
-    if nice != 0 && unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    wanperf_sys::process::set_nice(nice)
 }

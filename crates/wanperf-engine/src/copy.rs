@@ -15,7 +15,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -1464,10 +1464,9 @@ fn open_partial(sh: &RecvShared, dir: &OwnedFd, name: &str, e: &Entry, count: u6
     let f = File::from(fd);
     if !resuming && e.size > 0 {
         // Claim the space now: a full disk is found before any block is written.
-        // SAFETY: valid fd.
-        let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, e.size as libc::off_t) };
-        if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
-            return Err(io::Error::from_raw_os_error(rc));
+        match wanperf_sys::fs::fallocate(&f, 0, e.size) {
+            Err(e) if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => return Err(e),
+            _ => {}
         }
     }
     let journal = if count > 1 {
@@ -1496,11 +1495,8 @@ fn write_block(of: &mut OpenFile, data: &[u8], off: u64) -> io::Result<()> {
             a.as_mut().copy_from_slice(data);
             return of.f.write_all_at(a.as_ref(), off);
         }
-        // SAFETY: valid fd; clears O_DIRECT for the tail.
-        unsafe {
-            let fl = libc::fcntl(of.f.as_raw_fd(), libc::F_GETFL);
-            libc::fcntl(of.f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_DIRECT);
-        }
+        // Clears O_DIRECT for the tail.
+        let _ = wanperf_sys::fs::clear_direct(&of.f);
         of.direct = false;
     }
     of.f.write_all_at(data, off)

@@ -1,39 +1,19 @@
 //! Files for `wanperf copy`, opened so that nothing outside a base directory is ever touched:
 //! every path is walked one component at a time with `openat(…, O_NOFOLLOW)`, so a symbolic
 //! link under a server's `--root` (or under a client's destination) cannot lead out of it.
+//! The `*at` calls themselves are `wanperf_sys::fs`'s, re-exported here.
 
-use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use wanperf_copy::paths::RelPath;
 use wanperf_copy::spec::{Entry, Kind};
 
-fn cstr(s: &str) -> io::Result<CString> {
-    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path contains a NUL byte"))
-}
-
-fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
-}
-
-/// Opens `name` in `dir` with `flags` (O_NOFOLLOW and O_CLOEXEC always added).
-pub fn openat(dir: &OwnedFd, name: &str, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
-    let c = cstr(name)?;
-    // SAFETY: valid fd and NUL-terminated name; the returned fd is owned by the caller.
-    let fd = cvt(unsafe {
-        libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC, libc::c_uint::from(mode))
-    })?;
-    // SAFETY: fd was just returned by openat and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
+pub(crate) use wanperf_sys::fs::Aligned;
+pub use wanperf_sys::fs::{openat, rename_at, stat_at, syncfs, unlink_at};
 
 /// Opens a directory by path (following links: the user named it).
 pub fn open_base(path: &Path) -> io::Result<OwnedFd> {
@@ -64,11 +44,7 @@ pub fn open_dir(base: &OwnedFd, rel: &RelPath, create: bool) -> io::Result<Owned
         cur = match openat(&cur, c, flags, 0) {
             Ok(fd) => fd,
             Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
-                let cc = cstr(c)?;
-                // SAFETY: valid fd and name.
-                let rc = unsafe { libc::mkdirat(cur.as_raw_fd(), cc.as_ptr(), 0o755) };
-                if rc < 0 {
-                    let e = io::Error::last_os_error();
+                if let Err(e) = wanperf_sys::fs::mkdirat(&cur, c, 0o755) {
                     if e.kind() != io::ErrorKind::AlreadyExists {
                         return Err(walk_error(&so_far, e));
                     }
@@ -79,16 +55,6 @@ pub fn open_dir(base: &OwnedFd, rel: &RelPath, create: bool) -> io::Result<Owned
         };
     }
     Ok(cur)
-}
-
-/// `stat` of `name` in `dir`, not following a link.
-pub fn stat_at(dir: &OwnedFd, name: &str) -> io::Result<libc::stat> {
-    let c = cstr(name)?;
-    // SAFETY: stat is plain data, filled by the kernel.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid fd, name and out pointer.
-    cvt(unsafe { libc::fstatat(dir.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
-    Ok(st)
 }
 
 /// Whether an open source file still has the size and modification time its manifest entry
@@ -104,23 +70,6 @@ pub fn mtime_ns(st: &libc::stat) -> i64 {
     st.st_mtime * 1_000_000_000 + st.st_mtime_nsec
 }
 
-/// Removes `name` in `dir` (a file), ignoring a missing one.
-pub fn unlink_at(dir: &OwnedFd, name: &str) -> io::Result<()> {
-    let c = cstr(name)?;
-    // SAFETY: valid fd and name.
-    match cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) }) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        r => r.map(|_| ()),
-    }
-}
-
-/// Renames `from` to `to` within `dir`.
-pub fn rename_at(dir: &OwnedFd, from: &str, to: &str) -> io::Result<()> {
-    let (a, b) = (cstr(from)?, cstr(to)?);
-    // SAFETY: valid fd and names.
-    cvt(unsafe { libc::renameat(dir.as_raw_fd(), a.as_ptr(), dir.as_raw_fd(), b.as_ptr()) }).map(|_| ())
-}
-
 /// Sets the permission bits and modification time of an open file.
 pub fn set_meta(f: &File, mode: u32, mtime_ns: i64) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
@@ -133,44 +82,9 @@ pub fn set_meta(f: &File, mode: u32, mtime_ns: i64) -> io::Result<()> {
     f.set_modified(t)
 }
 
-/// Flushes the file system holding `fd` (one call makes a batch of small files durable).
-pub fn syncfs(fd: &impl AsRawFd) -> io::Result<()> {
-    // SAFETY: valid fd.
-    cvt(unsafe { libc::syncfs(fd.as_raw_fd()) }).map(|_| ())
-}
-
 /// Names in a directory (without `.` and `..`), sorted.
 fn list(dir: &OwnedFd) -> io::Result<Vec<String>> {
-    let dup = dir.try_clone()?;
-    let raw = {
-        use std::os::fd::IntoRawFd;
-        dup.into_raw_fd()
-    };
-    // SAFETY: fdopendir takes ownership of `raw` (closed by closedir).
-    let d = unsafe { libc::fdopendir(raw) };
-    if d.is_null() {
-        let e = io::Error::last_os_error();
-        // SAFETY: fdopendir failed, so `raw` is still ours.
-        unsafe { libc::close(raw) };
-        return Err(e);
-    }
-    let mut out = Vec::new();
-    loop {
-        // SAFETY: d is a valid DIR*.
-        let ent = unsafe { libc::readdir(d) };
-        if ent.is_null() {
-            break;
-        }
-        // SAFETY: readdir returned a valid dirent whose d_name is NUL-terminated.
-        let name = unsafe { std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()) }.to_string_lossy().into_owned();
-        if name != "." && name != ".." {
-            out.push(name);
-        }
-    }
-    // SAFETY: d is valid and closed once.
-    unsafe { libc::closedir(d) };
-    out.sort();
-    Ok(out)
+    wanperf_sys::fs::list_dir(dir)
 }
 
 /// Where a sender reads one manifest entry from.
@@ -283,39 +197,4 @@ pub fn scan_root(root: &OwnedFd, rels: &[RelPath]) -> io::Result<Scan> {
         scan.add(&dir, &name, top)?;
     }
     Ok(scan)
-}
-
-/// A 4096-byte aligned buffer for O_DIRECT.
-pub(crate) struct Aligned {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Aligned {
-    fn layout(len: usize) -> std::alloc::Layout {
-        std::alloc::Layout::from_size_align(len.max(4096), 4096).expect("layout")
-    }
-    pub(crate) fn new(len: usize) -> Aligned {
-        // SAFETY: non-zero size layout.
-        let ptr = unsafe { std::alloc::alloc_zeroed(Self::layout(len)) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(Self::layout(len));
-        }
-        Aligned { ptr, len }
-    }
-    pub(crate) fn as_mut(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is valid for len bytes, exclusively ours.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-    pub(crate) fn as_ref(&self) -> &[u8] {
-        // SAFETY: as above.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl Drop for Aligned {
-    fn drop(&mut self) {
-        // SAFETY: allocated with the same layout.
-        unsafe { std::alloc::dealloc(self.ptr, Self::layout(self.len)) }
-    }
 }

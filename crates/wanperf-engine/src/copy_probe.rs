@@ -9,7 +9,7 @@
 use crate::copy_fs::{self, Aligned, Source};
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 use wanperf_copy::spec::{CopySpec, Entry, HashKind, Kind, Stage, StageProbe};
@@ -23,11 +23,8 @@ const SAMPLE: usize = 16 << 20;
 
 const TMPFS_MAGIC: i64 = 0x0102_1994;
 
-fn on_tmpfs(f: &impl AsRawFd) -> bool {
-    // SAFETY: statfs is plain data; fstatfs fills it for a valid descriptor.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: f is an open descriptor and st a valid out-pointer.
-    unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) == 0 && st.f_type as i64 == TMPFS_MAGIC }
+fn on_tmpfs(f: &impl AsFd) -> bool {
+    wanperf_sys::fs::fs_type(f).is_ok_and(|t| t == TMPFS_MAGIC)
 }
 
 fn mib(b: u64) -> String {
@@ -123,8 +120,7 @@ fn decompress_probe(sample: &[u8], bs: usize, level: i32, threads: u32) -> Stage
 /// Reads up to [`BYTES`] (or [`SECONDS`]) of `f` from its start with its page cache dropped;
 /// returns the probe and the first [`SAMPLE`] bytes read.
 fn read_probe(f: &File, name: &str, bs: usize) -> (StageProbe, Vec<u8>) {
-    // SAFETY: posix_fadvise only advises the kernel about a valid descriptor.
-    let dropped = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) } == 0;
+    let dropped = wanperf_sys::fs::drop_cache(f).is_ok();
     let how = if on_tmpfs(f) {
         "on tmpfs: from memory".to_string()
     } else if dropped {
@@ -238,9 +234,9 @@ fn write_probe(spec: &CopySpec, dir: &OwnedFd) -> StageProbe {
         off += bs as u64;
     }
     if res.is_ok() && spec.fsync {
-        // SAFETY: fdatasync on a valid descriptor.
-        if unsafe { libc::fdatasync(f.as_raw_fd()) } != 0 {
-            res = Err(io::Error::last_os_error());
+        // fdatasync(2).
+        if let Err(e) = f.sync_data() {
+            res = Err(e);
         }
     }
     let secs = t0.elapsed().as_secs_f64();

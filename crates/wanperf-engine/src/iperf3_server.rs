@@ -9,7 +9,6 @@ use crate::stream::{Conn, Peer, Side, StreamPlan};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -46,11 +45,9 @@ pub fn spawn(listener: TcpListener, cfg: ServerConfig, stop: Arc<AtomicBool>, lo
 fn accept_loop(listener: &TcpListener, sh: &Arc<Shared>) {
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
     while !sh.stop.load(Ordering::Acquire) {
-        let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd.
-        let rc = unsafe { libc::poll(&mut pfd, 1, 100) };
+        let ready = matches!(wanperf_sys::poll_one(listener, libc::POLLIN, 100), Ok(true));
         workers.retain(|h| !h.is_finished());
-        if rc <= 0 {
+        if !ready {
             continue;
         }
         let Ok((s, peer)) = listener.accept() else {

@@ -19,6 +19,7 @@
 //! serve(listener, cfg, stop, Arc::new(|line: &str| eprintln!("{line}"))).unwrap();
 //! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod client;
 pub mod console;

@@ -572,11 +572,8 @@ fn run_datagram(
         let next_timeout = pending.get(emitted).and_then(|p| p.as_ref()).map(|p| p.mono + cfg.timeout);
         let wake = [next_send, next_timeout].into_iter().flatten().min().unwrap_or(now + Duration::from_millis(10));
         let wait = wake.saturating_duration_since(Instant::now()).min(cfg.wake.max(Duration::from_millis(1)));
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        let ts =
-            libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos() as libc::c_long };
-        // SAFETY: one valid pollfd and timespec.
-        unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+        let mut pfd = [wanperf_sys::poll::PollFd { fd, events: libc::POLLIN, revents: 0 }];
+        let _ = wanperf_sys::poll::poll_fds(&mut pfd, Some(wait));
     }
     // Clock offset from the fastest probe (NTP's estimate): ((t2 − t1) + (t3 − t4)) / 2.
     let fastest = answers.iter().flatten().min_by(|a, b| a.0.total_cmp(&b.0)).copied();

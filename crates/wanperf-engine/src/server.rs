@@ -14,7 +14,6 @@ use socket2::Socket;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -252,30 +251,20 @@ pub fn serve_with(
     // glibc gives each of up to 8 × cores threads its own malloc arena, which keeps freed
     // memory after a crowd of connection threads is gone; two arenas are plenty for a
     // server whose bulk data never goes through malloc.
-    #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only sets an allocator parameter.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-    }
+    wanperf_sys::mem::set_malloc_arena_max(2);
     let base = workers.len();
     let mut crowd = 0usize;
     while !shutdown.load(Ordering::Acquire) {
-        let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd.
-        let rc = unsafe { libc::poll(&mut pfd, 1, 100) };
+        let ready = matches!(wanperf_sys::poll_one(&listener, libc::POLLIN, 100), Ok(true));
         workers.retain(|h| !h.is_finished());
         crowd = crowd.max(workers.len() - base.min(workers.len()));
         if crowd >= 32 && workers.len() <= base {
             // After a crowd of connections (hostile or not) every per-connection thread's
             // malloc arena holds freed memory; give it back to the system.
             crowd = 0;
-            #[cfg(target_env = "gnu")]
-            // SAFETY: malloc_trim only walks the allocator's own free lists.
-            unsafe {
-                libc::malloc_trim(0);
-            }
+            wanperf_sys::mem::malloc_trim();
         }
-        if rc <= 0 {
+        if !ready {
             continue;
         }
         let (stream, peer) = match listener.accept() {

@@ -11,6 +11,8 @@
 //! typed requests over a Unix socket), [`pathd`] and [`netd`] (the two daemons; a network's
 //! cross traffic) and [`show`] (what they print).
 
+#![forbid(unsafe_code)]
+
 pub mod child;
 pub mod daemon;
 pub mod export;

@@ -13,7 +13,6 @@ use crate::plan::Plan;
 use crate::topo::{NodeKind, Topology, Traffic};
 use std::net::IpAddr;
 use std::os::fd::{OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use wanperf_emu::config::{DirConfig, LossModel};
@@ -338,19 +337,11 @@ impl Network {
         cmd.envs(self.env(node));
         let nice = self.host_nice;
         let cpus = self.host_cpus.clone();
-        // SAFETY: setns, setpriority, sched_setaffinity and prctl are async-signal-safe (the
-        // CPU list is allocated before the fork); fd stays open until exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                wanperf_emu::path::renice(nice)?;
-                wanperf_emu::path::pin(&cpus)?;
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        // The namespace's descriptor stays open until exec (the node owns it).
+        wanperf_sys::process::set_up_child(
+            cmd,
+            wanperf_sys::process::ChildSetup { netns: Some(fd), nice, cpus, die_with_parent: true },
+        );
     }
 
     /// What the flow exporter has sent so far (None: the topology exports nothing).

@@ -1,201 +1,60 @@
 //! The system calls wanperf makes that Rust's standard library does not wrap, as safe
-//! functions with their preconditions checked or documented: signals, sessions, namespaces,
-//! parent-death signals, descriptors and polling. Every `unsafe` block carries a `// SAFETY:`
-//! comment; the crates that call these need none of their own. (Issue 37: the command line's
-//! unsafe lives here; the engine's sys.rs and copy_fs.rs, and the emulator's netns.rs, are
-//! the next to move.)
+//! functions with their preconditions checked or documented: the one home of the workspace's
+//! unsafe code. Every `unsafe` block carries a `// SAFETY:` comment; every other crate of the
+//! workspace declares `#![forbid(unsafe_code)]` and calls these instead.
+//!
+//! By topic:
+//! - [`signal`]: SIGINT/SIGTERM catching, sending signals to children;
+//! - [`process`]: sessions, ids, what a child does between fork and exec, timer slack, CPU
+//!   time, CPU affinity and niceness, the kernel's clock discipline;
+//! - [`fd`]: adopting inherited descriptors, close-on-exec, raw reads and writes;
+//! - [`poll`]: waiting for descriptors;
+//! - [`fs`]: `openat`-style file access under a directory descriptor, preallocation,
+//!   O_DIRECT buffers, page-cache advice;
+//! - [`sockopt`]: socket options, TCP_INFO, TCP_CONGESTION, pacing, zero-copy discard;
+//! - [`msg`]: batched and timestamped datagrams, the socket error queue;
+//! - [`splice`]: the vmsplice/splice zero-copy sender;
+//! - [`iface`]: interface names, indices and addresses;
+//! - [`netns`]: namespaces, TUN devices, packet sockets, ethtool;
+//! - [`mem`]: glibc allocator tuning.
+//!
+//! Functions that take a [`RawFd`](std::os::fd::RawFd) are memory-safe whatever the number:
+//! a closed descriptor or one of the wrong kind gives an error (EBADF, ENOTSOCK, …). The
+//! caller passes descriptors it holds open, as with the standard library's `AsRawFd`.
 
-use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+pub mod fd;
+pub mod fs;
+pub mod iface;
+pub mod mem;
+pub mod msg;
+pub mod netns;
+pub mod poll;
+pub mod process;
+pub mod signal;
+pub mod sockopt;
+pub mod splice;
 
-/// Set by SIGINT or SIGTERM once [`catch_interrupts`] has been called; the commands poll it.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+// The names the command line has always used.
+pub use fd::{adopt_fd, keep_across_exec};
+pub use fs::rename_noreplace;
+pub use netns::{join_namespace, unshare_pid_namespace};
+pub use poll::{poll_one, poll_readable};
+pub use process::{clock_state, die_with_parent, euid, new_session};
+pub use signal::{catch_interrupts, kill, sleep_unless_interrupted, stop_on_interrupt, terminate, INTERRUPTED};
 
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-/// From now on SIGINT and SIGTERM only set [`INTERRUPTED`] instead of ending the process.
-pub fn catch_interrupts() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
+/// `Err(last OS error)` when a call returned −1 (or any negative value), else its value.
+fn cvt(rc: libc::c_int) -> std::io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc)
     }
-}
-
-/// Starts a new session (detaches from the caller's terminal and its signals).
-pub fn new_session() {
-    // SAFETY: setsid has no preconditions; failing (already a session leader) changes nothing.
-    unsafe { libc::setsid() };
-}
-
-/// The effective user id.
-pub fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
-/// Sends SIGTERM to process `pid` (a child of ours: the caller owns the id).
-pub fn terminate(pid: u32) -> io::Result<()> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: kill takes plain values; a bad pid is an error return, not undefined behaviour.
-    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Puts the children this process creates next into a new PID namespace (the first becomes
-/// its init: when it ends, the kernel ends every process inside).
-pub fn unshare_pid_namespace() -> io::Result<()> {
-    // SAFETY: unshare takes flags only; it affects the children this process creates next.
-    if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// The command's process gets SIGKILL when this process (its parent) dies, kill -9 included.
-pub fn die_with_parent(c: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs between fork and exec and only calls prctl, which is
-    // async-signal-safe and allocates nothing.
-    unsafe {
-        c.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-}
-
-/// Joins the namespace `ns` (an open `/proc/PID/ns/*` or namespace descriptor) of kind
-/// `nstype` (`libc::CLONE_NEWNET`, `libc::CLONE_NEWUSER`, …). Joining a user namespace needs a
-/// single-threaded process.
-pub fn join_namespace(ns: &impl AsFd, nstype: libc::c_int) -> io::Result<()> {
-    // SAFETY: the descriptor is open for the duration of the call (borrowed); setns checks
-    // that it is a namespace of the given type.
-    if unsafe { libc::setns(ns.as_fd().as_raw_fd(), nstype) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Waits up to `timeout_ms` until one of `fds` is readable; which are (false for all on a
-/// timeout or an interrupted wait).
-pub fn poll_readable(fds: &[&impl AsFd], timeout_ms: i32) -> io::Result<Vec<bool>> {
-    let mut p: Vec<libc::pollfd> =
-        fds.iter().map(|f| libc::pollfd { fd: f.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
-    // SAFETY: p is a valid array of pollfd for the duration of the call, and its descriptors
-    // are borrowed open.
-    let n = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok(vec![false; p.len()]) } else { Err(e) };
-    }
-    Ok(p.iter().map(|x| x.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0).collect())
-}
-
-/// Waits up to `timeout_ms` for `events` (`libc::POLLIN`, `POLLOUT`, `POLLERR`, …) on `fd`;
-/// false on a timeout or an interrupted wait.
-pub fn poll_one(fd: &impl AsFd, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
-    let mut p = libc::pollfd { fd: fd.as_fd().as_raw_fd(), events, revents: 0 };
-    // SAFETY: one valid pollfd whose descriptor is borrowed open for the call.
-    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
-    }
-    Ok(n > 0)
-}
-
-/// Sends SIGKILL to process `pid` (a child of ours not yet reaped: the caller owns the id).
-pub fn kill(pid: u32) -> io::Result<()> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: kill takes plain values; a bad pid is an error return, not undefined behaviour.
-    if unsafe { libc::kill(pid, libc::SIGKILL) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Renames `from` to `to` unless `to` exists (renameat2 with RENAME_NOREPLACE; on file
-/// systems without it, a hard link, which refuses to replace too, then `from` stays).
-pub fn rename_noreplace(from: &std::path::Path, to: &std::path::Path) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other);
-    let (f, t) = (c(from)?, c(to)?);
-    // SAFETY: two valid NUL-terminated paths that outlive the call.
-    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => std::fs::hard_link(from, to),
-        _ => Err(err),
-    }
-}
-
-/// The kernel's clock discipline as adjtimex(2) reads it: (its state, TIME_OK … TIME_ERROR or
-/// −1 on failure; whether it is marked unsynchronized (STA_UNSYNC); the estimated error, µs).
-pub fn clock_state() -> (i32, bool, i64) {
-    // SAFETY: adjtimex with modes = 0 only reads the kernel's state into `tx`, a zeroed struct
-    // owned here.
-    let (state, tx) = unsafe {
-        let mut tx: libc::timex = std::mem::zeroed();
-        (libc::adjtimex(&mut tx), tx)
-    };
-    (state, tx.status & libc::STA_UNSYNC != 0, tx.esterror as i64)
-}
-
-/// Takes ownership of descriptor number `fd`, handed to this process by its parent (e.g.
-/// `--listen-fd`): it must be open, and nothing else in this process may use it afterwards.
-pub fn adopt_fd(fd: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: fcntl(F_GETFD) on a number only reads its flags; it fails on a closed one.
-    if fd < 3 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{fd} is not an open descriptor")));
-    }
-    // SAFETY: the descriptor is open, and the caller was handed it to own (documented above).
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Keeps descriptor `fd` open across exec (clears FD_CLOEXEC), to hand it to a child.
-pub fn keep_across_exec(fd: &impl AsFd) -> io::Result<()> {
-    // SAFETY: F_SETFD on a borrowed open descriptor only changes its close-on-exec flag.
-    if unsafe { libc::fcntl(fd.as_fd().as_raw_fd(), libc::F_SETFD, 0) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Sleeps `secs` seconds, or until Ctrl-C ([`INTERRUPTED`]).
-pub fn sleep_unless_interrupted(secs: f64) {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs.max(0.0));
-    while std::time::Instant::now() < until && !INTERRUPTED.load(Ordering::Acquire) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-/// A thread that sets `stop` once SIGINT or SIGTERM arrives (for daemons that take a flag of
-/// their own), and ends when `stop` is set.
-pub fn stop_on_interrupt(stop: std::sync::Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Acquire) {
-            if INTERRUPTED.load(Ordering::Acquire) {
-                stop.store(true, Ordering::Release);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     #[test]
     fn descriptors_polling_and_processes() {
@@ -229,5 +88,64 @@ mod tests {
         assert_eq!(std::fs::read_to_string(d.join("c")).unwrap(), "a");
         std::fs::remove_dir_all(&d).unwrap();
         assert!(clock_state().0 >= -1);
+    }
+
+    #[test]
+    fn files_under_a_directory_descriptor() {
+        use std::os::fd::AsFd;
+        let d = std::env::temp_dir().join(format!("wanperf-sys-fs-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let base: std::os::fd::OwnedFd = std::fs::File::open(&d).unwrap().into();
+        fs::mkdirat(&base, "sub", 0o755).unwrap();
+        assert_eq!(fs::mkdirat(&base, "sub", 0o755).unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
+        let f = std::fs::File::from(fs::openat(&base, "f", libc::O_WRONLY | libc::O_CREAT, 0o600).unwrap());
+        fs::fallocate(&f, 0, 8192)
+            .or_else(|e| if e.raw_os_error() == Some(libc::EOPNOTSUPP) { Ok(()) } else { Err(e) })
+            .unwrap();
+        assert!(fs::fs_type(&f).is_ok());
+        let _ = fs::drop_cache(&f);
+        fs::syncfs(&f).unwrap();
+        std::os::unix::fs::symlink("f", d.join("link")).unwrap();
+        // Links are not followed.
+        assert_eq!(fs::openat(&base, "link", libc::O_RDONLY, 0).unwrap_err().raw_os_error(), Some(libc::ELOOP));
+        assert_eq!(fs::stat_at(&base, "link").unwrap().st_mode & libc::S_IFMT, libc::S_IFLNK);
+        assert!(fs::openat(&base, "a\0b", libc::O_RDONLY, 0).is_err());
+        assert_eq!(fs::list_dir(&base.as_fd()).unwrap(), ["f", "link", "sub"]);
+        fs::rename_at(&base, "f", "g").unwrap();
+        fs::unlink_at(&base, "g").unwrap();
+        fs::unlink_at(&base, "g").unwrap();
+        let mut a = fs::Aligned::new(100);
+        assert_eq!(a.as_ref().as_ptr() as usize % 4096, 0);
+        a.as_mut().fill(7);
+        assert_eq!(a.as_ref(), &[7u8; 100][..]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn cpus_and_children() {
+        let cpus = process::cpu_affinity().unwrap();
+        assert!(!cpus.is_empty());
+        process::set_cpu_affinity(&cpus).unwrap();
+        let (u, s) = process::process_cpu();
+        assert!(u >= 0.0 && s >= 0.0);
+        // A child keeps to one CPU, lowered in priority.
+        let mut c = Command::new("sh");
+        c.args(["-c", "grep Cpus_allowed_list /proc/self/status; cut -d' ' -f19 /proc/self/stat"]);
+        process::set_up_child(
+            &mut c,
+            process::ChildSetup { cpus: vec![cpus[0]], nice: 5, die_with_parent: true, ..Default::default() },
+        );
+        let out = String::from_utf8(c.output().unwrap().stdout).unwrap();
+        assert!(out.contains(&format!("\t{}\n", cpus[0])), "{out}");
+        assert!(out.trim_end().ends_with('5'), "{out}");
+        // A namespace descriptor that is not one fails the spawn.
+        let f = std::fs::File::open("/dev/null").unwrap();
+        let mut c = Command::new("true");
+        process::set_up_child(
+            &mut c,
+            process::ChildSetup { netns: Some(std::os::fd::AsRawFd::as_raw_fd(&f)), ..Default::default() },
+        );
+        assert!(c.status().is_err());
+        assert!(signal::send_signal(0, libc::SIGTERM).is_err());
     }
 }

@@ -441,7 +441,7 @@ fn bad_cases_get_one_clear_line_and_nothing_half_written_under_a_final_name() {
     assert!(!root.join("g/grow.bin").exists());
 
     // Permission denied: a server running as nobody under a root-owned root.
-    if unsafe { libc::geteuid() } == 0 {
+    if wanperf_sys::euid() == 0 {
         let bin_dir = Tmp::new("nobody-bin");
         std::fs::set_permissions(&bin_dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
         let bin = bin_dir.join("wanperf");

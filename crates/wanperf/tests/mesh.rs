@@ -128,10 +128,7 @@ impl Daemon {
 
     /// SIGTERM, then the exit within `limit`.
     fn stop(mut self, limit: Duration) -> String {
-        // SAFETY: kill(2) on our child's pid.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
+        let _ = wanperf_sys::terminate(self.child.id());
         let t = Instant::now();
         while self.child.try_wait().unwrap().is_none() {
             assert!(t.elapsed() < limit, "did not stop within {limit:?} after SIGTERM: {}", self.text());

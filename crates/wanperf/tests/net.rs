@@ -513,8 +513,8 @@ fn kill_9_and_down_leave_nothing_behind() {
     let pid =
         v["networks"].as_array().unwrap().iter().find(|n| n["name"] == name.as_str()).unwrap()["pid"].as_i64().unwrap();
     let netns_before = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
-    // SAFETY: killing the daemon we started.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    // Killing the daemon we started.
+    let _ = wanperf_sys::kill(pid as u32);
     // `net exec` joined the namespace itself; it is the user's process and outlives the daemon
     // like a shell in `ip netns exec` would, until it is stopped.
     let _ = sleeper.kill();

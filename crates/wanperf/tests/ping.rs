@@ -61,8 +61,7 @@ fn tcp_mode_and_errors() {
     assert_eq!(u(&end(&recs)["summary"]["received"]), 3);
 
     // ICMP echo needs no wanperf server (root or CAP_NET_RAW; CI runs as root).
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if wanperf_sys::euid() == 0 {
         let out =
             run(&["ping", "127.0.0.1", "-c", "5", "-i", "10ms", "--mode", "icmp", "--json"], Duration::from_secs(20));
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

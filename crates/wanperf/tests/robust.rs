@@ -107,8 +107,8 @@ fn interrupted_client_keeps_what_it_measured() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: sending a signal to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    // Ctrl-C to our own child.
+    let _ = wanperf_sys::signal::interrupt(child.id());
     let t0 = Instant::now();
     let out = child.wait_with_output().unwrap();
     assert!(t0.elapsed() < Duration::from_secs(5), "interrupt took too long");

@@ -304,7 +304,7 @@ fn tcp_syn_probes_find_every_router_and_the_destination_open_or_closed() {
         assert_eq!(h[5]["destination"], true);
     }
     // As root, Debian's traceroute -T (raw sockets) lists the same routers.
-    if have("traceroute") && unsafe { libc::geteuid() } == 0 {
+    if have("traceroute") && wanperf_sys::euid() == 0 {
         let out = run(
             &[
                 "net",

@@ -213,8 +213,7 @@ pub fn path_stats(stderr: &[u8]) -> Value {
 /// cannot be run here: already unprivileged (the other tests cover it), or no unprivileged
 /// user namespaces (which fails under CI, where they must exist).
 pub fn run_as_nobody(files: &[(&str, &str)], args: &[&str]) -> Option<Output> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if wanperf_sys::euid() != 0 {
         eprintln!("SKIPPED: already unprivileged; the other tests cover this case");
         return None;
     }

@@ -1,0 +1,149 @@
+//! Socket options the standard library and socket2 lack: TCP_INFO, TCP_CONGESTION, pacing,
+//! SO_RCVLOWAT, SO_RCVBUF, receive and transmit timestamps, and the zero-copy discard of
+//! received bytes (MSG_TRUNC).
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// setsockopt with the bytes of `value` as the option value.
+pub fn setsockopt_raw(fd: RawFd, level: libc::c_int, opt: libc::c_int, value: &[u8]) -> io::Result<()> {
+    // SAFETY: pointer and length describe `value`, which outlives the call.
+    let rc = unsafe { libc::setsockopt(fd, level, opt, value.as_ptr().cast(), value.len() as libc::socklen_t) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// getsockopt into `buf`: the bytes the kernel wrote.
+fn getsockopt_raw(fd: RawFd, level: libc::c_int, opt: libc::c_int, buf: &mut [u8]) -> io::Result<usize> {
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is valid for writes of `len` bytes and the kernel writes at most `len`.
+    let rc = unsafe { libc::getsockopt(fd, level, opt, buf.as_mut_ptr().cast(), &mut len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((len as usize).min(buf.len()))
+}
+
+/// The bytes of a `struct tcp_info` (linux/tcp.h) as the kernel returned them: as many as it
+/// knows, up to 256. Fields are read by their offsets; those past `len` are `None`.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpInfoBytes {
+    /// The buffer (zero past `len`).
+    pub buf: [u8; 256],
+    /// How many bytes the kernel wrote.
+    pub len: usize,
+}
+
+impl TcpInfoBytes {
+    /// The u32 at byte offset `off`, if the kernel wrote it.
+    pub fn u32_at(&self, off: usize) -> Option<u32> {
+        let b = &self.buf;
+        (off + 4 <= self.len).then(|| u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]))
+    }
+
+    /// The u64 at byte offset `off`, if the kernel wrote it.
+    pub fn u64_at(&self, off: usize) -> Option<u64> {
+        (off + 8 <= self.len).then(|| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&self.buf[off..off + 8]);
+            u64::from_ne_bytes(a)
+        })
+    }
+}
+
+/// Reads TCP_INFO.
+pub fn tcp_info_bytes(fd: RawFd) -> io::Result<TcpInfoBytes> {
+    let mut buf = [0u8; 256];
+    let len = getsockopt_raw(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut buf)?;
+    Ok(TcpInfoBytes { buf, len })
+}
+
+/// Sets TCP_CONGESTION.
+pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
+    setsockopt_raw(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_bytes())
+}
+
+/// Reads TCP_CONGESTION: the algorithm the socket runs.
+pub fn congestion(fd: RawFd) -> io::Result<String> {
+    let mut buf = [0u8; 32];
+    let len = getsockopt_raw(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, &mut buf)?;
+    let end = buf[..len].iter().position(|&b| b == 0).unwrap_or(len);
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// Caps the socket's pacing rate (SO_MAX_PACING_RATE), in bit/s.
+pub fn set_max_pacing(fd: RawFd, bps: u64) -> io::Result<()> {
+    let bytes_per_s: u64 = (bps / 8).max(1);
+    setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes_per_s.to_ne_bytes())
+}
+
+/// Sets SO_RCVLOWAT: a blocking read returns once this many bytes are queued (or on
+/// timeout, FIN or error).
+pub fn set_rcvlowat(fd: RawFd, bytes: usize) -> io::Result<()> {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, &v.to_ne_bytes())
+}
+
+/// The socket's current SO_RCVBUF (autotuning grows it).
+pub fn rcvbuf(fd: RawFd) -> io::Result<usize> {
+    let mut v = [0u8; std::mem::size_of::<libc::c_int>()];
+    getsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &mut v)?;
+    Ok(libc::c_int::from_ne_bytes(v).max(0) as usize)
+}
+
+/// Receives and discards up to `len` bytes without copying them (TCP MSG_TRUNC, tcp(7)).
+pub fn recv_discard(fd: RawFd, len: usize) -> io::Result<usize> {
+    loop {
+        // SAFETY: a null buffer is allowed with MSG_TRUNC on TCP: nothing is copied. On a
+        // socket of another kind the kernel finds no buffer to write to and fails (EFAULT).
+        let rc = unsafe { libc::recv(fd, std::ptr::null_mut(), len, libc::MSG_TRUNC) };
+        if rc >= 0 {
+            return Ok(rc as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Asks the kernel to stamp each received datagram (SO_TIMESTAMPNS, wall clock).
+pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
+    setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int).to_ne_bytes())
+}
+
+/// Asks the kernel for a software transmit timestamp of every datagram sent on `fd`, taken
+/// when the packet leaves for the device and numbered in send order (SOF_TIMESTAMPING_OPT_ID);
+/// they arrive on the socket's error queue without the packet (OPT_TSONLY).
+pub fn enable_tx_timestamps(fd: RawFd) -> io::Result<()> {
+    let flags = libc::SOF_TIMESTAMPING_TX_SOFTWARE
+        | libc::SOF_TIMESTAMPING_SOFTWARE
+        | libc::SOF_TIMESTAMPING_OPT_ID
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+    setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &(flags as libc::c_int).to_ne_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn tcp_options_on_a_live_socket() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let info = tcp_info_bytes(c.as_raw_fd()).unwrap();
+        assert!(info.len >= 104, "{}", info.len);
+        assert!(info.u32_at(80).unwrap() > 0, "cwnd");
+        assert_eq!(info.u32_at(info.len), None);
+        assert!(set_congestion(c.as_raw_fd(), "no-such-cc").is_err());
+        set_congestion(c.as_raw_fd(), "reno").unwrap();
+        assert_eq!(congestion(c.as_raw_fd()).unwrap(), "reno");
+        assert!(rcvbuf(c.as_raw_fd()).unwrap() > 0);
+        set_rcvlowat(c.as_raw_fd(), 1).unwrap();
+        assert!(tcp_info_bytes(-1).is_err());
+    }
+}
