@@ -54,6 +54,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         sndbuf_limited_us: u64_at(&buf, 184, n),
         bytes_acked: u64_at(&buf, 120, n),
         bytes_retrans: u64_at(&buf, 208, n),
+        snd_cwnd_bytes: None,
     })
 }
 
