@@ -14,7 +14,8 @@
 //! All are pure (text in, records out) and never panic: anything they cannot read is an
 //! [`ArchiveError::Input`] with a one-line reason.
 
-use crate::{ArchiveError, CellRecord, IntervalRow, NewRun, ProbeRow, Result};
+use crate::error::{ArchiveError, Result};
+use crate::model::{CellRecord, IntervalRow, NewRun, ProbeRow};
 use serde::de::{Deserialize, DeserializeOwned};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -899,7 +900,9 @@ rtt min/avg/max/mdev = 0.100/0.200/0.300/0.081 ms
         assert_eq!((hosts["client"]["kernel"].as_str(), hosts["client"]["cpus"].as_u64()), (Some("6.8.0"), Some(8)));
         assert_eq!(hosts["server"]["available_congestion_control"], json!(["reno", "cubic", "bbr"]));
         // Two intervals of two streams and the sum each, by stream then time as written.
-        let rows: Vec<(i32, f64, f64, u64, f64, u64, Option<u64>, Option<u32>)> = cell
+        // (stream, start, end, bytes, throughput, retransmits, cwnd bytes, srtt µs)
+        type Row = (i32, f64, f64, u64, f64, u64, Option<u64>, Option<u32>);
+        let rows: Vec<Row> = cell
             .intervals
             .iter()
             .map(|r| (r.stream, r.start_s, r.end_s, r.bytes, r.throughput_bps, r.retransmits, r.cwnd_bytes, r.srtt_us))
