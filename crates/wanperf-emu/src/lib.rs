@@ -24,3 +24,4 @@ pub mod netns;
 pub mod packet;
 pub mod path;
 pub mod presets;
+pub mod stats;
