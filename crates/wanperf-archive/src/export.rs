@@ -23,7 +23,8 @@
 //! (Integers above 2^53 in such a column round to the nearest double; counts in the fixed
 //! `INT64` columns are exact up to 2^63 − 1 and saturate beyond.)
 
-use crate::{ArchiveError, Result, RunData, StoredCell};
+use crate::error::{ArchiveError, Result};
+use crate::model::{RunData, StoredCell};
 use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType};
 use parquet::column::writer::ColumnWriterImpl;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType, DoubleType, Int64Type};
@@ -473,7 +474,7 @@ fn write_column<T: DataType, V>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CellRecord, IntervalRow, ProbeRow, RunInfo, RunStatus, StoredCell};
+    use crate::model::{CellRecord, IntervalRow, ProbeRow, RunInfo, RunStatus, StoredCell};
     use serde_json::json;
 
     fn data() -> RunData {

@@ -3,14 +3,25 @@
 //! * [`import_iperf3`] reads `iperf3 -J` output (TCP or UDP, any number of streams, `-R`,
 //!   `--bidir`).
 //! * [`import_ping`] reads iputils `ping` output, with or without `-D` timestamps.
-//! * [`import_wanperf`] reads wanperf's own `--json` output of `tput` and `copy`.
+//! * [`import_wanperf`] reads wanperf's own `--json` output of `tput` and `copy`, through the
+//!   record types that write it (`wanperf_proto::record`): a field renamed there is renamed
+//!   here, or this does not compile.
+//!
+//! iperf3's and ping's outputs are formats of other tools, with no Rust types of ours behind
+//! them: those are read by their keys (iperf3's JSON as a `serde_json::Value`) and checked at
+//! run time, against the real tools' output in `tests/import.rs`.
 //!
 //! All are pure (text in, records out) and never panic: anything they cannot read is an
 //! [`ArchiveError::Input`] with a one-line reason.
 
-use crate::{ArchiveError, CellRecord, IntervalRow, NewRun, ProbeRow, Result};
+use crate::error::{ArchiveError, Result};
+use crate::model::{CellRecord, IntervalRow, NewRun, ProbeRow};
+use serde::de::{Deserialize, DeserializeOwned};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
+use wanperf_copy::spec::Compress;
+use wanperf_proto::msg::TcpInfo;
+use wanperf_proto::record::{EndRecord, IntervalRecord, StartRecord};
 use wanperf_stats::summary::{ipdv, rfc3550_jitter, Summary};
 
 /// At most this many probes are imported from one ping output (a forged statistics line
@@ -55,6 +66,9 @@ fn num(v: &Value) -> Option<f64> {
 /// A test that iperf3 reports as failed after measuring something is imported with
 /// `ok = false` and iperf3's error as `failure`; one that measured nothing is an error.
 pub fn import_iperf3(json_text: &str) -> Result<(NewRun, CellRecord)> {
+    // iperf3's JSON is another tool's format, with no type of ours to read it through: it is
+    // read as a `Value` by iperf3's key names (unlike wanperf's own records, see
+    // `import_wanperf`).
     let doc: Value = serde_json::from_str(json_text.trim_start_matches('\u{feff}'))
         .map_err(|e| input(format!("not iperf3 JSON: {e}")))?;
     let root = doc.as_object().ok_or_else(|| input("not iperf3 JSON: expected an object"))?;
@@ -261,19 +275,26 @@ fn end_streams(end: &Map<String, Value>, stream_id: &dyn Fn(&Map<String, Value>,
 /// Parses the NDJSON of `wanperf tput --json` (also `--iperf3`) or `wanperf copy --json` into
 /// a run of one cell: kind `copy` when the start record's test has a `copy`, else `tput`.
 ///
+/// The records are read through the types that write them ([`StartRecord`], [`IntervalRecord`],
+/// [`EndRecord`] of `wanperf_proto::record`), so what is read here follows those types; fields
+/// that records of an older wanperf lack are defaulted there. What is stored is what the types
+/// hold, written back as JSON (a field no type knows is not kept).
+///
 /// * `params`: `transport`, `direction`, `streams`, and when set `duration_s`, `bytes`,
-///   `window`, `rate_bps`, `cc`; for a copy also `way`, `block_size`, `compress` and `fsync`.
-/// * `summary`: the end record's `summary` as it is (throughput, streams, CPU, TCP counters,
-///   the verdict, and a copy's files, bytes and both ends' pipeline stages); `complete` from
-///   the end record, and for a copy the number of `file` records as `file_records`.
+///   `window`, `rate_bps`, `cc`; for a copy also `way`, `block_size`, `compress`, `fsync` and
+///   `hash`.
+/// * `summary`: the end record's `summary` (throughput, streams, CPU, TCP counters, the
+///   verdict, and a copy's files, bytes and both ends' pipeline stages); `complete` from the end
+///   record, and for a copy the number of `file` records as `file_records`.
 /// * `hosts`: the start record's `client_host` and `server_host`; `intervals`: one row per
-///   stream and interval plus the sum as stream −1 ([`wanperf_interval_rows`]).
+///   stream and interval plus the sum as stream −1 ([`interval_rows`]).
 ///
 /// A run whose end record says it is not complete is imported with `ok = false`; text with no
-/// start or no end record is an error (an end record is written even when a test fails).
+/// start or no end record is an error (an end record is written even when a test fails), and so
+/// is a start, interval or end record that does not read as its type.
 pub fn import_wanperf(ndjson: &str) -> Result<(NewRun, CellRecord)> {
-    let mut start: Option<Value> = None;
-    let mut end: Option<Value> = None;
+    let mut start: Option<StartRecord> = None;
+    let mut end: Option<EndRecord> = None;
     let mut intervals = Vec::new();
     let mut files = 0u64;
     for (n, line) in ndjson.lines().enumerate() {
@@ -283,74 +304,74 @@ pub fn import_wanperf(ndjson: &str) -> Result<(NewRun, CellRecord)> {
         }
         let v: Value =
             serde_json::from_str(line).map_err(|e| input(format!("line {}: not a wanperf JSON record: {e}", n + 1)))?;
+        // `event` is the one field read by its name: every record type has it, and it says
+        // which type the line is (`file`, `log` and other records are not read here).
         match v.get("event").and_then(Value::as_str) {
-            Some("start") if start.is_none() => start = Some(v),
-            Some("interval") => intervals.extend(wanperf_interval_rows(&v)),
+            Some("start") if start.is_none() => start = Some(record(&v, n, "start")?),
+            Some("interval") => intervals.extend(interval_rows(&record(&v, n, "interval")?)),
             Some("file") => files += 1,
-            Some("end") => end = Some(v),
+            Some("end") => end = Some(record(&v, n, "end")?),
             _ => {}
         }
     }
     let start = start.ok_or_else(|| input("no start record: not the --json output of wanperf tput or copy"))?;
     let end = end.ok_or_else(|| input("no end record: the test's output was cut short"))?;
-    if start.get("schema").and_then(Value::as_str).is_some_and(|s| !s.starts_with("wanperf/")) {
+    if !start.schema.starts_with("wanperf/") {
         return Err(input("the start record is not of the wanperf/1 schema"));
     }
-    let test = start.get("test").and_then(Value::as_object).ok_or_else(|| input("the start record has no test"))?;
-    let copy = test.get("copy").filter(|c| c.is_object());
+    let test = &start.test;
     let mut params = BTreeMap::new();
-    for k in ["transport", "direction", "streams"] {
-        params.insert(k.to_string(), test.get(k).cloned().unwrap_or(Value::Null));
+    params.insert("transport".to_string(), json!(test.transport));
+    params.insert("direction".to_string(), json!(test.direction));
+    params.insert("streams".to_string(), json!(test.streams));
+    let set = [
+        ("duration_s", json!(test.duration_s)),
+        ("bytes", json!(test.bytes)),
+        ("window", json!(test.window)),
+        ("rate_bps", json!(test.rate_bps)),
+        ("cc", json!(test.cc)),
+    ];
+    for (k, v) in set.into_iter().filter(|(_, v)| !v.is_null()) {
+        params.insert(k.to_string(), v);
     }
-    for k in ["duration_s", "bytes", "window", "rate_bps", "cc"] {
-        if let Some(v) = test.get(k).filter(|v| !v.is_null()) {
-            params.insert(k.to_string(), v.clone());
-        }
+    if let Some(c) = &test.copy {
+        params.insert("way".to_string(), json!(c.way));
+        params.insert("block_size".to_string(), json!(c.block_size));
+        params.insert("fsync".to_string(), json!(c.fsync));
+        params.insert("hash".to_string(), json!(c.hash));
+        let compress = match c.compress {
+            Compress::Off => "off".to_string(),
+            Compress::Zstd(l) => format!("zstd {l}"),
+            Compress::Auto(l) => format!("auto {l}"),
+        };
+        params.insert("compress".to_string(), json!(compress));
     }
-    if let Some(c) = copy {
-        for k in ["way", "block_size", "fsync", "hash"] {
-            params.insert(k.to_string(), c.get(k).cloned().unwrap_or(Value::Null));
-        }
-        let z = c.get("compress");
-        let mode = z.and_then(|z| z.get("mode")).and_then(Value::as_str).unwrap_or("off");
-        let level = z.and_then(|z| z.get("level")).and_then(Value::as_u64);
-        params.insert("compress".to_string(), json!(level.map_or(mode.to_string(), |l| format!("{mode} {l}"))));
-    }
-    let mut summary = end.get("summary").cloned().unwrap_or(Value::Null);
-    if !summary.is_object() {
-        return Err(input("the end record has no summary"));
-    }
-    let complete = end.get("complete").and_then(Value::as_bool).unwrap_or(false);
-    summary["complete"] = json!(complete);
-    if copy.is_some() {
+    let mut summary = json!(end.summary);
+    summary["complete"] = json!(end.complete);
+    if test.copy.is_some() {
         summary["file_records"] = json!(files);
     }
-    let failure = (!complete).then(|| {
-        end.get("error").and_then(Value::as_str).map_or_else(|| "the test did not complete".to_string(), str::to_string)
-    });
-    let started_unix = start.get("timestamp").and_then(num).unwrap_or(0.0);
-    let duration_s = summary.get("duration_s").and_then(num).unwrap_or(0.0);
-    let kind = if copy.is_some() { "copy" } else { "tput" };
-    let software = start.get("version").and_then(Value::as_str).unwrap_or("wanperf").to_string();
+    let failure = (!end.complete).then(|| end.error.clone().unwrap_or_else(|| "the test did not complete".to_string()));
+    let kind = if test.copy.is_some() { "copy" } else { "tput" };
     let run = NewRun {
         study: kind.to_string(),
         study_text: String::new(),
-        spec: json!({"import": "wanperf", "server": start.get("server"), "test": Value::Object(test.clone())}),
-        software,
+        spec: json!({"import": "wanperf", "server": start.server, "test": test}),
+        software: start.version.clone(),
         cells_planned: 1,
-        started_unix,
+        started_unix: start.timestamp,
     };
     let cell = CellRecord {
         index: 0,
         repeat: 0,
         kind: kind.to_string(),
         params,
-        ok: complete,
+        ok: end.complete,
         failure,
-        started_unix,
-        duration_s,
+        started_unix: start.timestamp,
+        duration_s: end.summary.duration_s,
         summary,
-        hosts: Some(json!({"client": start.get("client_host"), "server": start.get("server_host")})),
+        hosts: Some(json!({"client": start.client_host, "server": start.server_host})),
         emulator: None,
         intervals,
         probes: Vec::new(),
@@ -358,33 +379,42 @@ pub fn import_wanperf(ndjson: &str) -> Result<(NewRun, CellRecord)> {
     Ok((run, cell))
 }
 
-/// The rows of one wanperf/1 `interval` record: one per stream (by its `id`), then the sum as
-/// stream −1. `bytes` are the received bytes; `tcp` is the stream's TCP_INFO object.
-pub fn wanperf_interval_rows(rec: &Value) -> Vec<IntervalRow> {
-    let row = |s: &Value, stream: i32| {
-        let tcp = &s["tcp"];
-        IntervalRow {
-            stream,
-            start_s: rec["start_s"].as_f64().unwrap_or(0.0),
-            end_s: rec["end_s"].as_f64().unwrap_or(0.0),
-            bytes: s["received_bytes"].as_u64().unwrap_or(0),
-            throughput_bps: s["throughput_bps"].as_f64().unwrap_or(0.0),
-            retransmits: s["retransmits"].as_u64().unwrap_or(0),
-            cwnd_bytes: tcp["snd_cwnd_bytes"].as_u64().or_else(|| tcp["cwnd_bytes"].as_u64()),
-            srtt_us: tcp["srtt_us"].as_u64().and_then(|v| u32::try_from(v).ok()),
-            tcp: (!tcp.is_null()).then(|| tcp.clone()),
-        }
+/// Line `n` (from 0) read as the record type it says it is, or a one-line error.
+fn record<T: DeserializeOwned>(v: &Value, n: usize, kind: &str) -> Result<T> {
+    T::deserialize(v).map_err(|e| input(format!("line {}: not a wanperf/1 {kind} record: {e}", n + 1)))
+}
+
+/// The rows of one wanperf/1 interval record: one per stream (by its `id`), then the sum as
+/// stream −1. `bytes` are the received bytes; `tcp` is the stream's TCP_INFO as JSON.
+pub fn interval_rows(rec: &IntervalRecord) -> Vec<IntervalRow> {
+    let row = |stream: i32, bytes: u64, throughput_bps: f64, retransmits: u64, tcp: Option<&TcpInfo>| IntervalRow {
+        stream,
+        start_s: rec.start_s,
+        end_s: rec.end_s,
+        bytes,
+        throughput_bps,
+        retransmits,
+        cwnd_bytes: tcp.and_then(|t| t.snd_cwnd_bytes),
+        srtt_us: tcp.map(|t| t.srtt_us),
+        tcp: tcp.map(|t| json!(t)),
     };
-    let mut rows: Vec<IntervalRow> = rec["streams"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|s| row(s, s["id"].as_i64().and_then(|i| i32::try_from(i).ok()).unwrap_or(0)))
+    let mut rows: Vec<IntervalRow> = rec
+        .streams
+        .iter()
+        .map(|s| {
+            let id = i32::try_from(s.id).unwrap_or(0);
+            row(id, s.received_bytes, s.throughput_bps, s.retransmits, s.tcp.as_ref())
+        })
         .collect();
-    if rec["sum"].is_object() {
-        rows.push(row(&rec["sum"], -1));
-    }
+    let sum = &rec.sum;
+    rows.push(row(-1, sum.received_bytes, sum.throughput_bps, sum.retransmits, None));
     rows
+}
+
+/// [`interval_rows`] of an interval record as JSON (the study runner holds its records so);
+/// none when it does not read as an [`IntervalRecord`].
+pub fn wanperf_interval_rows(rec: &Value) -> Vec<IntervalRow> {
+    IntervalRecord::deserialize(rec).map(|r| interval_rows(&r)).unwrap_or_default()
 }
 
 /// What one line of ping output says.
@@ -817,6 +847,296 @@ rtt min/avg/max/mdev = 0.100/0.200/0.300/0.081 ms
         // A test without a copy part is a `tput` cell.
         let tput = COPY.replace(r#","copy":{"way":"push","remote":["in"],"block_size":1048576,"compress":{"mode":"auto","level":3},"fsync":true}"#, "");
         assert_eq!(import_wanperf(&tput).unwrap().1.kind, "tput");
+    }
+
+    /// `wanperf tput --json` output written before the archive read records through their
+    /// types: made with the record types as they were then (two streams up, two intervals,
+    /// TCP_INFO, a complete end record), frozen here so that it keeps importing as it did.
+    const OLD_TPUT: &str = r#"{"event":"start","schema":"wanperf/1","version":"wanperf 0.1.0","timestamp":1795614848.25,"server":"198.18.0.2:5301","test":{"transport":"tcp","direction":"up","streams":2,"duration_s":2.0,"bytes":null,"interval_s":1.0,"omit_s":0.0,"block_size":0,"window":4194304,"cc":"bbr","dscp":null,"rate_bps":null,"zerocopy":false,"accept_capped_window":false},"server_version":"wanperf 0.1.0","client_host":{"hostname":"left","kernel":"6.8.0","cpu_model":"Xeon","cpus":8,"rmem_max":33554432,"wmem_max":null,"tcp_rmem":null,"tcp_wmem":null,"congestion_control":"cubic","available_congestion_control":["reno","cubic","bbr"],"interface":null},"server_host":{"hostname":"right","kernel":"6.8.0","cpu_model":"Xeon","cpus":8,"rmem_max":33554432,"wmem_max":null,"tcp_rmem":null,"tcp_wmem":null,"congestion_control":"cubic","available_congestion_control":["reno","cubic","bbr"],"interface":null},"connections":[{"id":0,"direction":"up","local":"198.18.0.1:40000","remote":"198.18.0.2:5302","sndbuf":8388608,"rcvbuf":null},{"id":1,"direction":"up","local":"198.18.0.1:40000","remote":"198.18.0.2:5302","sndbuf":8388608,"rcvbuf":null}],"warnings":[]}
+{"event":"interval","index":0,"start_s":0.0,"end_s":1.0004,"omitted":false,"streams":[{"id":0,"direction":"up","sent_bytes":1250000,"received_bytes":1240000,"throughput_bps":9920000.0,"retransmits":0,"tcp":{"cwnd":40,"ssthresh":null,"snd_mss":1448,"srtt_us":25000,"rttvar_us":900,"min_rtt_us":20000,"total_retrans":0,"lost":0,"unacked":0,"reordering":0,"delivery_rate_bps":10000000,"pacing_rate_bps":null,"snd_wnd":3000000,"rcv_space":14480,"busy_time_us":1000000,"rwnd_limited_us":null,"sndbuf_limited_us":null,"bytes_acked":null,"bytes_retrans":null},"rcv_space":65536},{"id":1,"direction":"up","sent_bytes":1251000,"received_bytes":1241000,"throughput_bps":9928000.0,"retransmits":1,"tcp":{"cwnd":41,"ssthresh":null,"snd_mss":1448,"srtt_us":25100,"rttvar_us":900,"min_rtt_us":20000,"total_retrans":1,"lost":0,"unacked":0,"reordering":0,"delivery_rate_bps":10000000,"pacing_rate_bps":null,"snd_wnd":3000000,"rcv_space":14480,"busy_time_us":1000000,"rwnd_limited_us":null,"sndbuf_limited_us":null,"bytes_acked":null,"bytes_retrans":null},"rcv_space":65536}],"sum":{"sent_bytes":2501000,"received_bytes":2481000,"throughput_bps":19848000.0,"retransmits":1}}
+{"event":"interval","index":1,"start_s":1.0,"end_s":2.0004,"omitted":false,"streams":[{"id":0,"direction":"up","sent_bytes":1250001,"received_bytes":1240001,"throughput_bps":9920000.125,"retransmits":1,"tcp":{"cwnd":40,"ssthresh":null,"snd_mss":1448,"srtt_us":25001,"rttvar_us":900,"min_rtt_us":20000,"total_retrans":1,"lost":0,"unacked":0,"reordering":0,"delivery_rate_bps":10000000,"pacing_rate_bps":null,"snd_wnd":3000000,"rcv_space":14480,"busy_time_us":1000000,"rwnd_limited_us":null,"sndbuf_limited_us":null,"bytes_acked":null,"bytes_retrans":null},"rcv_space":65536},{"id":1,"direction":"up","sent_bytes":1251001,"received_bytes":1241001,"throughput_bps":9928000.125,"retransmits":2,"tcp":{"cwnd":41,"ssthresh":null,"snd_mss":1448,"srtt_us":25101,"rttvar_us":900,"min_rtt_us":20000,"total_retrans":2,"lost":0,"unacked":0,"reordering":0,"delivery_rate_bps":10000000,"pacing_rate_bps":null,"snd_wnd":3000000,"rcv_space":14480,"busy_time_us":1000000,"rwnd_limited_us":null,"sndbuf_limited_us":null,"bytes_acked":null,"bytes_retrans":null},"rcv_space":65536}],"sum":{"sent_bytes":2501002,"received_bytes":2481002,"throughput_bps":19848000.25,"retransmits":3}}
+{"event":"end","complete":true,"summary":{"throughput_bps":19860001.0,"sent_bytes":5000002,"received_bytes":4960003,"retransmits":3,"duration_s":2.0008,"omitted_s":0.0,"cpu":{"sender_pct":12.5,"receiver_pct":7.25,"client_pct":12.5,"server_pct":7.25,"client_s":0.25,"server_s":0.145},"streams":[{"id":0,"direction":"up","throughput_bps":9930000.5,"sent_bytes":2500001,"received_bytes":2480001,"retransmits":1,"duration_s":2.0008,"sender_sndbuf":8388608,"receiver_rcvbuf":6291456,"sender_cc":"bbr"},{"id":1,"direction":"up","throughput_bps":9930000.5,"sent_bytes":2500001,"received_bytes":2480002,"retransmits":2,"duration_s":2.0008,"sender_sndbuf":8388608,"receiver_rcvbuf":6291456,"sender_cc":"bbr"}],"tcp_counters":{"client":{"TcpRetransSegs":3}}}}
+"#;
+
+    #[test]
+    fn an_earlier_wanperf_output_imports_field_by_field() {
+        let (run, cell) = import_wanperf(OLD_TPUT).unwrap();
+        assert_eq!((run.study.as_str(), run.software.as_str(), run.cells_planned), ("tput", "wanperf 0.1.0", 1));
+        assert_eq!(run.started_unix, 1795614848.25);
+        assert_eq!(run.spec["import"], "wanperf");
+        assert_eq!(run.spec["server"], "198.18.0.2:5301");
+        assert_eq!(run.spec["test"]["interval_s"], 1.0);
+        assert_eq!(run.spec["test"]["window"], 4194304);
+        assert_eq!((cell.index, cell.repeat, cell.kind.as_str()), (0, 0, "tput"));
+        assert!(cell.ok && cell.failure.is_none());
+        assert_eq!((cell.started_unix, cell.duration_s), (1795614848.25, 2.0008));
+        let params: Vec<(&str, Value)> = cell.params.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        assert_eq!(
+            params,
+            [
+                ("cc", json!("bbr")),
+                ("direction", json!("up")),
+                ("duration_s", json!(2.0)),
+                ("streams", json!(2)),
+                ("transport", json!("tcp")),
+                ("window", json!(4194304)),
+            ]
+        );
+        let s = &cell.summary;
+        assert_eq!(s["throughput_bps"], 19860001.0);
+        assert_eq!((s["sent_bytes"].as_u64(), s["received_bytes"].as_u64()), (Some(5000002), Some(4960003)));
+        assert_eq!((s["retransmits"].as_u64(), s["duration_s"].as_f64()), (Some(3), Some(2.0008)));
+        assert_eq!((s["cpu"]["sender_pct"].as_f64(), s["cpu"]["server_s"].as_f64()), (Some(12.5), Some(0.145)));
+        assert_eq!(s["streams"][1]["received_bytes"], 2480002);
+        assert_eq!(s["streams"][0]["sender_cc"], "bbr");
+        assert_eq!(s["tcp_counters"]["client"]["TcpRetransSegs"], 3);
+        assert_eq!(s["complete"], true);
+        assert!(s.get("file_records").is_none() && s.get("verdict").is_none() && s.get("udp").is_none());
+        let hosts = cell.hosts.as_ref().unwrap();
+        assert_eq!(
+            (hosts["client"]["hostname"].as_str(), hosts["server"]["hostname"].as_str()),
+            (Some("left"), Some("right"))
+        );
+        assert_eq!((hosts["client"]["kernel"].as_str(), hosts["client"]["cpus"].as_u64()), (Some("6.8.0"), Some(8)));
+        assert_eq!(hosts["server"]["available_congestion_control"], json!(["reno", "cubic", "bbr"]));
+        // Two intervals of two streams and the sum each, by stream then time as written.
+        // (stream, start, end, bytes, throughput, retransmits, cwnd bytes, srtt µs)
+        type Row = (i32, f64, f64, u64, f64, u64, Option<u64>, Option<u32>);
+        let rows: Vec<Row> = cell
+            .intervals
+            .iter()
+            .map(|r| (r.stream, r.start_s, r.end_s, r.bytes, r.throughput_bps, r.retransmits, r.cwnd_bytes, r.srtt_us))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (0, 0.0, 1.0004, 1240000, 9920000.0, 0, None, Some(25000)),
+                (1, 0.0, 1.0004, 1241000, 9928000.0, 1, None, Some(25100)),
+                (-1, 0.0, 1.0004, 2481000, 19848000.0, 1, None, None),
+                (0, 1.0, 2.0004, 1240001, 9920000.125, 1, None, Some(25001)),
+                (1, 1.0, 2.0004, 1241001, 9928000.125, 2, None, Some(25101)),
+                (-1, 1.0, 2.0004, 2481002, 19848000.25, 3, None, None),
+            ]
+        );
+        let tcp = cell.intervals[1].tcp.as_ref().unwrap();
+        assert_eq!(
+            (tcp["cwnd"].as_u64(), tcp["snd_mss"].as_u64(), tcp["min_rtt_us"].as_u64()),
+            (Some(41), Some(1448), Some(20000))
+        );
+        assert_eq!((tcp["snd_wnd"].as_u64(), tcp["ssthresh"].as_u64()), (Some(3000000), None));
+        assert!(cell.intervals[2].tcp.is_none() && cell.probes.is_empty() && cell.emulator.is_none());
+    }
+
+    #[test]
+    fn records_built_as_values_import_as_the_same_numbers() {
+        use wanperf_copy::spec::{CopyReport, CopySpec, FileRecord, HashKind, Stage, StageStat, Way as CopyWay};
+        use wanperf_copy::verdict::{Headroom, Limit, Verdict};
+        use wanperf_proto::msg::{
+            CpuUsage, HostCapture, SideInterval, SideReport, StreamFinal, StreamSample, TestSpec,
+        };
+        use wanperf_proto::record::{summarize, CopySummary, Merger, SCHEMA};
+
+        let mut test = TestSpec::tcp(2, 2.0);
+        test.window = Some(1 << 22);
+        test.rate_bps = Some(900_000_000);
+        test.copy = Some(CopySpec {
+            way: CopyWay::Push,
+            remote: vec!["in".to_string().try_into().unwrap()],
+            block_size: 1 << 20,
+            compress: Compress::Auto(3),
+            force: false,
+            direct: false,
+            fsync: true,
+            probe: false,
+            hash: HashKind::Xxh3,
+            dest_names_source: false,
+        });
+        let start = StartRecord {
+            event: "start".into(),
+            schema: SCHEMA.into(),
+            version: "wanperf 9.9.9".into(),
+            timestamp: 1_800_000_000.125,
+            server: "198.18.0.2:5301".into(),
+            test: test.clone(),
+            server_version: "wanperf 9.9.8".into(),
+            client_host: HostCapture {
+                hostname: "left".into(),
+                cpus: 4,
+                tcp_rmem: Some([4096, 131072, 6291456]),
+                ..Default::default()
+            },
+            server_host: HostCapture { hostname: "right".into(), kernel: "6.1".into(), ..Default::default() },
+            connections: Vec::new(),
+            warnings: vec!["a window was capped".into()],
+            one_ended: false,
+        };
+        // Intervals as the engine makes them: both ends' samples merged.
+        let tcp = |cwnd: u32, srtt_us: u32, total_retrans: u32| TcpInfo {
+            cwnd,
+            snd_mss: 1448,
+            srtt_us,
+            total_retrans,
+            ..Default::default()
+        };
+        let sample = |index: u32, t_s: f64, last: bool, sender: bool, bytes: [u64; 2]| SideInterval {
+            index,
+            t_s,
+            last,
+            streams: (0..2u32)
+                .map(|id| StreamSample {
+                    id,
+                    bytes: bytes[id as usize],
+                    tcp: sender.then(|| tcp(10 * (index + 1) + id, 30_000 + id, index + id)),
+                    udp: None,
+                })
+                .collect(),
+        };
+        let mut merger = Merger::new(test.clone());
+        for (k, (sent, received)) in
+            [([3_000_000, 2_000_000], [2_900_000, 1_999_999]), ([6_000_000, 4_000_001], [6_000_000, 4_000_001])]
+                .into_iter()
+                .enumerate()
+        {
+            let k = k as u32;
+            merger.push_local(sample(k, f64::from(k) + 1.0, k == 1, true, sent));
+            merger.push_remote(sample(k, f64::from(k) + 1.001, k == 1, false, received));
+        }
+        let records: Vec<IntervalRecord> = std::iter::from_fn(|| merger.poll()).collect();
+        assert_eq!(records.len(), 2);
+        let report = |bytes: [u64; 2]| SideReport {
+            streams: (0..2u32)
+                .map(|id| StreamFinal { id, bytes: bytes[id as usize], duration_s: 2.001, ..Default::default() })
+                .collect(),
+            cpu: CpuUsage { user_s: 0.25, system_s: 0.5, wall_s: 2.0 },
+            ..Default::default()
+        };
+        let mut summary =
+            summarize(&test, &merger, &report([6_000_000, 4_000_001]), Some(&report([6_000_000, 4_000_001])));
+        summary.verdict = Some(Verdict {
+            limit: Limit::Stage(Stage::Write),
+            at: "receiver".into(),
+            rate_bytes_s: 4_997_500.5,
+            text: "limited by disk write (receiver)".into(),
+            evidence: vec!["write busy 97 %".into()],
+            headroom: vec![Headroom { what: "send (sender)".into(), capacity_bytes_s: 1.25e8, times: 25.0125 }],
+            probe: None,
+        });
+        let stage = StageStat {
+            stage: Stage::Write,
+            threads: 1,
+            busy_s: 1.9375,
+            starved_s: 0.0625,
+            blocked_s: 0.0,
+            bytes: 10_000_001,
+            cpu_s: Some(0.5),
+            cpu_wait_s: None,
+        };
+        let side = CopyReport {
+            wall_s: 2.001,
+            stages: vec![stage],
+            files: 2,
+            bytes: 10_000_001,
+            wire_bytes: 9_000_000,
+            compression: "zstd -3".into(),
+            ..Default::default()
+        };
+        summary.copy = Some(CopySummary {
+            files: 2,
+            bytes: 10_000_001,
+            wall_s: 2.001,
+            rate_bytes_s: 4_997_501.2,
+            compression: "auto".into(),
+            sender: side.clone(),
+            receiver: side,
+            ..Default::default()
+        });
+        let end = EndRecord {
+            event: "end".into(),
+            complete: false,
+            error: Some("disk full".into()),
+            summary: summary.clone(),
+            server_version: None,
+        };
+        let file = |path: &str| FileRecord {
+            event: "file".into(),
+            path: path.into(),
+            bytes: 5,
+            blake3: None,
+            xxh3: Some("00".into()),
+            skipped: false,
+        };
+
+        let mut lines = vec![serde_json::to_string(&start).unwrap()];
+        lines.extend(records.iter().map(|r| serde_json::to_string(r).unwrap()));
+        lines.extend([file("a"), file("b")].iter().map(|f| serde_json::to_string(f).unwrap()));
+        lines.push(serde_json::to_string(&end).unwrap());
+        let (run, cell) = import_wanperf(&lines.join("\n")).unwrap();
+
+        assert_eq!(
+            (run.software.as_str(), run.started_unix, cell.started_unix),
+            ("wanperf 9.9.9", start.timestamp, start.timestamp)
+        );
+        assert_eq!(run.spec["test"], serde_json::to_value(&test).unwrap());
+        assert_eq!(cell.hosts.unwrap(), json!({"client": start.client_host, "server": start.server_host}));
+        assert_eq!((cell.kind.as_str(), cell.ok, cell.failure.as_deref()), ("copy", false, Some("disk full")));
+        assert_eq!(cell.duration_s, summary.duration_s);
+        assert_eq!(cell.params["window"], 1 << 22);
+        assert_eq!(cell.params["rate_bps"], 900_000_000);
+        assert_eq!((cell.params["way"].as_str(), cell.params["hash"].as_str()), (Some("push"), Some("xxh3")));
+        assert_eq!((cell.params["compress"].as_str(), cell.params["fsync"].as_bool()), (Some("auto 3"), Some(true)));
+        assert_eq!(cell.params["block_size"], 1 << 20);
+        // The summary is the end record's, with `complete` and the file records added.
+        let mut want = serde_json::to_value(&summary).unwrap();
+        want["complete"] = json!(false);
+        want["file_records"] = json!(2);
+        assert_eq!(cell.summary, want);
+        let back: wanperf_proto::record::Summary = serde_json::from_value(cell.summary.clone()).unwrap();
+        assert_eq!(back, summary);
+        // Every stream of every interval, then its sum, with the numbers the merger made.
+        let mut want_rows = Vec::new();
+        for r in &records {
+            for s in &r.streams {
+                let t = s.tcp.as_ref().map(|t| serde_json::to_value(t).unwrap());
+                want_rows.push((
+                    s.id as i32,
+                    r.start_s,
+                    r.end_s,
+                    s.received_bytes,
+                    s.throughput_bps,
+                    s.retransmits,
+                    s.tcp.as_ref().map(|t| t.srtt_us),
+                    t,
+                ));
+            }
+            want_rows.push((
+                -1,
+                r.start_s,
+                r.end_s,
+                r.sum.received_bytes,
+                r.sum.throughput_bps,
+                r.sum.retransmits,
+                None,
+                None,
+            ));
+        }
+        let rows: Vec<_> = cell
+            .intervals
+            .iter()
+            .map(|r| (r.stream, r.start_s, r.end_s, r.bytes, r.throughput_bps, r.retransmits, r.srtt_us, r.tcp.clone()))
+            .collect();
+        assert_eq!(rows, want_rows);
+        assert_eq!(cell.intervals[1].retransmits, 1);
+        assert!(cell.intervals.iter().all(|r| r.cwnd_bytes.is_none()));
+        // The same rows from the record as JSON (how the study runner holds it).
+        assert_eq!(wanperf_interval_rows(&serde_json::to_value(&records[0]).unwrap()), interval_rows(&records[0]));
+    }
+
+    #[test]
+    fn a_record_that_does_not_read_as_its_type_is_one_line_naming_it() {
+        let bad = COPY.replace(r#""start_s":0.0"#, r#""start_s":"zero""#);
+        let e = import_wanperf(&bad).unwrap_err().to_string();
+        assert!(e.starts_with("line 2: not a wanperf/1 interval record") && !e.contains('\n'), "{e}");
+        assert!(wanperf_interval_rows(&json!({"event": "interval", "start_s": "zero"})).is_empty());
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! The PostgreSQL store: the same schema as SQLite (JSON columns as `jsonb`), written with
 //! binary `COPY` for intervals and probes, inside the cell's transaction.
 
+use crate::error::{ArchiveError, Result};
+use crate::model::{
+    CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, MeshQuery, MeshRow, MeshSlot, MeshStats,
+    NewRun, ProbeRow, RunData, RunInfo, RunStatus, StoredCell,
+};
 use crate::schema::{self, POSTGRES};
 use crate::sqlite::{from_i64, to_i64};
-use crate::{
-    Access, ArchiveError, CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, MeshQuery, MeshRow,
-    MeshSlot, MeshStats, NewRun, ProbeRow, Result, RunData, RunInfo, RunStatus, Store, StoredCell,
-};
+use crate::store::{lock_wait, Access, Store};
 use ::postgres::binary_copy::BinaryCopyInWriter;
 use ::postgres::error::SqlState;
 use ::postgres::types::{ToSql, Type};
@@ -25,7 +27,7 @@ pub struct PgStore {
 /// The error with the server's message when there is one.
 fn db(e: ::postgres::Error) -> ArchiveError {
     if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
-        return ArchiveError::Busy { holder: None, waited: crate::lock_wait() };
+        return ArchiveError::Busy { holder: None, waited: lock_wait() };
     }
     match e.as_db_error() {
         Some(d) => ArchiveError::Db(format!("{}: {}", d.severity(), d.message())),
@@ -47,7 +49,7 @@ impl PgStore {
     /// Connects to `url` to write ([`Access::ReadWrite`]: migrations applied) or only to read
     /// ([`Access::ReadOnly`]: every transaction is read-only, nothing is migrated). Every
     /// lock wait — a migration's advisory lock, a row another writer holds — is bounded by
-    /// [`crate::lock_wait`] (`lock_timeout`), and the session is named `wanperf (pid N)` so
+    /// [`lock_wait`] (`lock_timeout`), and the session is named `wanperf (pid N)` so
     /// the other side of a wait can be told.
     pub fn connect_with(url: &str, access: Access) -> Result<PgStore> {
         let client = Client::connect(url, NoTls).map_err(|e| {
@@ -56,7 +58,7 @@ impl PgStore {
             ArchiveError::Db(format!("cannot connect to PostgreSQL: {why}"))
         })?;
         let mut store = PgStore { client };
-        let wait_ms = crate::lock_wait().as_millis().max(1);
+        let wait_ms = lock_wait().as_millis().max(1);
         let cmd = std::env::args().nth(1).filter(|a| a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
         let name = format!("wanperf {}(pid {})", cmd.map(|c| c + " ").unwrap_or_default(), std::process::id());
         let mut settings = format!("SET lock_timeout = {wait_ms}; SET application_name = '{name}';");
@@ -411,7 +413,7 @@ impl Store for PgStore {
         for r in tx.query(schema::AGG_PROBES, &[&run_id]).map_err(db)? {
             let Some(&k) = by_id.get(&get::<i64>(&r, 0)?) else { continue };
             let agg =
-                crate::phase_aggregate(get(&r, 2)?, get(&r, 3)?, get(&r, 4)?, get(&r, 5)?, get(&r, 6)?, get(&r, 7)?)?;
+                schema::phase_aggregate(get(&r, 2)?, get(&r, 3)?, get(&r, 4)?, get(&r, 5)?, get(&r, 6)?, get(&r, 7)?)?;
             out[k].phases.insert(get(&r, 1)?, agg);
         }
         for r in tx.query(schema::AGG_INTERVALS, &[&run_id]).map_err(db)? {

@@ -7,8 +7,11 @@
 //!
 //! The database records the last migration applied in `schema_version`. Opening a store
 //! applies the missing migrations in order, in one transaction; a database whose version is
-//! newer than [`SCHEMA_VERSION`] is refused with [`crate::ArchiveError::TooNew`]. Migrations are
+//! newer than [`SCHEMA_VERSION`] is refused with [`ArchiveError::TooNew`]. Migrations are
 //! only ever appended: a released one is never edited.
+
+use crate::error::{ArchiveError, Result};
+use crate::model::{MeshStats, PhaseAggregate};
 
 /// One step of the schema.
 pub struct Migration {
@@ -230,10 +233,10 @@ pub fn render(statement: &str, dialect: Dialect) -> String {
 /// Creates the version table if needed (same text in both dialects).
 pub const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)";
 
-/// The migrations a database at `current` still needs, or [`crate::ArchiveError::TooNew`].
-pub fn pending(current: i64) -> crate::Result<&'static [Migration]> {
+/// The migrations a database at `current` still needs, or [`ArchiveError::TooNew`].
+pub fn pending(current: i64) -> Result<&'static [Migration]> {
     if current > SCHEMA_VERSION {
-        return Err(crate::ArchiveError::TooNew { found: current, known: SCHEMA_VERSION });
+        return Err(ArchiveError::TooNew { found: current, known: SCHEMA_VERSION });
     }
     let first = MIGRATIONS.iter().position(|m| m.version > current).unwrap_or(MIGRATIONS.len());
     Ok(&MIGRATIONS[first..])
@@ -345,7 +348,7 @@ pub fn mesh_slots_hourly_postgres() -> String {
 }
 
 /// The parameters $3… of [`UPSERT_MESH_HOUR`] for a summary starting at `start`.
-pub fn hour_params(start: f64, x: &crate::MeshStats, median: Option<f64>) -> (f64, [(i64, f64); 6]) {
+pub fn hour_params(start: f64, x: &MeshStats, median: Option<f64>) -> (f64, [(i64, f64); 6]) {
     let c = |v: Option<f64>| (i64::from(v.is_some()), v.unwrap_or(0.0));
     (hour_of(start), [c(x.p25_ms), c(median), c(x.p75_ms), c(x.p90_ms), c(x.owd_fwd_ms), c(x.owd_rev_ms)])
 }
@@ -443,6 +446,29 @@ pub fn pop_stdev(mean: f64, mean_sq: f64) -> f64 {
     (mean_sq - mean * mean).max(0.0).sqrt()
 }
 
+/// Builds a phase's aggregate from the columns of [`AGG_PROBES`] (shared by the stores):
+/// probes sent and answered, mean, min, max and mean of squares of the RTTs.
+pub(crate) fn phase_aggregate(
+    sent: i64,
+    received: i64,
+    mean: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+    mean_sq: Option<f64>,
+) -> Result<PhaseAggregate> {
+    let sent = u64::try_from(sent).map_err(|_| ArchiveError::Db(format!("negative probe count {sent}")))?;
+    let received = u64::try_from(received).map_err(|_| ArchiveError::Db(format!("negative count {received}")))?;
+    Ok(PhaseAggregate {
+        sent,
+        received,
+        loss_pct: if sent > 0 { 100.0 * sent.saturating_sub(received) as f64 / sent as f64 } else { 0.0 },
+        mean_ms: mean,
+        stdev_ms: mean.zip(mean_sq).map(|(m, sq)| pop_stdev(m, sq)),
+        min_ms: min,
+        max_ms: max,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,7 +480,7 @@ mod tests {
         }
         assert_eq!(pending(0).unwrap().len(), MIGRATIONS.len());
         assert!(pending(SCHEMA_VERSION).unwrap().is_empty());
-        assert!(matches!(pending(SCHEMA_VERSION + 1), Err(crate::ArchiveError::TooNew { .. })));
+        assert!(matches!(pending(SCHEMA_VERSION + 1), Err(ArchiveError::TooNew { .. })));
     }
 
     #[test]

@@ -12,16 +12,18 @@
 //!   connections try it together — the "database is locked" that made `wanperf runs` fail
 //!   while a study created the archive.
 //! * Writers take the write lock first (`BEGIN IMMEDIATE`, or a single-statement write), so
-//!   the busy handler always applies; they wait up to [`crate::lock_wait`] and then fail with
+//!   the busy handler always applies; they wait up to [`lock_wait`] and then fail with
 //!   [`ArchiveError::Busy`] naming the holder's pid and command when `/proc/locks` tells it.
 //! * Readers open the file read-only and never migrate: in WAL mode they neither wait for
 //!   writers nor make writers wait.
 
-use crate::schema::{self, SQLITE};
-use crate::{
-    Access, ArchiveError, CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, MeshQuery, MeshRow,
-    MeshSlot, MeshStats, NewRun, ProbeRow, Result, RunData, RunInfo, RunStatus, Store, StoredCell,
+use crate::error::{ArchiveError, Result};
+use crate::model::{
+    CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, MeshQuery, MeshRow, MeshSlot, MeshStats,
+    NewRun, ProbeRow, RunData, RunInfo, RunStatus, StoredCell,
 };
+use crate::schema::{self, SQLITE};
+use crate::store::{lock_wait, Access, Store};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row, TransactionBehavior};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -37,7 +39,7 @@ pub struct SqliteStore {
 fn db(e: rusqlite::Error) -> ArchiveError {
     match e.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
-            ArchiveError::Busy { holder: None, waited: crate::lock_wait() }
+            ArchiveError::Busy { holder: None, waited: lock_wait() }
         }
         _ => ArchiveError::Db(e.to_string()),
     }
@@ -102,7 +104,7 @@ impl SqliteStore {
 
     /// Per-connection settings; never changes the file (the journal mode is the file's own).
     fn setup(conn: Connection, path: Option<PathBuf>) -> Result<SqliteStore> {
-        conn.busy_timeout(crate::lock_wait()).map_err(db)?;
+        conn.busy_timeout(lock_wait()).map_err(db)?;
         conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;").map_err(db)?;
         Ok(SqliteStore { conn, path })
     }
@@ -566,7 +568,7 @@ impl SqliteStore {
                 let id: i64 = r.get(0).map_err(db)?;
                 let Some(&k) = by_id.get(&id) else { continue };
                 let phase: String = r.get(1).map_err(db)?;
-                let agg = crate::phase_aggregate(
+                let agg = schema::phase_aggregate(
                     r.get(2).map_err(db)?,
                     r.get(3).map_err(db)?,
                     r.get(4).map_err(db)?,

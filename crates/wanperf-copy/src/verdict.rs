@@ -61,14 +61,18 @@ pub struct Verdict {
     /// The limit.
     pub limit: Limit,
     /// Which end it is at (`sender`, `receiver`, or empty for the path).
+    #[serde(default)]
     pub at: String,
     /// The rate the limit allowed, bytes/s.
+    #[serde(default)]
     pub rate_bytes_s: f64,
     /// One line for people.
     pub text: String,
     /// The measurements behind it.
+    #[serde(default)]
     pub evidence: Vec<String>,
     /// The others' room.
+    #[serde(default)]
     pub headroom: Vec<Headroom>,
     /// What the stages' ceilings measured alone say of it (`wanperf copy --probe`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

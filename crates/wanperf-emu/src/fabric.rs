@@ -11,14 +11,15 @@
 //! their place in the queue and on the wire and vanish at the far end.
 
 use crate::config::{DirConfig, Nanos};
-use crate::link::{ClassCounters, Link, Verdict, CLASSES};
+use crate::link::{Link, Verdict, CLASSES};
 use crate::netns::{self, EnvError};
 use crate::packet::{self, Headers};
+pub use crate::stats::{DirStats, Lateness};
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::Write;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -37,47 +38,6 @@ const SPIN_NS: Nanos = 250_000;
 
 /// Longest per-second utilization series kept per direction (one day).
 const MAX_SERIES: usize = 86_400;
-
-/// Scheduling lateness: how long after its theoretical time a packet was written out.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Lateness {
-    /// Median, µs.
-    pub p50_us: f64,
-    /// 99th percentile, µs.
-    pub p99_us: f64,
-    /// Maximum, µs.
-    pub max_us: f64,
-}
-
-/// Counters of one direction of one link.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DirStats {
-    /// Per class.
-    pub classes: BTreeMap<String, ClassCounters>,
-    /// The emulator's own lateness.
-    pub lateness: Lateness,
-    /// Packets the device refused on write.
-    pub write_errors: u64,
-    /// Bytes delivered in each whole second since the link came up (utilization series).
-    #[serde(default)]
-    pub per_second_bytes: Vec<u64>,
-    /// Synthetic cross-traffic packets injected into this direction.
-    #[serde(default)]
-    pub injected: u64,
-    /// The sending router's ICMP messages held back (its slow path).
-    #[serde(default)]
-    pub icmp_delayed: u64,
-    /// The sending router's ICMP messages dropped (it never answers).
-    #[serde(default)]
-    pub icmp_dropped: u64,
-}
-
-impl DirStats {
-    /// Sum over classes of one counter.
-    pub fn total(&self, f: impl Fn(&ClassCounters) -> u64) -> u64 {
-        self.classes.values().map(f).sum()
-    }
-}
 
 /// Counters of one link.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -836,6 +796,7 @@ fn io_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::link::ClassCounters;
 
     /// An IPv4 UDP packet from 198.18.0.2 to 198.18.4.2 with `ttl` and `seq` in its payload.
     fn udp(ttl: u8, seq: u8) -> Vec<u8> {

@@ -26,3 +26,4 @@ pub mod options;
 pub mod packet;
 pub mod path;
 pub mod presets;
+pub mod stats;

@@ -67,7 +67,7 @@ pub struct PathConfig {
 /// The niceness `path run` gives the hosts' commands unless told otherwise.
 pub const DEFAULT_HOST_NICE: i32 = 10;
 
-pub use crate::fabric::{DirStats, Lateness};
+pub use crate::stats::{DirStats, Lateness};
 
 /// Counters of both directions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -47,6 +47,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         sndbuf_limited_us: b.u64_at(184),
         bytes_acked: b.u64_at(120),
         bytes_retrans: b.u64_at(208),
+        snd_cwnd_bytes: None,
     })
 }
 

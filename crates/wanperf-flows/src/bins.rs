@@ -1,7 +1,7 @@
 //! Flows summed into time bins (5 minutes by default), a flow spread over the bins it spans in
 //! proportion to the time it spent in each.
 
-use crate::Flow;
+use crate::record::Flow;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::IpAddr;

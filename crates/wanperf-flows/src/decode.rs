@@ -4,8 +4,8 @@
 //! per exporter address × version × observation domain — never the source port); sFlow v5 by
 //! `flowparser-sflow`.
 
+use crate::record::{Flow, IfCounters};
 use crate::seq::Seq;
-use crate::{Flow, IfCounters};
 use flowparser_sflow::{SflowParser, SflowSample};
 use netflow::{be16, be32, Netflow, Scope};
 use serde::{Deserialize, Serialize};

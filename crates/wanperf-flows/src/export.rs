@@ -471,7 +471,7 @@ fn v9_set(id: u16, body: v9::FlowSetBody) -> v9::FlowSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Decoder;
+    use crate::decode::Decoder;
 
     fn v4_udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, len: usize) -> Vec<u8> {
         let mut p = vec![0u8; len.max(28)];
@@ -572,7 +572,7 @@ mod tests {
             .collect()
     }
 
-    fn decode_all(format: Format, msgs: &[Vec<u8>], skip: &[usize]) -> (Vec<crate::Flow>, Decoder) {
+    fn decode_all(format: Format, msgs: &[Vec<u8>], skip: &[usize]) -> (Vec<crate::record::Flow>, Decoder) {
         let mut d = Decoder::new();
         let (mut flows, mut counters) = (Vec::new(), Vec::new());
         let from: IpAddr = [127, 0, 0, 1].into();

@@ -3,10 +3,10 @@
 //!
 //! The 64-bit `ifHCInOctets`/`ifHCOutOctets` of `ifXTable` are used where the device has them;
 //! a device that answers only `ifTable`'s 32-bit `ifInOctets`/`ifOutOctets` gives 32-bit
-//! readings (and [`crate::UtilSeries`] then takes their wraps). Speed is `ifHighSpeed` (Mbit/s)
+//! readings (and [`crate::util::UtilSeries`] then takes their wraps). Speed is `ifHighSpeed` (Mbit/s)
 //! when it is not zero, else `ifSpeed` (bit/s, which saturates at 4.29 Gbit/s).
 
-use crate::IfCounters;
+use crate::record::IfCounters;
 use std::collections::BTreeMap;
 
 /// `ifTable.ifEntry` (1.3.6.1.2.1.2.2.1).

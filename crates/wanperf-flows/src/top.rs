@@ -1,7 +1,7 @@
 //! The seed's questions of the flows: top sources, destinations and communicating pairs, and
 //! the protocol/application mix, each in and out of the local networks.
 
-use crate::BinRow;
+use crate::bins::BinRow;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -231,7 +231,7 @@ pub fn mix(rows: &[BinRow], local: &[IpNet]) -> Vec<MixRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BinKey, BinRow};
+    use crate::bins::{BinKey, BinRow};
 
     fn row(src: [u8; 4], dst: [u8; 4], proto: u8, sport: u16, dport: u16, bytes: f64) -> BinRow {
         BinRow {

@@ -3,7 +3,7 @@
 //! gives a possible rate; anything else that goes down (a 64-bit counter, a device restart) is
 //! a reset and leaves a gap, never a spike.
 
-use crate::IfCounters;
+use crate::record::IfCounters;
 use serde::{Deserialize, Serialize};
 
 /// One bin of utilization.

@@ -76,12 +76,15 @@ pub struct TestSpec {
     pub duration_s: Option<f64>,
     /// Bytes to send per direction (`-n`), split over the streams.
     pub bytes: Option<u64>,
-    /// Reporting interval in seconds.
+    /// Reporting interval in seconds (1 where a spec or record leaves it out).
+    #[serde(default = "one_second")]
     pub interval_s: f64,
     /// Seconds at the start left out of the summary.
+    #[serde(default)]
     pub omit_s: f64,
     /// Bytes per write (TCP; 0 = adaptive, about 1 ms of data between 64 KiB and 256 KiB) or
     /// datagram payload (UDP).
+    #[serde(default)]
     pub block_size: u32,
     /// Requested socket buffer (SO_SNDBUF and SO_RCVBUF), both ends.
     pub window: Option<u64>,
@@ -92,6 +95,7 @@ pub struct TestSpec {
     /// Target rate per direction in bit/s (UDP pacing; TCP pacing cap if set).
     pub rate_bps: Option<u64>,
     /// Use the zero-copy send path and discard on receive.
+    #[serde(default)]
     pub zerocopy: bool,
     /// Run even if the kernel grants less buffer than `window` asks (report what it granted).
     #[serde(default)]
@@ -100,6 +104,11 @@ pub struct TestSpec {
     /// the files are done, with neither a duration nor a byte count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy: Option<wanperf_copy::spec::CopySpec>,
+}
+
+/// [`TestSpec::interval_s`] where it is not given.
+fn one_second() -> f64 {
+    1.0
 }
 
 impl TestSpec {
@@ -301,6 +310,7 @@ pub enum SpecError {
 /// What the host looked like when it measured (seed 001 and 003 lessons: buffers, CC, MTU,
 /// txqueuelen and the interface actually used all change the answer).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct HostCapture {
     /// Host name.
     pub hostname: String,
@@ -344,6 +354,7 @@ pub struct InterfaceCapture {
 /// The kernel's TCP_INFO for one socket, the fields seed 003 reads through Web100.
 /// Fields the running kernel does not fill are `None`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TcpInfo {
     /// Congestion window in segments.
     pub cwnd: u32,
@@ -383,6 +394,12 @@ pub struct TcpInfo {
     pub bytes_acked: Option<u64>,
     /// Bytes retransmitted.
     pub bytes_retrans: Option<u64>,
+    /// Congestion window in bytes, where a record carries it under this name (or as
+    /// `cwnd_bytes`): what the archive's import reads into its intervals' `cwnd_bytes`.
+    /// Reading TCP_INFO leaves it `None` (the kernel gives [`Self::cwnd`] in segments of
+    /// [`Self::snd_mss`]), and it is written only when set.
+    #[serde(alias = "cwnd_bytes", skip_serializing_if = "Option::is_none")]
+    pub snd_cwnd_bytes: Option<u64>,
 }
 
 /// UDP counters for one flow, as seen by one end.

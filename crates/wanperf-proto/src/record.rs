@@ -5,6 +5,10 @@
 //! receives the server's samples over the control connection; [`Merger`] pairs them by
 //! interval index and turns them into [`IntervalRecord`]s carrying sender-side TCP state and
 //! receiver-side goodput. [`summarize`] builds the final [`Summary`] from both final reports.
+//!
+//! The same types read the records back (the archive's `import wanperf`, and through it
+//! `--save` and studies): a field renamed here is renamed for the reader too. A field that
+//! records written by an earlier wanperf lack is `#[serde(default)]`, so those still read.
 
 use crate::msg::{
     CpuUsage, Direction, HostCapture, Role, SideInterval, SideReport, StreamFinal, StreamSample, TcpInfo, TestSpec,
@@ -17,10 +21,11 @@ use std::collections::BTreeMap;
 pub const SCHEMA: &str = "wanperf/1";
 
 /// Which way one stream carries data, seen from the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum Way {
-    /// Client to server.
+    /// Client to server (the default: what a record that does not say meant).
+    #[default]
     Up,
     /// Server to client.
     Down,
@@ -77,14 +82,17 @@ pub struct StartRecord {
     /// The test.
     pub test: TestSpec,
     /// Server software version.
+    #[serde(default)]
     pub server_version: String,
     /// Client host capture.
     pub client_host: HostCapture,
     /// Server host capture.
     pub server_host: HostCapture,
     /// Data connections.
+    #[serde(default)]
     pub connections: Vec<ConnectionInfo>,
     /// Warnings (e.g. a window the kernel capped).
+    #[serde(default)]
     pub warnings: Vec<String>,
     /// The far end reports no intervals (an iperf3 server): streams it receives show the
     /// sender's rate in interval records, and its received bytes come with the end record.
@@ -98,8 +106,10 @@ pub struct StreamInterval {
     /// Stream id.
     pub id: u32,
     /// Direction.
+    #[serde(default)]
     pub direction: Way,
     /// Bytes the sender wrote in the interval.
+    #[serde(default)]
     pub sent_bytes: u64,
     /// Bytes the receiver read in the interval.
     pub received_bytes: u64,
@@ -120,6 +130,7 @@ pub struct StreamInterval {
 
 /// Sum over streams.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Sum {
     /// Bytes sent.
     pub sent_bytes: u64,
@@ -137,12 +148,14 @@ pub struct IntervalRecord {
     /// Always `interval`.
     pub event: String,
     /// 0-based index.
+    #[serde(default)]
     pub index: u32,
     /// Start, seconds since the test start.
     pub start_s: f64,
     /// End, seconds since the test start.
     pub end_s: f64,
     /// True if inside `--omit` (left out of the summary).
+    #[serde(default)]
     pub omitted: bool,
     /// Per stream.
     pub streams: Vec<StreamInterval>,
@@ -362,6 +375,7 @@ fn sum_of<'a>(it: impl Iterator<Item = &'a StreamInterval>) -> Sum {
 
 /// CPU use of both ends.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CpuSummary {
     /// The sending end, % of one core (client in bidir tests).
     pub sender_pct: f64,
@@ -454,6 +468,7 @@ pub struct DirectionSummary {
 
 /// The test's result: the `summary` of the end record.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Summary {
     /// Receiver goodput, bit/s (both directions together in bidir tests).
     pub throughput_bps: f64,
@@ -489,6 +504,7 @@ pub struct Summary {
 
 /// What a copy did, from both ends' reports.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CopySummary {
     /// Files completed by the receiver.
     pub files: u64,

@@ -3,10 +3,12 @@
 use crate::fmt::{bytes, dms, mbps, ms, param, pct, sig, tick, window};
 use crate::plot::{self, Axes, Mark, Series};
 use crate::view::{facet_label, num, sum_rows, Group, Phase, View};
-use crate::MAX_POINTS;
 use wanperf_archive::StoredCell;
 use wanperf_stats::analysis::{self, cdf_points, histogram, load_diff, rank_best, thin_indices, PhaseStats};
 use wanperf_stats::{calc, events, fit, summary};
+
+/// Most points a figure draws per series.
+pub const MAX_POINTS: usize = 2000;
 
 /// A drawn figure.
 #[derive(Debug, Clone)]

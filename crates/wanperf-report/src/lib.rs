@@ -39,16 +39,13 @@ pub mod synthetic;
 mod tables;
 mod view;
 
-pub use figures::Figure;
 use figures::Item;
+pub use figures::{Figure, MAX_POINTS};
 pub use fmt::esc;
 pub use tables::utc;
 
 use std::fmt::Write as _;
 use wanperf_archive::RunData;
-
-/// Most points a figure draws per series.
-pub const MAX_POINTS: usize = 2000;
 
 /// A rendered report: the page, and what it holds.
 #[derive(Debug, Clone)]
@@ -326,5 +323,30 @@ mod tests {
         assert!(r.html.len() < 12_000_000, "{} bytes", r.html.len());
         let cdf = &r.figures.iter().find(|f| f.name == "rtt-cdf").unwrap().finding;
         assert!(cdf.contains("adds +93.0 ms"), "{cdf}");
+    }
+
+    #[test]
+    fn the_site_page_has_its_figures_tables_and_findings() {
+        let r = site_report(&synthetic::site("site <b>x</b>"));
+        let names: Vec<&str> = r.figures.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["util", "util-rtt-1-1"]);
+        let h = &r.html;
+        assert!(h.contains("site &lt;b&gt;x&lt;/b&gt;") && !h.contains("<b>x</b>"));
+        for want in [
+            "Top 2 sources",
+            "Top 1 communicating pairs",
+            "<td class=\"l\">198.18.0.1</td>",
+            "2,000,000,000",
+            "Protocol mix",
+            "bytes in",
+            "Local networks: 198.18.0.0/24.",
+            "rate (Mbit/s)",
+            "RTT (ms)",
+        ] {
+            assert!(h.contains(want), "no {want:?}");
+        }
+        assert!(r.figures[0].finding.contains("Saturated out from 2023-11-14"), "{}", r.figures[0].finding);
+        assert!(r.figures[0].finding.contains("1 resets left as gaps"), "{}", r.figures[0].finding);
+        assert!(r.figures[1].finding.contains("this link's queue explains the latency"), "{}", r.figures[1].finding);
     }
 }

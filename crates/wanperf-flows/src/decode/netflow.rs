@@ -11,7 +11,7 @@
 //! recently heard ones evicted first.
 
 use super::uptime_span;
-use crate::Flow;
+use crate::record::Flow;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
