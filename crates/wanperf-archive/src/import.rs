@@ -394,7 +394,11 @@ pub fn interval_rows(rec: &IntervalRecord) -> Vec<IntervalRow> {
         bytes,
         throughput_bps,
         retransmits,
-        cwnd_bytes: tcp.and_then(|t| t.snd_cwnd_bytes),
+        // The congestion window in bytes: segments × MSS (a record that states it in bytes,
+        // as early hand-written ones did, is taken at its word).
+        cwnd_bytes: tcp.and_then(|t| {
+            t.snd_cwnd_bytes.or_else(|| (t.cwnd > 0).then(|| u64::from(t.cwnd) * u64::from(t.snd_mss.max(1))))
+        }),
         srtt_us: tcp.map(|t| t.srtt_us),
         tcp: tcp.map(|t| json!(t)),
     };
@@ -910,11 +914,12 @@ rtt min/avg/max/mdev = 0.100/0.200/0.300/0.081 ms
         assert_eq!(
             rows,
             [
-                (0, 0.0, 1.0004, 1240000, 9920000.0, 0, None, Some(25000)),
-                (1, 0.0, 1.0004, 1241000, 9928000.0, 1, None, Some(25100)),
+                // cwnd 40 and 41 segments of 1448 B.
+                (0, 0.0, 1.0004, 1240000, 9920000.0, 0, Some(57920), Some(25000)),
+                (1, 0.0, 1.0004, 1241000, 9928000.0, 1, Some(59368), Some(25100)),
                 (-1, 0.0, 1.0004, 2481000, 19848000.0, 1, None, None),
-                (0, 1.0, 2.0004, 1240001, 9920000.125, 1, None, Some(25001)),
-                (1, 1.0, 2.0004, 1241001, 9928000.125, 2, None, Some(25101)),
+                (0, 1.0, 2.0004, 1240001, 9920000.125, 1, Some(57920), Some(25001)),
+                (1, 1.0, 2.0004, 1241001, 9928000.125, 2, Some(59368), Some(25101)),
                 (-1, 1.0, 2.0004, 2481002, 19848000.25, 3, None, None),
             ]
         );
@@ -1126,7 +1131,18 @@ rtt min/avg/max/mdev = 0.100/0.200/0.300/0.081 ms
             .collect();
         assert_eq!(rows, want_rows);
         assert_eq!(cell.intervals[1].retransmits, 1);
-        assert!(cell.intervals.iter().all(|r| r.cwnd_bytes.is_none()));
+        // The window in bytes is the stream's cwnd (segments) × its MSS; sums have none.
+        let want_cwnd: Vec<Option<u64>> = records
+            .iter()
+            .flat_map(|r| {
+                let streams = r.streams.iter().map(|s| {
+                    s.tcp.as_ref().and_then(|t| (t.cwnd > 0).then(|| u64::from(t.cwnd) * u64::from(t.snd_mss.max(1))))
+                });
+                streams.chain([None])
+            })
+            .collect();
+        assert_eq!(cell.intervals.iter().map(|r| r.cwnd_bytes).collect::<Vec<_>>(), want_cwnd);
+        assert!(want_cwnd.iter().any(Option::is_some), "the records carry TCP_INFO");
         // The same rows from the record as JSON (how the study runner holds it).
         assert_eq!(wanperf_interval_rows(&serde_json::to_value(&records[0]).unwrap()), interval_rows(&records[0]));
     }
