@@ -1,7 +1,7 @@
 //! Measurements made outside a study (`tput --save`, `copy --save`, `trace --save`,
 //! `capacity --save`), stored as runs of one cell.
 
-use crate::{CellRecord, NewRun, RunStatus, Store, ArchiveError};
+use crate::{ArchiveError, CellRecord, NewRun, RunStatus, Store};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Why a measurement could not be stored.
@@ -61,7 +61,12 @@ pub struct Measurement<'a> {
 }
 
 /// Stores `m` as a run of its own, with `command_line` as the run's text; returns its id.
-pub fn measurement(store: &mut dyn Store, m: Measurement, command_line: &str, software: &str) -> Result<i64, SaveError> {
+pub fn measurement(
+    store: &mut dyn Store,
+    m: Measurement,
+    command_line: &str,
+    software: &str,
+) -> Result<i64, SaveError> {
     let unix = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
     let params: std::collections::BTreeMap<String, serde_json::Value> =
         m.params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();

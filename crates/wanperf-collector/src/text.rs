@@ -70,7 +70,8 @@ pub fn mix_table(out: &mut dyn Write, m: &[MixRow], all_in: bool) {
     } else {
         w!(out, "{:<14} {:>14} {:>7} {:>14} {:>7} {:>10}", "application", "in", "share", "out", "share", "flows");
         for r in m {
-            w!(out, 
+            w!(
+                out,
                 "{:<14} {:>14} {:>6.1}% {:>14} {:>6.1}% {:>10.1}",
                 r.app,
                 si(r.bytes_in, "B"),
@@ -89,7 +90,8 @@ pub fn exporters_table(out: &mut dyn Write, ex: &[ExporterRow]) {
         w!(out, "no exporter has sent anything");
         return;
     }
-    w!(out, 
+    w!(
+        out,
         "{:<40} {:<11} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
         "exporter (domain)",
         "protocol",
@@ -102,7 +104,8 @@ pub fn exporters_table(out: &mut dyn Write, ex: &[ExporterRow]) {
     );
     for e in ex {
         let loss = if e.expected > 0 { 100.0 * e.lost as f64 / e.expected as f64 } else { 0.0 };
-        w!(out, 
+        w!(
+            out,
             "{:<40} {:<11} {:>10} {:>10} {:>10} {:>8.2}% {:>8} {:>9}",
             format!("{} ({})", e.exporter, e.domain),
             e.protocol,

@@ -42,7 +42,9 @@ pub fn select(store: &mut dyn wanperf_archive::Store, sel: &Selection) -> Result
     let rows = store.counters(sel.from.unwrap_or(0.0), sel.to.unwrap_or(f64::MAX))?;
     let mut all: BTreeMap<(String, String, String), Vec<IfCounters>> = BTreeMap::new();
     for r in &rows {
-        if sel.device.as_ref().is_some_and(|d| *d != r.device) || (!sel.iface.is_empty() && !sel.iface.contains(&r.interface)) {
+        if sel.device.as_ref().is_some_and(|d| *d != r.device)
+            || (!sel.iface.is_empty() && !sel.iface.contains(&r.interface))
+        {
             continue;
         }
         let c = with_speed(if_counters(r), &sel.speeds);
@@ -313,16 +315,7 @@ pub fn series_lines(k: &SeriesKey, s: &UtilSeries, pct_t: f64, min_bins: usize) 
     ));
     out.push(format!(
         "  {:<23} {:>8} {:>14} {:>7} {:>14} {:>14} {:>7} {:>14} {:>11} {:>11}",
-        "bin (UTC)",
-        "covered",
-        "in avg",
-        "",
-        "in max",
-        "out avg",
-        "",
-        "out max",
-        "err in/out",
-        "drop in/out"
+        "bin (UTC)", "covered", "in avg", "", "in max", "out avg", "", "out max", "err in/out", "drop in/out"
     ));
     for b in &s.bins {
         out.push(format!(
@@ -365,4 +358,3 @@ pub fn summary_lines(all: &BTreeMap<SeriesKey, Vec<IfCounters>>, bin_ms: u64, js
     }
     out
 }
-

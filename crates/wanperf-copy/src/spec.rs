@@ -36,13 +36,18 @@ pub enum Compress {
     Auto(i32),
 }
 
+/// A `--compress` value that is no zstd level.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a zstd level (1 to 22)")]
+pub struct BadLevel(pub String);
+
 impl Compress {
     /// Parses `off`, `auto`, `auto:LEVEL`, or a zstd level 1..=22.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let level = |t: &str| -> Result<i32, String> {
+    pub fn parse(s: &str) -> Result<Self, BadLevel> {
+        let level = |t: &str| -> Result<i32, BadLevel> {
             match t.parse::<i32>() {
                 Ok(l) if (1..=22).contains(&l) => Ok(l),
-                _ => Err(format!("`{t}` is not a zstd level (1 to 22)")),
+                _ => Err(BadLevel(t.to_string())),
             }
         };
         match s {

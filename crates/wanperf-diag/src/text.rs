@@ -25,13 +25,15 @@ fn range(lo: f64, hi: f64) -> String {
 fn capacity_row(out: &mut dyn Write, label: &str, c: Option<&Capacity>, why_not: &str) {
     match c {
         // Span 0: from the recursive trains' length at the narrow link.
-        Some(c) if c.span == 0 => w!(out, 
+        Some(c) if c.span == 0 => w!(
+            out,
             "  {label:<20} {:>12}   ({}; the recursive trains' length at the narrow link, {} trains)",
             fmt_rate(c.bps),
             range(c.low_bps, c.high_bps),
             c.in_mode
         ),
-        Some(c) => w!(out, 
+        Some(c) => w!(
+            out,
             "  {label:<20} {:>12}   ({}; windows of {} packets, {} of {} in the mode)",
             fmt_rate(c.bps),
             range(c.low_bps, c.high_bps),
@@ -57,14 +59,16 @@ fn set_aside_row(out: &mut dyn Write, p: Option<&Capacity>, c: Option<&Capacity>
 /// An available-bandwidth estimate's row; `whose` says whose streams they were.
 fn avail_row(out: &mut dyn Write, label: &str, a: &crate::capacity::Avail, whose: &str) {
     if a.used == 0 {
-        w!(out, 
+        w!(
+            out,
             "  {label:<20} {:>12}   (no cross traffic seen: none of {} streams{whose} up to {} was spread)",
             fmt_rate(a.bps),
             a.streams,
             fmt_rate(a.low_bps)
         );
     } else {
-        w!(out, 
+        w!(
+            out,
             "  {label:<20} {:>12}   ({}; from {} of {} streams{whose}{})",
             fmt_rate(a.bps),
             range(a.low_bps, a.high_bps),
@@ -88,14 +92,15 @@ fn hop_words(ttl: u8, destination: bool, address: Option<std::net::IpAddr>, far:
 /// destination.
 fn bottleneck_rows(out: &mut dyn Write, label: &str, b: &Bottleneck, hops: Option<u8>, far: &str) {
     let gap = b.location.gaps.iter().find(|g| g.ttl == b.ttl).map_or(0.0, |g| g.gap_us);
-    w!(out, 
+    w!(
+        out,
         "  {label:<20} {}: the train is {:.0} µs long after it ({:.0} µs before)",
         hop_words(b.ttl, b.destination, b.address, far),
         gap,
         gap - b.location.growth_us
     );
     if let Some(t) = &b.tight {
-        w!(out, 
+        w!(out,
             "  tight link           {}: the train grew {:.0} % more there (cross traffic leaves less than the narrow link has)",
             hop_words(t.ttl, t.destination, t.address, far),
             (t.stretch - 1.0) * 100.0
@@ -141,14 +146,15 @@ pub fn capacity_table(out: &mut dyn Write, host: &str, dst: SocketAddr, r: &Capa
     if let Some(rev) = r.reverse.as_ref().filter(|x| x.rpts > 0) {
         match &rev.bottleneck {
             Some(b) => bottleneck_rows(out, "bottleneck back", b, rev.hops, "this host"),
-            None if rev.rpts_unreported == rev.rpts => w!(out, 
+            None if rev.rpts_unreported == rev.rpts => w!(out,
                 "  bottleneck back      not located (the server reported none of its recursive trains: a wanperf serve older than this client?)"
             ),
             None => w!(out, "  bottleneck back      not located (routers did not answer the server's trains)"),
         }
     }
     let mb = |b: u64| b as f64 / 1e6;
-    w!(out, 
+    w!(
+        out,
         "  cost                 {:.2} MB in {:.1} s: capacity {:.2} MB ({} trains), back {:.2} MB ({} trains), \
          bottleneck {:.2} MB ({} trains), available {:.2} MB ({} streams){}; {} packets lost",
         mb(r.bytes_sent),
@@ -181,7 +187,8 @@ fn ms(x: f64) -> String {
 /// `wanperf trace`'s table.
 pub fn trace_table(out: &mut dyn Write, host: &str, dst: IpAddr, r: &TraceReport) {
     w!(out, "trace to {host} ({dst}), {} rounds", r.rounds);
-    w!(out, 
+    w!(
+        out,
         "{:>3}  {:<28} {:>7} {:>7} {:>5}  {:>8} {:>8} {:>8} {:>8}  note",
         "hop",
         "address",
@@ -209,7 +216,8 @@ pub fn trace_table(out: &mut dyn Write, host: &str, dst: IpAddr, r: &TraceReport
         if h.destination {
             note = format!("{note}{}destination", if note.is_empty() { "" } else { "; " });
         }
-        w!(out, 
+        w!(
+            out,
             "{:>3}  {:<28} {:>6.1}% {:>6.1}% {:>5}  {mn:>8} {md:>8} {p9:>8} {mx:>8}  {note}",
             h.ttl,
             addr,
@@ -231,7 +239,8 @@ pub fn trace_table(out: &mut dyn Write, host: &str, dst: IpAddr, r: &TraceReport
         w!(out, "warning: {w}");
     }
     if let Some(w) = &r.one_way {
-        w!(out, 
+        w!(
+            out,
             "to the destination and back: forward loss {:.1} % ({} of {} probes never reached the server), \
              reverse loss {:.1} % ({} of {} answers never came back)",
             w.forward_loss_pct,

@@ -189,6 +189,11 @@ pub enum Aqm {
     },
 }
 
+/// A queue discipline wanperf does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not droptail, codel, fq or fq_codel")]
+pub struct UnknownAqm(pub String);
+
 impl Aqm {
     /// CoDel with the RFC's defaults (5 ms target, 100 ms interval).
     pub fn codel() -> Aqm {
@@ -196,13 +201,13 @@ impl Aqm {
     }
 
     /// `droptail`, `codel`, `fq` or `fq_codel`.
-    pub fn parse(s: &str) -> Result<Aqm, String> {
+    pub fn parse(s: &str) -> Result<Aqm, UnknownAqm> {
         Ok(match s {
             "droptail" => Aqm::DropTail,
             "codel" => Aqm::codel(),
             "fq" => Aqm::Fq,
             "fq_codel" => Aqm::FqCoDel { target_ns: 5_000_000, interval_ns: 100_000_000 },
-            v => return Err(format!("`{v}` is not droptail, codel, fq or fq_codel")),
+            v => return Err(UnknownAqm(v.to_string())),
         })
     }
 

@@ -767,6 +767,6 @@ mod tests {
         assert_eq!(Aqm::parse("fq"), Ok(Aqm::Fq));
         assert_eq!(Aqm::parse("fq_codel").unwrap().buckets(), crate::fq::FLOWS);
         assert_eq!(Aqm::parse("codel").unwrap().buckets(), 1);
-        assert!(Aqm::parse("red").unwrap_err().contains("droptail, codel, fq or fq_codel"));
+        assert!(Aqm::parse("red").unwrap_err().to_string().contains("droptail, codel, fq or fq_codel"));
     }
 }

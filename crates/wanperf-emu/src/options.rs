@@ -55,116 +55,116 @@ pub struct LinkOptions {
 impl LinkOptions {
     /// The path these options make (reads trace files).
     pub fn config(&self) -> Result<PathConfig, OptionError> {
-    let mut cfg = match &self.preset {
-        Some(name) => presets::find(name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = presets::all().iter().map(|p| p.name).collect();
-                err!("unknown preset `{name}` (known: {})", names.join(", "))
-            })?
-            .path(),
-        None => PathConfig {
-            up: Default::default(),
-            down: Default::default(),
-            mtu: 1500,
-            txqueuelen: None,
-            seed: 1,
-            host_nice: crate::path::DEFAULT_HOST_NICE,
-        },
-    };
-    if let Some(rtt) = &self.rtt {
-        let d = parse_delay("--rtt", rtt)?;
-        cfg.up.delay_ns = d / 2;
-        cfg.down.delay_ns = d - d / 2;
-    }
-    if let Some(d) = &self.delay_up {
-        cfg.up.delay_ns = parse_delay("--delay-up", d)?;
-    }
-    if let Some(d) = &self.delay_down {
-        cfg.down.delay_ns = parse_delay("--delay-down", d)?;
-    }
-    if let Some(j) = &self.jitter {
-        let j = parse_delay("--jitter", j)?;
-        cfg.up.jitter_ns = j;
-        cfg.down.jitter_ns = j;
-    }
-    cfg.up.reorder |= self.reorder;
-    cfg.down.reorder |= self.reorder;
-    if let Some(r) = &self.rate {
-        let r = parse_link_rate("--rate", r)?;
-        cfg.up.rate = Rate::Constant(r);
-        cfg.down.rate = Rate::Constant(r);
-    }
-    if let Some(r) = &self.rate_up {
-        cfg.up.rate = Rate::Constant(parse_link_rate("--rate-up", r)?);
-    }
-    if let Some(r) = &self.rate_down {
-        cfg.down.rate = Rate::Constant(parse_link_rate("--rate-down", r)?);
-    }
-    for (file, dir) in [(&self.trace_up, &mut cfg.up), (&self.trace_down, &mut cfg.down)] {
-        if let Some(f) = file {
-            let text = std::fs::read_to_string(f).map_err(|e| err!("cannot read trace {}: {e}", f.display()))?;
-            dir.rate = Rate::Trace(Trace::parse(&f.display().to_string(), &text)?);
+        let mut cfg = match &self.preset {
+            Some(name) => presets::find(name)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = presets::all().iter().map(|p| p.name).collect();
+                    err!("unknown preset `{name}` (known: {})", names.join(", "))
+                })?
+                .path(),
+            None => PathConfig {
+                up: Default::default(),
+                down: Default::default(),
+                mtu: 1500,
+                txqueuelen: None,
+                seed: 1,
+                host_nice: crate::path::DEFAULT_HOST_NICE,
+            },
+        };
+        if let Some(rtt) = &self.rtt {
+            let d = parse_delay("--rtt", rtt)?;
+            cfg.up.delay_ns = d / 2;
+            cfg.down.delay_ns = d - d / 2;
         }
-    }
-    if let Some(q) = &self.queue {
-        let q = QueueLimit::parse(q)?;
-        cfg.up.queue = q;
-        cfg.down.queue = q;
-    }
-    if let Some(aqm) = &self.aqm {
-        let aqm = Aqm::parse(aqm).map_err(|m| err!("--aqm: {m}"))?;
-        cfg.up.aqm = aqm;
-        cfg.down.aqm = aqm;
-    }
-    if self.loss.is_some() && self.loss_model.is_some() {
-        return Err(err!("give --loss or --loss-model, not both"));
-    }
-    let loss = match (&self.loss, &self.loss_model) {
-        (Some(p), _) => Some(LossModel::bernoulli(p)?),
-        (_, Some(m)) => Some(LossModel::parse(m)?),
-        _ => None,
-    };
-    if let Some(l) = loss {
-        cfg.up.loss = l;
-        cfg.down.loss = l;
-    }
-    if let Some(p) = &self.loss_up {
-        cfg.up.loss =
-            LossModel::bernoulli(p).map_err(|e| OptionError(e.to_string().replacen("--loss", "--loss-up", 1)))?;
-    }
-    if let Some(p) = &self.loss_down {
-        cfg.down.loss =
-            LossModel::bernoulli(p).map_err(|e| OptionError(e.to_string().replacen("--loss", "--loss-down", 1)))?;
-    }
-    if let Some(p) = &self.policer {
-        cfg.up.policer = Some(PolicerConfig::parse(p)?);
-    }
-    for s in &self.priority {
-        let sel = Selector::parse("--priority", s)?;
-        cfg.up.priority.push(sel);
-        cfg.down.priority.push(sel);
-    }
-    if let Some(q) = self.txqueuelen {
-        if q == 0 {
-            return Err(err!("--txqueuelen must be at least 1"));
+        if let Some(d) = &self.delay_up {
+            cfg.up.delay_ns = parse_delay("--delay-up", d)?;
         }
-        cfg.txqueuelen = Some(q);
-    }
-    if let Some(m) = self.mtu {
-        if !(576..=65_535).contains(&m) {
-            return Err(err!("--mtu must be between 576 and 65535 bytes"));
+        if let Some(d) = &self.delay_down {
+            cfg.down.delay_ns = parse_delay("--delay-down", d)?;
         }
-        cfg.mtu = m;
-    }
-    if let Some(s) = self.seed {
-        cfg.seed = s;
-    }
-    if let Some(n) = self.host_nice {
-        if !(0..=19).contains(&n) {
-            return Err(err!("--host-nice must be between 0 and 19"));
+        if let Some(j) = &self.jitter {
+            let j = parse_delay("--jitter", j)?;
+            cfg.up.jitter_ns = j;
+            cfg.down.jitter_ns = j;
         }
-        cfg.host_nice = n;
+        cfg.up.reorder |= self.reorder;
+        cfg.down.reorder |= self.reorder;
+        if let Some(r) = &self.rate {
+            let r = parse_link_rate("--rate", r)?;
+            cfg.up.rate = Rate::Constant(r);
+            cfg.down.rate = Rate::Constant(r);
+        }
+        if let Some(r) = &self.rate_up {
+            cfg.up.rate = Rate::Constant(parse_link_rate("--rate-up", r)?);
+        }
+        if let Some(r) = &self.rate_down {
+            cfg.down.rate = Rate::Constant(parse_link_rate("--rate-down", r)?);
+        }
+        for (file, dir) in [(&self.trace_up, &mut cfg.up), (&self.trace_down, &mut cfg.down)] {
+            if let Some(f) = file {
+                let text = std::fs::read_to_string(f).map_err(|e| err!("cannot read trace {}: {e}", f.display()))?;
+                dir.rate = Rate::Trace(Trace::parse(&f.display().to_string(), &text)?);
+            }
+        }
+        if let Some(q) = &self.queue {
+            let q = QueueLimit::parse(q)?;
+            cfg.up.queue = q;
+            cfg.down.queue = q;
+        }
+        if let Some(aqm) = &self.aqm {
+            let aqm = Aqm::parse(aqm).map_err(|m| err!("--aqm: {m}"))?;
+            cfg.up.aqm = aqm;
+            cfg.down.aqm = aqm;
+        }
+        if self.loss.is_some() && self.loss_model.is_some() {
+            return Err(err!("give --loss or --loss-model, not both"));
+        }
+        let loss = match (&self.loss, &self.loss_model) {
+            (Some(p), _) => Some(LossModel::bernoulli(p)?),
+            (_, Some(m)) => Some(LossModel::parse(m)?),
+            _ => None,
+        };
+        if let Some(l) = loss {
+            cfg.up.loss = l;
+            cfg.down.loss = l;
+        }
+        if let Some(p) = &self.loss_up {
+            cfg.up.loss =
+                LossModel::bernoulli(p).map_err(|e| OptionError(e.to_string().replacen("--loss", "--loss-up", 1)))?;
+        }
+        if let Some(p) = &self.loss_down {
+            cfg.down.loss =
+                LossModel::bernoulli(p).map_err(|e| OptionError(e.to_string().replacen("--loss", "--loss-down", 1)))?;
+        }
+        if let Some(p) = &self.policer {
+            cfg.up.policer = Some(PolicerConfig::parse(p)?);
+        }
+        for s in &self.priority {
+            let sel = Selector::parse("--priority", s)?;
+            cfg.up.priority.push(sel);
+            cfg.down.priority.push(sel);
+        }
+        if let Some(q) = self.txqueuelen {
+            if q == 0 {
+                return Err(err!("--txqueuelen must be at least 1"));
+            }
+            cfg.txqueuelen = Some(q);
+        }
+        if let Some(m) = self.mtu {
+            if !(576..=65_535).contains(&m) {
+                return Err(err!("--mtu must be between 576 and 65535 bytes"));
+            }
+            cfg.mtu = m;
+        }
+        if let Some(s) = self.seed {
+            cfg.seed = s;
+        }
+        if let Some(n) = self.host_nice {
+            if !(0..=19).contains(&n) {
+                return Err(err!("--host-nice must be between 0 and 19"));
+            }
+            cfg.host_nice = n;
+        }
+        Ok(cfg)
     }
-    Ok(cfg)
-}
 }

@@ -270,267 +270,382 @@ fn drive(
         spec.clone(),
         cfg.software.clone(),
         cfg.timeout,
-        // With --probe the server measures its stages alone before it reports: a write probe
-        // flushes up to 256 MiB, which a slow disk takes seconds over.
-        cfg.timeout + Duration::from_secs(if spec.copy.as_ref().is_some_and(|c| c.probe) { 60 } else { 5 }),
+        cfg.timeout + results_grace(spec),
     );
     if let Some(k) = &cfg.key {
         session = session.with_key(k.clone());
     }
-    let mut merger = Merger::new(spec.clone());
-    let mut side: Option<Side> = None;
-    let mut pending: Option<Vec<(StreamPlan, Conn)>> = None;
-    let mut local_report: Option<SideReport> = None;
-    let mut server_report: Option<SideReport> = None;
-    let mut server_info: Option<(String, HostCapture)> = None;
-    let mut udp_hellos: Vec<(UdpSocket, [u8; 32])> = Vec::new();
-    let mut last_hello = Instant::now();
-    let mut started = false;
-    let mut failure: Option<String> = None;
-    let mut refused: Option<String> = None;
-    let mut foreign: Option<FrameError> = None;
-    // A copy's broken data connection, reported when the peer gives no reason in time.
-    let mut lost = crate::copy::LostGrace::default();
-    let mut warnings = warnings;
-    // Captured once: the start record shows it, the verdict counts its cores.
-    let client_host = sys::host_capture(Some(server.ip()));
-
+    let mut d = ClientDriver {
+        cfg,
+        spec,
+        ctrl,
+        server,
+        tx,
+        sink,
+        job,
+        session,
+        merger: Merger::new(spec.clone()),
+        side: None,
+        pending: None,
+        local_report: None,
+        server_report: None,
+        server_info: None,
+        udp_hellos: Vec::new(),
+        last_hello: Instant::now(),
+        started: false,
+        failure: None,
+        refused: None,
+        foreign: None,
+        lost: crate::copy::LostGrace::default(),
+        warnings,
+        // Captured once: the start record shows it, the verdict counts its cores.
+        client_host: sys::host_capture(Some(server.ip())),
+    };
     loop {
-        while let Some(m) = session.poll_transmit() {
-            if ctrl.write_all(&frame::encode(&m)).is_err() {
-                if let Some(e) = session.handle_closed() {
-                    failure.get_or_insert(format!("lost the control connection: {e}"));
+        d.flush();
+        d.on_session_events();
+        while let Some(action) = d.session.poll_action() {
+            d.on_action(action);
+        }
+        if d.session.is_finished() {
+            break;
+        }
+        if interrupt.load(Ordering::Acquire) {
+            d.fail("interrupted by the user".into());
+            continue;
+        }
+        d.repeat_hellos();
+        if let Some(why) = d.lost.due(Instant::now()) {
+            d.fail(why);
+            continue;
+        }
+        let wait = crate::stream::wait_before(d.session.poll_timeout(), d.side.as_ref());
+        let ev = match rx.recv_timeout(d.lost.wait(wait, Instant::now())) {
+            Ok(ev) => Some(ev),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Event::WorkerDone),
+        };
+        d.on_event(ev, Instant::now());
+        d.tick();
+    }
+    d.finish(interrupt)
+}
+
+/// How long the client waits for the server's results past its own timeout: with --probe the
+/// server measures its stages alone before it reports (a write probe flushes up to 256 MiB,
+/// which a slow disk takes seconds over).
+fn results_grace(spec: &TestSpec) -> Duration {
+    if spec.copy.as_ref().is_some_and(|c| c.probe) {
+        RESULTS_GRACE_PROBING
+    } else {
+        RESULTS_GRACE
+    }
+}
+
+/// See [`results_grace`].
+const RESULTS_GRACE: Duration = Duration::from_secs(5);
+/// See [`results_grace`].
+const RESULTS_GRACE_PROBING: Duration = Duration::from_secs(60);
+/// UDP hellos are datagrams: repeated this often until the server says every flow is attached.
+const HELLO_REPEAT: Duration = Duration::from_millis(100);
+/// How long the streams get to deliver their last bytes when they end by themselves.
+const FINISH_GRACE: Duration = Duration::from_secs(2);
+/// How long they get when the test was cut short.
+const ABORT_GRACE: Duration = Duration::from_millis(500);
+
+/// The capped-window notes of the connections `infos` (each once) added to `warnings`.
+fn window_warnings(spec: &TestSpec, infos: &[ConnectionInfo], warnings: &mut Vec<String>) {
+    for c in infos {
+        if let (Some(w), Some(s), Some(r)) = (spec.window, c.sndbuf, c.rcvbuf) {
+            if let Some(n) = capped_note(w, (s, r)) {
+                if !warnings.contains(&n) {
+                    warnings.push(n);
+                }
+            }
+        }
+    }
+}
+
+/// Why a test that never started failed, most telling first: the server's refusal, a peer
+/// that speaks another protocol, Ctrl-C, then whatever went wrong.
+fn not_started(
+    refused: Option<String>,
+    foreign: Option<FrameError>,
+    interrupted: bool,
+    failure: Option<String>,
+) -> ClientError {
+    if let Some(r) = refused {
+        return ClientError::Refused(r);
+    }
+    if let Some(e) = foreign {
+        return ClientError::Protocol(e);
+    }
+    if interrupted {
+        return ClientError::Interrupted;
+    }
+    ClientError::Connect(failure.unwrap_or_else(|| "the test did not start".into()))
+}
+
+/// One test's client side while it runs: the sans-IO session, the merge of both ends'
+/// samples, and the I/O the session asked for.
+struct ClientDriver<'a> {
+    cfg: &'a ClientConfig,
+    spec: &'a TestSpec,
+    ctrl: &'a mut TcpStream,
+    server: SocketAddr,
+    tx: &'a mpsc::Sender<Event>,
+    sink: &'a mut dyn Sink,
+    job: Option<&'a crate::copy::Job>,
+    session: ClientSession,
+    merger: Merger,
+    side: Option<Side>,
+    pending: Option<Vec<(StreamPlan, Conn)>>,
+    local_report: Option<SideReport>,
+    server_report: Option<SideReport>,
+    server_info: Option<(String, HostCapture)>,
+    udp_hellos: Vec<(UdpSocket, [u8; 32])>,
+    last_hello: Instant,
+    /// The start record went out (the streams connected).
+    started: bool,
+    /// What went wrong first.
+    failure: Option<String>,
+    refused: Option<String>,
+    foreign: Option<FrameError>,
+    /// A copy's broken data connection, reported when the peer gives no reason in time.
+    lost: crate::copy::LostGrace,
+    warnings: Vec<String>,
+    client_host: HostCapture,
+}
+
+impl ClientDriver<'_> {
+    /// Sends what the session queued.
+    fn flush(&mut self) {
+        while let Some(m) = self.session.poll_transmit() {
+            if self.ctrl.write_all(&frame::encode(&m)).is_err() {
+                if let Some(e) = self.session.handle_closed() {
+                    self.failure.get_or_insert(format!("lost the control connection: {e}"));
                 }
                 break;
             }
         }
-        while let Some(ev) = session.poll_event() {
+    }
+
+    /// Aborts the test, keeping `why` as its failure.
+    fn fail(&mut self, why: String) {
+        self.session.abort(&why);
+        self.failure.get_or_insert(why);
+    }
+
+    /// What the server said, and the interval records both ends' samples now complete.
+    fn on_session_events(&mut self) {
+        while let Some(ev) = self.session.poll_event() {
             match ev {
-                ClientEvent::Accepted { software, host } => server_info = Some((software, host)),
-                ClientEvent::RemoteInterval(iv) => merger.push_remote(iv),
-                ClientEvent::Results(r) => server_report = Some(r),
+                ClientEvent::Accepted { software, host } => self.server_info = Some((software, host)),
+                ClientEvent::RemoteInterval(iv) => self.merger.push_remote(iv),
+                ClientEvent::Results(r) => self.server_report = Some(r),
                 ClientEvent::Copy(m) => {
-                    if let Some(j) = job {
+                    if let Some(j) = self.job {
                         j.on_msg(m);
                     }
                 }
             }
         }
-        while let Some(rec) = merger.poll() {
-            sink.interval(&rec);
+        while let Some(rec) = self.merger.poll() {
+            self.sink.interval(&rec);
         }
-        while let Some(action) = session.poll_action() {
-            match action {
-                ClientAction::Connect { cookie, udp_ports, pace_bps } => {
-                    match open_streams(cfg, spec, server, &cookie, &udp_ports, pace_bps) {
-                        Ok((conns, infos, hellos)) => {
-                            udp_hellos = hellos;
-                            for c in &infos {
-                                if let (Some(w), Some(s), Some(r)) = (spec.window, c.sndbuf, c.rcvbuf) {
-                                    if let Some(n) = capped_note(w, (s, r)) {
-                                        if !warnings.contains(&n) {
-                                            warnings.push(n);
-                                        }
-                                    }
-                                }
-                            }
-                            let (sv, sh) = server_info.clone().unwrap_or_default();
-                            sink.start(&StartRecord {
-                                event: "start".into(),
-                                schema: SCHEMA.into(),
-                                version: cfg.software.clone(),
-                                timestamp: SystemTime::now()
-                                    .duration_since(SystemTime::UNIX_EPOCH)
-                                    .map_or(0.0, |d| d.as_secs_f64()),
-                                server: if cfg.host.contains(':') {
-                                    format!("[{}]:{}", cfg.host, cfg.port)
-                                } else {
-                                    format!("{}:{}", cfg.host, cfg.port)
-                                },
-                                test: spec.clone(),
-                                server_version: sv,
-                                client_host: client_host.clone(),
-                                server_host: sh,
-                                connections: infos,
-                                warnings: warnings.clone(),
-                                one_ended: false,
-                            });
-                            started = true;
-                            pending = Some(conns);
-                            session.handle_streams_connected(Instant::now());
-                        }
-                        Err(e) => {
-                            let err = session.handle_connect_failed(e.to_string());
-                            failure.get_or_insert(err.to_string());
-                        }
+    }
+
+    fn on_action(&mut self, action: ClientAction) {
+        match action {
+            ClientAction::Connect { cookie, udp_ports, pace_bps } => {
+                match open_streams(self.cfg, self.spec, self.server, &cookie, &udp_ports, pace_bps) {
+                    Ok((conns, infos, hellos)) => {
+                        self.udp_hellos = hellos;
+                        window_warnings(self.spec, &infos, &mut self.warnings);
+                        self.sink.start(&self.start_record(infos));
+                        self.started = true;
+                        self.pending = Some(conns);
+                        self.session.handle_streams_connected(Instant::now());
+                    }
+                    Err(e) => {
+                        let err = self.session.handle_connect_failed(e.to_string());
+                        self.failure.get_or_insert(err.to_string());
                     }
                 }
-                ClientAction::StartWorkers => {
-                    udp_hellos.clear();
-                    if let Some(conns) = pending.take() {
-                        match start_side(conns, spec, tx, job.map(|j| j.start())) {
-                            Ok(s) => side = Some(s),
-                            Err(e) => {
-                                let msg = format!("cannot start the streams: {e}");
-                                session.abort(&msg);
-                                failure.get_or_insert(msg);
-                            }
-                        }
-                    }
-                }
-                ClientAction::Close => {}
             }
+            ClientAction::StartWorkers => {
+                self.udp_hellos.clear();
+                if let Some(conns) = self.pending.take() {
+                    match start_side(conns, self.spec, self.tx, self.job.map(|j| j.start())) {
+                        Ok(s) => self.side = Some(s),
+                        Err(e) => self.fail(format!("cannot start the streams: {e}")),
+                    }
+                }
+            }
+            ClientAction::Close => {}
         }
-        if session.is_finished() {
-            break;
+    }
+
+    /// The start record: the test, both hosts, the connections as they were made.
+    fn start_record(&self, connections: Vec<ConnectionInfo>) -> StartRecord {
+        let (server_version, server_host) = self.server_info.clone().unwrap_or_default();
+        let (host, port) = (&self.cfg.host, self.cfg.port);
+        StartRecord {
+            event: "start".into(),
+            schema: SCHEMA.into(),
+            version: self.cfg.software.clone(),
+            timestamp: SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+            server: if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") },
+            test: self.spec.clone(),
+            server_version,
+            client_host: self.client_host.clone(),
+            server_host,
+            connections,
+            warnings: self.warnings.clone(),
+            one_ended: false,
         }
-        if interrupt.load(Ordering::Acquire) {
-            session.abort("interrupted by the user");
-            failure.get_or_insert("interrupted by the user".into());
-            continue;
-        }
-        // UDP hellos are datagrams: repeat them until the server says every flow is attached.
-        if !udp_hellos.is_empty() && last_hello.elapsed() >= Duration::from_millis(100) {
-            for (s, h) in &udp_hellos {
+    }
+
+    /// Repeats the UDP hellos until the server says every flow is attached.
+    fn repeat_hellos(&mut self) {
+        if !self.udp_hellos.is_empty() && self.last_hello.elapsed() >= HELLO_REPEAT {
+            for (s, h) in &self.udp_hellos {
                 let _ = s.send(h);
             }
-            last_hello = Instant::now();
+            self.last_hello = Instant::now();
         }
-        if let Some(why) = lost.due(Instant::now()) {
-            session.abort(&why);
-            failure.get_or_insert(why);
-            continue;
-        }
-        let ev = rx
-            .recv_timeout(lost.wait(crate::stream::wait_before(session.poll_timeout(), side.as_ref()), Instant::now()));
-        let now = Instant::now();
+    }
+
+    /// Feeds one event (`None`: the session's timer) to the session.
+    fn on_event(&mut self, ev: Option<Event>, now: Instant) {
         let res = match ev {
-            Ok(Event::Msg(m)) => {
+            Some(Event::Msg(m)) => {
                 if let Msg::Refused { reason } = &m {
-                    refused = Some(reason.clone());
+                    self.refused = Some(reason.clone());
                 }
-                session.handle_msg(now, m)
+                self.session.handle_msg(now, m)
             }
-            Ok(Event::BadFrame(e)) => {
+            Some(Event::BadFrame(e)) => {
                 let msg = e.to_string();
-                foreign = Some(e);
-                session.abort(&msg);
+                self.foreign = Some(e);
+                self.session.abort(&msg);
                 Err(wanperf_proto::server::SessionError::Local(msg))
             }
-            Ok(Event::Closed) => match session.handle_closed() {
+            Some(Event::Closed) => match self.session.handle_closed() {
                 Some(e) => Err(e),
                 None => Ok(()),
             },
-            Ok(Event::WorkerDone) => Ok(()),
-            Ok(Event::Copy(ev)) => match ev {
+            Some(Event::WorkerDone) => Ok(()),
+            Some(Event::Copy(ev)) => match ev {
                 crate::copy::CopyEvent::Msg(m) => {
-                    session.send_copy(m);
+                    self.session.send_copy(m);
                     Ok(())
                 }
                 crate::copy::CopyEvent::File(r) => {
-                    sink.file(&r);
+                    self.sink.file(&r);
                     Ok(())
                 }
                 crate::copy::CopyEvent::Failed(why) => {
-                    session.abort(&why);
+                    self.session.abort(&why);
                     Err(wanperf_proto::server::SessionError::Local(why))
                 }
                 crate::copy::CopyEvent::Lost(why) => {
-                    lost.note(now, why);
+                    self.lost.note(now, why);
                     Ok(())
                 }
             },
-            Err(RecvTimeoutError::Timeout) => session.handle_timeout(now),
-            Err(RecvTimeoutError::Disconnected) => Ok(()),
+            None => self.session.handle_timeout(now),
         };
         if let Err(e) = res {
-            failure.get_or_insert(e.to_string());
+            self.failure.get_or_insert(e.to_string());
         }
-        if let Some(s) = side.as_mut() {
-            if let Some(iv) = s.tick(Instant::now()) {
-                merger.push_local(iv);
+    }
+
+    /// Samples this end's streams at interval boundaries; once they are all done, this end's
+    /// report goes to the session.
+    fn tick(&mut self) {
+        let Some(s) = self.side.as_mut() else { return };
+        if let Some(iv) = s.tick(Instant::now()) {
+            self.merger.push_local(iv);
+        }
+        if s.all_done() && self.local_report.is_none() {
+            let (last, mut report) = s.finish(FINISH_GRACE);
+            report.copy = self.job.map(|j| j.report());
+            self.merger.push_local(last);
+            self.session.handle_local_done(Instant::now(), report.clone());
+            self.local_report = Some(report);
+        }
+    }
+
+    /// The end: what is left of the merge, the summary and verdict, the end record.
+    fn finish(mut self, interrupt: &AtomicBool) -> Result<EndRecord, ClientError> {
+        // Drain what is left of the server's events and the merge.
+        while let Some(ev) = self.session.poll_event() {
+            match ev {
+                ClientEvent::RemoteInterval(iv) => self.merger.push_remote(iv),
+                ClientEvent::Results(r) => self.server_report = Some(r),
+                ClientEvent::Accepted { .. } | ClientEvent::Copy(_) => {}
             }
-            if s.all_done() && local_report.is_none() {
-                let (last, mut report) = s.finish(Duration::from_secs(2));
-                report.copy = job.map(|j| j.report());
-                merger.push_local(last);
-                session.handle_local_done(Instant::now(), report.clone());
-                local_report = Some(report);
+        }
+        if let Some(s) = self.side.as_mut() {
+            if self.local_report.is_none() {
+                s.force_close();
+                if let Some(j) = self.job {
+                    j.abort();
+                }
+                let (last, mut report) = s.finish(ABORT_GRACE);
+                report.copy = self.job.map(|j| j.report());
+                self.merger.push_local(last);
+                self.local_report = Some(report);
             }
         }
-    }
-    // Drain what is left of the server's events and the merge.
-    while let Some(ev) = session.poll_event() {
-        match ev {
-            ClientEvent::RemoteInterval(iv) => merger.push_remote(iv),
-            ClientEvent::Results(r) => server_report = Some(r),
-            ClientEvent::Accepted { .. } | ClientEvent::Copy(_) => {}
+        while let Some(rec) = self.merger.poll() {
+            self.sink.interval(&rec);
         }
-    }
-    if let Some(s) = side.as_mut() {
-        if local_report.is_none() {
-            s.force_close();
-            if let Some(j) = job {
-                j.abort();
+        for rec in self.merger.flush() {
+            self.sink.interval(&rec);
+        }
+        if !self.started {
+            return Err(not_started(self.refused, self.foreign, interrupt.load(Ordering::Acquire), self.failure));
+        }
+        let (cfg, spec, job) = (self.cfg, self.spec, self.job);
+        let complete = self.session.is_done() && self.failure.is_none();
+        let mut local = self.local_report.take().unwrap_or_default();
+        // --probe: this end's ceilings once the server's are in (it probed before it
+        // reported), then the network's with a memory-to-memory test over the same path.
+        let mut network = None;
+        if let (true, Some(j), Some(c)) = (complete, job, local.copy.as_mut()) {
+            c.probes = j.probe();
+            if !c.probes.is_empty() {
+                network = Some(network_probe(cfg, spec, interrupt));
             }
-            let (last, mut report) = s.finish(Duration::from_millis(500));
-            report.copy = job.map(|j| j.report());
-            merger.push_local(last);
-            local_report = Some(report);
         }
-    }
-    while let Some(rec) = merger.poll() {
-        sink.interval(&rec);
-    }
-    for rec in merger.flush() {
-        sink.interval(&rec);
-    }
-    if !started {
-        if let Some(r) = refused {
-            return Err(ClientError::Refused(r));
+        let server_report = self.server_report.as_ref();
+        let mut summary = summarize(spec, &self.merger, &local, server_report);
+        let (_, server_host) = self.server_info.clone().unwrap_or_default();
+        summary.verdict = wanperf_proto::record::verdict(
+            spec,
+            &summary,
+            &local,
+            server_report,
+            &self.client_host,
+            &server_host,
+            self.server.ip().is_loopback(),
+        );
+        summary.copy = wanperf_proto::record::copy_summary(spec, &local, server_report);
+        if let (Some(net), Some(v), Some(c)) = (&network, summary.verdict.as_mut(), summary.copy.as_ref()) {
+            let check = wanperf_copy::verdict::confirm(v, &c.sender.probes, &c.receiver.probes, Some(net));
+            v.evidence.extend(check.lines());
+            v.probe = Some(check);
         }
-        if let Some(e) = foreign {
-            return Err(ClientError::Protocol(e));
+        let failure = self.failure.take();
+        let end = EndRecord { event: "end".into(), complete, error: failure.clone(), summary, server_version: None };
+        self.sink.end(&end);
+        if complete {
+            Ok(end)
+        } else {
+            Err(ClientError::Incomplete(failure.unwrap_or_else(|| "the server sent no results".into())))
         }
-        if interrupt.load(Ordering::Acquire) {
-            return Err(ClientError::Interrupted);
-        }
-        return Err(ClientError::Connect(failure.unwrap_or_else(|| "the test did not start".into())));
-    }
-    let complete = session.is_done() && failure.is_none();
-    let mut local = local_report.unwrap_or_default();
-    // --probe: this end's ceilings once the server's are in (it probed before it reported),
-    // then the network's with a memory-to-memory test over the same path.
-    let mut network = None;
-    if let (true, Some(j), Some(c)) = (complete, job, local.copy.as_mut()) {
-        c.probes = j.probe();
-        if !c.probes.is_empty() {
-            network = Some(network_probe(cfg, spec, interrupt));
-        }
-    }
-    let mut summary = summarize(spec, &merger, &local, server_report.as_ref());
-    let (_, server_host) = server_info.clone().unwrap_or_default();
-    summary.verdict = wanperf_proto::record::verdict(
-        spec,
-        &summary,
-        &local,
-        server_report.as_ref(),
-        &client_host,
-        &server_host,
-        server.ip().is_loopback(),
-    );
-    summary.copy = wanperf_proto::record::copy_summary(spec, &local, server_report.as_ref());
-    if let (Some(net), Some(v), Some(c)) = (&network, summary.verdict.as_mut(), summary.copy.as_ref()) {
-        let check = wanperf_copy::verdict::confirm(v, &c.sender.probes, &c.receiver.probes, Some(net));
-        v.evidence.extend(check.lines());
-        v.probe = Some(check);
-    }
-    let end = EndRecord { event: "end".into(), complete, error: failure.clone(), summary, server_version: None };
-    sink.end(&end);
-    if complete {
-        Ok(end)
-    } else {
-        Err(ClientError::Incomplete(failure.unwrap_or_else(|| "the server sent no results".into())))
     }
 }
 
@@ -674,4 +789,53 @@ fn open_streams(
         }
     }
     Ok((conns, infos, hellos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_test_that_never_started_says_the_most_telling_reason() {
+        let foreign = || Some(FrameError::Version { theirs: 9, ours: wanperf_proto::data::PROTOCOL_VERSION });
+        let refused = || Some("busy".to_string());
+        let failure = || Some("connection refused".to_string());
+        assert!(matches!(not_started(refused(), foreign(), true, failure()), ClientError::Refused(r) if r == "busy"));
+        assert!(matches!(not_started(None, foreign(), true, failure()), ClientError::Protocol(_)));
+        assert!(matches!(not_started(None, None, true, failure()), ClientError::Interrupted));
+        assert!(
+            matches!(not_started(None, None, false, failure()), ClientError::Connect(f) if f == "connection refused")
+        );
+        assert!(matches!(not_started(None, None, false, None), ClientError::Connect(f) if f.contains("did not start")));
+    }
+
+    #[test]
+    fn a_capped_window_is_noted_once_whatever_the_number_of_streams() {
+        let mut spec = TestSpec::tcp(3, 10.0);
+        spec.window = Some(4 << 20);
+        let conn = |id, sndbuf| ConnectionInfo {
+            id,
+            direction: Way::Up,
+            local: String::new(),
+            remote: String::new(),
+            sndbuf: Some(sndbuf),
+            rcvbuf: Some(16 << 20),
+        };
+        let mut warnings = vec!["earlier".to_string()];
+        // The kernel doubles what it grants: 8 MiB for a 4 MiB window is not capped.
+        window_warnings(&spec, &[conn(0, 8 << 20)], &mut warnings);
+        assert_eq!(warnings, ["earlier"]);
+        window_warnings(&spec, &[conn(0, 1 << 20), conn(1, 1 << 20), conn(2, 1 << 20)], &mut warnings);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[1].contains("capped by the kernel"), "{warnings:?}");
+        spec.window = None;
+        window_warnings(&spec, &[conn(0, 1)], &mut warnings);
+        assert_eq!(warnings.len(), 2, "no window asked, nothing capped");
+    }
+
+    #[test]
+    fn the_server_gets_longer_for_its_results_only_when_it_probes() {
+        assert_eq!(results_grace(&TestSpec::tcp(1, 10.0)), RESULTS_GRACE);
+        assert!(RESULTS_GRACE_PROBING > RESULTS_GRACE);
+    }
 }

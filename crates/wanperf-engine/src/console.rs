@@ -503,7 +503,6 @@ impl Sink for CopyTable {
     }
 }
 
-
 /// `wanperf ping`'s line per probe, as ping prints them (nothing when `quiet`: NDJSON).
 pub struct PingLines {
     /// Print nothing per probe.

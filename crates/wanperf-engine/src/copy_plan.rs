@@ -100,7 +100,6 @@ pub fn plan(paths: &[String]) -> Result<Plan, PlanError> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -145,14 +145,12 @@ fn run_test(
         Err(e) => return refuse(s, e.code(), format!("refused: {e}")),
     };
     if let Err(why) = sh.cfg.limits.admit(&spec, 0) {
-        let code = if why.contains("--max-streams") {
-            errors::NUM_STREAMS
-        } else if why.contains("--max-duration") {
-            errors::DURATION
-        } else if why.contains("--max-rate") {
-            errors::TOTAL_RATE
-        } else {
-            errors::RECV_PARAMS
+        use wanperf_proto::server::Refusal;
+        let code = match why {
+            Refusal::Streams { .. } => errors::NUM_STREAMS,
+            Refusal::Duration { .. } => errors::DURATION,
+            Refusal::Rate { .. } => errors::TOTAL_RATE,
+            Refusal::Spec(_) | Refusal::Busy { .. } => errors::RECV_PARAMS,
         };
         return refuse(s, code, format!("refused: {why}"));
     }

@@ -83,8 +83,7 @@ pub fn load_private_key(path: &Path) -> Result<Arc<PrivateKey>, KeyError> {
             mode & 0o777
         )));
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| err(format!("cannot read the key {}", path.display()), e))?;
+    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read the key {}", path.display()), e))?;
     let key =
         PrivateKey::parse(&text).map_err(|e| err(format!("{} is not a wanperf private key", path.display()), e))?;
     Ok(Arc::new(key))
@@ -109,7 +108,6 @@ pub fn client_key(given: Option<&Path>) -> Result<Option<Arc<PrivateKey>>, KeyEr
 pub fn load_authorized_keys(path: &Path) -> Result<Arc<AuthorizedKeys>, KeyError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| err(format!("cannot read --authorized-keys {}", path.display()), e))?;
-    let keys =
-        AuthorizedKeys::parse(&text).map_err(|e| err(format!("--authorized-keys {}", path.display()), e))?;
+    let keys = AuthorizedKeys::parse(&text).map_err(|e| err(format!("--authorized-keys {}", path.display()), e))?;
     Ok(Arc::new(keys))
 }

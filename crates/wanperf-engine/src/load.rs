@@ -160,7 +160,11 @@ impl CellDetail {
 
 /// Measures one cell: `cfg.cycles` loaded and idle phases of `streams` streams with `window`,
 /// under one probe schedule; what was measured, with the failure that cut it short if any.
-pub fn run_cell(cfg: &LoadConfig, streams: u32, window: Option<u64>) -> Result<(Cell, CellDetail, Option<String>), LoadError> {
+pub fn run_cell(
+    cfg: &LoadConfig,
+    streams: u32,
+    window: Option<u64>,
+) -> Result<(Cell, CellDetail, Option<String>), LoadError> {
     let a = cfg;
     let (load_s, idle_s, interval, timeout) = (cfg.load_s, cfg.idle_s, cfg.interval_s, cfg.timeout_s);
     let cell_secs = cfg.cell_s();

@@ -22,7 +22,7 @@ use wanperf_proto::auth::AuthorizedKeys;
 use wanperf_proto::data::{self, udp_token, Cookie, DataHello, HELLO_LEN};
 use wanperf_proto::frame::{self, FrameError, CONTROL_MAGIC};
 use wanperf_proto::msg::{Msg, Role, TestSpec, Transport};
-use wanperf_proto::server::{Limits, ServerAction, ServerSession, Timeouts};
+use wanperf_proto::server::{Limits, ServerAction, ServerSession, SessionError, Timeouts};
 use wanperf_proto::units::fmt_rate;
 
 /// Server settings.
@@ -423,19 +423,19 @@ fn describe(spec: &TestSpec) -> String {
     format!("{t} {dir}, {} stream(s), {len}", spec.streams)
 }
 
-fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: &[u8], slot: Slot) {
-    // Given back when the test is admitted: until then it holds a place under the gate.
-    let mut slot = Some(slot);
-    // Taken when the test is admitted (--max-concurrent counts admitted tests only).
-    let mut active_guard: Option<ActiveGuard<'_>> = None;
+/// How long the streams get to deliver their last bytes when the test ends.
+const FINISH_GRACE: Duration = Duration::from_secs(2);
+
+/// Serves one control connection to its end: the session's driver (quinn's shape) — the
+/// sans-IO `ServerSession` decides, [`Driver`] carries out its actions and feeds it events.
+fn run_session(sh: &Arc<Shared>, ctrl: TcpStream, peer: SocketAddr, prefix: &[u8], slot: Slot) {
     let mut cookie: Cookie = [0; 16];
     let mut nonce = [0u8; wanperf_proto::auth::NONCE_LEN];
     if getrandom::fill(&mut cookie).is_err() || getrandom::fill(&mut nonce).is_err() {
         return;
     }
-    let now = Instant::now();
     let mut session = ServerSession::new(
-        now,
+        Instant::now(),
         sh.cfg.limits.clone(),
         sh.cfg.timeouts,
         0,
@@ -447,10 +447,6 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
         session.require_auth(keys.clone(), nonce);
     }
     let (tx, rx) = mpsc::channel::<Event>();
-    let mut reg = RegistryGuard { registry: sh.registry.clone(), cookie: None };
-    // Data connections this admitted test still waits for (they pass the per-host cap).
-    let mut expected_left: i64 = 0;
-
     // Reader thread: decodes frames into events until the connection closes. Frames stay
     // small until the test is admitted.
     let Ok(reader) = ctrl.try_clone() else {
@@ -467,281 +463,358 @@ fn run_session(sh: &Arc<Shared>, mut ctrl: TcpStream, peer: SocketAddr, prefix: 
         return;
     };
     let _ = ctrl.set_write_timeout(Some(sh.cfg.timeouts.handshake));
+    let mut d = Driver {
+        sh,
+        session,
+        ctrl,
+        peer,
+        cookie,
+        tx,
+        max_frame,
+        slot: Some(slot),
+        active_guard: None,
+        reg: RegistryGuard { registry: sh.registry.clone(), cookie: None },
+        expected_left: 0,
+        pending: Vec::new(),
+        side: None,
+        udp_cancel: None,
+        rate_check: RateCheck::default(),
+        outcome: None,
+        lost: crate::copy::LostGrace::default(),
+        job: None,
+    };
+    loop {
+        d.flush();
+        while let Some(action) = d.session.poll_action() {
+            d.on_action(action);
+        }
+        if d.session.is_finished() {
+            // Flush what is left (an error or the results), then leave.
+            while let Some(m) = d.session.poll_transmit() {
+                if d.ctrl.write_all(&frame::encode(&m)).is_err() {
+                    break;
+                }
+            }
+            break;
+        }
+        if sh.shutdown.load(Ordering::Acquire) {
+            d.abort("server is shutting down");
+            continue;
+        }
+        if let Some(why) = d.lost.due(Instant::now()) {
+            d.abort(&why);
+            continue;
+        }
+        let wait = crate::stream::wait_before(d.session.poll_timeout(), d.side.as_ref());
+        let ev = match rx.recv_timeout(d.lost.wait(wait, Instant::now())) {
+            Ok(ev) => Some(ev),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        d.on_event(ev, Instant::now());
+        d.tick();
+    }
+    d.finish(reader_thread);
+}
 
-    let mut pending: Vec<Option<Conn>> = Vec::new();
-    let mut side: Option<Side> = None;
-    let mut udp_cancel: Option<Arc<AtomicBool>> = None;
-    let mut rate_check = RateCheck::default();
-    let mut outcome: Option<String> = None;
-    // A copy's broken data connection, reported when the client gives no reason in time.
-    let mut lost = crate::copy::LostGrace::default();
-    let mut job: Option<crate::copy::Job> = None;
+/// One test's server side while it runs: the sans-IO session and the I/O it asked for.
+struct Driver<'a> {
+    sh: &'a Arc<Shared>,
+    session: ServerSession,
+    ctrl: TcpStream,
+    peer: SocketAddr,
+    cookie: Cookie,
+    tx: Sender<Event>,
+    /// The reader thread's frame limit, raised once the test is admitted.
+    max_frame: Arc<AtomicUsize>,
+    /// Given back when the test is admitted: until then it holds a place under the gate.
+    slot: Option<Slot>,
+    /// Taken when the test is admitted (--max-concurrent counts admitted tests only).
+    active_guard: Option<ActiveGuard<'a>>,
+    reg: RegistryGuard,
+    /// Data connections this admitted test still waits for (they pass the per-host cap).
+    expected_left: i64,
+    pending: Vec<Option<Conn>>,
+    side: Option<Side>,
+    udp_cancel: Option<Arc<AtomicBool>>,
+    rate_check: RateCheck,
+    /// What the log says of the test when it ends (the first reason wins).
+    outcome: Option<String>,
+    /// A copy's broken data connection, reported when the client gives no reason in time.
+    lost: crate::copy::LostGrace,
+    job: Option<crate::copy::Job>,
+}
 
-    'outer: loop {
-        while let Some(m) = session.poll_transmit() {
-            if ctrl.write_all(&frame::encode(&m)).is_err() {
-                if let Some(e) = session.handle_closed() {
-                    outcome.get_or_insert(e.to_string());
+impl Driver<'_> {
+    /// Sends what the session queued.
+    fn flush(&mut self) {
+        while let Some(m) = self.session.poll_transmit() {
+            if self.ctrl.write_all(&frame::encode(&m)).is_err() {
+                if let Some(e) = self.session.handle_closed() {
+                    self.outcome.get_or_insert(e.to_string());
                 }
                 break;
             }
         }
-        while let Some(action) = session.poll_action() {
-            match action {
-                ServerAction::Prepare(spec) => {
-                    // Reserve a place among the running tests atomically, or refuse.
-                    let before = sh.active.fetch_add(1, Ordering::AcqRel);
-                    let guard = ActiveGuard(&sh.active);
-                    if let Some(busy) = sh.cfg.limits.busy(before) {
-                        drop(guard);
-                        session.handle_prepare_failed(busy);
-                        continue;
-                    }
-                    active_guard = Some(guard);
-                    max_frame.store(frame::MAX_PAYLOAD, Ordering::Release);
-                    if spec.transport == Transport::Tcp {
-                        expected_left = i64::from(spec.connections());
-                        sh.expect(peer.ip(), expected_left);
-                    }
-                    let n = spec.connections() as usize;
-                    pending = (0..n).map(|_| None).collect();
-                    if let Some(d) = spec.dscp {
-                        // The client marks its control traffic; the server's replies match.
-                        let v6 = ctrl.local_addr().is_ok_and(|a| a.is_ipv6());
-                        let _ = sys::set_dscp(&socket2::SockRef::from(&ctrl), v6, d);
-                    }
-                    session.set_host(sys::host_capture(Some(peer.ip())));
-                    if let Some(cs) = &spec.copy {
-                        match prepare_copy(cs, sh.cfg.copy_root.as_deref(), &tx) {
-                            Ok(j) => job = Some(j),
-                            Err(reason) => {
-                                session.handle_prepare_failed(reason);
-                                continue;
-                            }
-                        }
-                    }
-                    match prepare(&spec, &ctrl, &cookie, &tx) {
-                        Ok((ports, cancel)) => {
-                            udp_cancel = cancel;
-                            if let Ok(mut r) = sh.registry.lock() {
-                                r.insert(cookie, tx.clone());
-                                reg.cookie = Some(cookie);
-                            }
-                            let who = session.client_key().map(|k| format!(" (key {k})")).unwrap_or_default();
-                            (sh.log)(&format!("test from {peer}{who}: {}", describe(&spec)));
-                            session.handle_prepared(Instant::now(), ports);
-                        }
-                        Err(reason) => session.handle_prepare_failed(reason),
-                    }
-                }
-                ServerAction::StartWorkers => {
-                    let spec = session.spec().cloned().expect("spec before start");
-                    let notify_tx = Mutex::new(tx.clone());
-                    let notify: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
-                        if let Ok(t) = notify_tx.lock() {
-                            let _ = t.send(Event::WorkerDone);
-                        }
-                    });
-                    let conns = std::mem::take(&mut pending);
-                    let worker = job.as_ref().map(|j| j.start());
-                    match start_side(&spec, conns, &cookie, sh.cfg.limits.max_rate_bps, notify, worker) {
-                        Ok(s) => {
-                            rate_check.cap = match (spec.transport, sh.cfg.limits.max_rate_bps) {
-                                (Transport::Tcp, Some(cap))
-                                    if spec.direction != wanperf_proto::msg::Direction::Down =>
-                                {
-                                    Some(cap)
-                                }
-                                _ => None,
-                            };
-                            // Only what the client sends counts against its cap (the server
-                            // paces its own sending in reverse and bidir tests).
-                            rate_check.ids =
-                                (0..spec.connections()).filter(|&i| spec.client_role(i) == Role::Sender).collect();
-                            side = Some(s);
-                        }
-                        Err(e) => {
-                            let err = session.abort(&format!("server could not start the streams: {e}"));
-                            outcome.get_or_insert(err.to_string());
-                        }
-                    }
-                }
-                ServerAction::Collect => {
-                    if let Some(s) = side.as_mut() {
-                        let (last, mut report) = s.finish(Duration::from_secs(2));
-                        report.copy = job.as_ref().map(|j| j.report());
-                        // --probe: this end's ceilings before the results go out, so that
-                        // the client probes its own after (never both at once).
-                        if let (Some(j), Some(c)) = (job.as_ref(), report.copy.as_mut()) {
-                            c.probes = j.probe();
-                        }
-                        let rx_bytes: u64 =
-                            report.streams.iter().filter(|x| x.role == Some(Role::Receiver)).map(|x| x.bytes).sum();
-                        let tx_bytes: u64 =
-                            report.streams.iter().filter(|x| x.role == Some(Role::Sender)).map(|x| x.bytes).sum();
-                        let secs = last.t_s.max(1e-9);
-                        outcome = Some(format!(
-                            "done: server received {} ({}), sent {} ({})",
-                            wanperf_proto::units::fmt_bytes(rx_bytes),
-                            fmt_rate(rx_bytes as f64 * 8.0 / secs),
-                            wanperf_proto::units::fmt_bytes(tx_bytes),
-                            fmt_rate(tx_bytes as f64 * 8.0 / secs),
-                        ));
-                        session.queue_interval(last);
-                        session.handle_local_report(report);
-                    } else {
-                        let err = session.abort("server has no streams to report");
-                        outcome.get_or_insert(err.to_string());
-                    }
-                }
-                ServerAction::Copy(m) => {
-                    if let Some(j) = &job {
-                        j.on_msg(m);
-                    }
-                }
-                ServerAction::Abort(reason) => {
-                    outcome.get_or_insert(reason);
-                    if let Some(j) = &job {
-                        j.abort();
-                    }
-                    if let Some(s) = side.take() {
-                        s.force_close();
-                    }
-                }
-                ServerAction::Close => {}
-            }
-        }
-        if session.is_finished() {
-            // Flush what is left (an error or the results), then leave.
-            while let Some(m) = session.poll_transmit() {
-                if ctrl.write_all(&frame::encode(&m)).is_err() {
-                    break;
+    }
+
+    /// Aborts the test, keeping `why` for the log.
+    fn abort(&mut self, why: &str) {
+        let e = self.session.abort(why);
+        self.outcome.get_or_insert(e.to_string());
+    }
+
+    fn on_action(&mut self, action: ServerAction) {
+        match action {
+            ServerAction::Prepare(spec) => self.prepare(&spec),
+            ServerAction::StartWorkers => self.start_workers(),
+            ServerAction::Collect => self.collect(),
+            ServerAction::Copy(m) => {
+                if let Some(j) = &self.job {
+                    j.on_msg(m);
                 }
             }
-            break 'outer;
+            ServerAction::Abort(reason) => {
+                self.outcome.get_or_insert(reason);
+                if let Some(j) = &self.job {
+                    j.abort();
+                }
+                if let Some(s) = self.side.take() {
+                    s.force_close();
+                }
+            }
+            ServerAction::Close => {}
         }
-        if sh.shutdown.load(Ordering::Acquire) {
-            let e = session.abort("server is shutting down");
-            outcome.get_or_insert(e.to_string());
-            continue;
+    }
+
+    /// Admits the test (or refuses it): a place among the running tests, the data
+    /// connections or UDP sockets it needs, a copy's job.
+    fn prepare(&mut self, spec: &TestSpec) {
+        // Reserve a place among the running tests atomically, or refuse.
+        let before = self.sh.active.fetch_add(1, Ordering::AcqRel);
+        let guard = ActiveGuard(&self.sh.active);
+        if let Some(busy) = self.sh.cfg.limits.busy(before) {
+            drop(guard);
+            self.session.handle_prepare_failed(busy.to_string());
+            return;
         }
-        if let Some(why) = lost.due(Instant::now()) {
-            let e = session.abort(&why);
-            outcome.get_or_insert(e.to_string());
-            continue;
+        self.active_guard = Some(guard);
+        self.max_frame.store(frame::MAX_PAYLOAD, Ordering::Release);
+        if spec.transport == Transport::Tcp {
+            self.expected_left = i64::from(spec.connections());
+            self.sh.expect(self.peer.ip(), self.expected_left);
         }
-        let ev = rx
-            .recv_timeout(lost.wait(crate::stream::wait_before(session.poll_timeout(), side.as_ref()), Instant::now()));
-        let now = Instant::now();
+        self.pending = (0..spec.connections() as usize).map(|_| None).collect();
+        if let Some(d) = spec.dscp {
+            // The client marks its control traffic; the server's replies match.
+            let v6 = self.ctrl.local_addr().is_ok_and(|a| a.is_ipv6());
+            let _ = sys::set_dscp(&socket2::SockRef::from(&self.ctrl), v6, d);
+        }
+        self.session.set_host(sys::host_capture(Some(self.peer.ip())));
+        if let Some(cs) = &spec.copy {
+            match prepare_copy(cs, self.sh.cfg.copy_root.as_deref(), &self.tx) {
+                Ok(j) => self.job = Some(j),
+                Err(reason) => {
+                    self.session.handle_prepare_failed(reason);
+                    return;
+                }
+            }
+        }
+        match prepare(spec, &self.ctrl, &self.cookie, &self.tx) {
+            Ok((ports, cancel)) => {
+                self.udp_cancel = cancel;
+                if let Ok(mut r) = self.sh.registry.lock() {
+                    r.insert(self.cookie, self.tx.clone());
+                    self.reg.cookie = Some(self.cookie);
+                }
+                let who = self.session.client_key().map(|k| format!(" (key {k})")).unwrap_or_default();
+                (self.sh.log)(&format!("test from {}{who}: {}", self.peer, describe(spec)));
+                self.session.handle_prepared(Instant::now(), ports);
+            }
+            Err(reason) => self.session.handle_prepare_failed(reason),
+        }
+    }
+
+    /// Starts this end's stream workers on the connections that arrived.
+    fn start_workers(&mut self) {
+        let spec = self.session.spec().cloned().expect("spec before start");
+        let notify_tx = Mutex::new(self.tx.clone());
+        let notify: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            if let Ok(t) = notify_tx.lock() {
+                let _ = t.send(Event::WorkerDone);
+            }
+        });
+        let conns = std::mem::take(&mut self.pending);
+        let worker = self.job.as_ref().map(|j| j.start());
+        let cap = self.sh.cfg.limits.max_rate_bps;
+        match start_side(&spec, conns, &self.cookie, cap, notify, worker) {
+            Ok(s) => {
+                self.rate_check = RateCheck::for_test(&spec, cap);
+                self.side = Some(s);
+            }
+            Err(e) => self.abort(&format!("server could not start the streams: {e}")),
+        }
+    }
+
+    /// The test's end on this side: the last interval and this end's report.
+    fn collect(&mut self) {
+        let Some(s) = self.side.as_mut() else {
+            self.abort("server has no streams to report");
+            return;
+        };
+        let (last, mut report) = s.finish(FINISH_GRACE);
+        report.copy = self.job.as_ref().map(|j| j.report());
+        // --probe: this end's ceilings before the results go out, so that the client probes
+        // its own after (never both at once).
+        if let (Some(j), Some(c)) = (self.job.as_ref(), report.copy.as_mut()) {
+            c.probes = j.probe();
+        }
+        self.outcome = Some(done_line(&report, last.t_s));
+        self.session.queue_interval(last);
+        self.session.handle_local_report(report);
+    }
+
+    /// Feeds one event (`None`: the session's timer) to the session.
+    fn on_event(&mut self, ev: Option<Event>, now: Instant) {
         let res = match ev {
-            Ok(Event::Msg(m)) => session.handle_msg(now, m),
-            Ok(Event::BadFrame(e)) => {
+            Some(Event::Msg(m)) => self.session.handle_msg(now, m),
+            Some(Event::BadFrame(e)) => {
                 // Tell a peer of another version in a frame it can still read.
                 if let FrameError::Version { .. } = e {
-                    let _ =
-                        ctrl.write_all(&frame::encode(&Msg::Refused { reason: format!("{e}; upgrade the older end") }));
+                    let refused = Msg::Refused { reason: format!("{e}; upgrade the older end") };
+                    let _ = self.ctrl.write_all(&frame::encode(&refused));
                 }
-                Err(session.abort(&format!("bad control data from the client: {e}")))
+                Err(self.session.abort(&format!("bad control data from the client: {e}")))
             }
-            Ok(Event::Closed) => match session.handle_closed() {
+            Some(Event::Closed) => match self.session.handle_closed() {
                 Some(e) => Err(e),
                 None => Ok(()),
             },
-            Ok(Event::Data(id, s)) => {
-                if expected_left > 0 {
-                    expected_left -= 1;
-                    sh.expect(peer.ip(), -1);
+            Some(Event::Data(id, s)) => {
+                if self.expected_left > 0 {
+                    self.expected_left -= 1;
+                    self.sh.expect(self.peer.ip(), -1);
                 }
-                let r = session.handle_stream(now, id);
-                if r.is_ok() {
-                    if let Some(slot) = pending.get_mut(id as usize) {
-                        *slot = Some(Conn::Tcp(Socket::from(s)));
-                    }
-                }
-                r
+                self.attach(now, id, Conn::Tcp(Socket::from(s)))
             }
-            Ok(Event::UdpAttached(id, s)) => {
-                let r = session.handle_stream(now, id);
-                if r.is_ok() {
-                    if let Some(slot) = pending.get_mut(id as usize) {
-                        *slot = Some(Conn::Udp(s));
-                    }
-                }
-                r
-            }
-            Ok(Event::WorkerDone) => Ok(()),
-            Ok(Event::Copy(ev)) => match ev {
+            Some(Event::UdpAttached(id, s)) => self.attach(now, id, Conn::Udp(s)),
+            Some(Event::WorkerDone) => Ok(()),
+            Some(Event::Copy(ev)) => match ev {
                 crate::copy::CopyEvent::Msg(m) => {
-                    session.send_copy(m);
+                    self.session.send_copy(m);
                     Ok(())
                 }
                 crate::copy::CopyEvent::File(_) => Ok(()),
-                crate::copy::CopyEvent::Failed(why) => Err(session.abort(&why)),
+                crate::copy::CopyEvent::Failed(why) => Err(self.session.abort(&why)),
                 crate::copy::CopyEvent::Lost(why) => {
-                    lost.note(now, why);
+                    self.lost.note(now, why);
                     Ok(())
                 }
             },
-            Err(RecvTimeoutError::Timeout) => session.handle_timeout(now),
-            Err(RecvTimeoutError::Disconnected) => break,
+            None => self.session.handle_timeout(now),
         };
         if let Err(e) = res {
-            outcome.get_or_insert(e.to_string());
+            self.outcome.get_or_insert(e.to_string());
         }
-        if slot.is_some() && (session.is_admitted() || session.is_finished()) {
-            slot = None;
+        if self.slot.is_some() && (self.session.is_admitted() || self.session.is_finished()) {
+            self.slot = None;
         }
-        if let Some(s) = side.as_mut() {
-            if let Some(iv) = s.tick(Instant::now()) {
-                if let Some(why) = rate_check.check(&iv) {
-                    let e = session.abort(&why);
-                    outcome.get_or_insert(e.to_string());
-                }
-                session.queue_interval(iv);
+    }
+
+    /// A data connection or UDP flow of stream `id` arrived.
+    fn attach(&mut self, now: Instant, id: u32, conn: Conn) -> Result<(), SessionError> {
+        let r = self.session.handle_stream(now, id);
+        if r.is_ok() {
+            if let Some(slot) = self.pending.get_mut(id as usize) {
+                *slot = Some(conn);
             }
         }
+        r
     }
-    if let Some(c) = udp_cancel {
-        c.store(true, Ordering::Release);
+
+    /// Samples the streams at interval boundaries, holding the client to --max-rate.
+    fn tick(&mut self) {
+        let Some(iv) = self.side.as_mut().and_then(|s| s.tick(Instant::now())) else { return };
+        if let Some(why) = self.rate_check.check(&iv) {
+            self.abort(&why);
+        }
+        self.session.queue_interval(iv);
     }
-    sh.expect(peer.ip(), -expected_left);
-    drop(slot);
-    // A copy's pipeline stops first, so no stream worker waits on its queues.
-    if let Some(j) = &job {
-        j.abort();
-    }
-    drop(side);
-    if let Some(j) = job.take() {
-        j.join();
-    }
-    let _ = ctrl.shutdown(std::net::Shutdown::Both);
-    let _ = reader_thread.join();
-    drop(active_guard);
-    if let Some(o) = outcome {
-        (sh.log)(&format!("test from {peer}: {o}"));
+
+    /// Frees everything in order and logs how the test went.
+    fn finish(mut self, reader_thread: std::thread::JoinHandle<()>) {
+        if let Some(c) = &self.udp_cancel {
+            c.store(true, Ordering::Release);
+        }
+        self.sh.expect(self.peer.ip(), -self.expected_left);
+        drop(self.slot.take());
+        // A copy's pipeline stops first, so no stream worker waits on its queues.
+        if let Some(j) = &self.job {
+            j.abort();
+        }
+        drop(self.side.take());
+        if let Some(j) = self.job.take() {
+            j.join();
+        }
+        let _ = self.ctrl.shutdown(std::net::Shutdown::Both);
+        let _ = reader_thread.join();
+        drop(self.active_guard.take());
+        if let Some(o) = &self.outcome {
+            (self.sh.log)(&format!("test from {}: {o}", self.peer));
+        }
     }
 }
 
+/// The log's line for a test that ended: what this server received and sent, and at what rate.
+fn done_line(report: &wanperf_proto::msg::SideReport, secs: f64) -> String {
+    let sum = |role| report.streams.iter().filter(|x| x.role == Some(role)).map(|x| x.bytes).sum::<u64>();
+    let (rx_bytes, tx_bytes) = (sum(Role::Receiver), sum(Role::Sender));
+    let secs = secs.max(1e-9);
+    format!(
+        "done: server received {} ({}), sent {} ({})",
+        wanperf_proto::units::fmt_bytes(rx_bytes),
+        fmt_rate(rx_bytes as f64 * 8.0 / secs),
+        wanperf_proto::units::fmt_bytes(tx_bytes),
+        fmt_rate(tx_bytes as f64 * 8.0 / secs),
+    )
+}
+
 /// Aborts a TCP test whose client sends faster than the server's --max-rate allows.
-#[derive(Default)]
+#[derive(Default, Debug)]
 struct RateCheck {
     cap: Option<u64>,
     ids: Vec<u32>,
     prev: Option<(f64, u64)>,
 }
 
+/// Intervals shorter than this are not judged (too few bytes to tell a rate).
+const RATE_CHECK_MIN_S: f64 = 0.05;
+/// A client may exceed --max-rate by this factor before it is cut off (pacing bursts).
+const RATE_CHECK_SLACK: f64 = 1.25;
+
 impl RateCheck {
+    /// The check for `spec` under the server's cap: only TCP the client sends counts (the
+    /// server paces its own sending in reverse and bidir tests).
+    fn for_test(spec: &TestSpec, cap: Option<u64>) -> RateCheck {
+        let cap = match (spec.transport, cap) {
+            (Transport::Tcp, Some(cap)) if spec.direction != wanperf_proto::msg::Direction::Down => Some(cap),
+            _ => None,
+        };
+        let ids = (0..spec.connections()).filter(|&i| spec.client_role(i) == Role::Sender).collect();
+        RateCheck { cap, ids, prev: None }
+    }
+
     fn check(&mut self, iv: &wanperf_proto::msg::SideInterval) -> Option<String> {
         let cap = self.cap?;
         let bytes: u64 = iv.streams.iter().filter(|s| self.ids.contains(&s.id)).map(|s| s.bytes).sum();
         let prev = self.prev.replace((iv.t_s, bytes));
         let (t0, b0) = prev?;
         let dt = iv.t_s - t0;
-        if dt < 0.05 {
+        if dt < RATE_CHECK_MIN_S {
             return None;
         }
         let rate = (bytes - b0) as f64 * 8.0 / dt;
-        (rate > cap as f64 * 1.25)
+        (rate > cap as f64 * RATE_CHECK_SLACK)
             .then(|| format!("client sent {} but the server's --max-rate is {}", fmt_rate(rate), fmt_rate(cap as f64)))
     }
 }
@@ -886,5 +959,58 @@ mod tests {
         cfg.allow = vec!["198.18.0.0/15".parse().unwrap()];
         assert!(cfg.allowed("198.19.1.1".parse().unwrap()));
         assert!(!cfg.allowed("127.0.0.1".parse().unwrap()));
+    }
+
+    fn interval(t_s: f64, bytes: &[(u32, u64)]) -> wanperf_proto::msg::SideInterval {
+        let streams = bytes
+            .iter()
+            .map(|&(id, bytes)| wanperf_proto::msg::StreamSample { id, bytes, ..Default::default() })
+            .collect();
+        wanperf_proto::msg::SideInterval { index: 0, t_s, last: false, streams }
+    }
+
+    #[test]
+    fn the_rate_cap_holds_what_the_client_sends_over_tcp_only() {
+        use wanperf_proto::msg::Direction;
+        let mut up = TestSpec::tcp(2, 10.0);
+        let c = RateCheck::for_test(&up, Some(8_000_000));
+        assert_eq!((c.cap, c.ids.as_slice()), (Some(8_000_000), &[0, 1][..]));
+        up.direction = Direction::Down;
+        assert_eq!(RateCheck::for_test(&up, Some(8_000_000)).cap, None, "the server paces its own sending");
+        up.direction = Direction::Bidir;
+        let bidir = RateCheck::for_test(&up, Some(8_000_000));
+        assert!(bidir.cap.is_some() && bidir.ids.len() == 2, "in bidir only the client's senders count: {bidir:?}");
+        assert_eq!(RateCheck::for_test(&TestSpec::tcp(1, 10.0), None).cap, None);
+    }
+
+    #[test]
+    fn a_client_is_cut_off_only_past_the_slack_and_over_a_long_enough_interval() {
+        let mut c = RateCheck::for_test(&TestSpec::tcp(1, 10.0), Some(8_000_000));
+        assert_eq!(c.check(&interval(0.0, &[(0, 0)])), None, "the first sample has nothing to compare");
+        // 1.2 × the cap: within the slack.
+        assert_eq!(c.check(&interval(1.0, &[(0, 1_200_000)])), None);
+        // Far over the cap, but over too short an interval to judge.
+        assert_eq!(c.check(&interval(1.0 + RATE_CHECK_MIN_S / 2.0, &[(0, 2_200_000)])), None);
+        // 1.3 × the cap over a second: cut off, and the reason names both rates.
+        let why = c.check(&interval(2.0 + RATE_CHECK_MIN_S / 2.0, &[(0, 3_500_000)])).expect("over the cap");
+        assert!(why.contains("--max-rate is 8.00 Mbit/s"), "{why}");
+    }
+
+    #[test]
+    fn the_log_line_of_a_finished_test_sums_each_role() {
+        use wanperf_proto::msg::{SideReport, StreamFinal};
+        let s = |id, role, bytes| StreamFinal { id, role: Some(role), bytes, ..Default::default() };
+        let report = SideReport {
+            streams: vec![
+                s(0, Role::Receiver, 1_000_000),
+                s(1, Role::Receiver, 1_000_000),
+                s(2, Role::Sender, 500_000),
+            ],
+            ..Default::default()
+        };
+        let line = done_line(&report, 2.0);
+        assert!(line.contains("received 1.91 MiB (8.00 Mbit/s)"), "{line}");
+        assert!(line.contains("sent 488 KiB (2.00 Mbit/s)"), "{line}");
+        assert!(done_line(&SideReport::default(), 0.0).contains("received 0 B"));
     }
 }

@@ -2,14 +2,14 @@
 //! listening socket), waiting for one, and stopping one.
 //! Also the containment every measured command runs under (`wanperf __contain`).
 
-use wanperf_sys::INTERRUPTED;
+use crate::listen;
 use anyhow::{bail, Result};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ExitCode, ExitStatus};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use crate::listen;
+use wanperf_sys::INTERRUPTED;
 
 /// Whether `c` is ready: it listens (it or a descendant holds a TCP listener or a bound UDP
 /// socket, read from /proc — see [`listen::held_by`]).
@@ -113,14 +113,23 @@ pub fn exe() -> Result<std::path::PathBuf> {
 /// namespace, under a `wanperf __contain` that dies with this process. When either goes, the
 /// kernel kills every process the command started, so a killed `path run` leaves nothing
 /// behind.
-pub fn on_path(path: &crate::path::Path, host: wanperf_emu::path::Host, argv: &[String]) -> Result<std::process::Command> {
+pub fn on_path(
+    path: &crate::path::Path,
+    host: wanperf_emu::path::Host,
+    argv: &[String],
+) -> Result<std::process::Command> {
     let mut c = path.command(host, &exe()?.display().to_string());
     c.arg(CONTAIN).arg("--").args(argv);
     Ok(c)
 }
 
 /// The command line that runs `argv` contained on `node` of `net` (as [`on_path`]).
-pub fn on_node(net: &crate::run::Network, exe: &std::path::Path, node: usize, argv: &[String]) -> std::process::Command {
+pub fn on_node(
+    net: &crate::run::Network,
+    exe: &std::path::Path,
+    node: usize,
+    argv: &[String],
+) -> std::process::Command {
     let mut c = std::process::Command::new(exe);
     net.enter(node, &mut c);
     c.arg(CONTAIN).arg("--").args(argv);

@@ -211,7 +211,6 @@ impl Session {
     }
 }
 
-
 /// The reply to [`Request::Info`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NetInfo {

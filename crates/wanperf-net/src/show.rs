@@ -208,15 +208,10 @@ pub fn print_stats(
     if let Some(b) = wanperf_emu::fabric::fell_behind(stats) {
         if let Some(l) = t.links.iter().find(|l| l.name == b.link) {
             let (a, z) = (&t.nodes[l.a].name, &t.nodes[l.b].name);
-            let _ = writeln!(
-                out,
-                "{}",
-                behind_warning(&b, [&format!("{a} → {z}"), &format!("{z} → {a}")])
-            );
+            let _ = writeln!(out, "{}", behind_warning(&b, [&format!("{a} → {z}"), &format!("{z} → {a}")]));
         }
     }
 }
-
 
 /// What a path's flow exporter sent.
 pub fn print_export(e: Option<&ExportStats>, json: bool, out: &mut dyn Write) {
@@ -270,8 +265,7 @@ pub fn print_links(name: &str, stats: &[LinkStats], export: Option<&ExportStats>
 pub fn print_routes(t: &Topology, p: &Plan, out: &mut dyn Write) {
     for (i, n) in t.nodes.iter().enumerate() {
         for r in p.routes.iter().filter(|r| r.node == i) {
-            let more: String =
-                r.more.iter().map(|&(i, via)| format!(" | via {via} dev {}", p.ifaces[i].dev)).collect();
+            let more: String = r.more.iter().map(|&(i, via)| format!(" | via {via} dev {}", p.ifaces[i].dev)).collect();
             let _ = writeln!(
                 out,
                 "  route {:<12} {}/{} via {} dev {}{more}",

@@ -7,7 +7,7 @@
 
 use crate::auth::{nonce_hex, AuthError, AuthorizedKeys, NONCE_LEN};
 use crate::data::{cookie_hex, Cookie};
-use crate::msg::{HostCapture, Msg, SideInterval, SideReport, TestSpec, Transport};
+use crate::msg::{HostCapture, Msg, SideInterval, SideReport, SpecError, TestSpec, Transport};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,40 +34,71 @@ impl Default for Limits {
 
 impl Limits {
     /// Why a new test cannot start while `active` others run, if it cannot.
-    pub fn busy(&self, active: u32) -> Option<String> {
-        (active >= self.max_concurrent).then(|| {
-            format!(
-                "server busy: {active} test(s) running, its --max-concurrent is {}; try again later",
-                self.max_concurrent
-            )
-        })
+    pub fn busy(&self, active: u32) -> Option<Refusal> {
+        (active >= self.max_concurrent).then_some(Refusal::Busy { active, max: self.max_concurrent })
     }
 
     /// Whether a test fits. `active` counts the other tests in progress.
-    pub fn admit(&self, spec: &TestSpec, active: u32) -> Result<(), String> {
-        spec.validate().map_err(|e| e.to_string())?;
+    pub fn admit(&self, spec: &TestSpec, active: u32) -> Result<(), Refusal> {
+        spec.validate()?;
         if let Some(busy) = self.busy(active) {
             return Err(busy);
         }
         if spec.streams > self.max_streams {
-            return Err(format!("{} streams asked, the server's --max-streams is {}", spec.streams, self.max_streams));
+            return Err(Refusal::Streams { asked: spec.streams, max: self.max_streams });
         }
         if let Some(d) = spec.duration_s {
             if d > self.max_duration_s {
-                return Err(format!("{d} s asked, the server's --max-duration is {} s", self.max_duration_s));
+                return Err(Refusal::Duration { asked: d, max: self.max_duration_s });
             }
         }
         if let (Some(max), Some(rate)) = (self.max_rate_bps, spec.rate_bps) {
             if rate > max {
-                return Err(format!(
-                    "{} asked, the server's --max-rate is {}",
-                    crate::units::fmt_rate(rate as f64),
-                    crate::units::fmt_rate(max as f64)
-                ));
+                return Err(Refusal::Rate { asked: rate, max });
             }
         }
         Ok(())
     }
+}
+
+/// Why a server refuses a test (the text is what the client is told).
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum Refusal {
+    /// The request is not a valid test.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// `--max-concurrent` tests run already.
+    #[error("server busy: {active} test(s) running, its --max-concurrent is {max}; try again later")]
+    Busy {
+        /// Tests running.
+        active: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// More streams than `--max-streams`.
+    #[error("{asked} streams asked, the server's --max-streams is {max}")]
+    Streams {
+        /// Streams asked.
+        asked: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// Longer than `--max-duration`.
+    #[error("{asked} s asked, the server's --max-duration is {max} s")]
+    Duration {
+        /// Seconds asked.
+        asked: f64,
+        /// The limit.
+        max: f64,
+    },
+    /// Faster than `--max-rate`.
+    #[error("{} asked, the server's --max-rate is {}", crate::units::fmt_rate(*.asked as f64), crate::units::fmt_rate(*.max as f64))]
+    Rate {
+        /// bit/s asked.
+        asked: u64,
+        /// The limit, bit/s.
+        max: u64,
+    },
 }
 
 /// How long the server waits for each step of a client.
@@ -368,7 +399,7 @@ impl ServerSession {
                 self.state = State::Preparing;
                 self.deadline = Some(now + self.timeouts.handshake);
             }
-            Err(reason) => self.refuse(reason),
+            Err(reason) => self.refuse(reason.to_string()),
         }
     }
 

@@ -118,7 +118,11 @@ pub fn trace(study: &Study, cells: &[StoredCell]) -> Vec<String> {
         if let Some(m) = t["path_mtu"].as_u64() {
             found.push(format!("path MTU {m} B"));
         }
-        out.push(format!("{}  {}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""), found.join("; ")));
+        out.push(format!(
+            "{}  {}",
+            row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""),
+            found.join("; ")
+        ));
     }
     out
 }

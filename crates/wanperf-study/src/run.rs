@@ -199,8 +199,7 @@ pub fn fmt_secs(s: f64) -> String {
 
 /// What `--dry-run` prints: the cells, what each runs, and the estimated time.
 pub fn dry_run(study: &Study, cells: &[CellPlan], json: bool, flags: &dyn Flags) -> Vec<String> {
-    let total: f64 =
-        cells.iter().map(|c| study.estimate_s(c, flags)).sum::<f64>() + study.pause_s * cells.len() as f64;
+    let total: f64 = cells.iter().map(|c| study.estimate_s(c, flags)).sum::<f64>() + study.pause_s * cells.len() as f64;
     if json {
         let list: Vec<Value> = cells
             .iter()
@@ -428,4 +427,3 @@ fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
         }
     }
 }
-

@@ -2,7 +2,7 @@
 //! `fstatat`, `unlinkat`, `renameat`, directory listing), renaming without replacing,
 //! preallocation, O_DIRECT and its aligned buffers, page-cache advice, file-system facts.
 
-use crate::cvt;
+use crate::errno::cvt;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};

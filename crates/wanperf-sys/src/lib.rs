@@ -22,6 +22,7 @@
 //! a closed descriptor or one of the wrong kind gives an error (EBADF, ENOTSOCK, …). The
 //! caller passes descriptors it holds open, as with the standard library's `AsRawFd`.
 
+mod errno;
 pub mod fd;
 pub mod fs;
 pub mod iface;
@@ -41,15 +42,6 @@ pub use netns::{join_namespace, unshare_pid_namespace};
 pub use poll::{poll_one, poll_readable};
 pub use process::{clock_state, die_with_parent, euid, new_session};
 pub use signal::{catch_interrupts, kill, sleep_unless_interrupted, stop_on_interrupt, terminate, INTERRUPTED};
-
-/// `Err(last OS error)` when a call returned −1 (or any negative value), else its value.
-fn cvt(rc: libc::c_int) -> std::io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
-}
 
 #[cfg(test)]
 mod tests {

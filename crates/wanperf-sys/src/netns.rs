@@ -1,7 +1,7 @@
 //! Namespaces and the devices of an emulated network: joining and creating namespaces, TUN
 //! devices, packet sockets and ethtool settings.
 
-use crate::cvt;
+use crate::errno::cvt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 

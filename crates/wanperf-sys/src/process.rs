@@ -143,5 +143,8 @@ pub fn clock_state() -> (i32, bool, i64) {
         let mut tx: libc::timex = std::mem::zeroed();
         (libc::adjtimex(&mut tx), tx)
     };
-    (state, tx.status & libc::STA_UNSYNC != 0, tx.esterror as i64)
+    // `c_long` is 32 bits on some targets: the cast is not always to the same type.
+    #[allow(clippy::unnecessary_cast)]
+    let esterror = tx.esterror as i64;
+    (state, tx.status & libc::STA_UNSYNC != 0, esterror)
 }

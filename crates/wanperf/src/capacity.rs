@@ -117,13 +117,6 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
     addrs.next().with_context(|| format!("{host} has no address"))
 }
 
-
-
-
-
-
-
-
 /// `wanperf capacity`.
 pub fn run(a: CapacityArgs) -> Result<ExitCode> {
     if !(a.time > 0.0 && a.time <= 600.0) {

@@ -206,7 +206,6 @@ pub struct ReportArgs {
     output: std::path::PathBuf,
 }
 
-
 /// `wanperf flows report`.
 pub fn report(a: ReportArgs) -> Result<ExitCode> {
     let sel = a.select.selection(a.q.from, a.q.to)?;
@@ -310,7 +309,6 @@ fn load(q: &QueryArgs) -> Result<Vec<BinRow>> {
         .collect())
 }
 
-
 /// `wanperf flows top`.
 pub fn top(a: TopArgs) -> Result<ExitCode> {
     let rows = load(&a.q)?;
@@ -341,7 +339,6 @@ pub fn top(a: TopArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-
 /// `wanperf flows mix`.
 pub fn mix(a: MixArgs) -> Result<ExitCode> {
     let rows = load(&a.q)?;
@@ -353,7 +350,6 @@ pub fn mix(a: MixArgs) -> Result<ExitCode> {
     wanperf_collector::text::mix_table(&mut std::io::stdout(), &m, a.q.local.is_empty());
     Ok(ExitCode::SUCCESS)
 }
-
 
 /// `wanperf flows exporters`.
 pub fn exporters(a: ExportersArgs) -> Result<ExitCode> {

@@ -43,8 +43,6 @@ impl SaveArgs {
     }
 }
 
-
-
 /// Stores the NDJSON records of a `tput` or `copy` as a run; returns its id. The command line
 /// is kept as the run's text.
 pub fn save_records(store: &mut dyn Store, ndjson: &str) -> Result<i64> {
@@ -68,7 +66,8 @@ pub fn save_measurement(
     json: bool,
 ) -> Result<i64> {
     let m = wanperf_archive::save::Measurement { kind, params, summary, failure, started };
-    let id = wanperf_archive::save::measurement(store, m, &command_line(), &crate::software()).context("cannot store")?;
+    let id =
+        wanperf_archive::save::measurement(store, m, &command_line(), &crate::software()).context("cannot store")?;
     say_saved(id, json);
     Ok(id)
 }
@@ -93,7 +92,6 @@ fn say_saved(id: i64, json: bool) {
         eprintln!("stored as run {id} (wanperf report {id} -o report.html)");
     }
 }
-
 
 /// `wanperf runs`.
 #[derive(Args, Debug)]
@@ -288,7 +286,13 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
         };
         let (mut run, cell) = parsed.map_err(|e| anyhow!("{}: {e}", f.display()))?;
         run.study = format!("{} ({})", run.study, f.file_name().map_or(String::new(), |n| n.to_string_lossy().into()));
-        let id = wanperf_archive::save::run_of_one(store.as_mut(), &run, &cell, wanperf_archive::RunStatus::Complete, run.started_unix)?;
+        let id = wanperf_archive::save::run_of_one(
+            store.as_mut(),
+            &run,
+            &cell,
+            wanperf_archive::RunStatus::Complete,
+            run.started_unix,
+        )?;
         let intervals = cell.intervals.iter().filter(|i| i.stream == -1).count();
         if a.json {
             outln!(

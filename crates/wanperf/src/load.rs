@@ -189,16 +189,15 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
             if let Some(b) = &bar {
                 b.set_message(format!("{n} stream(s), window {}", w.map_or("auto".into(), fmt_bytes)));
             }
-            let (cell, detail, failed) =
-                match run_cell(&cfg, n, w) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        // E.g. the server went away before this cell's first probe: the cells
-                        // measured so far still come out, marked incomplete.
-                        error = Some(format!("{e:#}"));
-                        break 'sweep;
-                    }
-                };
+            let (cell, detail, failed) = match run_cell(&cfg, n, w) {
+                Ok(r) => r,
+                Err(e) => {
+                    // E.g. the server went away before this cell's first probe: the cells
+                    // measured so far still come out, marked incomplete.
+                    error = Some(format!("{e:#}"));
+                    break 'sweep;
+                }
+            };
             if a.json {
                 for r in detail.records(cells.len()) {
                     outln!("{r}");
@@ -232,4 +231,3 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
     }
     Ok(if complete { ExitCode::SUCCESS } else { ExitCode::from(130) })
 }
-

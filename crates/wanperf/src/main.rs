@@ -5,8 +5,8 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use wanperf::{
-    calc, capacity, copy, flows, install_signal_handlers, keep, keys, load, mesh, net, output, path, ping,
-    study, tput, trace, util,
+    calc, capacity, copy, flows, install_signal_handlers, keep, keys, load, mesh, net, output, path, ping, study, tput,
+    trace, util,
 };
 
 /// End-to-end network performance: measure what a path can carry and what limits it.

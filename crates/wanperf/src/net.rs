@@ -291,8 +291,7 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
 
 /// `net set`.
 pub fn set(a: SetArgs) -> Result<ExitCode> {
-    let r: SetReply =
-        Kind::Network.ask(&a.name, &Request::Set { link: a.link.clone(), options: a.options.clone() })?;
+    let r: SetReply = Kind::Network.ask(&a.name, &Request::Set { link: a.link.clone(), options: a.options.clone() })?;
     if a.json {
         outln!(
             "{}",
@@ -310,9 +309,10 @@ pub fn set(a: SetArgs) -> Result<ExitCode> {
 /// `net exec NAME NODE -- CMD`: runs CMD inside the node (replacing this process).
 pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     let info: NetInfo = Kind::Network.ask(&a.name, &Request::Info)?;
-    let node = info.nodes.iter().position(|n| *n == a.node).ok_or_else(|| {
-        anyhow!("no node `{}` in network `{}` (nodes: {})", a.node, a.name, info.nodes.join(", "))
-    })?;
+    let node =
+        info.nodes.iter().position(|n| *n == a.node).ok_or_else(|| {
+            anyhow!("no node `{}` in network `{}` (nodes: {})", a.node, a.name, info.nodes.join(", "))
+        })?;
     wanperf_net::daemon::join(info.pid, info.fds[node], info.nice, &info.host_cpus)?;
     // The same environment `net run` gives.
     let env = info.env.get(node).cloned().unwrap_or_default();

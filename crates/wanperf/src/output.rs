@@ -22,4 +22,3 @@ pub fn stderr_log(json: bool) -> std::sync::Arc<dyn Fn(&str) + Send + Sync> {
         }
     })
 }
-

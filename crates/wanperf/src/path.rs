@@ -5,14 +5,14 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
-use wanperf_net::child::exit_code;
-use wanperf_net::daemon::{Kind, Request};
-use wanperf_net::pathd::{PathInfo, StatsReply};
-use wanperf_net::show::{print_export, print_path_stats};
 use wanperf_emu::options::LinkOptions;
 use wanperf_emu::path::{Host, PathConfig};
 use wanperf_emu::presets;
+use wanperf_net::child::exit_code;
+use wanperf_net::daemon::{Kind, Request};
 use wanperf_net::path::Path;
+use wanperf_net::pathd::{PathInfo, StatsReply};
+use wanperf_net::show::{print_export, print_path_stats};
 use wanperf_proto::units::{fmt_bytes, fmt_rate};
 
 /// `wanperf path` subcommands.
@@ -172,7 +172,7 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
         delay_up: a.delay_up.clone(),
         delay_down: a.delay_down.clone(),
         jitter: a.jitter.clone(),
-        reorder: a.reorder.clone(),
+        reorder: a.reorder,
         rate: a.rate.clone(),
         rate_up: a.rate_up.clone(),
         rate_down: a.rate_down.clone(),
@@ -186,10 +186,10 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
         loss_model: a.loss_model.clone(),
         policer: a.policer.clone(),
         priority: a.priority.clone(),
-        txqueuelen: a.txqueuelen.clone(),
-        mtu: a.mtu.clone(),
-        seed: a.seed.clone(),
-        host_nice: a.host_nice.clone(),
+        txqueuelen: a.txqueuelen,
+        mtu: a.mtu,
+        seed: a.seed,
+        host_nice: a.host_nice,
     };
     o.config().map_err(|e| anyhow!("{e}"))
 }

@@ -212,7 +212,6 @@ pub struct TputArgs {
     udp_drop_every: Option<u64>,
 }
 
-
 /// `wanperf serve`.
 pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     if a.max_duration <= 0.0 {

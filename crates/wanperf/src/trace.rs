@@ -119,8 +119,6 @@ fn resolve(host: &str) -> Result<IpAddr> {
     addrs.next().map(|a| a.ip()).with_context(|| format!("{host} has no address"))
 }
 
-
-
 /// `wanperf trace`.
 pub fn run(a: TraceArgs) -> Result<ExitCode> {
     if a.interval < 0.01 {

@@ -132,4 +132,3 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
-
