@@ -42,7 +42,7 @@ mod view;
 use figures::Item;
 pub use figures::{Figure, MAX_POINTS};
 pub use fmt::esc;
-pub use tables::utc;
+pub use tables::{runs_table, utc};
 
 use std::fmt::Write as _;
 use wanperf_archive::RunData;

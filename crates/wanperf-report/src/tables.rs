@@ -48,6 +48,23 @@ pub fn utc(unix: f64) -> String {
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// `wanperf runs`: one line per run (id, study, cells stored of planned, start, status).
+pub fn runs_table(runs: &[wanperf_archive::RunInfo]) -> Vec<String> {
+    let mut out = vec![format!("{:>5}  {:<28} {:>11}  {:<23} status", "run", "study", "cells", "started")];
+    for r in runs {
+        out.push(format!(
+            "{:>5}  {:<28} {:>5} of {:<3} {:<23} {}",
+            r.id,
+            r.study,
+            r.cells_done,
+            r.cells_planned,
+            utc(r.started_unix),
+            r.status.as_str()
+        ));
+    }
+    out
+}
+
 /// The line under the title: run, status, software, times, cells.
 pub fn run_line(v: &View) -> String {
     let r = &v.data.run;

@@ -81,3 +81,20 @@ impl UtilSelect {
         })
     }
 }
+
+/// A duration flag that must be above zero, in seconds (`--interval 100ms`).
+pub fn positive_secs(flag: &str, s: &str) -> anyhow::Result<f64> {
+    let v = wanperf_proto::units::parse_duration(s).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+    if v <= 0.0 {
+        anyhow::bail!("{flag} must be more than 0 s");
+    }
+    Ok(v)
+}
+
+/// The first address of `host` (a name or an address) with `port`.
+pub fn resolve(host: &str, port: u16) -> anyhow::Result<std::net::SocketAddr> {
+    use anyhow::Context;
+    use std::net::ToSocketAddrs;
+    let mut addrs = (host, port).to_socket_addrs().with_context(|| format!("cannot resolve {host}"))?;
+    addrs.next().with_context(|| format!("{host} has no address"))
+}

@@ -4,7 +4,7 @@ use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use std::process::ExitCode;
-use wanperf_proto::units::{fmt_bytes, fmt_rate, parse_duration, parse_rate, parse_size};
+use wanperf_proto::units::{fmt_bytes, fmt_rate, parse_rate, parse_size};
 use wanperf_stats::calc;
 
 /// `wanperf calc` subcommands.
@@ -103,13 +103,6 @@ fn rate(s: &str) -> Result<f64> {
     Ok(r)
 }
 
-fn dur(flag: &str, s: &str) -> Result<f64> {
-    let d = parse_duration(s).map_err(|e| anyhow!("{flag}: {e}"))?;
-    if d <= 0.0 {
-        bail!("{flag} must be above zero");
-    }
-    Ok(d)
-}
 
 fn mss(m: f64) -> Result<f64> {
     if !(1.0..=65_535.0).contains(&m) {
@@ -144,7 +137,7 @@ fn ms(s: f64) -> String {
 pub fn run(c: CalcCmd) -> Result<ExitCode> {
     let (json_out, text, v) = match c {
         CalcCmd::Bdp(a) => {
-            let (r, t, m) = (rate(&a.rate)?, dur("--rtt", &a.rtt)?, mss(a.mss)?);
+            let (r, t, m) = (rate(&a.rate)?, crate::args::positive_secs("--rtt", &a.rtt)?, mss(a.mss)?);
             let b = calc::bdp_bytes(r, t);
             let text = format!(
                 "BDP at {} × {}: {} ≈ {:.0} packets of {m:.0} B; a window (and socket buffer) of at least this keeps the path full",
@@ -159,7 +152,7 @@ pub fn run(c: CalcCmd) -> Result<ExitCode> {
             let (r, m) = (rate(&a.rate)?, mss(a.mss)?);
             let (qb, delay) = match (&a.delay, &a.queue) {
                 (Some(d), _) => {
-                    let d = dur("--delay", d)?;
+                    let d = crate::args::positive_secs("--delay", d)?;
                     (calc::queue_bytes(d, r), d)
                 }
                 (None, Some(q)) => {
@@ -188,13 +181,13 @@ pub fn run(c: CalcCmd) -> Result<ExitCode> {
             if w <= 0.0 {
                 bail!("--window must be above zero");
             }
-            let t = dur("--rtt", &a.rtt)?;
+            let t = crate::args::positive_secs("--rtt", &a.rtt)?;
             let r = calc::window_rate_bps(w, t);
             let text = format!("a {} window at {} RTT allows at most {}", bytes(w), ms(t), fmt_rate(r));
             (a.json, text, json!({"window_bytes": w, "rtt_s": t, "max_rate_bps": r}))
         }
         CalcCmd::Mathis(a) => {
-            let t = dur("--rtt", &a.rtt)?;
+            let t = crate::args::positive_secs("--rtt", &a.rtt)?;
             let m = mss(a.mss)?;
             let p = match a.loss.strip_suffix('%') {
                 Some(pc) => pc.trim().parse::<f64>().map(|x| x / 100.0),

@@ -1,9 +1,8 @@
 //! `wanperf capacity`: argument parsing and output around `wanperf_diag::measure`.
 
 use crate::INTERRUPTED;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -112,10 +111,6 @@ pub struct CapacityArgs {
     json: bool,
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
-    let mut addrs = (host, port).to_socket_addrs().with_context(|| format!("cannot resolve {host}"))?;
-    addrs.next().with_context(|| format!("{host} has no address"))
-}
 
 /// `wanperf capacity`.
 pub fn run(a: CapacityArgs) -> Result<ExitCode> {
@@ -125,7 +120,7 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
     if !(100_000..=1_000_000_000).contains(&a.budget) {
         bail!("--budget must be between 100k and 1G bytes");
     }
-    let dst = resolve(&a.host, a.port)?;
+    let dst = crate::args::resolve(&a.host, a.port)?;
     let o = Options {
         budget_bytes: a.budget,
         time: Duration::from_secs_f64(a.time),

@@ -228,17 +228,8 @@ pub fn runs(a: RunsArgs) -> Result<ExitCode> {
         outln!("no runs in {}", describe_db(a.db.db.as_deref()));
         return Ok(ExitCode::SUCCESS);
     }
-    outln!("{:>5}  {:<28} {:>11}  {:<23} status", "run", "study", "cells", "started");
-    for r in runs {
-        outln!(
-            "{:>5}  {:<28} {:>5} of {:<3} {:<23} {}",
-            r.id,
-            r.study,
-            r.cells_done,
-            r.cells_planned,
-            wanperf_report::utc(r.started_unix),
-            r.status.as_str()
-        );
+    for l in wanperf_report::runs_table(&runs) {
+        outln!("{l}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use clap::Args;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use wanperf_engine::load::{run_cell, table, LoadConfig};
-use wanperf_proto::units::{fmt_bytes, parse_duration, parse_size};
+use wanperf_proto::units::{fmt_bytes, parse_size};
 
 /// Flags of `wanperf load`.
 #[derive(Args, Debug)]
@@ -88,13 +88,6 @@ fn list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec
     Ok(v)
 }
 
-fn secs(flag: &str, s: &str) -> Result<f64> {
-    let v = parse_duration(s).map_err(|e| anyhow!("{flag}: {e}"))?;
-    if v <= 0.0 {
-        bail!("{flag} must be more than 0 s");
-    }
-    Ok(v)
-}
 
 fn parse_streams(x: &str) -> Result<u32> {
     let n: u32 = x.parse().map_err(|_| anyhow!("--streams: `{x}` is not a number"))?;
@@ -143,16 +136,16 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
     let windows = list(&a.window, "window", parse_window)?;
     // Read once, before anything runs (a bad key file fails at once).
     let key = if a.iperf3 { None } else { crate::keys::client_key(a.key.as_deref())? };
-    let load_s = secs("--load-time", &a.load_time)?;
+    let load_s = crate::args::positive_secs("--load-time", &a.load_time)?;
     if a.iperf3 && (load_s.fract() != 0.0 || load_s < 1.0) {
         bail!("--load-time must be whole seconds with --iperf3 (iperf3 servers take integers), got {load_s} s");
     }
-    let idle_s = secs("--idle-time", &a.idle_time)?;
-    let interval = secs("--interval", &a.interval)?;
+    let idle_s = crate::args::positive_secs("--idle-time", &a.idle_time)?;
+    let interval = crate::args::positive_secs("--interval", &a.interval)?;
     if interval < 0.001 {
         bail!("--interval must be at least 1 ms");
     }
-    let timeout = secs("--timeout", &a.timeout)?;
+    let timeout = crate::args::positive_secs("--timeout", &a.timeout)?;
     let cells_total = streams.len() * windows.len();
     let cfg = LoadConfig {
         host: a.host.clone(),

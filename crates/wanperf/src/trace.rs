@@ -1,9 +1,8 @@
 //! `wanperf trace`.
 
 use crate::INTERRUPTED;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
-use std::net::{IpAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -114,10 +113,6 @@ pub struct TraceArgs {
     json: bool,
 }
 
-fn resolve(host: &str) -> Result<IpAddr> {
-    let mut addrs = (host, 0).to_socket_addrs().with_context(|| format!("cannot resolve {host}"))?;
-    addrs.next().map(|a| a.ip()).with_context(|| format!("{host} has no address"))
-}
 
 /// `wanperf trace`.
 pub fn run(a: TraceArgs) -> Result<ExitCode> {
@@ -133,7 +128,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
     if a.tcp && (a.mtu || a.size.is_some()) {
         bail!("--tcp sends SYNs of their own size: --mtu and --size are for UDP and ICMP probes");
     }
-    let dst = resolve(&a.host)?;
+    let dst = crate::args::resolve(&a.host, 0)?.ip();
     let overhead = probe::overhead(dst.is_ipv6());
     let least = overhead + if a.server { SERVER_PAYLOAD_MIN } else { PAYLOAD_MIN };
     let size = a.size.unwrap_or(if a.mtu { 65_000 } else { least.max(overhead + 32) });
