@@ -118,3 +118,11 @@ pub fn exporters_table(out: &mut dyn Write, ex: &[ExporterRow]) {
         );
     }
 }
+
+/// The last line of `flows collect`: what it stored, and what it could not read.
+pub fn collect_end(end: &crate::collect::End) -> String {
+    format!(
+        "stored {} flow bin rows and {} interface counter samples; {} datagrams were not NetFlow/IPFIX/sFlow",
+        end.rows_stored, end.counter_samples_stored, end.unknown_datagrams
+    )
+}

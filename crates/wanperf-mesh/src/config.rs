@@ -389,6 +389,22 @@ impl Group {
 }
 
 impl Mesh {
+    /// `mesh check`'s lines: the mesh, its digest and size, and each test's schedule and pairs.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = vec![format!(
+            "mesh {} (digest {}): {} sites, {} hosts",
+            self.name,
+            self.digest(),
+            self.sites.len(),
+            self.hosts.len()
+        )];
+        for t in &self.tests {
+            let every = t.schedule.as_ref().map_or_else(String::new, |s| format!(", every {} s", s.interval_s));
+            out.push(format!("  test {} ({:?}{every}): {} pairs", t.name, t.kind, self.pairs(t).len()));
+        }
+        out
+    }
+
     /// The host called `name`.
     pub fn host(&self, name: &str) -> Option<&Host> {
         self.hosts.iter().find(|h| h.name == name)

@@ -345,3 +345,22 @@ fn set_link(net: &mut Network, link_name: &str, options: &[String]) -> Result<Se
     };
     Ok(SetReply { link: link_name.to_string(), ab, ba, routes_changed })
 }
+
+/// `net list`: the named networks that are up, a line each (or one JSON record).
+pub fn networks(up: &[NetInfo], json: bool) -> Vec<String> {
+    let links = |i: &NetInfo| i.plan["links"].as_array().map_or(0, Vec::len);
+    if json {
+        let rows: Vec<Value> = up
+            .iter()
+            .map(|i| serde_json::json!({"name": i.name, "pid": i.pid, "uptime_s": i.uptime_s, "nodes": i.nodes.len(), "links": links(i)}))
+            .collect();
+        return vec![serde_json::json!({"event": "networks", "networks": rows}).to_string()];
+    }
+    if up.is_empty() {
+        return vec!["no networks are up".into()];
+    }
+    up.iter()
+        .map(|i| format!("{:<20} {} nodes, {} links, up {:.0} s", i.name, i.nodes.len(), links(i), i.uptime_s))
+        .collect()
+}
+

@@ -82,3 +82,19 @@ pub fn run(name: &str, cfg_json: &str) -> Result<ExitCode> {
     drop(path);
     Ok(if listening { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
+
+/// `path list`: the named paths that are up, a line each (or one JSON record).
+pub fn paths(up: &[PathInfo], json: bool) -> Vec<String> {
+    if json {
+        return vec![serde_json::json!({"event": "paths", "paths": up}).to_string()];
+    }
+    if up.is_empty() {
+        return vec!["no paths are up".into()];
+    }
+    up.iter()
+        .map(|r| {
+            let rtt = (r.config.up.delay_ns + r.config.down.delay_ns) as f64 / 1e6;
+            format!("{:<20} RTT {rtt:.1} ms, up {:.0} s", r.name, r.uptime_s)
+        })
+        .collect()
+}

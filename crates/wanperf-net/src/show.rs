@@ -274,3 +274,4 @@ pub fn print_routes(t: &Topology, p: &Plan, out: &mut dyn Write) {
         }
     }
 }
+

@@ -278,23 +278,12 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
     };
     let end = c.run(store.as_mut(), &cfg, &INTERRUPTED)?;
     if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "event": "flows_collect_end",
-                "rows_stored": end.rows_stored,
-                "counter_samples_stored": end.counter_samples_stored,
-                "unknown_datagrams": end.unknown_datagrams,
-                "socket_drops": end.socket_drops,
-                "exporters": end.exporters,
-            }))?
-        );
+        let mut v = serde_json::to_value(&end)?;
+        v["event"] = "flows_collect_end".into();
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         wanperf_collector::text::exporters_table(&mut std::io::stdout(), &end.exporters);
-        eprintln!(
-            "stored {} flow bin rows and {} interface counter samples; {} datagrams were not NetFlow/IPFIX/sFlow",
-            end.rows_stored, end.counter_samples_stored, end.unknown_datagrams
-        );
+        eprintln!("{}", wanperf_collector::text::collect_end(&end));
     }
     Ok(ExitCode::SUCCESS)
 }

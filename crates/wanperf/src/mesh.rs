@@ -256,11 +256,8 @@ pub fn mesh(cmd: MeshCmd) -> Result<ExitCode> {
                 outln!("{}", serde_json::to_string_pretty(&m)?);
                 return Ok(ExitCode::SUCCESS);
             }
-            outln!("mesh {} (digest {}): {} sites, {} hosts", m.name, m.digest(), m.sites.len(), m.hosts.len());
-            for t in &m.tests {
-                let pairs = m.pairs(t);
-                let every = t.schedule.as_ref().map_or_else(String::new, |s| format!(", every {} s", s.interval_s));
-                outln!("  test {} ({:?}{every}): {} pairs", t.name, t.kind, pairs.len());
+            for l in m.describe() {
+                outln!("{l}");
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -349,29 +349,8 @@ pub fn down(a: NameArgs) -> Result<ExitCode> {
 
 /// `net list`.
 pub fn list(json_out: bool) -> Result<ExitCode> {
-    let rows: Vec<Value> = Kind::Network
-        .live::<NetInfo>()
-        .into_iter()
-        .map(|info| {
-            json!({"name": info.name, "pid": info.pid, "uptime_s": info.uptime_s,
-                   "nodes": info.nodes.len(),
-                   "links": info.plan["links"].as_array().map_or(0, Vec::len)})
-        })
-        .collect();
-    if json_out {
-        outln!("{}", json!({"event": "networks", "networks": rows}));
-    } else if rows.is_empty() {
-        outln!("no networks are up");
-    } else {
-        for r in rows {
-            outln!(
-                "{:<20} {} nodes, {} links, up {:.0} s",
-                r["name"].as_str().unwrap_or("?"),
-                r["nodes"],
-                r["links"],
-                r["uptime_s"].as_f64().unwrap_or(0.0)
-            );
-        }
+    for l in wanperf_net::netd::networks(&Kind::Network.live::<NetInfo>(), json_out) {
+        outln!("{l}");
     }
     Ok(ExitCode::SUCCESS)
 }

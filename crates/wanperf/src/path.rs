@@ -2,7 +2,6 @@
 
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
-use serde_json::json;
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 use wanperf_emu::options::LinkOptions;
@@ -312,16 +311,8 @@ pub fn down(a: NameArgs) -> Result<ExitCode> {
 
 /// `wanperf path list`.
 pub fn list(json: bool) -> Result<ExitCode> {
-    let rows = Kind::Path.live::<PathInfo>();
-    if json {
-        outln!("{}", json!({"event": "paths", "paths": rows}));
-    } else if rows.is_empty() {
-        outln!("no paths are up");
-    } else {
-        for r in rows {
-            let rtt = (r.config.up.delay_ns + r.config.down.delay_ns) as f64 / 1e6;
-            outln!("{:<20} RTT {rtt:.1} ms, up {:.0} s", r.name, r.uptime_s);
-        }
+    for l in wanperf_net::pathd::paths(&Kind::Path.live::<PathInfo>(), json) {
+        outln!("{l}");
     }
     Ok(ExitCode::SUCCESS)
 }
