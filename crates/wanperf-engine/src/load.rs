@@ -276,6 +276,39 @@ pub fn run_cell(
     Ok((cell, detail, failure))
 }
 
+/// Measures every (streams, window) cell, streams outermost, until `cfg.stop` or the first
+/// failure: `starting` is told each cell before it runs, `measured` each cell (with its number)
+/// after. Returns the cells measured and the failure that ended the sweep early, if one did
+/// (e.g. the server went away before a cell's first probe: the cells measured so far still
+/// count).
+pub fn sweep(
+    cfg: &LoadConfig,
+    streams: &[u32],
+    windows: &[Option<u64>],
+    mut starting: impl FnMut(u32, Option<u64>),
+    mut measured: impl FnMut(usize, &Cell, &CellDetail),
+) -> (Vec<Cell>, Option<String>) {
+    let mut cells = Vec::new();
+    for &n in streams {
+        for &w in windows {
+            if cfg.stop.load(Ordering::Acquire) {
+                return (cells, None);
+            }
+            starting(n, w);
+            let (cell, detail, failed) = match run_cell(cfg, n, w) {
+                Ok(r) => r,
+                Err(e) => return (cells, Some(e.to_string())),
+            };
+            measured(cells.len(), &cell, &detail);
+            cells.push(cell);
+            if failed.is_some() {
+                return (cells, failed);
+            }
+        }
+    }
+    (cells, None)
+}
+
 /// The readable table of the cells.
 pub fn table(cells: &[Cell]) -> Vec<String> {
     let mut out = vec![format!(

@@ -363,4 +363,3 @@ pub fn networks(up: &[NetInfo], json: bool) -> Vec<String> {
         .map(|i| format!("{:<20} {} nodes, {} links, up {:.0} s", i.name, i.nodes.len(), links(i), i.uptime_s))
         .collect()
 }
-

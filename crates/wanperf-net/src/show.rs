@@ -274,4 +274,3 @@ pub fn print_routes(t: &Topology, p: &Plan, out: &mut dyn Write) {
         }
     }
 }
-

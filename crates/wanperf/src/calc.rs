@@ -103,7 +103,6 @@ fn rate(s: &str) -> Result<f64> {
     Ok(r)
 }
 
-
 fn mss(m: f64) -> Result<f64> {
     if !(1.0..=65_535.0).contains(&m) {
         bail!("--mss must be 1–65535 bytes");

@@ -111,7 +111,6 @@ pub struct CapacityArgs {
     json: bool,
 }
 
-
 /// `wanperf capacity`.
 pub fn run(a: CapacityArgs) -> Result<ExitCode> {
     if !(a.time > 0.0 && a.time <= 600.0) {

@@ -5,8 +5,7 @@ use crate::INTERRUPTED;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
-use wanperf_engine::load::{run_cell, table, LoadConfig};
+use wanperf_engine::load::{sweep, table, LoadConfig};
 use wanperf_proto::units::{fmt_bytes, parse_size};
 
 /// Flags of `wanperf load`.
@@ -87,7 +86,6 @@ fn list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec
     }
     Ok(v)
 }
-
 
 fn parse_streams(x: &str) -> Result<u32> {
     let n: u32 = x.parse().map_err(|_| anyhow!("--streams: `{x}` is not a number"))?;
@@ -172,41 +170,28 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
         }
         b
     });
-    let mut cells = Vec::new();
-    let mut error: Option<String> = None;
-    'sweep: for &n in &streams {
-        for &w in &windows {
-            if INTERRUPTED.load(Ordering::Acquire) {
-                break 'sweep;
-            }
+    let json = a.json;
+    let (cells, error) = sweep(
+        &cfg,
+        &streams,
+        &windows,
+        |n, w| {
             if let Some(b) = &bar {
                 b.set_message(format!("{n} stream(s), window {}", w.map_or("auto".into(), fmt_bytes)));
             }
-            let (cell, detail, failed) = match run_cell(&cfg, n, w) {
-                Ok(r) => r,
-                Err(e) => {
-                    // E.g. the server went away before this cell's first probe: the cells
-                    // measured so far still come out, marked incomplete.
-                    error = Some(format!("{e:#}"));
-                    break 'sweep;
-                }
-            };
-            if a.json {
-                for r in detail.records(cells.len()) {
+        },
+        |i, cell, detail| {
+            if json {
+                for r in detail.records(i) {
                     outln!("{r}");
                 }
-                outln!("{}", serde_json::to_string(&cell)?);
+                outln!("{}", serde_json::to_string(cell).unwrap_or_default());
             }
-            cells.push(cell);
             if let Some(b) = &bar {
                 b.inc(1);
             }
-            if failed.is_some() {
-                error = failed;
-                break 'sweep;
-            }
-        }
-    }
+        },
+    );
     if let Some(b) = bar {
         b.finish_and_clear();
     }

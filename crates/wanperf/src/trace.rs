@@ -113,7 +113,6 @@ pub struct TraceArgs {
     json: bool,
 }
 
-
 /// `wanperf trace`.
 pub fn run(a: TraceArgs) -> Result<ExitCode> {
     if a.interval < 0.01 {
