@@ -36,6 +36,29 @@ pub struct Iperf3Auth {
     pub padding: Option<Padding>,
 }
 
+impl Iperf3Auth {
+    /// `user`'s credentials as iperf3 reads them: the password from $IPERF3_PASSWORD, the
+    /// server's RSA public key from `key_path` (PEM).
+    pub fn load(user: &str, key_path: &std::path::Path, padding: Option<Padding>) -> Result<Self, Iperf3AuthError> {
+        let password = std::env::var("IPERF3_PASSWORD").map_err(|_| Iperf3AuthError::NoPassword)?;
+        let pem = std::fs::read_to_string(key_path)
+            .map_err(|e| Iperf3AuthError::Key(format!("cannot read {}: {e}", key_path.display())))?;
+        let key = auth::public_key(&pem).map_err(|e| Iperf3AuthError::Key(format!("{}: {e}", key_path.display())))?;
+        Ok(Iperf3Auth { user: user.to_string(), password, key, padding })
+    }
+}
+
+/// Why iperf3 credentials could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum Iperf3AuthError {
+    /// No $IPERF3_PASSWORD.
+    #[error("--username needs the password in $IPERF3_PASSWORD (as iperf3 reads it)")]
+    NoPassword,
+    /// The key file is missing or no RSA public key.
+    #[error("{0}")]
+    Key(String),
+}
+
 /// Runs one test against an iperf3 server. Records go to `sink` as for a wanperf server; the
 /// start record says the far end is iperf3 and that it reports no intervals.
 pub fn run(

@@ -32,6 +32,67 @@ pub fn mathis_bps(mss_bytes: f64, rtt_s: f64, loss: f64) -> f64 {
     (mss_bytes * 8.0 / rtt_s) * (1.5f64).sqrt() / loss.sqrt()
 }
 
+/// Bytes in decimal units as the seeds wrote them, with the binary figure beside.
+fn bytes(b: f64) -> String {
+    let dec = if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    };
+    if b >= 1024.0 {
+        format!("{dec} ({})", wanperf_units::fmt_bytes(b as u64))
+    } else {
+        dec
+    }
+}
+
+fn ms(s: f64) -> String {
+    format!("{:.1} ms", s * 1000.0)
+}
+
+/// `calc bdp`'s sentence.
+pub fn explain_bdp(rate_bps: f64, rtt_s: f64, mss: f64) -> String {
+    let b = bdp_bytes(rate_bps, rtt_s);
+    format!(
+        "BDP at {} × {}: {} ≈ {:.0} packets of {mss:.0} B; a window (and socket buffer) of at least this keeps the path full",
+        wanperf_units::fmt_rate(rate_bps),
+        ms(rtt_s),
+        bytes(b),
+        packets(b, mss)
+    )
+}
+
+/// `calc queue`'s sentence: `delay_s` of queue at `rate_bps` is `queue_bytes`.
+pub fn explain_queue(delay_s: f64, rate_bps: f64, queue_bytes: f64, mss: f64) -> String {
+    format!(
+        "{} of queue at {} ≈ {} ≈ {:.0} packets of {mss:.0} B",
+        ms(delay_s),
+        wanperf_units::fmt_rate(rate_bps),
+        bytes(queue_bytes),
+        packets(queue_bytes, mss)
+    )
+}
+
+/// `calc window`'s sentence.
+pub fn explain_window(window_bytes: f64, rtt_s: f64) -> String {
+    let r = window_rate_bps(window_bytes, rtt_s);
+    format!("a {} window at {} RTT allows at most {}", bytes(window_bytes), ms(rtt_s), wanperf_units::fmt_rate(r))
+}
+
+/// `calc mathis`'s sentence.
+pub fn explain_mathis(mss: f64, rtt_s: f64, loss: f64) -> String {
+    format!(
+        "Mathis bound for MSS {mss:.0} B, RTT {}, loss {:.4} %: {} per stream",
+        ms(rtt_s),
+        loss * 100.0,
+        wanperf_units::fmt_rate(mathis_bps(mss, rtt_s, loss))
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +108,16 @@ mod tests {
         assert!((window_rate_bps(65_536.0, 0.166) - 3_158_361.4).abs() < 1.0);
         // 1460 B, 100 ms, 1e-4 loss: 1460·8/0.1 × 1.2247/0.01 ≈ 14.3 Mbit/s.
         assert!((mathis_bps(1460.0, 0.1, 1e-4) - 14_305_369.0).abs() < 1_000.0);
+    }
+
+    #[test]
+    fn the_sentences_state_the_numbers_with_their_units() {
+        // Seed 000: 100 ms of queue at 25 Mbit/s is about 300 kB.
+        let q = explain_queue(0.1, 25e6, queue_bytes(0.1, 25e6), 1460.0);
+        assert_eq!(q, "100.0 ms of queue at 25.0 Mbit/s ≈ 312.5 kB (305 KiB) ≈ 214 packets of 1460 B");
+        let w = explain_window(65536.0, 0.166);
+        assert_eq!(w, "a 65.5 kB (64.0 KiB) window at 166.0 ms RTT allows at most 3.16 Mbit/s");
+        assert!(explain_bdp(1e9, 0.17, 1448.0).contains("21.25 MB"));
+        assert!(explain_mathis(1448.0, 0.1, 0.001).contains("loss 0.1000 %"));
     }
 }

@@ -4,7 +4,7 @@ use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use std::process::ExitCode;
-use wanperf_proto::units::{fmt_bytes, fmt_rate, parse_rate, parse_size};
+use wanperf_proto::units::{parse_rate, parse_size};
 use wanperf_stats::calc;
 
 /// `wanperf calc` subcommands.
@@ -110,41 +110,13 @@ fn mss(m: f64) -> Result<f64> {
     Ok(m)
 }
 
-/// Bytes in decimal units as the seeds wrote them, with the binary figure beside.
-fn bytes(b: f64) -> String {
-    let dec = if b >= 1e9 {
-        format!("{:.2} GB", b / 1e9)
-    } else if b >= 1e6 {
-        format!("{:.2} MB", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.1} kB", b / 1e3)
-    } else {
-        format!("{b:.0} B")
-    };
-    if b >= 1024.0 {
-        format!("{dec} ({})", fmt_bytes(b as u64))
-    } else {
-        dec
-    }
-}
-
-fn ms(s: f64) -> String {
-    format!("{:.1} ms", s * 1000.0)
-}
-
 /// Runs `wanperf calc`.
 pub fn run(c: CalcCmd) -> Result<ExitCode> {
     let (json_out, text, v) = match c {
         CalcCmd::Bdp(a) => {
             let (r, t, m) = (rate(&a.rate)?, crate::args::positive_secs("--rtt", &a.rtt)?, mss(a.mss)?);
             let b = calc::bdp_bytes(r, t);
-            let text = format!(
-                "BDP at {} × {}: {} ≈ {:.0} packets of {m:.0} B; a window (and socket buffer) of at least this keeps the path full",
-                fmt_rate(r),
-                ms(t),
-                bytes(b),
-                calc::packets(b, m)
-            );
+            let text = calc::explain_bdp(r, t, m);
             (a.json, text, json!({"rate_bps": r, "rtt_s": t, "bdp_bytes": b, "packets": calc::packets(b, m)}))
         }
         CalcCmd::Queue(a) => {
@@ -166,13 +138,7 @@ pub fn run(c: CalcCmd) -> Result<ExitCode> {
                 }
                 (None, None) => bail!("give --delay or --queue"),
             };
-            let text = format!(
-                "{} of queue at {} ≈ {} ≈ {:.0} packets of {m:.0} B",
-                ms(delay),
-                fmt_rate(r),
-                bytes(qb),
-                calc::packets(qb, m)
-            );
+            let text = calc::explain_queue(delay, r, qb, m);
             (a.json, text, json!({"rate_bps": r, "delay_s": delay, "queue_bytes": qb, "packets": calc::packets(qb, m)}))
         }
         CalcCmd::Window(a) => {
@@ -182,7 +148,7 @@ pub fn run(c: CalcCmd) -> Result<ExitCode> {
             }
             let t = crate::args::positive_secs("--rtt", &a.rtt)?;
             let r = calc::window_rate_bps(w, t);
-            let text = format!("a {} window at {} RTT allows at most {}", bytes(w), ms(t), fmt_rate(r));
+            let text = calc::explain_window(w, t);
             (a.json, text, json!({"window_bytes": w, "rtt_s": t, "max_rate_bps": r}))
         }
         CalcCmd::Mathis(a) => {
@@ -197,12 +163,7 @@ pub fn run(c: CalcCmd) -> Result<ExitCode> {
                 bail!("--loss must be between 0 and 1 (exclusive)");
             }
             let r = calc::mathis_bps(m, t, p);
-            let text = format!(
-                "Mathis bound for MSS {m:.0} B, RTT {}, loss {:.4} %: {} per stream",
-                ms(t),
-                p * 100.0,
-                fmt_rate(r)
-            );
+            let text = calc::explain_mathis(m, t, p);
             (a.json, text, json!({"mss_bytes": m, "rtt_s": t, "loss": p, "rate_bps": r}))
         }
     };

@@ -164,13 +164,10 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
     }
     if let Some(s) = store.as_mut() {
         let complete = !INTERRUPTED.load(Ordering::Acquire);
-        let failure = if !complete {
-            Some("interrupted".to_string())
-        } else if report.capacity.is_none() {
-            Some("no capacity estimate (too few trains arrived whole)".to_string())
-        } else {
-            None
-        };
+        let failure = crate::keep::failure(
+            complete,
+            report.capacity.is_none().then_some("no capacity estimate (too few trains arrived whole)"),
+        );
         let params = [
             ("host", serde_json::json!(a.host)),
             ("address", serde_json::json!(dst.ip().to_string())),

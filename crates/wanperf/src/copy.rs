@@ -157,7 +157,7 @@ pub fn copy(a: CopyArgs) -> Result<ExitCode> {
         timeout: Duration::from_secs_f64(a.timeout),
         drop_every: None,
         software: crate::software(),
-        key: crate::keys::client_key(a.key.as_deref())?,
+        key: wanperf_engine::keys::client_key(a.key.as_deref())?,
     };
     let mut store = a.save.open()?;
     let mut table;

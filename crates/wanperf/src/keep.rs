@@ -54,6 +54,15 @@ fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
 
+/// Why a measurement to save failed: interrupted, or what it `missed`; `None`: it succeeded.
+pub fn failure(complete: bool, missed: Option<&str>) -> Option<String> {
+    if complete {
+        missed.map(str::to_string)
+    } else {
+        Some("interrupted".to_string())
+    }
+}
+
 /// Stores a measurement of one cell made outside a study (`trace`, `capacity`) begun at
 /// `started` (see [`wanperf_archive::save::measurement`]) and says where; returns the run's id.
 pub fn save_measurement(

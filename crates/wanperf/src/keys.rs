@@ -2,11 +2,9 @@
 
 use anyhow::Result;
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use wanperf_engine::keys::{self, default_key_path};
-use wanperf_proto::auth::{AuthorizedKeys, PrivateKey};
 
 /// `wanperf keygen`.
 #[derive(Args, Debug)]
@@ -57,14 +55,4 @@ pub fn keygen(a: KeygenArgs) -> Result<ExitCode> {
         outln!("add that line to the server's --authorized-keys file");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The client's key: `--key` (or `$WANPERF_KEY`), else the default key when it exists.
-pub fn client_key(given: Option<&Path>) -> Result<Option<Arc<PrivateKey>>> {
-    Ok(keys::client_key(given)?)
-}
-
-/// Reads `--authorized-keys` (see [`keys::load_authorized_keys`]).
-pub fn load_authorized_keys(path: &Path) -> Result<Arc<AuthorizedKeys>> {
-    Ok(keys::load_authorized_keys(path)?)
 }

@@ -43,10 +43,3 @@ pub fn software() -> String {
 
 /// Set by SIGINT/SIGTERM; every command polls it.
 pub use wanperf_sys::INTERRUPTED;
-
-pub use wanperf_sys::{sleep_unless_interrupted, stop_on_interrupt};
-
-/// SIGINT and SIGTERM set [`INTERRUPTED`] instead of ending the process.
-pub fn install_signal_handlers() {
-    wanperf_sys::catch_interrupts();
-}

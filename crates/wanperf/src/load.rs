@@ -133,7 +133,7 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
     let streams = list(&a.streams, "streams", parse_streams)?;
     let windows = list(&a.window, "window", parse_window)?;
     // Read once, before anything runs (a bad key file fails at once).
-    let key = if a.iperf3 { None } else { crate::keys::client_key(a.key.as_deref())? };
+    let key = if a.iperf3 { None } else { wanperf_engine::keys::client_key(a.key.as_deref())? };
     let load_s = crate::args::positive_secs("--load-time", &a.load_time)?;
     if a.iperf3 && (load_s.fract() != 0.0 || load_s < 1.0) {
         bail!("--load-time must be whole seconds with --iperf3 (iperf3 servers take integers), got {load_s} s");

@@ -4,10 +4,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use wanperf::{
-    calc, capacity, copy, flows, install_signal_handlers, keep, keys, load, mesh, net, output, path, ping, study, tput,
-    trace, util,
-};
+use wanperf::{calc, capacity, copy, flows, keep, keys, load, mesh, net, output, path, ping, study, tput, trace, util};
 
 /// End-to-end network performance: measure what a path can carry and what limits it.
 ///
@@ -148,7 +145,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    install_signal_handlers();
+    // SIGINT and SIGTERM set INTERRUPTED instead of ending the process.
+    wanperf_sys::catch_interrupts();
     let result = match cli.command {
         Command::Serve(a) => tput::serve(a),
         Command::Agent(a) => mesh::agent(a),

@@ -147,14 +147,10 @@ pub enum MeshCmd {
     },
 }
 
-fn logger(json: bool) -> wanperf_monitor::Log {
-    crate::output::stderr_log(json)
-}
-
 /// A flag set by SIGINT/SIGTERM, for daemons that take an `Arc<AtomicBool>`.
 fn stop_flag() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
-    drop(crate::stop_on_interrupt(stop.clone()));
+    drop(wanperf_sys::stop_on_interrupt(stop.clone()));
     stop
 }
 
@@ -196,7 +192,7 @@ pub fn agent(a: AgentArgs) -> Result<ExitCode> {
         poll_every: Duration::from_secs_f64(a.poll),
         clock_error_ms: a.clock_error,
     };
-    let log = logger(a.json);
+    let log = crate::output::stderr_log(a.json);
     let stop = stop_flag();
     let name = a.name.clone();
     wanperf_monitor::agent::run(cfg, stop, |addr| eprintln!("wanperf agent {name} listening on {addr}"), log)
@@ -230,7 +226,7 @@ pub fn central(a: CentralArgs) -> Result<ExitCode> {
         cfg,
         stop,
         |addr| eprintln!("wanperf central listening on http://{addr}/ (archive {db})"),
-        logger(a.json),
+        crate::output::stderr_log(a.json),
     )
     .map_err(|e| anyhow!("{e}"))?;
     Ok(ExitCode::SUCCESS)

@@ -3,7 +3,7 @@
 use crate::args::size;
 use crate::output::{JsonSink, TableSink};
 use crate::{software, INTERRUPTED};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use ipnet::IpNet;
 use std::net::SocketAddr;
@@ -223,7 +223,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     if a.iperf3_port.is_some() && a.authorized_keys.is_some() {
         bail!("--iperf3-port cannot be combined with --authorized-keys: iperf3 clients cannot prove a wanperf key");
     }
-    let auth = a.authorized_keys.as_deref().map(crate::keys::load_authorized_keys).transpose()?;
+    let auth = a.authorized_keys.as_deref().map(wanperf_engine::keys::load_authorized_keys).transpose()?;
     if let Some(r) = &a.root {
         if !r.is_dir() {
             bail!("--root {}: not a directory", r.display());
@@ -252,7 +252,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     };
     let log: wanperf_engine::server::Log = crate::output::stderr_log(a.json);
     let stop = Arc::new(AtomicBool::new(false));
-    let watcher = crate::stop_on_interrupt(stop.clone());
+    let watcher = wanperf_sys::stop_on_interrupt(stop.clone());
     let run = wanperf_engine::daemon::run(a.listen, a.iperf3_port, a.root.as_deref(), cfg, stop.clone(), log);
     stop.store(true, Ordering::Release);
     let _ = watcher.join();
@@ -316,7 +316,7 @@ pub fn tput(a: TputArgs) -> Result<ExitCode> {
         timeout: Duration::from_secs_f64(a.timeout),
         drop_every: a.udp_drop_every,
         software: software(),
-        key: if a.iperf3 { None } else { crate::keys::client_key(a.key.as_deref())? },
+        key: if a.iperf3 { None } else { wanperf_engine::keys::client_key(a.key.as_deref())? },
     };
     let mut store = a.save.open()?;
     let mut table;
@@ -350,18 +350,10 @@ pub fn tput(a: TputArgs) -> Result<ExitCode> {
 
 /// iperf3 credentials from --username, $IPERF3_PASSWORD and --rsa-public-key-path.
 fn iperf3_credentials(a: &TputArgs) -> Result<Option<wanperf_engine::iperf3_client::Iperf3Auth>> {
-    use wanperf_iperf3::auth::{self, Padding};
+    use wanperf_iperf3::auth::Padding;
     let (Some(user), Some(path)) = (&a.username, &a.rsa_public_key_path) else {
         return Ok(None);
     };
-    let password = std::env::var("IPERF3_PASSWORD")
-        .map_err(|_| anyhow::anyhow!("--username needs the password in $IPERF3_PASSWORD (as iperf3 reads it)"))?;
-    let pem = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let key = auth::public_key(&pem).with_context(|| format!("{}", path.display()))?;
-    let padding = match a.rsa_padding.as_deref() {
-        Some("pkcs1") => Some(Padding::Pkcs1),
-        Some(_) => Some(Padding::Oaep),
-        None => None,
-    };
-    Ok(Some(wanperf_engine::iperf3_client::Iperf3Auth { user: user.clone(), password, key, padding }))
+    let padding = a.rsa_padding.as_deref().map(|p| if p == "pkcs1" { Padding::Pkcs1 } else { Padding::Oaep });
+    Ok(Some(wanperf_engine::iperf3_client::Iperf3Auth::load(user, path, padding)?))
 }

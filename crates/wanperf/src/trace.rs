@@ -201,13 +201,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
     }
     if let Some(s) = store.as_mut() {
         let complete = !INTERRUPTED.load(Ordering::Acquire);
-        let failure = if !complete {
-            Some("interrupted".to_string())
-        } else if !report.reached {
-            Some("the destination did not answer".to_string())
-        } else {
-            None
-        };
+        let failure = crate::keep::failure(complete, (!report.reached).then_some("the destination did not answer"));
         let params = [
             ("host", serde_json::json!(a.host)),
             ("address", serde_json::json!(dst.to_string())),
