@@ -44,7 +44,14 @@ pub enum Selector {
     Dscp(u8),
     /// Packets from or to this TCP/UDP port.
     Port(u16),
+    /// The measurement's own traffic (`port=test`): packets from or to the ports a wanperf
+    /// measurement uses by default ([`TEST_PORTS`]: `wanperf serve`'s, and iperf3's for
+    /// `--iperf3` studies), so a reservation polices the test as seed 002's did the thrulay flow.
+    Test,
 }
+
+/// The ports `port=test` selects: `wanperf serve`'s (5301) and iperf3's (5201).
+pub const TEST_PORTS: [u16; 2] = [5301, 5201];
 
 impl Selector {
     /// Whether a packet matches.
@@ -52,20 +59,31 @@ impl Selector {
         match *self {
             Selector::Dscp(d) => h.dscp == d,
             Selector::Port(p) => h.src_port == p || h.dst_port == p,
+            Selector::Test => TEST_PORTS.iter().any(|&p| h.src_port == p || h.dst_port == p),
         }
     }
 
-    /// Parses `dscp=N` or `port=N`.
+    /// As the option is written (`dscp=46`, `port=5011`, `port=test`).
+    pub fn describe(&self) -> String {
+        match self {
+            Selector::Dscp(d) => format!("dscp={d}"),
+            Selector::Port(p) => format!("port={p}"),
+            Selector::Test => "port=test".into(),
+        }
+    }
+
+    /// Parses `dscp=N`, `port=N` or `port=test`.
     pub fn parse(option: &'static str, s: &str) -> Result<Selector, ConfigError> {
         match s.split_once('=') {
             Some(("dscp", v)) => match v.parse::<u8>() {
                 Ok(d) if d <= 63 => Ok(Selector::Dscp(d)),
                 _ => Err(bad(option, format!("`{v}` is not a DSCP (0..=63)"))),
             },
-            Some(("port", v)) => {
-                v.parse::<u16>().map(Selector::Port).map_err(|_| bad(option, format!("`{v}` is not a port")))
-            }
-            _ => Err(bad(option, format!("`{s}` is not dscp=N or port=N"))),
+            Some(("port", "test")) => Ok(Selector::Test),
+            Some(("port", v)) => v.parse::<u16>().map(Selector::Port).map_err(|_| {
+                bad(option, format!("`{v}` is not a port (a number, or `test` for the measurement's own)"))
+            }),
+            _ => Err(bad(option, format!("`{s}` is not dscp=N, port=N or port=test"))),
         }
     }
 }
@@ -328,12 +346,12 @@ pub struct PolicerConfig {
 }
 
 impl PolicerConfig {
-    /// Parses `RATE,BURST[,dscp=N|port=N][,action=drop|remark]`, e.g. `10M,1M,dscp=46`.
+    /// Parses `RATE,BURST[,dscp=N|port=N|port=test][,action=drop|remark]`, e.g. `10M,1M,dscp=46`.
     pub fn parse(s: &str) -> Result<PolicerConfig, ConfigError> {
         const O: &str = "--policer";
         let parts: Vec<&str> = s.split(',').map(str::trim).collect();
         if parts.len() < 2 {
-            return Err(bad(O, format!("`{s}` is not RATE,BURST[,dscp=N|port=N][,action=drop|remark]")));
+            return Err(bad(O, format!("`{s}` is not RATE,BURST[,dscp=N|port=N|port=test][,action=drop|remark]")));
         }
         let rate_bps = parse_rate(parts[0]).map_err(|e| bad(O, e.to_string()))?;
         if rate_bps == 0 {

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod acted;
 pub mod config;
 pub mod fabric;
 pub mod fq;

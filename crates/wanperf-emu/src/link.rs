@@ -61,6 +61,10 @@ pub struct ClassCounters {
     pub queue_drops: u64,
     /// Dropped by CoDel.
     pub aqm_drops: u64,
+    /// Packets the policer decided on (its selector matched them): kept, dropped or
+    /// re-marked. Zero with a policer configured means it never acted.
+    #[serde(default)]
+    pub policed: u64,
     /// Dropped by the policer.
     pub policer_drops: u64,
     /// Re-marked by the policer into the scavenger class.
@@ -193,6 +197,7 @@ impl<P> Link<P> {
         let mut remarked = false;
         if let Some(pol) = self.cfg.policer {
             if pol.selector.is_none_or(|s| s.matches(&h)) {
+                self.counters[class].policed += u64::from(segs);
                 let dt = now.saturating_sub(self.tokens_at) as f64 / 1e9;
                 self.tokens = (self.tokens + dt * pol.rate_bps as f64 / 8.0).min(pol.burst_bytes as f64);
                 self.tokens_at = now;

@@ -137,7 +137,8 @@ impl LinkOptions {
                 LossModel::bernoulli(p).map_err(|e| OptionError(e.to_string().replacen("--loss", "--loss-down", 1)))?;
         }
         if let Some(p) = &self.policer {
-            cfg.up.policer = Some(PolicerConfig::parse(p)?);
+            // `none` takes a preset's policer off (a study's sweep can compare the two).
+            cfg.up.policer = if p == "none" { None } else { Some(PolicerConfig::parse(p)?) };
         }
         for s in &self.priority {
             let sel = Selector::parse("--priority", s)?;
@@ -166,5 +167,21 @@ impl LinkOptions {
             cfg.host_nice = n;
         }
         Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oscars_preset_polices_the_test_and_none_takes_it_off() {
+        let preset = LinkOptions { preset: Some("slac-cern-2005-oscars1".into()), ..Default::default() };
+        let p = preset.config().unwrap().up.policer.expect("the reservation");
+        assert_eq!((p.rate_bps, p.selector), (1_000_000, Some(crate::config::Selector::Test)));
+        let off = LinkOptions { policer: Some("none".into()), ..preset };
+        assert_eq!(off.config().unwrap().up.policer, None);
+        let bad = LinkOptions { policer: Some("1M,1M,port=tset".into()), ..Default::default() };
+        assert!(bad.config().unwrap_err().to_string().contains("or `test` for the measurement's own"));
     }
 }

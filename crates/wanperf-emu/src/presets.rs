@@ -27,7 +27,8 @@ pub fn all() -> Vec<Preset> {
     let oscars = |rate| PolicerConfig {
         rate_bps: rate,
         burst_bytes: 1 << 20,
-        selector: Some(Selector::Port(5011)),
+        // The reservation polices the measurement itself (seed 002: the thrulay flow).
+        selector: Some(Selector::Test),
         action: PolicerAction::Drop,
     };
     vec![
@@ -51,7 +52,7 @@ pub fn all() -> Vec<Preset> {
         },
         Preset {
             name: "slac-cern-2005-oscars10",
-            source: "seed 002: SLAC→CERN RTT ≈ 170 ms; OSCARS reservation of 10 Mbit/s to port 5011, burst-size-limit 1 MB, excess dropped",
+            source: "seed 002: SLAC→CERN RTT ≈ 170 ms; OSCARS reservation of 10 Mbit/s, burst-size-limit 1 MB, excess dropped, on the measurement's own traffic (port=test; the seed's was thrulay on port 5011)",
             rtt_ms: 170,
             rate_bps: 1_000_000_000,
             queue_bytes: 10_000_000,

@@ -184,11 +184,7 @@ pub fn all() -> Vec<NetPreset> {
             p.queue_bytes
         );
         if let Some(pol) = &c.up.policer {
-            let sel = match pol.selector {
-                Some(wanperf_emu::config::Selector::Port(n)) => format!(",port={n}"),
-                Some(wanperf_emu::config::Selector::Dscp(n)) => format!(",dscp={n}"),
-                None => String::new(),
-            };
+            let sel = pol.selector.map(|s| format!(",{}", s.describe())).unwrap_or_default();
             let action = if pol.action == wanperf_emu::config::PolicerAction::Remark { ",action=remark" } else { "" };
             link.push_str(&format!("policer_ab = \"{},{}B{sel}{action}\"\n", pol.rate_bps, pol.burst_bytes));
         }

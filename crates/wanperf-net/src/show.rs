@@ -170,8 +170,9 @@ pub fn print_stats(
 ) {
     if json_out {
         let behind = wanperf_emu::fabric::fell_behind(stats);
-        let _ =
-            writeln!(out, "{}", json!({"event": "net_stats", "links": stats, "export": export, "fell_behind": behind}));
+        let not_acted = links_not_acted(t, stats);
+        let v = json!({"event": "net_stats", "links": stats, "export": export, "fell_behind": behind, "not_acted": not_acted});
+        let _ = writeln!(out, "{v}");
         return;
     }
     if let (Some(e), Some(cfg)) = (export, &t.export) {
@@ -205,6 +206,7 @@ pub fn print_stats(
             }
         }
     }
+    print_not_acted(&links_not_acted(t, stats), false, out);
     if let Some(b) = wanperf_emu::fabric::fell_behind(stats) {
         if let Some(l) = t.links.iter().find(|l| l.name == b.link) {
             let (a, z) = (&t.nodes[l.a].name, &t.nodes[l.b].name);
@@ -273,4 +275,29 @@ pub fn print_routes(t: &Topology, p: &Plan, out: &mut dyn Write) {
             );
         }
     }
+}
+
+/// What a path's or network's configuration never did (see `wanperf_emu::acted`), as warnings.
+pub fn print_not_acted(lines: &[String], json: bool, out: &mut dyn Write) {
+    if lines.is_empty() {
+        return;
+    }
+    if json {
+        let _ = writeln!(out, "{}", json!({"event": "not_acted", "elements": lines}));
+    } else {
+        for l in lines {
+            let _ = writeln!(out, "warning: {l}");
+        }
+    }
+}
+
+/// What each link's configuration in `t` never did, over the links' counters.
+pub fn links_not_acted(t: &Topology, stats: &[LinkStats]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (l, s) in t.links.iter().zip(stats) {
+        let (a, b) = (&t.nodes[l.a].name, &t.nodes[l.b].name);
+        let names = [format!("link {} {a} → {b}", l.name), format!("link {} {b} → {a}", l.name)];
+        out.extend(wanperf_emu::acted::idle_both((&l.ab, &l.ba), (&s.ab, &s.ba), [&names[0], &names[1]]));
+    }
+    out
 }

@@ -82,6 +82,8 @@ th{background:#f6f8fa}td.l,th.l{text-align:left}td.w{text-align:left;white-space
 .wide{overflow-x:auto}
 pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:.85em}
 .bad{color:#b42318}
+section.warn{border:2px solid #b42318;border-radius:6px;padding:0 .8em .6em;margin-top:1em;background:#fff5f5}
+section.warn h2{color:#b42318;border:0;margin-top:.6em}
 ";
 
 /// Sets `data-figures="<figures with a non-empty box>/<figures>"` on the body once laid out.
@@ -115,6 +117,7 @@ pub fn report(data: &RunData) -> Report {
     h += "<nav><a href=\"#findings\">Findings</a><a href=\"#figures\">Figures</a><a href=\"#tables\">Tables</a>\
           <a href=\"#analysis\">Analysis</a><a href=\"#failures\">Failures</a><a href=\"#study\">Study</a>\
           <a href=\"#hosts\">Hosts</a></nav>\n";
+    h += &tables::not_acted(&v);
 
     let (figs, skipped) = figures_sections(&mut h, items);
     h += &tables::statistics(&v);

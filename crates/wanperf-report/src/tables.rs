@@ -592,6 +592,43 @@ pub fn failures(v: &View) -> String {
     h + "</section>\n"
 }
 
+/// The configured elements (policer, priority class, random loss) that never acted in a cell,
+/// from the emulator's counters (`emulator.idle`): shown first, because those cells did not
+/// measure the path that was configured. Empty when every element acted.
+pub fn not_acted(v: &View) -> String {
+    let cells: Vec<_> = v
+        .data
+        .cells
+        .iter()
+        .filter_map(|c| {
+            let idle = c.cell.emulator.as_ref()?["idle"].as_array()?;
+            (!idle.is_empty()).then_some((c, idle))
+        })
+        .collect();
+    if cells.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from(
+        "<section id=\"not-acted\" class=\"warn\"><h2>Configured but never acted</h2>\n\
+         <p>In these cells part of the configured path saw none of the traffic: what they measured \
+         is the path without it.</p>\n<table>\n<tr><th>cell</th><th>repeat</th>\
+         <th class=\"l\">parameters</th><th class=\"l\">what did not act</th></tr>\n",
+    );
+    for (c, idle) in cells {
+        let params = c.cell.params.iter().map(|(k, v)| crate::fmt::param(k, v)).collect::<Vec<_>>().join(", ");
+        let what: Vec<String> = idle.iter().filter_map(|x| x.as_str()).map(esc).collect();
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td>{}<td class=\"w\">{}</td></tr>",
+            c.cell.index,
+            c.cell.repeat,
+            tdl(&params),
+            what.join("<br>")
+        );
+    }
+    h + "</table>\n</section>\n"
+}
+
 fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }

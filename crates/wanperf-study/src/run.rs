@@ -92,6 +92,7 @@ pub fn execute(
     let bar = progress(cells.len(), done.len(), study, &todo, env.flags);
     let exe = std::env::current_exe().context("cannot find the wanperf executable")?;
     let mut failures = 0usize;
+    let mut not_acting_cells = 0usize;
     let mut stored = done.len();
     let mut stopped = false;
     for (i, cell) in todo.iter().enumerate() {
@@ -114,7 +115,8 @@ pub fn execute(
         if json {
             (env.say)(
                 &json!({"event": "cell", "run": run_id, "index": rec.index, "repeat": rec.repeat,
-                "params": rec.params, "ok": rec.ok, "failure": rec.failure, "summary": rec.summary})
+                "params": rec.params, "ok": rec.ok, "failure": rec.failure, "summary": rec.summary,
+                "not_acted": not_acted(&rec)})
                 .to_string(),
             );
         }
@@ -122,6 +124,19 @@ pub fn execute(
             b.inc(1);
             if let Some(f) = &rec.failure {
                 b.println(format!("cell {} failed: {f}", describe(cell)));
+            }
+        }
+        // Said where the user reads it, whatever the output: the cell did not measure the path
+        // that was configured.
+        let idle = not_acted(&rec);
+        if !idle.is_empty() {
+            not_acting_cells += 1;
+        }
+        for l in idle {
+            let line = format!("warning: cell {}: {l}", describe(cell));
+            match &bar {
+                Some(b) => b.println(line),
+                None => eprintln!("{line}"),
             }
         }
         if i + 1 < todo.len() && study.pause_s > 0.0 {
@@ -149,6 +164,11 @@ pub fn execute(
             Kind::Tput | Kind::Ping | Kind::Load => crate::headline::measured(study, &aggs),
         };
         lines.iter().for_each(|l| (env.say)(l));
+        if not_acting_cells > 0 {
+            (env.say)(&format!(
+                "{not_acting_cells} cell(s) ran on a path part of whose configuration never acted (warnings above; the report lists them)"
+            ));
+        }
     }
     Ok(Outcome { run_id, complete, stored, planned: cells.len(), failures })
 }
@@ -374,7 +394,10 @@ fn cell_on_path(
     });
     stop_child(&mut server);
     let stats = path.stop();
-    let emulator = json!({"config": cfg, "stats": stats});
+    // What the configuration did not do: a policer, class or loss that never acted.
+    let dirs = ["left → right", "right → left"];
+    let idle = wanperf_emu::acted::idle_both((&cfg.up, &cfg.down), (&stats.up, &stats.down), dirs);
+    let emulator = json!({"config": cfg, "stats": stats, "idle": idle});
     result.map(|m| (m, Some(emulator)))
 }
 
@@ -426,4 +449,10 @@ fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
             _ => {}
         }
     }
+}
+
+/// The sentences of a cell's emulator that say what of its configuration never acted.
+fn not_acted(rec: &CellRecord) -> Vec<String> {
+    let idle = rec.emulator.as_ref().and_then(|e| e["idle"].as_array());
+    idle.into_iter().flatten().filter_map(|l| l.as_str().map(str::to_string)).collect()
 }

@@ -100,10 +100,11 @@ pub struct LinkArgs {
     /// Gilbert-Elliott loss in each direction: ge:p,r[,h,k].
     #[arg(long, value_name = "MODEL")]
     loss_model: Option<String>,
-    /// Token-bucket policer left → right: RATE,BURST[,dscp=N|port=N][,action=drop|remark].
+    /// Token-bucket policer left → right: RATE,BURST[,dscp=N|port=N|port=test][,action=drop|remark]
+    /// (port=test: the measurement's own traffic, ports 5301 and 5201; none: a preset's off).
     #[arg(long, value_name = "SPEC")]
     policer: Option<String>,
-    /// Serve these packets first at the bottleneck (dscp=N or port=N; repeatable).
+    /// Serve these packets first at the bottleneck (dscp=N, port=N or port=test; repeatable).
     #[arg(long, value_name = "SELECTOR")]
     priority: Vec<String>,
     /// Transmit queue length of both hosts' interfaces.
@@ -210,6 +211,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let (stats, export) = path.finish();
     print_path_stats(&stats, a.json, &mut std::io::stderr());
     print_export(export.as_ref(), a.json, &mut std::io::stderr());
+    let dirs = ["left → right", "right → left"];
+    let idle = wanperf_emu::acted::idle_both((&cfg.up, &cfg.down), (&stats.up, &stats.down), dirs);
+    wanperf_net::show::print_not_acted(&idle, a.json, &mut std::io::stderr());
     let status = status?;
     Ok(status.map_or(ExitCode::from(130), |st| exit_code(&st)))
 }

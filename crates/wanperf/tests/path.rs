@@ -26,6 +26,47 @@ fn ping_rtt_equals_configured_rtt() {
     }
 }
 
+/// Pings carry no ports: a policer on a port and a priority class on a DSCP the pings do not
+/// use never act, and `path run` says so after its counters (text, and a `not_acted` record
+/// with --json); a policer that matches everything acts and nothing is said.
+#[test]
+fn elements_that_never_acted_are_named_after_the_counters() {
+    let _serial = serial();
+    if !paths_available() || !have("ping") {
+        return;
+    }
+    let ping = ["--", "ping", "-c", "5", "-i", "0.05", "198.18.0.2"];
+    let args = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut v = vec!["path", "run", "--rtt", "10ms", "--policer", "1M,64k,port=5011", "--priority", "dscp=46"];
+        v.extend_from_slice(extra);
+        v.extend_from_slice(&ping);
+        v
+    };
+    let out = run(&args(&[]), Duration::from_secs(30));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning: left → right: its policer (1.00 Mbit/s, burst 64.0 KiB, port=5011) matched none of the"),
+        "{err}"
+    );
+    assert!(err.contains("warning: left → right: its priority class (dscp=46) matched none"), "{err}");
+    assert!(err.contains("warning: right → left: its priority class (dscp=46) matched none"), "{err}");
+    let out = run(&args(&["--json"]), Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let rec: Value = err
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "not_acted")
+        .unwrap_or_else(|| panic!("no not_acted record: {err}"));
+    assert_eq!(rec["elements"].as_array().unwrap().len(), 3, "{rec}");
+    let out = run(
+        &["path", "run", "--rtt", "10ms", "--policer", "1M,64k", "--", "ping", "-c", "3", "-i", "0.05", "198.18.0.2"],
+        Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("never acted") && !err.contains("matched none"), "{err}");
+}
+
 #[test]
 fn iperf3_reaches_the_configured_rate() {
     if !paths_available() || !have("iperf3") {

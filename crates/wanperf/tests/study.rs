@@ -256,6 +256,72 @@ queue = ["50kB", "300kB"]
     assert!(added[0] < added[1] / 2.0, "{added:?}");
 }
 
+/// The rule this round adds: a study on seed 002's 1 Mbit/s OSCARS reservation polices the
+/// test itself (its goodput within the token bucket's bound), `policer = "none"` lifts the
+/// bound to the path's, and a policer that matches none of the test's packets (thrulay's port
+/// 5011, as the preset once had it) is said to have never acted — per cell while the study
+/// runs, in the stored cell and at the top of the report — instead of storing an unpoliced
+/// goodput as the reservation's.
+#[test]
+fn a_policer_that_never_acted_is_said_and_the_test_is_policed_by_port_test() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("oscars");
+    let db = d.join("a.sqlite").display().to_string();
+    let file = write(
+        &d,
+        "s.toml",
+        r#"name = "oscars-policer"
+[path]
+preset = "slac-cern-2005-oscars1"
+rtt = "40ms"
+[measure]
+kind = "tput"
+duration = "4s"
+streams = 2
+[sweep]
+policer = ["1M,1MB,port=test", "none", "1M,1MB,port=5011"]
+"#,
+    );
+    let out = run(&["study", "run", &file, "--db", &db, "--json"], Duration::from_secs(120));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let warnings = stderr(&out);
+    let cells: Vec<Value> = records(&out).into_iter().filter(|r| r["event"] == "cell").collect();
+    assert_eq!(cells.len(), 3);
+    let goodput: Vec<f64> = cells.iter().map(|c| f(&c["summary"]["throughput_bps"])).collect();
+    // A token bucket of 1 Mbit/s and 1 MiB passes at most burst + rate × t in t seconds.
+    let bound = (8.0 * 1_048_576.0 + 1e6 * 4.0) / 4.0;
+    assert!(goodput[0] <= bound * 1.1, "policed: {goodput:?} bit/s, bound {bound}");
+    assert!(cells[0]["not_acted"].as_array().unwrap().is_empty(), "{}", cells[0]);
+    // Off, and on a port the test does not use: the path's rate, far above the bound.
+    for c in [1, 2] {
+        assert!(goodput[c] > 3.0 * bound, "cell {c}: {goodput:?} bit/s, bound {bound}");
+    }
+    assert!(cells[1]["not_acted"].as_array().unwrap().is_empty());
+    let said = cells[2]["not_acted"].as_array().unwrap();
+    assert_eq!(said.len(), 1, "{}", cells[2]);
+    assert!(said[0].as_str().unwrap().contains("its policer (1.00 Mbit/s, burst 1.00 MiB, port=5011) matched none"));
+    assert!(warnings.contains("warning: cell policer=1M,1MB,port=5011: left → right: its policer"), "{warnings}");
+    // The stored cells carry the emulator's own counts: the policer decided on the test's
+    // packets and dropped some where it was on the test's port, none where it was not.
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let up = |i: usize, k: &str| -> f64 {
+        data["cells"][i]["emulator"]["stats"]["up"]["classes"].as_object().unwrap().values().map(|c| f(&c[k])).sum()
+    };
+    assert!(up(0, "policed") > 0.0 && up(0, "policer_drops") > 0.0);
+    assert_eq!((up(2, "policed"), up(2, "policer_drops")), (0.0, 0.0));
+    let html = d.join("r.html");
+    let out = run(&["report", "latest", "--db", &db, "-o", html.to_str().unwrap()], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let top = page.find("Configured but never acted").expect("the report says it");
+    assert!(top < page.find("id=\"figures\"").unwrap_or(usize::MAX), "before the figures");
+    assert!(page.contains("port=5011) matched none"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn imports_of_real_iperf3_and_ping_output() {
     let d = tmpdir("import");
