@@ -29,13 +29,19 @@ pub fn idle(cfg: &DirConfig, s: &DirStats) -> Vec<String> {
         let sel: Vec<String> = cfg.priority.iter().map(|s| s.describe()).collect();
         out.push(format!("its priority class ({}) matched none of the {packets} packets", sel.join(", ")));
     }
-    if let LossModel::Bernoulli(p) = cfg.loss {
-        let expected = p * packets as f64;
+    let expected = match cfg.loss {
+        LossModel::Bernoulli(p) => Some((p, p * packets as f64)),
+        // A bit error rate: about ber × 8 × bytes for the small rates links have.
+        LossModel::Ber(b) => Some((b, b * 8.0 * s.total(|c| c.bytes_in) as f64)),
+        LossModel::None | LossModel::GilbertElliott { .. } => None,
+    };
+    if let Some((p, expected)) = expected {
         if expected >= LOSS_EXPECTED_MIN && s.total(|c| c.random_losses) == 0 {
-            out.push(format!(
-                "its random loss ({:.3} %) lost none of the {packets} packets ({expected:.0} expected)",
-                p * 100.0
-            ));
+            let what = match cfg.loss {
+                LossModel::Ber(b) => format!("bit error rate {b:e}"),
+                _ => format!("{:.3} %", p * 100.0),
+            };
+            out.push(format!("its random loss ({what}) lost none of the {packets} packets ({expected:.0} expected)"));
         }
     }
     out

@@ -267,6 +267,16 @@ pub enum LossModel {
         /// Delivery probability in the good state.
         k: f64,
     },
+    /// Bit errors: each bit wrong with this probability, so a packet of L bytes is lost with
+    /// probability 1 − (1 − ber)^(8L) — big packets more often than small ones (seed 001's
+    /// large pings lost where small ones were not).
+    Ber(f64),
+}
+
+/// The probability that a packet of `len` bytes has a bit error: 1 − (1 − ber)^(8·len),
+/// computed without cancellation for the tiny rates links have.
+pub fn ber_loss(ber: f64, len: usize) -> f64 {
+    -f64::exp_m1(8.0 * len as f64 * f64::ln_1p(-ber))
 }
 
 fn prob(option: &'static str, s: &str) -> Result<f64, ConfigError> {
@@ -290,10 +300,16 @@ impl LossModel {
     }
 
     /// `--loss-model ge:p,r,h,k` (h and k default to 0 and 1: the bad state loses all, the
-    /// good state none — the simple Gilbert model).
+    /// good state none — the simple Gilbert model), or `ber:P` (bit errors, e.g. `ber:1e-7`).
     pub fn parse(s: &str) -> Result<LossModel, ConfigError> {
+        if let Some(b) = s.strip_prefix("ber:") {
+            return match b.trim().parse::<f64>() {
+                Ok(p) if p > 0.0 && p < 1e-3 => Ok(LossModel::Ber(p)),
+                _ => Err(bad("--loss-model", format!("`{b}` is not a bit error rate above 0 and below 0.001"))),
+            };
+        }
         let Some(rest) = s.strip_prefix("ge:") else {
-            return Err(bad("--loss-model", format!("`{s}` is not ge:p,r[,h,k]")));
+            return Err(bad("--loss-model", format!("`{s}` is not ge:p,r[,h,k] or ber:P")));
         };
         let parts: Vec<&str> = rest.split(',').collect();
         if !(2..=4).contains(&parts.len()) {
@@ -306,11 +322,12 @@ impl LossModel {
         Ok(LossModel::GilbertElliott { p, r, h, k })
     }
 
-    /// Long-run loss probability.
+    /// Long-run loss probability (bit errors: of a 1500-byte packet).
     pub fn mean_loss(&self) -> f64 {
         match *self {
             LossModel::None => 0.0,
             LossModel::Bernoulli(p) => p,
+            LossModel::Ber(b) => ber_loss(b, 1500),
             LossModel::GilbertElliott { p, r, h, k } => {
                 if p + r == 0.0 {
                     1.0 - k

@@ -39,6 +39,8 @@ pub struct LinkOptions {
     pub trace_up: Option<std::path::PathBuf>,
     pub trace_down: Option<std::path::PathBuf>,
     pub queue: Option<String>,
+    pub queue_up: Option<String>,
+    pub queue_down: Option<String>,
     pub aqm: Option<String>,
     pub loss: Option<String>,
     pub loss_up: Option<String>,
@@ -111,6 +113,15 @@ impl LinkOptions {
             cfg.up.queue = q;
             cfg.down.queue = q;
         }
+        // One direction's queue alone, as a net link's queue_ab / queue_ba.
+        for (q, dir, flag) in
+            [(&self.queue_up, &mut cfg.up, "--queue-up"), (&self.queue_down, &mut cfg.down, "--queue-down")]
+        {
+            if let Some(q) = q {
+                dir.queue =
+                    QueueLimit::parse(q).map_err(|e| OptionError(e.to_string().replacen("--queue", flag, 1)))?;
+            }
+        }
         if let Some(aqm) = &self.aqm {
             let aqm = Aqm::parse(aqm).map_err(|m| err!("--aqm: {m}"))?;
             cfg.up.aqm = aqm;
@@ -179,7 +190,12 @@ mod tests {
         let preset = LinkOptions { preset: Some("slac-cern-2005-oscars1".into()), ..Default::default() };
         let p = preset.config().unwrap().up.policer.expect("the reservation");
         assert_eq!((p.rate_bps, p.selector), (1_000_000, Some(crate::config::Selector::Test)));
-        let off = LinkOptions { policer: Some("none".into()), ..preset };
+        let off = LinkOptions { policer: Some("none".into()), ..preset.clone() };
+        // Queues per direction, over the preset's 10 MB both ways.
+        let q = LinkOptions { queue_up: Some("100kB".into()), ..preset }.config().unwrap();
+        assert_eq!((q.up.queue, q.down.queue), (QueueLimit::Bytes(100 * 1024), QueueLimit::Bytes(10_000_000)));
+        let bad = LinkOptions { queue_down: Some("lots".into()), ..Default::default() };
+        assert!(bad.config().unwrap_err().to_string().contains("--queue-down"), "{}", bad.config().unwrap_err());
         assert_eq!(off.config().unwrap().up.policer, None);
         let bad = LinkOptions { policer: Some("1M,1M,port=tset".into()), ..Default::default() };
         assert!(bad.config().unwrap_err().to_string().contains("or `test` for the measurement's own"));

@@ -241,28 +241,28 @@ impl MeshResult {
     /// Checks a result against the mesh as the central receives it from `agent`: the source is
     /// the agent, the test exists with this kind, the pair is one of the test's, the times are
     /// finite and in order, and an `ok` latency or throughput result carries its payload.
-    pub fn validate(&self, mesh: &Mesh, agent: &str) -> Result<(), String> {
+    pub fn validate(&self, mesh: &Mesh, agent: &str) -> Result<(), InvalidResult> {
+        let seq = self.seq;
         if self.src != agent {
-            return Err(format!("result {} is from {}, not from the agent {agent}", self.seq, self.src));
+            return Err(InvalidResult::NotFromAgent { seq, src: self.src.clone(), agent: agent.to_string() });
         }
-        let test = mesh.test(&self.test).ok_or_else(|| format!("result {}: no test `{}`", self.seq, self.test))?;
+        let test = mesh.test(&self.test).ok_or_else(|| InvalidResult::NoTest { seq, test: self.test.clone() })?;
         let kind = match test.kind {
             TestKind::Latency { .. } => ResultKind::Latency,
             TestKind::Throughput { .. } => ResultKind::Throughput,
             TestKind::Trace { .. } => ResultKind::Trace,
             TestKind::Capacity { .. } => ResultKind::Capacity,
         };
+        let (test_name, kind_name) = (self.test.clone(), test.kind.name());
         if kind != self.kind {
-            return Err(format!("result {}: test `{}` is a {} test", self.seq, self.test, test.kind.name()));
+            return Err(InvalidResult::WrongKind { seq, test: test_name, kind: kind_name });
         }
         if !mesh.group(&test.group).is_some_and(|g| g.contains_pair(&self.src, &self.dst)) {
-            return Err(format!(
-                "result {}: {}→{} is not a pair of test `{}`",
-                self.seq, self.src, self.dst, self.test
-            ));
+            let (src, dst) = (self.src.clone(), self.dst.clone());
+            return Err(InvalidResult::NotAPair { seq, src, dst, test: test_name });
         }
         if !(self.start.is_finite() && self.end.is_finite() && self.start <= self.end) {
-            return Err(format!("result {}: start and end must be times with start ≤ end", self.seq));
+            return Err(InvalidResult::Times { seq });
         }
         if self.status == RunStatus::Ok {
             let missing = match self.kind {
@@ -272,11 +272,70 @@ impl MeshResult {
                 ResultKind::Capacity => self.capacity.is_none(),
             };
             if missing {
-                return Err(format!("result {}: an ok {} result without its payload", self.seq, test.kind.name()));
+                return Err(InvalidResult::NoPayload { seq, kind: kind_name });
             }
         }
         Ok(())
     }
+}
+
+/// Why the central refuses a result an agent sent.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum InvalidResult {
+    /// Another host's result.
+    #[error("result {seq} is from {src}, not from the agent {agent}")]
+    NotFromAgent {
+        /// The result's number.
+        seq: u64,
+        /// Its source.
+        src: String,
+        /// The agent that sent it.
+        agent: String,
+    },
+    /// The mesh has no such test.
+    #[error("result {seq}: no test `{test}`")]
+    NoTest {
+        /// The result's number.
+        seq: u64,
+        /// The test it names.
+        test: String,
+    },
+    /// The test is of another kind.
+    #[error("result {seq}: test `{test}` is a {kind} test")]
+    WrongKind {
+        /// The result's number.
+        seq: u64,
+        /// The test.
+        test: String,
+        /// The test's kind.
+        kind: &'static str,
+    },
+    /// The pair is not one of the test's.
+    #[error("result {seq}: {src}→{dst} is not a pair of test `{test}`")]
+    NotAPair {
+        /// The result's number.
+        seq: u64,
+        /// Source.
+        src: String,
+        /// Destination.
+        dst: String,
+        /// The test.
+        test: String,
+    },
+    /// Start and end are not times in order.
+    #[error("result {seq}: start and end must be times with start ≤ end")]
+    Times {
+        /// The result's number.
+        seq: u64,
+    },
+    /// An ok result without its measurement.
+    #[error("result {seq}: an ok {kind} result without its payload")]
+    NoPayload {
+        /// The result's number.
+        seq: u64,
+        /// The test's kind.
+        kind: &'static str,
+    },
 }
 
 /// Why a batch's signature was refused.
@@ -485,16 +544,16 @@ mod tests {
         let mesh = parse(&crate::config::tests::example()).unwrap();
         let ok = result(1);
         assert_eq!(ok.validate(&mesh, "slac1"), Ok(()));
-        assert!(ok.validate(&mesh, "cern1").unwrap_err().contains("not from the agent"));
+        assert!(ok.validate(&mesh, "cern1").unwrap_err().to_string().contains("not from the agent"));
         let mut r = ok.clone();
         r.test = "nope".into();
-        assert!(r.validate(&mesh, "slac1").unwrap_err().contains("no test"));
+        assert!(r.validate(&mesh, "slac1").unwrap_err().to_string().contains("no test"));
         let mut r = ok.clone();
         r.kind = ResultKind::Trace;
-        assert!(r.validate(&mesh, "slac1").unwrap_err().contains("is a latency test"));
+        assert!(r.validate(&mesh, "slac1").unwrap_err().to_string().contains("is a latency test"));
         let mut r = ok.clone();
         r.dst = "cern2".into();
-        assert!(r.validate(&mesh, "slac1").unwrap_err().contains("not a pair"));
+        assert!(r.validate(&mesh, "slac1").unwrap_err().to_string().contains("not a pair"));
         let mut r = ok.clone();
         r.end = 0.0;
         assert!(r.validate(&mesh, "slac1").is_err());
@@ -507,7 +566,7 @@ mod tests {
         let mut r = ok.clone();
         (r.test, r.kind, r.dst, r.latency) = ("route".into(), ResultKind::Trace, "cern2".into(), None);
         r.src = "slac1".into();
-        assert!(r.validate(&mesh, "slac1").unwrap_err().contains("without its payload"), "{r:?}");
+        assert!(r.validate(&mesh, "slac1").unwrap_err().to_string().contains("without its payload"), "{r:?}");
         r.trace = Some(TraceResult { hops: vec![], reached: true, path_mtu: None, rounds: 1, one_way: None });
         assert_eq!(r.validate(&mesh, "slac1"), Ok(()));
     }

@@ -132,7 +132,7 @@ impl Current {
 
 fn fetch_mesh(src: &MeshSource) -> Result<(Mesh, String), String> {
     let mesh = match src {
-        MeshSource::File(p) => crate::read_mesh(p)?.0,
+        MeshSource::File(p) => crate::read_mesh(p).map_err(|e| e.to_string())?.0,
         MeshSource::Central(url) => {
             let u = format!("{}/api/v1/mesh", url.trim_end_matches('/'));
             let v: serde_json::Value = ureq::get(&u)

@@ -130,7 +130,7 @@ fn now_unix() -> f64 {
 }
 
 fn read_mesh(path: &std::path::Path) -> Result<(Mesh, String), CentralError> {
-    crate::read_mesh(path).map_err(CentralError::Mesh)
+    crate::read_mesh(path).map_err(|e| CentralError::Mesh(e.to_string()))
 }
 
 /// Runs central until `shutdown` is set. `ready` is called with the bound address once the

@@ -16,10 +16,32 @@ pub mod view;
 pub type Log = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Reads and checks a mesh file; returns it with its text. Errors name the file (and line).
-pub fn read_mesh(path: &std::path::Path) -> Result<(wanperf_mesh::config::Mesh, String), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read mesh file {}: {e}", path.display()))?;
-    let mesh = wanperf_mesh::config::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn read_mesh(path: &std::path::Path) -> Result<(wanperf_mesh::config::Mesh, String), MeshFileError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|err| MeshFileError::Read { file: file.clone(), err })?;
+    let mesh = wanperf_mesh::config::parse(&text).map_err(|err| MeshFileError::Invalid { file, err })?;
     Ok((mesh, text))
+}
+
+/// Why a mesh file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum MeshFileError {
+    /// It could not be read.
+    #[error("cannot read mesh file {file}: {err}")]
+    Read {
+        /// The file.
+        file: String,
+        /// Why.
+        err: std::io::Error,
+    },
+    /// It is not a valid mesh (the error names the line).
+    #[error("{file}: {err}")]
+    Invalid {
+        /// The file.
+        file: String,
+        /// Why, with the line.
+        err: wanperf_mesh::config::MeshError,
+    },
 }
 
 /// The serde name of a unit enum variant (`latency`, `ok`, …).

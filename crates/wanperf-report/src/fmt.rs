@@ -97,7 +97,9 @@ pub fn pct(x: f64) -> String {
 pub fn param(key: &str, v: &Value) -> String {
     let n = v.as_f64();
     match (key, n) {
-        ("window" | "bytes" | "queue", Some(n)) => format!("{key} {}", window(Some(n as u64))),
+        ("window" | "bytes" | "queue" | "queue_up" | "queue_down", Some(n)) => {
+            format!("{key} {}", window(Some(n as u64)))
+        }
         ("window", None) => "window auto".into(),
         ("rate" | "rate_bps", Some(n)) => format!("{key} {}", mbps(n)),
         ("rtt" | "delay" | "duration" | "jitter", Some(n)) => format!("{key} {}", ms(n * 1000.0)),

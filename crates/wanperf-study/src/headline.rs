@@ -10,7 +10,9 @@ fn axis_cells(axes: &[String], params: &std::collections::BTreeMap<String, Value
     axes.iter()
         .map(|a| {
             params.get(a).map_or("-".into(), |v| match (a.as_str(), v.as_f64()) {
-                ("window" | "queue" | "size" | "block", Some(b)) => wanperf_units::fmt_bytes(b as u64),
+                ("window" | "queue" | "queue_up" | "queue_down" | "size" | "block", Some(b)) => {
+                    wanperf_units::fmt_bytes(b as u64)
+                }
                 ("rate", Some(r)) => wanperf_units::fmt_rate(r),
                 ("rtt" | "duration", Some(s)) => format!("{:.0} ms", s * 1000.0),
                 _ => v.to_string().trim_matches('"').to_string(),

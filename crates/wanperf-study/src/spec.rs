@@ -137,6 +137,8 @@ const LINK_KEYS: &[&str] = &[
     "trace_up",
     "trace_down",
     "queue",
+    "queue_up",
+    "queue_down",
     "aqm",
     "loss",
     "loss_up",
@@ -657,7 +659,7 @@ pub fn param_key(axis: &str) -> String {
 fn normalize(key: &str, v: &str) -> serde_json::Value {
     let num = match key {
         "window" | "length" | "bytes" | "size" | "block" => units::parse_size(v).ok().map(|b| b as f64),
-        "queue" if !v.ends_with('p') => units::parse_size(v).ok().map(|b| b as f64),
+        "queue" | "queue_up" | "queue_down" if !v.ends_with('p') => units::parse_size(v).ok().map(|b| b as f64),
         "rate" | "rate_up" | "rate_down" | "bitrate" => units::parse_rate(v).ok().map(|b| b as f64),
         "rtt" | "delay_up" | "delay_down" | "duration" | "idle_time" | "interval" | "jitter" => {
             units::parse_duration(v).ok()

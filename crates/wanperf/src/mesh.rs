@@ -240,7 +240,7 @@ fn inherited_listener(fd: i32) -> Result<std::net::TcpListener> {
 }
 
 fn load(file: &std::path::Path) -> Result<wanperf_mesh::config::Mesh> {
-    Ok(wanperf_monitor::read_mesh(file).map_err(|e| anyhow!("{e}"))?.0)
+    Ok(wanperf_monitor::read_mesh(file)?.0)
 }
 
 /// `wanperf mesh …`.

@@ -84,6 +84,12 @@ pub struct LinkArgs {
     /// Bottleneck buffer per direction and class: bytes (300kB) or packets (2100p).
     #[arg(long, value_name = "SIZE|Np")]
     queue: Option<String>,
+    /// Bottleneck queue left → right alone (as --queue).
+    #[arg(long, value_name = "SIZE|Np")]
+    queue_up: Option<String>,
+    /// Bottleneck queue right → left alone (as --queue).
+    #[arg(long, value_name = "SIZE|Np")]
+    queue_down: Option<String>,
     /// Queue discipline: droptail, codel (RFC 8289), fq (per-flow queues, deficit round robin,
     /// drop from the longest flow) or fq_codel (fq with CoDel per flow, RFC 8290).
     #[arg(long, value_name = "NAME")]
@@ -97,7 +103,8 @@ pub struct LinkArgs {
     /// Random loss right → left only (overrides --loss that way).
     #[arg(long, value_name = "P")]
     loss_down: Option<String>,
-    /// Gilbert-Elliott loss in each direction: ge:p,r[,h,k].
+    /// Loss model in each direction: Gilbert-Elliott ge:p,r[,h,k], or bit errors ber:P (a packet
+    /// of L bytes lost with probability 1 − (1 − P)^(8L)).
     #[arg(long, value_name = "MODEL")]
     loss_model: Option<String>,
     /// Token-bucket policer left → right: RATE,BURST[,dscp=N|port=N|port=test][,action=drop|remark]
@@ -179,6 +186,8 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
         trace_up: a.trace_up.clone(),
         trace_down: a.trace_down.clone(),
         queue: a.queue.clone(),
+        queue_up: a.queue_up.clone(),
+        queue_down: a.queue_down.clone(),
         aqm: a.aqm.clone(),
         loss: a.loss.clone(),
         loss_up: a.loss_up.clone(),
