@@ -6,13 +6,6 @@ use std::net::IpAddr;
 use wanperf_archive::ExporterRow;
 use wanperf_flows::{Key, MixRow, TopRow};
 
-/// One line to `out`; a failed write (a closed pipe) is the caller's to notice.
-macro_rules! w {
-    ($out:expr, $($arg:tt)*) => {{
-        let _ = writeln!($out, $($arg)*);
-    }};
-}
-
 fn si(v: f64, unit: &str) -> String {
     let (d, p) = if v >= 1e12 {
         (1e12, "T")
@@ -37,13 +30,13 @@ fn endpoint(a: Option<IpAddr>, port: Option<u16>) -> String {
 }
 
 /// Top talkers as a table.
-pub fn top_table(out: &mut dyn Write, key: Key, t: &[TopRow]) {
+pub fn top_table(out: &mut dyn Write, key: Key, t: &[TopRow]) -> std::io::Result<()> {
     let head = match key {
         Key::Src => format!("{:<4} {:<40}", "rank", "source"),
         Key::Dst => format!("{:<4} {:<40}", "rank", "destination"),
         Key::Pair => format!("{:<4} {:<46} {:<46} {:>5}", "rank", "source:port", "destination:port", "proto"),
     };
-    w!(out, "{head} {:>14} {:>14} {:>10} {:>7}", "bytes", "packets", "flows", "share");
+    writeln!(out, "{head} {:>14} {:>14} {:>10} {:>7}", "bytes", "packets", "flows", "share")?;
     for r in t {
         let k = match key {
             Key::Src => format!("{:<4} {:<40}", r.rank, r.src.map(|x| x.to_string()).unwrap_or_default()),
@@ -56,21 +49,33 @@ pub fn top_table(out: &mut dyn Write, key: Key, t: &[TopRow]) {
                 r.proto.unwrap_or(0)
             ),
         };
-        w!(out, "{k} {:>14} {:>14} {:>10.1} {:>6.1}%", si(r.bytes, "B"), si(r.packets, "pkt"), r.flows, r.share_pct);
+        writeln!(
+            out,
+            "{k} {:>14} {:>14} {:>10.1} {:>6.1}%",
+            si(r.bytes, "B"),
+            si(r.packets, "pkt"),
+            r.flows,
+            r.share_pct
+        )?;
     }
+    Ok(())
 }
 
 /// The application mix as a table (`all_in`: no local networks given, so no in and out).
-pub fn mix_table(out: &mut dyn Write, m: &[MixRow], all_in: bool) {
+pub fn mix_table(out: &mut dyn Write, m: &[MixRow], all_in: bool) -> std::io::Result<()> {
     if all_in {
-        w!(out, "{:<14} {:>14} {:>7} {:>10}", "application", "bytes", "share", "flows");
+        writeln!(out, "{:<14} {:>14} {:>7} {:>10}", "application", "bytes", "share", "flows")?;
         for r in m {
-            w!(out, "{:<14} {:>14} {:>6.1}% {:>10.1}", r.app, si(r.bytes_in, "B"), r.share_in_pct, r.flows);
+            writeln!(out, "{:<14} {:>14} {:>6.1}% {:>10.1}", r.app, si(r.bytes_in, "B"), r.share_in_pct, r.flows)?;
         }
     } else {
-        w!(out, "{:<14} {:>14} {:>7} {:>14} {:>7} {:>10}", "application", "in", "share", "out", "share", "flows");
+        writeln!(
+            out,
+            "{:<14} {:>14} {:>7} {:>14} {:>7} {:>10}",
+            "application", "in", "share", "out", "share", "flows"
+        )?;
         for r in m {
-            w!(
+            writeln!(
                 out,
                 "{:<14} {:>14} {:>6.1}% {:>14} {:>6.1}% {:>10.1}",
                 r.app,
@@ -79,32 +84,26 @@ pub fn mix_table(out: &mut dyn Write, m: &[MixRow], all_in: bool) {
                 si(r.bytes_out, "B"),
                 r.share_out_pct,
                 r.flows
-            );
+            )?;
         }
     }
+    Ok(())
 }
 
 /// The exporters and what each sent, lost and mangled.
-pub fn exporters_table(out: &mut dyn Write, ex: &[ExporterRow]) {
+pub fn exporters_table(out: &mut dyn Write, ex: &[ExporterRow]) -> std::io::Result<()> {
     if ex.is_empty() {
-        w!(out, "no exporter has sent anything");
-        return;
+        writeln!(out, "no exporter has sent anything")?;
+        return Ok(());
     }
-    w!(
+    writeln!(
         out,
         "{:<40} {:<11} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
-        "exporter (domain)",
-        "protocol",
-        "datagrams",
-        "records",
-        "lost",
-        "loss",
-        "sampling",
-        "malformed"
-    );
+        "exporter (domain)", "protocol", "datagrams", "records", "lost", "loss", "sampling", "malformed"
+    )?;
     for e in ex {
         let loss = if e.expected > 0 { 100.0 * e.lost as f64 / e.expected as f64 } else { 0.0 };
-        w!(
+        writeln!(
             out,
             "{:<40} {:<11} {:>10} {:>10} {:>10} {:>8.2}% {:>8} {:>9}",
             format!("{} ({})", e.exporter, e.domain),
@@ -115,8 +114,9 @@ pub fn exporters_table(out: &mut dyn Write, ex: &[ExporterRow]) {
             loss,
             format!("1:{}", e.sampling),
             e.malformed
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// The last line of `flows collect`: what it stored, and what it could not read.

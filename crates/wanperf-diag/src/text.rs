@@ -8,13 +8,6 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use wanperf_proto::units::fmt_rate;
 
-/// One line to `out`; a failed write (a closed pipe) is the caller's to notice.
-macro_rules! w {
-    ($out:expr, $($arg:tt)*) => {{
-        let _ = writeln!($out, $($arg)*);
-    }};
-}
-
 // ---- capacity ------------------------------------------------------------------------
 
 fn range(lo: f64, hi: f64) -> String {
@@ -22,17 +15,17 @@ fn range(lo: f64, hi: f64) -> String {
 }
 
 /// A capacity estimate's row of the table, or why there is none.
-fn capacity_row(out: &mut dyn Write, label: &str, c: Option<&Capacity>, why_not: &str) {
+fn capacity_row(out: &mut dyn Write, label: &str, c: Option<&Capacity>, why_not: &str) -> std::io::Result<()> {
     match c {
         // Span 0: from the recursive trains' length at the narrow link.
-        Some(c) if c.span == 0 => w!(
+        Some(c) if c.span == 0 => writeln!(
             out,
             "  {label:<20} {:>12}   ({}; the recursive trains' length at the narrow link, {} trains)",
             fmt_rate(c.bps),
             range(c.low_bps, c.high_bps),
             c.in_mode
-        ),
-        Some(c) => w!(
+        )?,
+        Some(c) => writeln!(
             out,
             "  {label:<20} {:>12}   ({}; windows of {} packets, {} of {} in the mode)",
             fmt_rate(c.bps),
@@ -40,34 +33,36 @@ fn capacity_row(out: &mut dyn Write, label: &str, c: Option<&Capacity>, why_not:
             c.span + 1,
             c.in_mode,
             c.samples
-        ),
-        None => w!(out, "  {label:<20} unknown ({why_not})"),
+        )?,
+        None => writeln!(out, "  {label:<20} unknown ({why_not})")?,
     }
+    Ok(())
 }
 
 /// The capacity trains' mode `p` set aside for `c`, when one was.
-fn set_aside_row(out: &mut dyn Write, p: Option<&Capacity>, c: Option<&Capacity>) {
-    let (Some(p), Some(c)) = (p, c) else { return };
+fn set_aside_row(out: &mut dyn Write, p: Option<&Capacity>, c: Option<&Capacity>) -> std::io::Result<()> {
+    let (Some(p), Some(c)) = (p, c) else { return Ok(()) };
     let why = if p.bps > c.bps {
         "a faster mode of the capacity's trains (a link after the narrow one sent them on back to back)"
     } else {
         "a slower mode of the capacity's trains (cross traffic on a link after the narrow one came between them)"
     };
-    w!(out, "  set aside            {}: {why}", fmt_rate(p.bps));
+    writeln!(out, "  set aside            {}: {why}", fmt_rate(p.bps))?;
+    Ok(())
 }
 
 /// An available-bandwidth estimate's row; `whose` says whose streams they were.
-fn avail_row(out: &mut dyn Write, label: &str, a: &crate::capacity::Avail, whose: &str) {
+fn avail_row(out: &mut dyn Write, label: &str, a: &crate::capacity::Avail, whose: &str) -> std::io::Result<()> {
     if a.used == 0 {
-        w!(
+        writeln!(
             out,
             "  {label:<20} {:>12}   (no cross traffic seen: none of {} streams{whose} up to {} was spread)",
             fmt_rate(a.bps),
             a.streams,
             fmt_rate(a.low_bps)
-        );
+        )?;
     } else {
-        w!(
+        writeln!(
             out,
             "  {label:<20} {:>12}   ({}; from {} of {} streams{whose}{})",
             fmt_rate(a.bps),
@@ -75,8 +70,9 @@ fn avail_row(out: &mut dyn Write, label: &str, a: &crate::capacity::Avail, whose
             a.used,
             a.streams,
             a.tight_capacity_bps.map_or(String::new(), |t| format!(", at the tight link's {}", fmt_rate(t)))
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// The link into hop `ttl` in words (`far`: what the destination is).
@@ -90,70 +86,77 @@ fn hop_words(ttl: u8, destination: bool, address: Option<std::net::IpAddr>, far:
 
 /// The rows of a located bottleneck: where, a tight link, the gap per hop. `far` names the
 /// destination.
-fn bottleneck_rows(out: &mut dyn Write, label: &str, b: &Bottleneck, hops: Option<u8>, far: &str) {
+fn bottleneck_rows(
+    out: &mut dyn Write,
+    label: &str,
+    b: &Bottleneck,
+    hops: Option<u8>,
+    far: &str,
+) -> std::io::Result<()> {
     let gap = b.location.gaps.iter().find(|g| g.ttl == b.ttl).map_or(0.0, |g| g.gap_us);
-    w!(
+    writeln!(
         out,
         "  {label:<20} {}: the train is {:.0} µs long after it ({:.0} µs before)",
         hop_words(b.ttl, b.destination, b.address, far),
         gap,
         gap - b.location.growth_us
-    );
+    )?;
     if let Some(t) = &b.tight {
-        w!(out,
+        writeln!(out,
             "  tight link           {}: the train grew {:.0} % more there (cross traffic leaves less than the narrow link has)",
             hop_words(t.ttl, t.destination, t.address, far),
             (t.stretch - 1.0) * 100.0
-        );
+        )?;
     }
-    w!(out, "  {:>4}  {:<28} {:>12}", "hop", "router", "train gap");
+    writeln!(out, "  {:>4}  {:<28} {:>12}", "hop", "router", "train gap")?;
     for g in &b.location.gaps {
         let who = if Some(g.ttl) == hops {
             far.to_string()
         } else {
             b.routers.iter().find(|x| x.0 == g.ttl).map_or("*".into(), |x| x.1.to_string())
         };
-        w!(out, "  {:>4}  {:<28} {:>9.0} µs", g.ttl, who, g.gap_us);
+        writeln!(out, "  {:>4}  {:<28} {:>9.0} µs", g.ttl, who, g.gap_us)?;
     }
+    Ok(())
 }
 
 /// `wanperf capacity`'s table.
-pub fn capacity_table(out: &mut dyn Write, host: &str, dst: SocketAddr, r: &CapacityReport) {
-    w!(out, "capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms);
-    capacity_row(out, "capacity", r.capacity.as_ref(), "too few trains arrived whole");
-    set_aside_row(out, r.post_narrow.as_ref(), r.capacity.as_ref());
+pub fn capacity_table(out: &mut dyn Write, host: &str, dst: SocketAddr, r: &CapacityReport) -> std::io::Result<()> {
+    writeln!(out, "capacity from here to {host} ({}), RTT {:.2} ms", dst.ip(), r.rtt_ms)?;
+    capacity_row(out, "capacity", r.capacity.as_ref(), "too few trains arrived whole")?;
+    set_aside_row(out, r.post_narrow.as_ref(), r.capacity.as_ref())?;
     match &r.available {
-        Some(a) => avail_row(out, "available bandwidth", a, ""),
-        None if r.capacity.is_some() => w!(out, "  available bandwidth  not measured"),
+        Some(a) => avail_row(out, "available bandwidth", a, "")?,
+        None if r.capacity.is_some() => writeln!(out, "  available bandwidth  not measured")?,
         None => {}
     }
     if let Some(rev) = &r.reverse {
-        capacity_row(out, "capacity back", rev.capacity.as_ref(), rev.note.as_deref().unwrap_or("no estimate"));
-        set_aside_row(out, rev.post_narrow.as_ref(), rev.capacity.as_ref());
+        capacity_row(out, "capacity back", rev.capacity.as_ref(), rev.note.as_deref().unwrap_or("no estimate"))?;
+        set_aside_row(out, rev.post_narrow.as_ref(), rev.capacity.as_ref())?;
         match &rev.available {
-            Some(a) => avail_row(out, "available back", a, " from the server"),
+            Some(a) => avail_row(out, "available back", a, " from the server")?,
             None if rev.streams > 0 => {
-                w!(out, "  available back       unknown (too few of the server's streams arrived whole)")
+                writeln!(out, "  available back       unknown (too few of the server's streams arrived whole)")?
             }
             None => {}
         }
     }
     match &r.bottleneck {
-        Some(b) => bottleneck_rows(out, "bottleneck", b, r.hops, "the destination"),
-        None if r.rpts > 0 => w!(out, "  bottleneck           not located (routers did not answer the trains)"),
+        Some(b) => bottleneck_rows(out, "bottleneck", b, r.hops, "the destination")?,
+        None if r.rpts > 0 => writeln!(out, "  bottleneck           not located (routers did not answer the trains)")?,
         None => {}
     }
     if let Some(rev) = r.reverse.as_ref().filter(|x| x.rpts > 0) {
         match &rev.bottleneck {
-            Some(b) => bottleneck_rows(out, "bottleneck back", b, rev.hops, "this host"),
-            None if rev.rpts_unreported == rev.rpts => w!(out,
+            Some(b) => bottleneck_rows(out, "bottleneck back", b, rev.hops, "this host")?,
+            None if rev.rpts_unreported == rev.rpts => writeln!(out,
                 "  bottleneck back      not located (the server reported none of its recursive trains: a wanperf serve older than this client?)"
-            ),
-            None => w!(out, "  bottleneck back      not located (routers did not answer the server's trains)"),
+            )?,
+            None => writeln!(out, "  bottleneck back      not located (routers did not answer the server's trains)")?,
         }
     }
     let mb = |b: u64| b as f64 / 1e6;
-    w!(
+    writeln!(
         out,
         "  cost                 {:.2} MB in {:.1} s: capacity {:.2} MB ({} trains), back {:.2} MB ({} trains), \
          bottleneck {:.2} MB ({} trains), available {:.2} MB ({} streams){}; {} packets lost",
@@ -175,7 +178,8 @@ pub fn capacity_table(out: &mut dyn Write, host: &str, dst: SocketAddr, r: &Capa
             None => String::new(),
         },
         r.lost
-    );
+    )?;
+    Ok(())
 }
 
 // ---- trace ---------------------------------------------------------------------------
@@ -185,21 +189,13 @@ fn ms(x: f64) -> String {
 }
 
 /// `wanperf trace`'s table.
-pub fn trace_table(out: &mut dyn Write, host: &str, dst: IpAddr, r: &TraceReport) {
-    w!(out, "trace to {host} ({dst}), {} rounds", r.rounds);
-    w!(
+pub fn trace_table(out: &mut dyn Write, host: &str, dst: IpAddr, r: &TraceReport) -> std::io::Result<()> {
+    writeln!(out, "trace to {host} ({dst}), {} rounds", r.rounds)?;
+    writeln!(
         out,
         "{:>3}  {:<28} {:>7} {:>7} {:>5}  {:>8} {:>8} {:>8} {:>8}  note",
-        "hop",
-        "address",
-        "loss",
-        "path",
-        "sent",
-        "min ms",
-        "med ms",
-        "p90 ms",
-        "max ms"
-    );
+        "hop", "address", "loss", "path", "sent", "min ms", "med ms", "p90 ms", "max ms"
+    )?;
     for h in &r.hops {
         let addr = match h.addrs.as_slice() {
             [] => "*".to_string(),
@@ -216,30 +212,26 @@ pub fn trace_table(out: &mut dyn Write, host: &str, dst: IpAddr, r: &TraceReport
         if h.destination {
             note = format!("{note}{}destination", if note.is_empty() { "" } else { "; " });
         }
-        w!(
+        writeln!(
             out,
             "{:>3}  {:<28} {:>6.1}% {:>6.1}% {:>5}  {mn:>8} {md:>8} {p9:>8} {mx:>8}  {note}",
-            h.ttl,
-            addr,
-            h.loss_pct,
-            h.path_loss_pct,
-            h.sent
-        );
+            h.ttl, addr, h.loss_pct, h.path_loss_pct, h.sent
+        )?;
     }
     if !r.reached {
-        w!(out, "the destination did not answer");
+        writeln!(out, "the destination did not answer")?;
     }
     if let Some(m) = r.path_mtu {
-        w!(out, "path MTU {m} B");
+        writeln!(out, "path MTU {m} B")?;
     }
     for c in &r.route_changes {
-        w!(out, "route change in round {}: hop {} was {}, now {}", c.round, c.ttl, c.before, c.after);
+        writeln!(out, "route change in round {}: hop {} was {}, now {}", c.round, c.ttl, c.before, c.after)?;
     }
     if let Some(w) = &r.warning {
-        w!(out, "warning: {w}");
+        writeln!(out, "warning: {w}")?;
     }
     if let Some(w) = &r.one_way {
-        w!(
+        writeln!(
             out,
             "to the destination and back: forward loss {:.1} % ({} of {} probes never reached the server), \
              reverse loss {:.1} % ({} of {} answers never came back)",
@@ -249,6 +241,7 @@ pub fn trace_table(out: &mut dyn Write, host: &str, dst: IpAddr, r: &TraceReport
             w.reverse_loss_pct,
             w.arrived - w.answered,
             w.arrived
-        );
+        )?;
     }
+    Ok(())
 }

@@ -56,6 +56,11 @@ pub fn idle_both(cfg: (&DirConfig, &DirConfig), stats: (&DirStats, &DirStats), n
     out
 }
 
+/// [`idle`] for both directions of a path, named as `path run` names them.
+pub fn on_path(cfg: &crate::path::PathConfig, stats: &crate::path::PathStats) -> Vec<String> {
+    idle_both((&cfg.up, &cfg.down), (&stats.up, &stats.down), ["left → right", "right → left"])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -395,8 +395,7 @@ fn cell_on_path(
     stop_child(&mut server);
     let stats = path.stop();
     // What the configuration did not do: a policer, class or loss that never acted.
-    let dirs = ["left → right", "right → left"];
-    let idle = wanperf_emu::acted::idle_both((&cfg.up, &cfg.down), (&stats.up, &stats.down), dirs);
+    let idle = wanperf_emu::acted::on_path(&cfg, &stats);
     let emulator = json!({"config": cfg, "stats": stats, "idle": idle});
     result.map(|m| (m, Some(emulator)))
 }

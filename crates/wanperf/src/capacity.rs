@@ -160,7 +160,7 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
                 "complete": !INTERRUPTED.load(Ordering::Acquire), "report": report})
         );
     } else {
-        wanperf_diag::text::capacity_table(&mut std::io::stdout(), &a.host, dst, &report);
+        let _ = wanperf_diag::text::capacity_table(&mut std::io::stdout(), &a.host, dst, &report);
     }
     if let Some(s) = store.as_mut() {
         let complete = !INTERRUPTED.load(Ordering::Acquire);

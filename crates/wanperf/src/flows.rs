@@ -282,7 +282,7 @@ pub fn collect(a: CollectArgs) -> Result<ExitCode> {
         v["event"] = "flows_collect_end".into();
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        wanperf_collector::text::exporters_table(&mut std::io::stdout(), &end.exporters);
+        let _ = wanperf_collector::text::exporters_table(&mut std::io::stdout(), &end.exporters);
         eprintln!("{}", wanperf_collector::text::collect_end(&end));
     }
     Ok(ExitCode::SUCCESS)
@@ -324,7 +324,7 @@ pub fn top(a: TopArgs) -> Result<ExitCode> {
         outln!("no flows in the archive for that time range");
         return Ok(ExitCode::SUCCESS);
     }
-    wanperf_collector::text::top_table(&mut std::io::stdout(), key, &t);
+    let _ = wanperf_collector::text::top_table(&mut std::io::stdout(), key, &t);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -336,7 +336,7 @@ pub fn mix(a: MixArgs) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&m)?);
         return Ok(ExitCode::SUCCESS);
     }
-    wanperf_collector::text::mix_table(&mut std::io::stdout(), &m, a.q.local.is_empty());
+    let _ = wanperf_collector::text::mix_table(&mut std::io::stdout(), &m, a.q.local.is_empty());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -347,7 +347,7 @@ pub fn exporters(a: ExportersArgs) -> Result<ExitCode> {
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&ex)?);
     } else {
-        wanperf_collector::text::exporters_table(&mut std::io::stdout(), &ex);
+        let _ = wanperf_collector::text::exporters_table(&mut std::io::stdout(), &ex);
     }
     Ok(ExitCode::SUCCESS)
 }

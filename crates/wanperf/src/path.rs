@@ -220,9 +220,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let (stats, export) = path.finish();
     print_path_stats(&stats, a.json, &mut std::io::stderr());
     print_export(export.as_ref(), a.json, &mut std::io::stderr());
-    let dirs = ["left → right", "right → left"];
-    let idle = wanperf_emu::acted::idle_both((&cfg.up, &cfg.down), (&stats.up, &stats.down), dirs);
-    wanperf_net::show::print_not_acted(&idle, a.json, &mut std::io::stderr());
+    wanperf_net::show::print_not_acted(&wanperf_emu::acted::on_path(&cfg, &stats), a.json, &mut std::io::stderr());
     let status = status?;
     Ok(status.map_or(ExitCode::from(130), |st| exit_code(&st)))
 }

@@ -197,7 +197,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
             serde_json::json!({"event": "trace", "host": a.host, "address": dst, "complete": !INTERRUPTED.load(Ordering::Acquire), "report": report})
         );
     } else {
-        wanperf_diag::text::trace_table(&mut std::io::stdout(), &a.host, dst, &report);
+        let _ = wanperf_diag::text::trace_table(&mut std::io::stdout(), &a.host, dst, &report);
     }
     if let Some(s) = store.as_mut() {
         let complete = !INTERRUPTED.load(Ordering::Acquire);
