@@ -506,6 +506,7 @@ mod tests {
                 status: RunStatus::Running,
             },
             cells: vec![StoredCell { id: 3, run_id: 7, cell }],
+            verdicts: Vec::new(),
         }
     }
 

@@ -172,6 +172,34 @@ pub struct RunData {
     pub run: RunInfo,
     /// Its cells, in (index, repeat) order.
     pub cells: Vec<StoredCell>,
+    /// What its study said must hold, as evaluated after the run (none without `[[expect]]`).
+    #[serde(default)]
+    pub verdicts: Vec<Verdict>,
+}
+
+/// One stated expectation of a study evaluated on one cell (or one step of a trend).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The expectation's position among the study's.
+    pub expect: u32,
+    /// Its line in the study file.
+    pub line: u32,
+    /// The expectation as written: `goodput ≤ 1.05 * window / rtt where streams = 1`.
+    pub text: String,
+    /// The cells it was evaluated on: `streams = 2, window = 64.0 KiB` (a trend: the step).
+    pub cells: String,
+    /// Whether it held.
+    pub pass: bool,
+    /// The measured value, in base units (bits, bit/s, s); none when nothing was measured.
+    pub measured: Option<f64>,
+    /// The bound it was held to (the nearer one when there are two).
+    pub bound: Option<f64>,
+    /// How far inside the bound, as a fraction of it (negative: outside).
+    pub margin: Option<f64>,
+    /// The value's unit: `bit/s`, `s`, `bit` or empty.
+    pub unit: String,
+    /// Why it must hold, and anything about this evaluation (a failed cell, repeats).
+    pub note: String,
 }
 
 /// Per-cell aggregates computed by the store's query (no per-probe rows fetched).

@@ -4,7 +4,7 @@
 use crate::error::{ArchiveError, Result};
 use crate::model::{
     CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, MeshQuery, MeshRow, MeshSlot, MeshStats,
-    NewRun, ProbeRow, RunData, RunInfo, RunStatus, StoredCell,
+    NewRun, ProbeRow, RunData, RunInfo, RunStatus, StoredCell, Verdict,
 };
 use crate::schema::{self, POSTGRES};
 use crate::sqlite::{from_i64, to_i64};
@@ -381,8 +381,28 @@ impl Store for PgStore {
                 });
             }
         }
+        let mut verdicts = Vec::new();
+        for r in tx.query(schema::SELECT_VERDICTS, &[&run_id]).map_err(db)? {
+            verdicts.push(Verdict {
+                expect: from_i64("verdict expect", get(&r, 0)?)?,
+                line: from_i64("verdict line", get(&r, 1)?)?,
+                text: get(&r, 2)?,
+                cells: get(&r, 3)?,
+                pass: get(&r, 4)?,
+                measured: get(&r, 5)?,
+                bound: get(&r, 6)?,
+                margin: get(&r, 7)?,
+                unit: get(&r, 8)?,
+                note: get(&r, 9)?,
+            });
+        }
         tx.commit().map_err(db)?;
-        Ok(RunData { run, cells })
+        Ok(RunData { run, cells, verdicts })
+    }
+
+    fn store_verdicts(&mut self, run_id: i64, verdicts: &[Verdict]) -> Result<()> {
+        let r = self.store_verdicts_(run_id, verdicts);
+        self.named(r)
     }
 
     fn cell_aggregates(&mut self, run_id: i64) -> Result<Vec<CellAggregate>> {
@@ -581,6 +601,36 @@ impl Store for PgStore {
 }
 
 impl PgStore {
+    fn store_verdicts_(&mut self, run_id: i64, verdicts: &[Verdict]) -> Result<()> {
+        let mut tx = self.client.transaction().map_err(db)?;
+        if tx.query_opt("SELECT 1 FROM runs WHERE id = $1", &[&run_id]).map_err(db)?.is_none() {
+            return Err(ArchiveError::NoRun(run_id));
+        }
+        tx.execute(schema::DELETE_VERDICTS, &[&run_id]).map_err(db)?;
+        let st = tx.prepare(schema::INSERT_VERDICT).map_err(db)?;
+        for (i, v) in verdicts.iter().enumerate() {
+            tx.execute(
+                &st,
+                &[
+                    &run_id,
+                    &(i as i64),
+                    &i64::from(v.expect),
+                    &i64::from(v.line),
+                    &v.text,
+                    &v.cells,
+                    &v.pass,
+                    &v.measured,
+                    &v.bound,
+                    &v.margin,
+                    &v.unit,
+                    &v.note,
+                ],
+            )
+            .map_err(db)?;
+        }
+        tx.commit().map_err(db)
+    }
+
     fn store_mesh_(&mut self, rows: &[MeshRow]) -> Result<u64> {
         let mut tx = self.client.transaction().map_err(db)?;
         let st = tx.prepare(schema::INSERT_MESH).map_err(db)?;

@@ -205,6 +205,25 @@ pub const MIGRATIONS: &[Migration] = &[
         )",
         ],
     },
+    Migration {
+        version: 5,
+        description: "the verdicts of a study's stated expectations (wanperf study run, study check)",
+        statements: &["CREATE TABLE verdicts (
+            run_id BIGINT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            position BIGINT NOT NULL,
+            expect BIGINT NOT NULL,
+            line BIGINT NOT NULL,
+            text TEXT NOT NULL,
+            cells TEXT NOT NULL,
+            pass BOOLEAN NOT NULL,
+            measured DOUBLE PRECISION,
+            bound DOUBLE PRECISION,
+            margin DOUBLE PRECISION,
+            unit TEXT NOT NULL,
+            note TEXT NOT NULL,
+            PRIMARY KEY (run_id, position)
+        )"],
+    },
 ];
 
 /// The newest schema version this build knows.
@@ -276,6 +295,17 @@ pub const INSERT_COUNTERS: &str = "INSERT INTO if_counters (device, interface, s
 pub const SELECT_COUNTERS: &str = "SELECT device, interface, source, at_unix, speed_bps, in_octets, out_octets,
     in_errors, out_errors, in_drops, out_drops, width FROM if_counters WHERE at_unix >= $1 AND at_unix < $2
     ORDER BY device, interface, source, at_unix";
+
+/// Forgets a run's verdicts (before they are stored again).
+pub const DELETE_VERDICTS: &str = "DELETE FROM verdicts WHERE run_id = $1";
+
+/// Stores one verdict.
+pub const INSERT_VERDICT: &str = "INSERT INTO verdicts (run_id, position, expect, line, text, cells, pass, measured,
+    bound, margin, unit, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+
+/// A run's verdicts in order.
+pub const SELECT_VERDICTS: &str = "SELECT expect, line, text, cells, pass, measured, bound, margin, unit, note
+    FROM verdicts WHERE run_id = $1 ORDER BY position";
 
 /// Inserts one mesh result unless `(agent, seq)` is already stored.
 pub const INSERT_MESH: &str = "INSERT INTO mesh_results (agent, seq, test, kind, src, dst, start_unix, end_unix,

@@ -20,7 +20,7 @@
 use crate::error::{ArchiveError, Result};
 use crate::model::{
     CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, IntervalRow, MeshQuery, MeshRow, MeshSlot, MeshStats,
-    NewRun, ProbeRow, RunData, RunInfo, RunStatus, StoredCell,
+    NewRun, ProbeRow, RunData, RunInfo, RunStatus, StoredCell, Verdict,
 };
 use crate::schema::{self, SQLITE};
 use crate::store::{lock_wait, Access, Store};
@@ -534,8 +534,57 @@ impl SqliteStore {
                 }
             }
         }
+        let mut verdicts = Vec::new();
+        {
+            let mut st = tx.prepare(schema::SELECT_VERDICTS).map_err(db)?;
+            let mut rows = st.query([run_id]).map_err(db)?;
+            while let Some(r) = rows.next().map_err(db)? {
+                verdicts.push(Verdict {
+                    expect: from_i64("verdict expect", r.get(0).map_err(db)?)?,
+                    line: from_i64("verdict line", r.get(1).map_err(db)?)?,
+                    text: r.get(2).map_err(db)?,
+                    cells: r.get(3).map_err(db)?,
+                    pass: r.get(4).map_err(db)?,
+                    measured: r.get(5).map_err(db)?,
+                    bound: r.get(6).map_err(db)?,
+                    margin: r.get(7).map_err(db)?,
+                    unit: r.get(8).map_err(db)?,
+                    note: r.get(9).map_err(db)?,
+                });
+            }
+        }
         tx.commit().map_err(db)?;
-        Ok(RunData { run, cells })
+        Ok(RunData { run, cells, verdicts })
+    }
+
+    fn store_verdicts_(&mut self, run_id: i64, verdicts: &[Verdict]) -> Result<()> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
+        let exists = tx.query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(())).optional().map_err(db)?;
+        if exists.is_none() {
+            return Err(ArchiveError::NoRun(run_id));
+        }
+        tx.execute(schema::DELETE_VERDICTS, [run_id]).map_err(db)?;
+        {
+            let mut st = tx.prepare_cached(schema::INSERT_VERDICT).map_err(db)?;
+            for (i, v) in verdicts.iter().enumerate() {
+                st.execute(params![
+                    run_id,
+                    i as i64,
+                    i64::from(v.expect),
+                    i64::from(v.line),
+                    v.text,
+                    v.cells,
+                    v.pass,
+                    v.measured,
+                    v.bound,
+                    v.margin,
+                    v.unit,
+                    v.note
+                ])
+                .map_err(db)?;
+            }
+        }
+        tx.commit().map_err(db)
     }
 
     fn cell_aggregates_(&mut self, run_id: i64) -> Result<Vec<CellAggregate>> {
@@ -619,6 +668,10 @@ impl Store for SqliteStore {
     }
     fn run_data(&mut self, run_id: i64) -> Result<RunData> {
         let r = self.run_data_(run_id);
+        self.named(r)
+    }
+    fn store_verdicts(&mut self, run_id: i64, verdicts: &[Verdict]) -> Result<()> {
+        let r = self.store_verdicts_(run_id, verdicts);
         self.named(r)
     }
     fn cell_aggregates(&mut self, run_id: i64) -> Result<Vec<CellAggregate>> {

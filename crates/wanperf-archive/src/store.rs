@@ -4,7 +4,7 @@
 use crate::error::Result;
 use crate::model::{
     CellAggregate, CellRecord, CounterRow, ExporterRow, FlowRow, MeshQuery, MeshRow, MeshSlot, NewRun, RunData,
-    RunInfo, RunStatus,
+    RunInfo, RunStatus, Verdict,
 };
 
 /// One interface over both databases.
@@ -23,6 +23,8 @@ pub trait Store {
     fn run_info(&mut self, run_id: i64) -> Result<RunInfo>;
     /// One run with all its cells, intervals and probes.
     fn run_data(&mut self, run_id: i64) -> Result<RunData>;
+    /// Replaces a run's verdicts with these, in one transaction.
+    fn store_verdicts(&mut self, run_id: i64, verdicts: &[Verdict]) -> Result<()>;
     /// Per-cell probe and throughput aggregates computed in the database.
     fn cell_aggregates(&mut self, run_id: i64) -> Result<Vec<CellAggregate>>;
     /// Stores flow bins and the exporters' counters in one transaction.

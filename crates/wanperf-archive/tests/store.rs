@@ -201,6 +201,28 @@ fn round_trip(store: &mut dyn Store) {
     assert!(matches!(store.store_cell(missing, &ping_cell()), Err(ArchiveError::NoRun(_))));
     assert!(matches!(store.finish_run(missing, RunStatus::Incomplete, 0.0), Err(ArchiveError::NoRun(_))));
 
+    assert!(matches!(store.store_verdicts(missing, &[]), Err(ArchiveError::NoRun(_))));
+
+    // Verdicts: stored in order, replaced whole by the next evaluation (study check).
+    let v = |pass: bool, measured: Option<f64>| Verdict {
+        expect: 1,
+        line: 14,
+        text: "goodput ≤ 1.05 * window / rtt".into(),
+        cells: "streams = 1".into(),
+        pass,
+        measured,
+        bound: Some(5.5e6),
+        margin: measured.map(|m| (5.5e6 - m) / 5.5e6),
+        unit: "bit/s".into(),
+        note: "seed 001".into(),
+    };
+    let first = [v(true, Some(5e6)), v(false, None)];
+    store.store_verdicts(run_id, &first).unwrap();
+    assert_eq!(store.run_data(run_id).unwrap().verdicts, first);
+    store.store_verdicts(run_id, &first[1..]).unwrap();
+    assert_eq!(store.run_data(run_id).unwrap().verdicts, first[1..]);
+    assert!(store.run_data(older).unwrap().verdicts.is_empty());
+
     flows_round_trip(store);
     counters_round_trip(store);
     mesh_round_trip(store);

@@ -64,6 +64,53 @@ pub struct PathConfig {
     pub host_nice: i32,
 }
 
+impl PathConfig {
+    /// The path's values as a study's expectations name them, in bits, bit/s and seconds:
+    /// `rtt`, `delay_up`/`delay_down`, `rate`(`_up`/`_down`), `queue`(`_up`/`_down`; a queue
+    /// in packets counts full-MTU packets), `loss`/`loss_down` (mean loss), `policer_rate` and
+    /// `burst` (left → right), `mtu`. What the path does not have (an unlimited or traced
+    /// rate, no policer) is left out.
+    pub fn values(&self) -> std::collections::BTreeMap<String, f64> {
+        use crate::config::{QueueLimit, Rate};
+        let mut v = std::collections::BTreeMap::new();
+        let mut put = |k: &str, x: f64| {
+            v.insert(k.to_string(), x);
+        };
+        let mtu_bits = f64::from(self.mtu) * 8.0;
+        put("mtu", mtu_bits);
+        put("delay_up", self.up.delay_ns as f64 / 1e9);
+        put("delay_down", self.down.delay_ns as f64 / 1e9);
+        put("rtt", (self.up.delay_ns + self.down.delay_ns) as f64 / 1e9);
+        for (suffix, d) in [("_up", &self.up), ("_down", &self.down)] {
+            if let Rate::Constant(r) = d.rate {
+                put(&format!("rate{suffix}"), r as f64);
+            }
+            let q = match d.queue {
+                QueueLimit::Packets(n) => n as f64 * mtu_bits,
+                QueueLimit::Bytes(b) => b as f64 * 8.0,
+            };
+            put(&format!("queue{suffix}"), q);
+        }
+        if let Rate::Constant(r) = self.up.rate {
+            put("rate", r as f64);
+        }
+        put(
+            "queue",
+            match self.up.queue {
+                QueueLimit::Packets(n) => n as f64 * mtu_bits,
+                QueueLimit::Bytes(b) => b as f64 * 8.0,
+            },
+        );
+        put("loss", self.up.loss.mean_loss());
+        put("loss_down", self.down.loss.mean_loss());
+        if let Some(p) = &self.up.policer {
+            put("policer_rate", p.rate_bps as f64);
+            put("burst", p.burst_bytes as f64 * 8.0);
+        }
+        v
+    }
+}
+
 /// The niceness `path run` gives the hosts' commands unless told otherwise.
 pub const DEFAULT_HOST_NICE: i32 = 10;
 

@@ -118,6 +118,7 @@ pub fn report(data: &RunData) -> Report {
           <a href=\"#analysis\">Analysis</a><a href=\"#failures\">Failures</a><a href=\"#study\">Study</a>\
           <a href=\"#hosts\">Hosts</a></nav>\n";
     h += &tables::not_acted(&v);
+    h += &tables::expectations(&v);
 
     let (figs, skipped) = figures_sections(&mut h, items);
     h += &tables::statistics(&v);
@@ -206,6 +207,32 @@ mod tests {
         let start = html.find(&format!("data-figure=\"{name}\">")).unwrap_or_else(|| panic!("no figure {name}"));
         let end = start + html[start..].find("</figure>").unwrap();
         &html[start..end]
+    }
+
+    #[test]
+    fn stated_expectations_are_a_table_near_the_top_with_units() {
+        let mut d = seed_like();
+        assert!(!report(&d).html.contains("id=\"expectations\""), "no section without expectations");
+        let v = |pass: bool, measured: f64| wanperf_archive::Verdict {
+            expect: 0,
+            line: 12,
+            text: "rtt_rise ≤ 1.25 * queue / rate <script>".into(),
+            cells: "streams = 10".into(),
+            pass,
+            measured: Some(measured),
+            bound: Some(0.1),
+            margin: Some((0.1 - measured) / 0.1),
+            unit: "s".into(),
+            note: "seed 000".into(),
+        };
+        d.verdicts = vec![v(true, 0.09), v(false, 0.12)];
+        let html = report(&d).html;
+        let at = html.find("<section id=\"expectations\" class=\"warn\"><h2>Stated expectations: 1 of 2 held").unwrap();
+        assert!(at < html.find("id=\"figures\"").unwrap());
+        assert!(html.contains("<td>90.0 ms</td><td>100 ms</td><td>10.0 %</td>"), "{}", &html[at..at + 1500]);
+        assert!(html.contains("<td>120 ms</td><td>100 ms</td><td>-20.0 %</td>"));
+        assert!(html.contains("&lt;script&gt;") && !html.contains("<script>\""));
+        assert_eq!(html.matches("data-pass=\"false\"").count(), 1);
     }
 
     #[test]

@@ -154,6 +154,7 @@ pub fn load_study(study: &str, streams: &[u32], windows: &[u64], probes: usize, 
     }
     let n = cells.len() as u32;
     RunData {
+        verdicts: Vec::new(),
         run: RunInfo {
             id: 7,
             study: study.into(),

@@ -629,6 +629,54 @@ pub fn not_acted(v: &View) -> String {
     h + "</table>\n</section>\n"
 }
 
+/// A verdict's value in its unit.
+fn verdict_value(x: Option<f64>, unit: &str) -> String {
+    match (x, unit) {
+        (None, _) => "–".into(),
+        (Some(x), "bit/s") => mbps(x),
+        (Some(x), "s") => ms(x * 1e3),
+        (Some(x), "bit") => bytes(x / 8.0),
+        (Some(x), _) => sig(x),
+    }
+}
+
+/// The study's stated expectations (`[[expect]]`) as evaluated after the run: each with the
+/// cells it was evaluated on, the measured value, the bound and the margin. Shown near the top
+/// (as a warning when one failed); empty when the study states none.
+pub fn expectations(v: &View) -> String {
+    let vs = &v.data.verdicts;
+    if vs.is_empty() {
+        return String::new();
+    }
+    let failed = vs.iter().filter(|x| !x.pass).count();
+    let mut h = format!(
+        "<section id=\"expectations\"{}><h2>Stated expectations: {} of {} held</h2>\n\
+         <p>What the study file says must hold on a correct path (<code>[[expect]]</code>), each evaluated on \
+         the median of a cell's repeats.</p>\n<table>\n<tr><th>result</th><th>line</th>\
+         <th class=\"l\">expectation</th><th class=\"l\">cells</th><th>measured</th><th>bound</th>\
+         <th>margin</th><th class=\"l\">why</th></tr>\n",
+        if failed > 0 { " class=\"warn\"" } else { "" },
+        vs.len() - failed,
+        vs.len()
+    );
+    for x in vs {
+        let _ = writeln!(
+            h,
+            "<tr data-pass=\"{}\"><td>{}</td><td>{}</td>{}{}<td>{}</td><td>{}</td><td>{}</td>{}</tr>",
+            x.pass,
+            if x.pass { "pass" } else { "<b>FAIL</b>" },
+            x.line,
+            tdl(&x.text),
+            tdl(if x.cells.is_empty() { "all" } else { &x.cells }),
+            verdict_value(x.measured, &x.unit),
+            verdict_value(x.bound, &x.unit),
+            x.margin.map_or("–".into(), |m| format!("{} %", sig(m * 100.0))),
+            tdl(&x.note)
+        );
+    }
+    h + "</table>\n</section>\n"
+}
+
 fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }

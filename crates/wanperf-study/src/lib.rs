@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod data;
+pub mod expect;
 pub mod headline;
 pub mod run;
 pub mod spec;

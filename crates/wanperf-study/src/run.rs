@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use wanperf_archive::{CellRecord, NewRun, ProbeRow, RunStatus, Store};
+use wanperf_archive::{CellRecord, NewRun, ProbeRow, RunStatus, Store, Verdict};
 use wanperf_emu::path::{Host, PathConfig};
 use wanperf_net::child::{on_path, stop_child, wait_child, wait_ready};
 use wanperf_net::path::Path;
@@ -47,6 +47,37 @@ pub struct Outcome {
     pub planned: usize,
     /// Cells that failed (stored as failures).
     pub failures: usize,
+    /// The study's expectations as evaluated on the stored cells (stored with the run).
+    pub verdicts: Vec<Verdict>,
+}
+
+/// Evaluates a stored run's cells against `study`'s expectations (the study as parsed from
+/// the run's own text). Pure reading: the caller decides whether to store them.
+pub fn check(store: &mut dyn Store, run_id: i64, study: &Study, flags: &dyn Flags) -> Result<Vec<Verdict>> {
+    if study.expects.is_empty() {
+        return Ok(Vec::new());
+    }
+    let aggs = store.cell_aggregates(run_id)?;
+    let data = store.run_data(run_id)?;
+    let axes: Vec<String> = study.axes.iter().map(|a| crate::spec::param_key(&a.name)).collect();
+    Ok(crate::expect::evaluate(&study.expects, &axes, &aggs, &data.cells, &study.configs(flags)))
+}
+
+/// The verdicts as printed after a run and by `study check`: one line each, then a count.
+pub fn verdict_lines(verdicts: &[Verdict]) -> Vec<String> {
+    if verdicts.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![String::new(), "expectations:".to_string()];
+    out.extend(verdicts.iter().map(|v| format!("  {}", crate::expect::line(v))));
+    let failed = verdicts.iter().filter(|v| !v.pass).count();
+    out.push(format!(
+        "{} of {} held{}",
+        verdicts.len() - failed,
+        verdicts.len(),
+        if failed > 0 { format!("; {failed} FAILED") } else { String::new() }
+    ));
+    out
 }
 
 /// Runs (or resumes) a study into `store`, printing the headline table (or JSON records).
@@ -150,10 +181,12 @@ pub fn execute(
     let status = if complete { RunStatus::Complete } else { RunStatus::Incomplete };
     store.finish_run(run_id, status, now_unix())?;
     let aggs = store.cell_aggregates(run_id)?;
+    let verdicts = check(store, run_id, study, env.flags)?;
+    store.store_verdicts(run_id, &verdicts)?;
     if json {
         (env.say)(
             &json!({"event": "end", "run": run_id, "complete": complete, "cells_stored": stored,
-            "cells_planned": cells.len(), "failed": failures, "cells": aggs})
+            "cells_planned": cells.len(), "failed": failures, "cells": aggs, "verdicts": verdicts})
             .to_string(),
         );
     } else {
@@ -169,8 +202,9 @@ pub fn execute(
                 "{not_acting_cells} cell(s) ran on a path part of whose configuration never acted (warnings above; the report lists them)"
             ));
         }
+        verdict_lines(&verdicts).iter().for_each(|l| (env.say)(l));
     }
-    Ok(Outcome { run_id, complete, stored, planned: cells.len(), failures })
+    Ok(Outcome { run_id, complete, stored, planned: cells.len(), failures, verdicts })
 }
 
 /// A cell as a line of its axis values.
@@ -228,7 +262,10 @@ pub fn dry_run(study: &Study, cells: &[CellPlan], json: bool, flags: &dyn Flags)
                     "link": study.link_argv(c), "measure": study.measure_argv(c, "PEER", None), "estimate_s": study.estimate_s(c, flags)})
             })
             .collect();
-        return vec![json!({"study": study.name, "cells": list, "estimate_s": total}).to_string()];
+        let expects: Vec<Value> = study.expects.iter().map(|e| json!({"line": e.line, "text": e.text()})).collect();
+        return vec![
+            json!({"study": study.name, "cells": list, "estimate_s": total, "expectations": expects}).to_string()
+        ];
     }
     let mut lines = vec![format!("{} ({} study, {} cells)", study.name, study.kind.command(), cells.len())];
     for (n, c) in cells.iter().enumerate() {
@@ -243,6 +280,10 @@ pub fn dry_run(study: &Study, cells: &[CellPlan], json: bool, flags: &dyn Flags)
         ));
     }
     lines.push(format!("estimated time: {}", fmt_secs(total)));
+    if !study.expects.is_empty() {
+        lines.push(format!("checked after the run ({} expectations):", study.expects.len()));
+        lines.extend(study.expects.iter().map(|e| format!("  line {}: {}", e.line, e.text())));
+    }
     lines
 }
 

@@ -110,6 +110,8 @@ pub struct Study {
     pub order: Order,
     /// Pause between cells, seconds.
     pub pause_s: f64,
+    /// What must hold (`[[expect]]`), checked after every run.
+    pub expects: Vec<crate::expect::Expect>,
 }
 
 /// One planned cell.
@@ -244,6 +246,11 @@ pub trait Flags {
     /// The bottleneck rate of the path these link flags make, bit/s, if it has a constant one
     /// (for time estimates).
     fn bottleneck_bps(&self, flags: &[String]) -> Option<f64>;
+    /// The path these link flags make, as the values an expectation's bound may use
+    /// ([`crate::expect::VARIABLES`]: `rtt`, `rate`, `queue`, `loss`, `policer_rate`, `burst`,
+    /// `mtu`, …) in bits, bit/s and seconds; a value the path does not have (an unlimited
+    /// rate, no policer) is left out.
+    fn link_values(&self, flags: &[String]) -> BTreeMap<String, f64>;
 }
 
 #[derive(serde::Deserialize)]
@@ -259,6 +266,8 @@ struct File {
     sweep: Option<Table>,
     #[serde(default)]
     run: Option<RunSection>,
+    #[serde(default)]
+    expect: Vec<Spanned<crate::expect::ExpectSection>>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -309,6 +318,7 @@ impl Study {
             repeats: 1,
             order: Order::Sequential,
             pause_s: 0.0,
+            expects: Vec::new(),
         };
         // Where: a host, or a path (the default: an ideal emulated path).
         let mut link = Vec::new();
@@ -459,7 +469,40 @@ impl Study {
             study.check_measure(flags, &study.measure_args(first)).map_err(|m| err(0, format!("[measure]: {m}")))?;
             check_link(flags, &study.link_args(first)).map_err(|m| err(0, format!("[path]: {m}")))?;
         }
+        if !file.expect.is_empty() {
+            let configs = study.configs(flags);
+            study.expects = crate::expect::parse_all(file.expect, &lines, &study, &configs)?;
+        }
         Ok(study)
+    }
+
+    /// Every cell's configuration (by index), the values its expectations' bounds use.
+    pub fn configs(&self, flags: &dyn Flags) -> crate::expect::Configs {
+        self.cells().iter().filter(|c| c.repeat == 0).map(|c| (c.index, self.config(c, flags))).collect()
+    }
+
+    /// A cell's configuration: its path's values (an emulated path's, as its options and preset
+    /// make it) and its measurement's (`window`, `streams`, `duration`, `bitrate`), in bits,
+    /// bit/s and seconds.
+    pub fn config(&self, cell: &CellPlan, flags: &dyn Flags) -> BTreeMap<String, f64> {
+        let mut v = match self.target {
+            Target::Path { .. } => flags.link_values(&self.link_argv(cell)),
+            Target::Host { .. } => BTreeMap::new(),
+        };
+        for (k, val) in self.measure_args(cell) {
+            let x = match param_key(&k).as_str() {
+                "window" => units::parse_size(&val).ok().map(|b| ("window", b as f64 * 8.0)),
+                "streams" => val.parse::<f64>().ok().map(|n| ("streams", n)),
+                "duration" => units::parse_duration(&val).ok().map(|d| ("duration", d)),
+                "bitrate" => units::parse_rate(&val).ok().map(|r| ("bitrate", r as f64)),
+                _ => None,
+            };
+            if let Some((k, x)) = x {
+                v.insert(k.to_string(), x);
+            }
+        }
+        v.entry("streams".to_string()).or_insert(1.0);
+        v
     }
 
     /// The measurement flag for a study key.
@@ -656,7 +699,7 @@ pub fn param_key(axis: &str) -> String {
 }
 
 /// A value in base units when its axis has one.
-fn normalize(key: &str, v: &str) -> serde_json::Value {
+pub(crate) fn normalize(key: &str, v: &str) -> serde_json::Value {
     let num = match key {
         "window" | "length" | "bytes" | "size" | "block" => units::parse_size(v).ok().map(|b| b as f64),
         "queue" | "queue_up" | "queue_down" if !v.ends_with('p') => units::parse_size(v).ok().map(|b| b as f64),
@@ -725,6 +768,9 @@ mod tests {
         }
         fn bottleneck_bps(&self, _: &[String]) -> Option<f64> {
             Some(8e6)
+        }
+        fn link_values(&self, _: &[String]) -> BTreeMap<String, f64> {
+            [("rate", 8e6), ("rtt", 0.1)].into_iter().map(|(k, v)| (k.to_string(), v)).collect()
         }
     }
 

@@ -184,6 +184,7 @@ fn main() -> ExitCode {
         Command::Net(net::NetCmd::Presets { name, json }) => net::presets(name, json),
         Command::Net(net::NetCmd::Daemon { name, topology, nice }) => wanperf_net::netd::run(&name, &topology, nice),
         Command::Study(study::StudyCmd::Run(a)) => study::run(a),
+        Command::Study(study::StudyCmd::Check(a)) => study::check(a),
         Command::Runs(a) => keep::runs(a),
         Command::Export(a) => keep::export(a),
         Command::Import(a) => keep::import(a),

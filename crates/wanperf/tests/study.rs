@@ -229,10 +229,53 @@ streams = 4
 cc = "cubic"
 [sweep]
 queue = ["50kB", "300kB"]
+
+[[expect]]
+metric = "rtt_rise"
+where = { queue = "300kB" }
+min = "0.75 * queue / rate"
+max = "1.25 * queue / rate"
+why = "a drop-tail queue kept full adds queue/rate"
+
+[[expect]]
+metric = "rtt_rise"
+rises_with = "queue"
+
+[[expect]]
+metric = "rtt_loaded"
+max = "rtt"
+why = "cannot hold: a queue under load adds delay"
 "#,
     );
     let out = run(&["study", "run", &file, "--db", &db, "--json"], Duration::from_secs(120));
+    // Without --strict a failed expectation is reported and stored, and the run succeeds.
     assert!(out.status.success(), "{}", stderr(&out));
+    let end = records(&out).into_iter().find(|r| r["event"] == "end").unwrap();
+    let verdicts = end["verdicts"].as_array().unwrap().clone();
+    let pass: Vec<(u64, bool)> = verdicts.iter().map(|v| (v["expect"].as_u64().unwrap(), v["pass"] == true)).collect();
+    assert_eq!(pass, [(0, true), (1, true), (2, false), (2, false)], "{verdicts:?}");
+    let rise = &verdicts[0];
+    let want = 300.0 * 1024.0 * 8.0 / 25e6;
+    assert!((f(&rise["bound"]) - 0.75 * want).abs() < 1e-9 || (f(&rise["bound"]) - 1.25 * want).abs() < 1e-9, "{rise}");
+    assert_eq!(rise["cells"], "", "one axis, fixed by `where`: {rise}");
+    assert_eq!(verdicts[1]["cells"], "queue 50.0 KiB → 300 KiB");
+    // `study check` re-evaluates the stored run to the same verdicts, and fails with them.
+    let check = run(&["study", "check", "latest", "--db", &db, "--json"], Duration::from_secs(20));
+    assert_eq!(check.status.code(), Some(1), "{}", stderr(&check));
+    let c: Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(c["verdicts"].as_array().unwrap(), &verdicts);
+    assert_eq!(c["same_as_stored"], true);
+    let text = run(&["study", "check", "latest", "--db", &db], Duration::from_secs(20));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("FAIL  line 26  rtt_loaded ≤ rtt [queue = 50.0 KiB]"), "{text}");
+    assert!(text.contains("2 of 4 held; 2 FAILED"), "{text}");
+    // The report shows them, the failed ones marked.
+    let html = d.join("r.html");
+    let out = run(&["report", "latest", "--db", &db, "-o", html.to_str().unwrap()], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Stated expectations: 2 of 4 held"), "no expectations table");
+    assert_eq!(page.matches("data-pass=\"false\"").count(), 2);
     let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
     let data: Value = serde_json::from_slice(&out.stdout).unwrap();
     let cells = data["cells"].as_array().unwrap();
@@ -254,6 +297,52 @@ queue = ["50kB", "300kB"]
     let want = 300.0 * 1024.0 * 8.0 / 25e6 * 1000.0;
     assert!((added[1] - want).abs() / want < 0.25, "added {added:?} ms, queue/rate {want} ms");
     assert!(added[0] < added[1] / 2.0, "{added:?}");
+}
+
+/// `--strict`: a run whose stated expectation fails exits non-zero (the cells are stored all
+/// the same), and a run whose expectations hold exits zero.
+#[test]
+fn strict_runs_fail_on_a_failed_expectation_and_pass_on_held_ones() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("strict");
+    let db = d.join("a.sqlite").display().to_string();
+    let study = |bound: &str| {
+        format!(
+            r#"name = "strict"
+[path]
+rtt = "10ms"
+[measure]
+kind = "ping"
+count = 5
+interval = "20ms"
+
+[[expect]]
+metric = "rtt_min"
+min = "rtt"
+why = "no probe beats the propagation delay"
+
+[[expect]]
+metric = "rtt"
+max = "{bound}"
+"#
+        )
+    };
+    let held = write(&d, "held.toml", &study("rtt + 5 ms"));
+    let out = run(&["study", "run", &held, "--db", &db, "--strict"], Duration::from_secs(60));
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{said}{}", stderr(&out));
+    assert!(said.contains("2 of 2 held"), "{said}");
+    let failed = write(&d, "failed.toml", &study("5 ms"));
+    let out = run(&["study", "run", &failed, "--db", &db, "--strict"], Duration::from_secs(60));
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(1), "{said}{}", stderr(&out));
+    assert!(said.contains("FAIL  line 14  rtt ≤ 5 ms"), "{said}");
+    assert!(said.contains("1 of 2 held; 1 FAILED"), "{said}");
+    // Stored all the same: both runs are complete.
+    assert!(runs_json(&db).iter().all(|r| r["status"] == "complete"));
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// The rule this round adds: a study on seed 002's 1 Mbit/s OSCARS reservation polices the
@@ -282,7 +371,24 @@ duration = "4s"
 streams = 2
 [sweep]
 policer = ["1M,1MB,port=test", "none", "1M,1MB,port=5011"]
+
+[[expect]]
+metric = "goodput"
+where = { policer = "1M,1MB,port=test" }
+max = "1.1 * (burst / duration + policer_rate)"
+
+[[expect]]
+metric = "goodput"
+where = { policer = "none" }
+min = "3 * (1 MiB / 4 s + 1 Mbit/s)"
 "#,
+    );
+    let dry = run(&["study", "run", &file, "--dry-run"], Duration::from_secs(20));
+    assert!(
+        String::from_utf8_lossy(&dry.stdout)
+            .contains("line 12: goodput ≤ 1.1 * (burst / duration + policer_rate) where policer = 1M,1MB,port=test"),
+        "{}",
+        String::from_utf8_lossy(&dry.stdout)
     );
     let out = run(&["study", "run", &file, "--db", &db, "--json"], Duration::from_secs(120));
     assert!(out.status.success(), "{}", stderr(&out));
@@ -294,6 +400,12 @@ policer = ["1M,1MB,port=test", "none", "1M,1MB,port=5011"]
     let bound = (8.0 * 1_048_576.0 + 1e6 * 4.0) / 4.0;
     assert!(goodput[0] <= bound * 1.1, "policed: {goodput:?} bit/s, bound {bound}");
     assert!(cells[0]["not_acted"].as_array().unwrap().is_empty(), "{}", cells[0]);
+    // The same bounds, stated in the file, held.
+    let end = records(&out).into_iter().find(|r| r["event"] == "end").unwrap();
+    let verdicts = end["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 2);
+    assert!(verdicts.iter().all(|v| v["pass"] == true), "{verdicts:?}");
+    assert!((f(&verdicts[0]["bound"]) - 1.1 * bound).abs() < 1.0, "{}", verdicts[0]);
     // Off, and on a port the test does not use: the path's rate, far above the bound.
     for c in [1, 2] {
         assert!(goodput[c] > 3.0 * bound, "cell {c}: {goodput:?} bit/s, bound {bound}");

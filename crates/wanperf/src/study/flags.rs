@@ -50,6 +50,11 @@ impl Flags for CliFlags {
             _ => None,
         }
     }
+
+    fn link_values(&self, flags: &[String]) -> std::collections::BTreeMap<String, f64> {
+        let Ok(cli) = LinkCli::try_parse_from(flags) else { return Default::default() };
+        crate::path::config_from(&cli.link).map(|c| c.values()).unwrap_or_default()
+    }
 }
 
 /// Parses and validates a study file with the commands' own flags.

@@ -17,6 +17,29 @@ use wanperf_study::run::{execute, fmt_secs, Env, Outcome};
 pub enum StudyCmd {
     /// Run a study file (see scenarios/), storing every cell in the archive.
     Run(RunArgs),
+    /// Re-evaluate a stored run's stated expectations (`[[expect]]` in its study file).
+    Check(CheckArgs),
+}
+
+/// Options of `study check`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+The expectations are read from the study text stored with the run and evaluated on its
+stored cells, exactly as `study run` did after the run (each cell's value is the median of
+its repeats). Exits non-zero if one fails.
+
+Examples:
+  wanperf study check latest
+  wanperf study check 12 --json")]
+pub struct CheckArgs {
+    /// Run id, or `latest`.
+    run: String,
+    /// Archive: a SQLite file or a postgres:// URL.
+    #[arg(long, value_name = "DB")]
+    db: Option<String>,
+    /// Print the verdicts as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `study run`.
@@ -45,6 +68,10 @@ pub struct RunArgs {
     /// Print each stored cell as JSON and a final summary record.
     #[arg(long)]
     json: bool,
+    /// Exit non-zero if a stated expectation (`[[expect]]`) fails (they are always evaluated,
+    /// printed and stored).
+    #[arg(long)]
+    strict: bool,
 }
 
 /// Reads and parses a study file; errors name the file and line.
@@ -86,7 +113,37 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         }
         outln!("report: wanperf report {} -o report.html", out.run_id);
     }
-    Ok(if out.complete && out.failures == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    let expectation_failed = a.strict && out.verdicts.iter().any(|v| !v.pass);
+    Ok(if out.complete && out.failures == 0 && !expectation_failed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `wanperf study check`.
+pub fn check(a: CheckArgs) -> Result<ExitCode> {
+    let mut store = crate::store::open_store_read_only(a.db.as_deref())?;
+    let run_id = crate::keep::run_id(store.as_mut(), &a.run)?;
+    let info = store.run_info(run_id)?;
+    if info.study_text.is_empty() {
+        return Err(anyhow!("run {run_id} ({}) has no study file: nothing states what it expects", info.study));
+    }
+    let study = flags::parse(&info.study_text).map_err(|e| anyhow!("run {run_id}'s study file: {e}"))?;
+    if study.expects.is_empty() {
+        return Err(anyhow!("run {run_id}'s study `{}` states no expectations ([[expect]])", study.name));
+    }
+    let verdicts = wanperf_study::run::check(store.as_mut(), run_id, &study, &flags::CliFlags)?;
+    let stored = store.run_data(run_id)?.verdicts;
+    let same = stored == verdicts;
+    if a.json {
+        outln!("{}", serde_json::json!({"run": run_id, "verdicts": verdicts, "same_as_stored": same}));
+    } else {
+        outln!("run {run_id}: {}", study.name);
+        for l in wanperf_study::run::verdict_lines(&verdicts).iter().skip(1) {
+            outln!("{l}");
+        }
+        if !same {
+            outln!("(these differ from the verdicts stored after the run: {} stored)", stored.len());
+        }
+    }
+    Ok(if verdicts.iter().all(|v| v.pass) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// What the runner needs from the command line.

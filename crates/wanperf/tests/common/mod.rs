@@ -100,10 +100,11 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
         let _ = out.read_to_end(&mut v);
         v
     });
-    let te = std::thread::spawn(move || {
+    let (err_tx, err_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
         let mut v = Vec::new();
         let _ = err.read_to_end(&mut v);
-        v
+        let _ = err_tx.send(v);
     });
     let t0 = Instant::now();
     let status = loop {
@@ -113,11 +114,16 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
         if t0.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("wanperf {args:?} did not finish within {limit:?} (hang)");
+            // What it said before it hung (its children may hold the pipe a little longer).
+            let said = err_rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+            let said = String::from_utf8_lossy(&said);
+            let tail: Vec<&str> = said.lines().rev().take(40).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!("wanperf {args:?} did not finish within {limit:?} (hang); its stderr ended:\n{}", tail.join("\n"));
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    Output { status, stdout: to.join().unwrap(), stderr: te.join().unwrap() }
+    Output { status, stdout: to.join().unwrap(), stderr: err_rx.recv().unwrap_or_default() }
 }
 
 /// Parses NDJSON output.

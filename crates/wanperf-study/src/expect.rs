@@ -1,0 +1,1071 @@
+//! Stated expectations (`[[expect]]` in a study file): what must hold on a correct path, in
+//! the units users write, checked after every run. Pure: parsed once against the study's
+//! axes and each cell's configuration, evaluated over archived cells.
+//!
+//! An expectation names a metric, optionally a selection of cells (`where`, by axis values),
+//! and either bounds (`min`, `max`) or a trend along one axis (`rises_with`, `falls_with`).
+//! Bounds are small expressions over the cell's own configuration — `1.05 * window / rtt`,
+//! `queue / rate + 2 ms` — with units carried through: sizes are bits, rates bit/s, times
+//! seconds, and a bound whose unit is not the metric's is refused when the file is read.
+
+use crate::spec::{Kind, Study};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+pub use wanperf_archive::Verdict;
+use wanperf_archive::{CellAggregate, StoredCell};
+use wanperf_toml::{err, scalar, Lines, Spanned, Table};
+use wanperf_units as units;
+
+/// A physical dimension: the exponents of bit and second (a rate is bit¹·s⁻¹).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Dim {
+    /// Exponent of the bit.
+    pub bit: i8,
+    /// Exponent of the second.
+    pub sec: i8,
+}
+
+const NONE: Dim = Dim { bit: 0, sec: 0 };
+const BITS: Dim = Dim { bit: 1, sec: 0 };
+const SECS: Dim = Dim { bit: 0, sec: 1 };
+const RATE: Dim = Dim { bit: 1, sec: -1 };
+
+impl Dim {
+    fn times(self, o: Dim) -> Dim {
+        Dim { bit: self.bit.saturating_add(o.bit), sec: self.sec.saturating_add(o.sec) }
+    }
+    fn over(self, o: Dim) -> Dim {
+        Dim { bit: self.bit.saturating_sub(o.bit), sec: self.sec.saturating_sub(o.sec) }
+    }
+    /// How users name it.
+    pub fn name(self) -> String {
+        match (self.bit, self.sec) {
+            (0, 0) => "a plain number".into(),
+            (1, 0) => "a size".into(),
+            (0, 1) => "a time".into(),
+            (1, -1) => "a rate".into(),
+            (b, s) => format!("bit^{b}·s^{s}"),
+        }
+    }
+    /// A value of this dimension as users read it.
+    pub fn fmt(self, v: f64) -> String {
+        match (self.bit, self.sec) {
+            (1, 0) if v >= 0.0 => units::fmt_bytes((v / 8.0).round() as u64),
+            (0, 1) => format!("{:.3} ms", v * 1e3),
+            (1, -1) => units::fmt_rate(v),
+            (0, 0) => format!("{v:.4}"),
+            _ => format!("{v:.4e}"),
+        }
+    }
+}
+
+/// What an expectation measures in each cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Goodput, bit/s (a copy's data rate).
+    Goodput,
+    /// Mean RTT of the probes without load, s (a ping study's probes).
+    RttIdle,
+    /// Mean RTT of the probes under load, s.
+    RttLoaded,
+    /// Loaded minus idle mean RTT, s.
+    RttRise,
+    /// Lowest RTT without load, s.
+    RttMin,
+    /// Fraction of idle probes lost.
+    LossIdle,
+    /// Fraction of loaded probes lost.
+    LossLoaded,
+    /// Retransmitted segments.
+    Retransmits,
+    /// The path's capacity, bit/s.
+    Capacity,
+    /// Available bandwidth, bit/s.
+    Available,
+}
+
+/// Every metric: its name in files, its dimension, and the kinds of study that have it.
+const METRICS: &[(&str, Metric, Dim, &[Kind])] = &[
+    ("goodput", Metric::Goodput, RATE, &[Kind::Tput, Kind::Load, Kind::Copy]),
+    ("rtt", Metric::RttIdle, SECS, &[Kind::Ping, Kind::Load]),
+    ("rtt_idle", Metric::RttIdle, SECS, &[Kind::Ping, Kind::Load]),
+    ("rtt_loaded", Metric::RttLoaded, SECS, &[Kind::Load]),
+    ("rtt_rise", Metric::RttRise, SECS, &[Kind::Load]),
+    ("rtt_min", Metric::RttMin, SECS, &[Kind::Ping, Kind::Load]),
+    ("loss", Metric::LossIdle, NONE, &[Kind::Ping, Kind::Load]),
+    ("loss_idle", Metric::LossIdle, NONE, &[Kind::Ping, Kind::Load]),
+    ("loss_loaded", Metric::LossLoaded, NONE, &[Kind::Load]),
+    ("retransmits", Metric::Retransmits, NONE, &[Kind::Tput]),
+    ("capacity", Metric::Capacity, RATE, &[Kind::Capacity]),
+    ("available", Metric::Available, RATE, &[Kind::Capacity]),
+];
+
+impl Metric {
+    fn dim(self) -> Dim {
+        METRICS.iter().find(|m| m.1 == self).map_or(NONE, |m| m.2)
+    }
+}
+
+/// The configuration values a bound may use, with their dimensions (all in bits, bit/s and
+/// seconds): the path's (as its options and preset make it, the measured direction's where
+/// the two differ) and the measurement's.
+pub const VARIABLES: &[(&str, Dim, &str)] = &[
+    ("rtt", SECS, "the path's base round-trip time"),
+    ("delay_up", SECS, "one-way delay, left → right"),
+    ("delay_down", SECS, "one-way delay, right → left"),
+    ("rate", RATE, "the bottleneck rate left → right"),
+    ("rate_up", RATE, "the bottleneck rate left → right"),
+    ("rate_down", RATE, "the bottleneck rate right → left"),
+    ("queue", BITS, "the bottleneck queue left → right"),
+    ("queue_up", BITS, "the bottleneck queue left → right"),
+    ("queue_down", BITS, "the bottleneck queue right → left"),
+    ("loss", NONE, "random loss left → right (a fraction)"),
+    ("loss_down", NONE, "random loss right → left (a fraction)"),
+    ("policer_rate", RATE, "the policer's rate left → right"),
+    ("burst", BITS, "the policer's burst left → right"),
+    ("mtu", BITS, "the path's MTU"),
+    ("window", BITS, "the measurement's socket buffer (`window`)"),
+    ("streams", NONE, "parallel streams"),
+    ("duration", SECS, "the measurement's duration"),
+    ("bitrate", RATE, "the measurement's target bitrate"),
+];
+
+fn variable(name: &str) -> Option<Dim> {
+    VARIABLES.iter().find(|v| v.0 == name).map(|v| v.1)
+}
+
+/// A bound's expression.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Expr {
+    /// A number in base units.
+    Num(f64),
+    /// A configuration value.
+    Var(String),
+    /// An operation.
+    Op(char, Box<Expr>, Box<Expr>),
+}
+
+impl Expr {
+    /// Its value in a cell's configuration; `Err` names a variable the cell has no value of.
+    pub fn eval(&self, config: &BTreeMap<String, f64>) -> Result<f64, String> {
+        Ok(match self {
+            Expr::Num(v) => *v,
+            Expr::Var(n) => *config.get(n).ok_or_else(|| n.clone())?,
+            Expr::Op(op, a, b) => {
+                let (a, b) = (a.eval(config)?, b.eval(config)?);
+                match op {
+                    '+' => a + b,
+                    '-' => a - b,
+                    '*' => a * b,
+                    _ => a / b,
+                }
+            }
+        })
+    }
+
+    fn vars(&self, out: &mut Vec<String>) {
+        match self {
+            Expr::Num(_) => {}
+            Expr::Var(n) => out.push(n.clone()),
+            Expr::Op(_, a, b) => {
+                a.vars(out);
+                b.vars(out);
+            }
+        }
+    }
+}
+
+/// Parses a bound: numbers with units (`2 ms`, `64K`, `10 Mbit/s`, `5 %`), configuration
+/// names, `+ - * /` and parentheses. Returns the expression and its dimension.
+pub fn parse_expr(text: &str) -> Result<(Expr, Dim), String> {
+    let toks = tokens(text)?;
+    let mut p = Parser { toks, at: 0 };
+    let e = p.sum()?;
+    if p.at < p.toks.len() {
+        return Err(format!("unexpected `{}` in `{text}`", p.toks[p.at].show()));
+    }
+    Ok(e)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Num(f64, Dim),
+    Name(String),
+    Sym(char),
+}
+
+impl Tok {
+    fn show(&self) -> String {
+        match self {
+            Tok::Num(v, _) => v.to_string(),
+            Tok::Name(n) => n.clone(),
+            Tok::Sym(c) => c.to_string(),
+        }
+    }
+}
+
+/// A number's unit: its value in base units and its dimension.
+fn unit(num: &str, unit: &str) -> Result<(f64, Dim), String> {
+    let whole = format!("{num}{unit}");
+    let bad = |e: units::UnitError| format!("`{num} {unit}`: {e}");
+    if unit.is_empty() {
+        return num.parse::<f64>().map(|v| (v, NONE)).map_err(|_| format!("`{num}` is not a number"));
+    }
+    if unit == "%" {
+        return num.parse::<f64>().map(|v| (v / 100.0, NONE)).map_err(|_| format!("`{num}` is not a number"));
+    }
+    if unit.ends_with("bit/s") || unit.ends_with("bps") || unit.ends_with("b/s") {
+        return units::parse_rate(&whole.replace("b/s", "bit/s")).map(|v| (v as f64, RATE)).map_err(bad);
+    }
+    if ["s", "sec", "ms", "us", "µs", "min", "h"].contains(&unit) {
+        return units::parse_duration(&whole).map(|v| (v, SECS)).map_err(bad);
+    }
+    if unit == "m" {
+        return Err(format!("`{num}m` is ambiguous: write `{num} min` or `{num} MiB`"));
+    }
+    if unit.ends_with("bit") {
+        return Err(format!("`{num}{unit}`: a rate is written with /s (`{num} {unit}/s`); a size in bytes"));
+    }
+    units::parse_size(&whole).map(|v| (v as f64 * 8.0, BITS)).map_err(bad)
+}
+
+fn tokens(text: &str) -> Result<Vec<Tok>, String> {
+    let cs: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < cs.len() {
+        let c = cs[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if "+-*/()×".contains(c) {
+            out.push(Tok::Sym(if c == '×' { '*' } else { c }));
+            i += 1;
+        } else if c.is_ascii_digit() || c == '.' {
+            let s = i;
+            while i < cs.len()
+                && (cs[i].is_ascii_digit()
+                    || cs[i] == '.'
+                    || (cs[i] == 'e' && cs.get(i + 1).is_some_and(|d| d.is_ascii_digit() || *d == '-' || *d == '+')))
+            {
+                if cs[i] == 'e' {
+                    i += 1; // the exponent's sign or first digit
+                }
+                i += 1;
+            }
+            let num: String = cs[s..i].iter().collect();
+            // A unit may follow, after a space or not: letters, µ, '/', '%'.
+            let mut j = i;
+            while j < cs.len() && cs[j] == ' ' {
+                j += 1;
+            }
+            let u0 = j;
+            while j < cs.len()
+                && (cs[j].is_ascii_alphabetic() || cs[j] == 'µ' || cs[j] == '%' || (cs[j] == '/' && j > u0))
+            {
+                // "/" belongs to the unit only as in bit/s, b/s.
+                if cs[j] == '/' && !cs[j + 1..].starts_with(&['s']) {
+                    break;
+                }
+                j += 1;
+            }
+            let u: String = cs[u0..j].iter().collect();
+            // A name after a space is a variable only if it is one (`2 rtt` is not allowed:
+            // write `2 * rtt`).
+            let (v, d) = unit(&num, &u).map_err(|e| {
+                if variable(&u).is_some() {
+                    format!("`{num} {u}`: write `{num} * {u}`")
+                } else {
+                    e
+                }
+            })?;
+            out.push(Tok::Num(v, d));
+            i = if u.is_empty() { i } else { j };
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let s = i;
+            while i < cs.len() && (cs[i].is_ascii_alphanumeric() || cs[i] == '_') {
+                i += 1;
+            }
+            out.push(Tok::Name(cs[s..i].iter().collect()));
+        } else {
+            return Err(format!("unexpected `{c}` in `{text}`"));
+        }
+    }
+    if out.is_empty() {
+        return Err("the bound is empty".into());
+    }
+    Ok(out)
+}
+
+struct Parser {
+    toks: Vec<Tok>,
+    at: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.at)
+    }
+    fn sum(&mut self) -> Result<(Expr, Dim), String> {
+        let (mut e, d) = self.product()?;
+        while let Some(Tok::Sym(op @ ('+' | '-'))) = self.peek().cloned() {
+            self.at += 1;
+            let (r, rd) = self.product()?;
+            if rd != d {
+                return Err(format!("`{op}` between {} and {}", d.name(), rd.name()));
+            }
+            e = Expr::Op(op, Box::new(e), Box::new(r));
+        }
+        Ok((e, d))
+    }
+    fn product(&mut self) -> Result<(Expr, Dim), String> {
+        let (mut e, mut d) = self.atom()?;
+        while let Some(Tok::Sym(op @ ('*' | '/'))) = self.peek().cloned() {
+            self.at += 1;
+            let (r, rd) = self.atom()?;
+            d = if op == '*' { d.times(rd) } else { d.over(rd) };
+            e = Expr::Op(op, Box::new(e), Box::new(r));
+        }
+        Ok((e, d))
+    }
+    fn atom(&mut self) -> Result<(Expr, Dim), String> {
+        let t = self.peek().cloned().ok_or("the bound ends too early")?;
+        self.at += 1;
+        match t {
+            Tok::Num(v, d) => Ok((Expr::Num(v), d)),
+            Tok::Name(n) => match variable(&n) {
+                Some(d) => Ok((Expr::Var(n), d)),
+                None => Err(format!(
+                    "unknown name `{n}` (a bound may use {})",
+                    VARIABLES.iter().map(|v| v.0).collect::<Vec<_>>().join(", ")
+                )),
+            },
+            Tok::Sym('(') => {
+                let e = self.sum()?;
+                match self.peek() {
+                    Some(Tok::Sym(')')) => {
+                        self.at += 1;
+                        Ok(e)
+                    }
+                    _ => Err("a `(` is not closed".into()),
+                }
+            }
+            Tok::Sym('-') => {
+                let (e, d) = self.atom()?;
+                Ok((Expr::Op('-', Box::new(Expr::Num(0.0)), Box::new(e)), d))
+            }
+            Tok::Sym(c) => Err(format!("unexpected `{c}`")),
+        }
+    }
+}
+
+/// What an expectation checks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "check")]
+pub enum Check {
+    /// Each selected cell's metric (the median over its repeats) within bounds.
+    Bounds {
+        /// Lower bound, as written and parsed.
+        min: Option<(String, Expr)>,
+        /// Upper bound.
+        max: Option<(String, Expr)>,
+    },
+    /// Along one axis (the other axes fixed), each next value's metric is at least (rises)
+    /// or at most (falls) the previous one's, within a tolerance, until the metric reaches
+    /// `until` (rises) — from there on it need only stay.
+    Trend {
+        /// The axis (its archive name).
+        axis: String,
+        /// True for rises.
+        rises: bool,
+        /// A relative dip (or rise) allowed between neighbours, e.g. 0.05.
+        tolerance: f64,
+        /// The value from which on a rise is no longer needed.
+        until: Option<(String, Expr)>,
+    },
+}
+
+/// One `[[expect]]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Expect {
+    /// Its line in the study file.
+    pub line: usize,
+    /// The metric's name as written.
+    pub metric_name: String,
+    /// What it measures.
+    pub metric: Metric,
+    /// Axis (archive name) → value: the cells it is about (all when empty).
+    pub select: Vec<(String, serde_json::Value)>,
+    /// The check.
+    pub check: Check,
+    /// Why it must hold (a seed's words, a formula's source), shown with its verdict.
+    pub why: String,
+}
+
+impl Expect {
+    /// The expectation in one line, as users wrote it: `goodput ≤ 1.05 * window / rtt where
+    /// streams = 1`.
+    pub fn text(&self) -> String {
+        let mut s = match &self.check {
+            Check::Bounds { min, max } => match (min, max) {
+                (Some((lo, _)), Some((hi, _))) => format!("{lo} ≤ {} ≤ {hi}", self.metric_name),
+                (Some((lo, _)), None) => format!("{} ≥ {lo}", self.metric_name),
+                (None, Some((hi, _))) => format!("{} ≤ {hi}", self.metric_name),
+                (None, None) => self.metric_name.clone(),
+            },
+            Check::Trend { axis, rises, tolerance, until } => {
+                let mut s = format!("{} {} with {axis}", self.metric_name, if *rises { "rises" } else { "falls" });
+                if let Some((u, _)) = until {
+                    s.push_str(&format!(" until {u}"));
+                }
+                if *tolerance > 0.0 {
+                    s.push_str(&format!(" (± {:.0} %)", tolerance * 100.0));
+                }
+                s
+            }
+        };
+        if !self.select.is_empty() {
+            let w: Vec<String> = self.select.iter().map(|(k, v)| format!("{k} = {}", show(v))).collect();
+            s.push_str(&format!(" where {}", w.join(", ")));
+        }
+        s
+    }
+}
+
+fn show(v: &serde_json::Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ExpectSection {
+    metric: Spanned<String>,
+    #[serde(rename = "where", default)]
+    select: Option<Spanned<Table>>,
+    #[serde(default)]
+    min: Option<Spanned<String>>,
+    #[serde(default)]
+    max: Option<Spanned<String>>,
+    #[serde(default)]
+    rises_with: Option<Spanned<String>>,
+    #[serde(default)]
+    falls_with: Option<Spanned<String>>,
+    #[serde(default)]
+    until: Option<Spanned<String>>,
+    #[serde(default)]
+    tolerance: Option<Spanned<String>>,
+    #[serde(default)]
+    why: String,
+}
+
+/// The configuration of every cell of a study (by index): what bounds are evaluated in.
+pub type Configs = BTreeMap<u32, BTreeMap<String, f64>>;
+
+/// Parses the study's `[[expect]]` sections against its axes and its cells' configurations
+/// (so a bound naming a value some selected cell lacks is refused now, not after the run).
+pub(crate) fn parse_all(
+    sections: Vec<Spanned<ExpectSection>>,
+    lines: &Lines<'_>,
+    study: &Study,
+    configs: &Configs,
+) -> Result<Vec<Expect>, wanperf_toml::Error> {
+    let mut out = Vec::new();
+    for s in sections {
+        let line = lines.of(s.span().start);
+        let s = s.into_inner();
+        let at = |sp: &Spanned<String>| lines.of(sp.span().start);
+        let name = s.metric.get_ref().trim().to_string();
+        let Some(&(_, metric, dim, kinds)) = METRICS.iter().find(|m| m.0 == name) else {
+            return Err(err(
+                at(&s.metric),
+                format!(
+                    "unknown metric `{name}` (one of {})",
+                    METRICS.iter().map(|m| m.0).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        };
+        if !kinds.contains(&study.kind) {
+            return Err(err(at(&s.metric), format!("a {} study has no `{name}`", study.kind.command())));
+        }
+        // The cells it is about.
+        let axes: Vec<String> = study.axes.iter().map(|a| crate::spec::param_key(&a.name)).collect();
+        let mut select = Vec::new();
+        if let Some(t) = s.select {
+            for (k, v) in t.into_inner() {
+                let key = k.get_ref().clone();
+                let kl = lines.of(k.span().start);
+                if !axes.contains(&key) {
+                    return Err(err(
+                        kl,
+                        format!("`where` names `{key}`, which is not a sweep axis (axes: {})", axes.join(", ")),
+                    ));
+                }
+                let raw = scalar(v.get_ref()).ok_or_else(|| err(kl, format!("`{key}` must be a single value")))?;
+                let val = crate::spec::normalize(&key, &raw);
+                let axis = study.axes.iter().find(|a| crate::spec::param_key(&a.name) == key);
+                if !axis.is_some_and(|a| a.values.iter().any(|x| crate::spec::normalize(&key, x) == val)) {
+                    return Err(err(kl, format!("no cell has {key} = {raw}")));
+                }
+                select.push((key, val));
+            }
+        }
+        let bound = |sp: &Spanned<String>, what: &str| -> Result<(String, Expr), wanperf_toml::Error> {
+            let text = sp.get_ref().trim().to_string();
+            let (e, d) = parse_expr(&text).map_err(|m| err(at(sp), format!("`{what}`: {m}")))?;
+            if d != dim {
+                return Err(err(
+                    at(sp),
+                    format!("`{what} = \"{text}\"` is {}, and `{name}` is {}", d.name(), dim.name()),
+                ));
+            }
+            Ok((text, e))
+        };
+        let trend = match (&s.rises_with, &s.falls_with) {
+            (Some(a), None) => Some((a, true)),
+            (None, Some(a)) => Some((a, false)),
+            (Some(_), Some(b)) => return Err(err(at(b), "an expectation rises or falls, not both")),
+            (None, None) => None,
+        };
+        let check = match trend {
+            Some((a, rises)) => {
+                if s.min.is_some() || s.max.is_some() {
+                    return Err(err(line, "a trend (`rises_with`/`falls_with`) takes no `min` or `max`"));
+                }
+                let axis = a.get_ref().trim().to_string();
+                if !axes.contains(&axis) {
+                    return Err(err(at(a), format!("`{axis}` is not a sweep axis (axes: {})", axes.join(", "))));
+                }
+                if select.iter().any(|(k, _)| *k == axis) {
+                    return Err(err(at(a), format!("`where` fixes `{axis}`, the axis it should change along")));
+                }
+                let tolerance = match &s.tolerance {
+                    None => 0.0,
+                    Some(t) => match parse_expr(t.get_ref()) {
+                        Ok((Expr::Num(v), d)) if d == NONE && (0.0..1.0).contains(&v) => v,
+                        _ => return Err(err(at(t), "`tolerance` is a fraction below 1 (e.g. `5 %` or `0.05`)")),
+                    },
+                };
+                let until = match &s.until {
+                    Some(u) if rises => Some(bound(u, "until")?),
+                    Some(u) => return Err(err(at(u), "`until` goes with `rises_with`")),
+                    None => None,
+                };
+                Check::Trend { axis, rises, tolerance, until }
+            }
+            None => {
+                if let Some(u) = s.until.as_ref().or(s.tolerance.as_ref()) {
+                    return Err(err(at(u), "`until` and `tolerance` go with `rises_with`/`falls_with`"));
+                }
+                let min = s.min.as_ref().map(|m| bound(m, "min")).transpose()?;
+                let max = s.max.as_ref().map(|m| bound(m, "max")).transpose()?;
+                if min.is_none() && max.is_none() {
+                    return Err(err(line, format!("`{name}`: say `min`, `max`, `rises_with` or `falls_with`")));
+                }
+                Check::Bounds { min, max }
+            }
+        };
+        let e = Expect { line, metric_name: name, metric, select, check, why: s.why };
+        // Every selected cell must have every value its bounds use.
+        let mut vars = Vec::new();
+        match &e.check {
+            Check::Bounds { min, max } => {
+                for (_, x) in min.iter().chain(max.iter()) {
+                    x.vars(&mut vars);
+                }
+            }
+            Check::Trend { until, .. } => {
+                for (_, x) in until.iter() {
+                    x.vars(&mut vars);
+                }
+            }
+        }
+        for cell in study.cells().iter().filter(|c| c.repeat == 0) {
+            let params = study.params(cell);
+            if !selects(&e.select, &params) {
+                continue;
+            }
+            let config = configs.get(&cell.index).cloned().unwrap_or_default();
+            if let Some(v) = vars.iter().find(|v| !config.contains_key(*v)) {
+                let which: Vec<String> = cell.values.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+                return Err(err(
+                    line,
+                    format!(
+                        "the bound uses `{v}`, which {} has no value of (set it in the study)",
+                        if which.is_empty() {
+                            "the study".to_string()
+                        } else {
+                            format!("the cell {}", which.join(", "))
+                        }
+                    ),
+                ));
+            }
+        }
+        out.push(e);
+    }
+    Ok(out)
+}
+
+fn selects(select: &[(String, serde_json::Value)], params: &BTreeMap<String, serde_json::Value>) -> bool {
+    select.iter().all(|(k, v)| params.get(k) == Some(v))
+}
+
+/// A verdict's dimension, from its unit.
+fn verdict_dim(v: &Verdict) -> Dim {
+    match v.unit.as_str() {
+        "bit/s" => RATE,
+        "s" => SECS,
+        "bit" => BITS,
+        _ => NONE,
+    }
+}
+
+/// A verdict in one line: `PASS  line 14  goodput ≤ … [streams = 1]: 4.98 Mbit/s, bound
+/// 5.25 Mbit/s (5.1 % inside)`.
+pub fn line(v: &Verdict) -> String {
+    let d = verdict_dim(v);
+    let value = match (v.measured, v.bound, v.margin) {
+        (Some(m), Some(b), Some(g)) => format!(
+            "{}, bound {} ({:.1} % {})",
+            d.fmt(m),
+            d.fmt(b),
+            g.abs() * 100.0,
+            if g >= 0.0 { "inside" } else { "outside" }
+        ),
+        (Some(m), _, _) => d.fmt(m),
+        _ => "nothing measured".into(),
+    };
+    let cells = if v.cells.is_empty() { String::new() } else { format!(" [{}]", v.cells) };
+    format!("{}  line {}  {}{cells}: {value}", if v.pass { "PASS" } else { "FAIL" }, v.line, v.text)
+}
+
+fn unit_name(d: Dim) -> &'static str {
+    match (d.bit, d.sec) {
+        (1, -1) => "bit/s",
+        (0, 1) => "s",
+        (1, 0) => "bit",
+        _ => "",
+    }
+}
+
+/// A metric's value in one stored cell (base units), if the cell has it.
+pub fn metric_value(metric: Metric, agg: &CellAggregate, cell: &StoredCell) -> Option<f64> {
+    if !agg.ok {
+        return None;
+    }
+    let phase = |p: &str| agg.phases.get(p);
+    // A ping study's probes carry no phase; a load study's idle ones are "unloaded".
+    let idle = || phase("unloaded").or_else(|| phase(""));
+    let s = &cell.cell.summary;
+    match metric {
+        Metric::Goodput => match cell.cell.kind.as_str() {
+            "copy" => s["copy"]["rate_bytes_s"].as_f64().map(|r| r * 8.0),
+            _ => agg.mean_throughput_bps,
+        },
+        Metric::RttIdle => idle()?.mean_ms.map(|m| m / 1e3),
+        Metric::RttLoaded => phase("loaded")?.mean_ms.map(|m| m / 1e3),
+        Metric::RttRise => Some((phase("loaded")?.mean_ms? - phase("unloaded")?.mean_ms?) / 1e3),
+        Metric::RttMin => idle()?.min_ms.map(|m| m / 1e3),
+        Metric::LossIdle => idle().filter(|p| p.sent > 0).map(|p| p.loss_pct / 100.0),
+        Metric::LossLoaded => phase("loaded").filter(|p| p.sent > 0).map(|p| p.loss_pct / 100.0),
+        Metric::Retransmits => Some(agg.retransmits as f64),
+        Metric::Capacity => s["capacity"]["capacity"]["bps"].as_f64(),
+        Metric::Available => s["available"]["bps"].as_f64().or_else(|| s["capacity"]["available"]["bps"].as_f64()),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+/// A cell group on a trend's axis: its value there, its index, the group.
+type Point<'g, 'a> = (f64, u32, &'g Group<'a>);
+
+/// A stored cell group (one index, its repeats): what an expectation is evaluated on.
+struct Group<'a> {
+    params: &'a BTreeMap<String, serde_json::Value>,
+    values: Vec<f64>,
+    failed: usize,
+}
+
+/// Evaluates every expectation over a run's stored cells (`aggs` and `cells` in the same
+/// (index, repeat) order, as the archive gives them). `configs` is each cell index's
+/// configuration. A cell's value is the median over its measured repeats; a selected cell
+/// with no measured value fails its expectation (nothing measured is not a pass).
+pub fn evaluate(
+    expects: &[Expect],
+    axes: &[String],
+    aggs: &[CellAggregate],
+    cells: &[StoredCell],
+    configs: &Configs,
+) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for (i, e) in expects.iter().enumerate() {
+        let dim = e.metric.dim();
+        let mut groups: BTreeMap<u32, Group<'_>> = BTreeMap::new();
+        for (a, c) in aggs.iter().zip(cells) {
+            if !selects(&e.select, &a.params) {
+                continue;
+            }
+            let g = groups.entry(a.index).or_insert(Group { params: &a.params, values: Vec::new(), failed: 0 });
+            match metric_value(e.metric, a, c) {
+                Some(v) => g.values.push(v),
+                None => g.failed += 1,
+            }
+        }
+        let label = |p: &BTreeMap<String, serde_json::Value>, skip: &str| -> String {
+            axes.iter()
+                .filter(|a| a.as_str() != skip && !e.select.iter().any(|(k, _)| k == *a))
+                .filter_map(|a| p.get(a).map(|v| format!("{a} = {}", fmt_param(a, v))))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let verdict = |cells: String, pass: bool, measured, bound, margin, note: String| Verdict {
+            expect: i as u32,
+            line: e.line as u32,
+            text: e.text(),
+            cells,
+            pass,
+            measured,
+            bound,
+            margin,
+            unit: unit_name(dim).into(),
+            note: [e.why.as_str(), note.as_str()]
+                .iter()
+                .filter(|s| !s.is_empty())
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" — "),
+        };
+        if groups.is_empty() {
+            out.push(verdict(String::new(), false, None, None, None, "no stored cell is selected".into()));
+            continue;
+        }
+        let repeats_note = |g: &Group<'_>| match (g.values.len(), g.failed) {
+            (_, 0) | (0, _) => String::new(),
+            (n, f) => format!("median of {n} repeats; {f} failed"),
+        };
+        match &e.check {
+            Check::Bounds { min, max } => {
+                for (idx, g) in &groups {
+                    let config = configs.get(idx).cloned().unwrap_or_default();
+                    let Some(m) = median(g.values.clone()) else {
+                        out.push(verdict(label(g.params, ""), false, None, None, None, "every repeat failed".into()));
+                        continue;
+                    };
+                    let lo = min.as_ref().map(|(_, x)| x.eval(&config));
+                    let hi = max.as_ref().map(|(_, x)| x.eval(&config));
+                    let (lo, hi) = match (lo.transpose(), hi.transpose()) {
+                        (Ok(lo), Ok(hi)) => (lo, hi),
+                        (Err(v), _) | (_, Err(v)) => {
+                            out.push(verdict(
+                                label(g.params, ""),
+                                false,
+                                Some(m),
+                                None,
+                                None,
+                                format!("no `{v}` in this cell"),
+                            ));
+                            continue;
+                        }
+                    };
+                    // Margin to each bound, as a fraction of it; the nearer bound is reported.
+                    let rel =
+                        |d: f64, b: f64| if b.abs() > 0.0 { d / b.abs() } else { d.signum() * f64::INFINITY.min(1e9) };
+                    let mut cands = Vec::new();
+                    if let Some(b) = lo {
+                        cands.push((b, rel(m - b, b), m >= b));
+                    }
+                    if let Some(b) = hi {
+                        cands.push((b, rel(b - m, b), m <= b));
+                    }
+                    let pass = cands.iter().all(|c| c.2);
+                    let (b, margin, _) =
+                        cands.into_iter().min_by(|x, y| x.1.total_cmp(&y.1)).expect("a bounds check has min or max");
+                    out.push(verdict(label(g.params, ""), pass, Some(m), Some(b), Some(margin), repeats_note(g)));
+                }
+            }
+            Check::Trend { axis, rises, tolerance, until } => {
+                // Lines along the axis: the other axes' values fixed.
+                // (In the study's order of cells.)
+                let mut lines: Vec<(String, Vec<Point<'_, '_>>)> = Vec::new();
+                for (idx, g) in &groups {
+                    let x = g.params.get(axis).and_then(serde_json::Value::as_f64).unwrap_or(f64::NAN);
+                    let key = label(g.params, axis);
+                    match lines.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, pts)) => pts.push((x, *idx, g)),
+                        None => lines.push((key, vec![(x, *idx, g)])),
+                    }
+                }
+                for (rest, mut pts) in lines {
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    for w in pts.windows(2) {
+                        let ((_, ia, ga), (_, _, gb)) = (w[0], w[1]);
+                        let step = format!(
+                            "{axis} {} → {}{}",
+                            fmt_param(axis, &ga.params[axis]),
+                            fmt_param(axis, &gb.params[axis]),
+                            if rest.is_empty() { String::new() } else { format!(", {rest}") }
+                        );
+                        let (Some(a), Some(b)) = (median(ga.values.clone()), median(gb.values.clone())) else {
+                            out.push(verdict(
+                                step,
+                                false,
+                                None,
+                                None,
+                                None,
+                                "a cell of this step has no measured value".into(),
+                            ));
+                            continue;
+                        };
+                        if let Some((_, u)) = until {
+                            let config = configs.get(&ia).cloned().unwrap_or_default();
+                            if let Ok(lim) = u.eval(&config) {
+                                if a >= lim {
+                                    // Already there: the rise is no longer needed, only that it stays.
+                                    let floor = lim * (1.0 - tolerance);
+                                    out.push(verdict(
+                                        step,
+                                        b >= floor,
+                                        Some(b),
+                                        Some(floor),
+                                        Some((b - floor) / floor.abs().max(f64::MIN_POSITIVE)),
+                                        "reached `until`: holds if it stays there".into(),
+                                    ));
+                                    continue;
+                                }
+                            }
+                        }
+                        let (bound, pass, margin) = if *rises {
+                            let f = a * (1.0 - tolerance);
+                            (f, b >= f, (b - f) / f.abs().max(f64::MIN_POSITIVE))
+                        } else {
+                            let c = a * (1.0 + tolerance);
+                            (c, b <= c, (c - b) / c.abs().max(f64::MIN_POSITIVE))
+                        };
+                        out.push(verdict(step, pass, Some(b), Some(bound), Some(margin), String::new()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// An axis value as users read it.
+fn fmt_param(axis: &str, v: &serde_json::Value) -> String {
+    let n = v.as_f64();
+    match (axis, n) {
+        ("window" | "queue" | "queue_up" | "queue_down" | "size" | "block", Some(b)) => units::fmt_bytes(b as u64),
+        ("rate" | "rate_up" | "rate_down" | "bitrate", Some(r)) => units::fmt_rate(r),
+        ("rtt" | "delay_up" | "delay_down" | "duration", Some(s)) => format!("{:.0} ms", s * 1e3),
+        _ => show(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn bounds_carry_units_and_refuse_mixed_dimensions() {
+        let (e, d) = parse_expr("1.05 * window / rtt").unwrap();
+        assert_eq!(d, RATE);
+        // 64 KiB over 100 ms: 5.24 Mbit/s, × 1.05.
+        let v = e.eval(&cfg(&[("window", 65536.0 * 8.0), ("rtt", 0.1)])).unwrap();
+        assert!((v - 1.05 * 65536.0 * 8.0 / 0.1).abs() < 1e-6, "{v}");
+        let (e, d) = parse_expr("queue / rate + 2 ms").unwrap();
+        assert_eq!(d, SECS);
+        assert!((e.eval(&cfg(&[("queue", 8e6), ("rate", 1e8)])).unwrap() - 0.082).abs() < 1e-12);
+        assert_eq!(parse_expr("10 Mbit/s").unwrap(), (Expr::Num(1e7), RATE));
+        assert_eq!(parse_expr("64K").unwrap(), (Expr::Num(65536.0 * 8.0), BITS));
+        assert_eq!(parse_expr("5 %").unwrap(), (Expr::Num(0.05), NONE));
+        assert_eq!(parse_expr("250us").unwrap().1, SECS);
+        assert_eq!(parse_expr("2 × (rtt + 1 s)").unwrap().1, SECS);
+        assert_eq!(parse_expr("-1 ms + rtt").unwrap().1, SECS);
+        for (bad, says) in [
+            ("window + rtt", "between a size and a time"),
+            ("2 rtt", "write `2 * rtt`"),
+            ("5m", "ambiguous"),
+            ("10 Mbit", "/s"),
+            ("speed", "unknown name `speed`"),
+            ("(rtt", "not closed"),
+            ("rtt rtt", "unexpected `rtt`"),
+            ("", "empty"),
+            ("rtt $", "unexpected `$`"),
+        ] {
+            let e = parse_expr(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_verdict_line_states_value_bound_and_margin_in_units() {
+        let v = Verdict {
+            expect: 0,
+            line: 12,
+            text: "goodput ≤ 1.05 * window / rtt".into(),
+            cells: "streams = 1".into(),
+            pass: true,
+            measured: Some(5e6),
+            bound: Some(5.5e6),
+            margin: Some(0.5 / 5.5),
+            unit: "bit/s".into(),
+            note: String::new(),
+        };
+        assert_eq!(
+            line(&v),
+            "PASS  line 12  goodput ≤ 1.05 * window / rtt [streams = 1]: 5.00 Mbit/s, bound 5.50 Mbit/s (9.1 % inside)"
+        );
+    }
+
+    /// Takes every option; the path is 10 Mbit/s, 100 ms, a 125 kB queue.
+    struct Any;
+    impl crate::spec::Flags for Any {
+        fn check_command(&self, _: &[String]) -> Result<(), String> {
+            Ok(())
+        }
+        fn check_link(&self, _: &[String]) -> Result<(), String> {
+            Ok(())
+        }
+        fn bottleneck_bps(&self, _: &[String]) -> Option<f64> {
+            Some(1e7)
+        }
+        fn link_values(&self, _: &[String]) -> BTreeMap<String, f64> {
+            cfg(&[("rate", 1e7), ("rtt", 0.1), ("queue", 1e6)])
+        }
+    }
+
+    const BASE: &str = "name = \"s\"\n[path]\nrate = \"10M\"\n[measure]\nkind = \"tput\"\n[sweep]\nwindow = [\"64K\", \"1M\"]\nstreams = [1, 4]\n";
+
+    fn parse(expects: &str) -> Result<Study, wanperf_toml::Error> {
+        Study::parse(&format!("{BASE}{expects}"), &Any)
+    }
+
+    #[test]
+    fn every_malformed_expectation_is_one_error_naming_its_line() {
+        // Lines 1–8 are the study; the expectation starts on line 9.
+        for (body, line, says) in [
+            ("[[expect]]\nmetric = \"speed\"\nmax = \"1\"\n", 10, "unknown metric `speed`"),
+            ("[[expect]]\nmetric = \"rtt_rise\"\nmax = \"1 ms\"\n", 10, "a tput study has no `rtt_rise`"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"window\"\n", 11, "is a size, and `goodput` is a rate"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"2 rate\"\n", 11, "write `2 * rate`"),
+            ("[[expect]]\nmetric = \"goodput\"\nwhere = { cc = \"bbr\" }\nmax = \"rate\"\n", 11, "not a sweep axis"),
+            (
+                "[[expect]]\nmetric = \"goodput\"\nwhere = { streams = 3 }\nmax = \"rate\"\n",
+                11,
+                "no cell has streams = 3",
+            ),
+            ("[[expect]]\nmetric = \"goodput\"\n", 9, "say `min`, `max`"),
+            ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"rtt\"\n", 11, "`rtt` is not a sweep axis"),
+            ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\nmax = \"rate\"\n", 9, "takes no `min`"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"rate\"\nuntil = \"rate\"\n", 12, "go with `rises_with`"),
+            ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\ntolerance = \"2\"\n", 12, "fraction below 1"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"burst / rtt\"\n", 9, "uses `burst`"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"rate\"\ncolour = 1\n", 12, "unknown field `colour`"),
+        ] {
+            let e = parse(body).unwrap_err();
+            assert!(e.message.contains(says), "{body}: {e}");
+            assert_eq!(e.line, line, "{body}: {e}");
+            assert!(!e.to_string().contains('\n'), "{e}");
+        }
+    }
+
+    fn agg(index: u32, repeat: u32, window: u64, streams: u32, bps: Option<f64>) -> (CellAggregate, StoredCell) {
+        let params: BTreeMap<String, serde_json::Value> =
+            [("window".to_string(), window.into()), ("streams".to_string(), streams.into())].into();
+        let a = CellAggregate {
+            index,
+            repeat,
+            params: params.clone(),
+            ok: bps.is_some(),
+            mean_throughput_bps: bps,
+            ..Default::default()
+        };
+        let c = StoredCell {
+            id: 0,
+            run_id: 1,
+            cell: wanperf_archive::CellRecord {
+                index,
+                repeat,
+                kind: "tput".into(),
+                params,
+                ok: bps.is_some(),
+                ..Default::default()
+            },
+        };
+        (a, c)
+    }
+
+    #[test]
+    fn bounds_use_each_cells_own_window_and_trends_stop_at_until() {
+        let s = parse(
+            "[[expect]]\nmetric = \"goodput\"\nwhere = { streams = 1 }\nmax = \"1.05 * window / rtt\"\n\
+             [[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\nuntil = \"0.9 * rate\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.expects.len(), 2);
+        assert_eq!(s.expects[0].text(), "goodput ≤ 1.05 * window / rtt where streams = 1");
+        let configs = s.configs(&Any);
+        // Cells: (64K,1) (64K,4) (1M,1) (1M,4). 64K/100 ms = 5.24 Mbit/s; 1M/100 ms = 83.9.
+        let rows = [
+            agg(0, 0, 65536, 1, Some(5.0e6)),
+            agg(1, 0, 65536, 4, Some(9.5e6)),
+            agg(2, 0, 1 << 20, 1, Some(9.6e6)),
+            agg(3, 0, 1 << 20, 4, Some(9.4e6)),
+        ];
+        let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
+        let axes = vec!["window".to_string(), "streams".to_string()];
+        let v = evaluate(&s.expects, &axes, &aggs, &cells, &configs);
+        // The bound: two cells with streams = 1, each against its own window.
+        assert_eq!(v.iter().filter(|x| x.expect == 0).count(), 2);
+        assert!(v[0].pass && (v[0].bound.unwrap() - 1.05 * 65536.0 * 8.0 / 0.1).abs() < 1e-6, "{:?}", v[0]);
+        assert_eq!(v[0].cells, "window = 64.0 KiB");
+        assert!(v[1].pass, "{:?}", v[1]);
+        // The trend: 64K rises 5.0 → 9.5 (pass); 1M is at 9.6 ≥ 9 Mbit/s already, and 9.4 stays
+        // above 0.9 × rate: pass.
+        let t: Vec<&Verdict> = v.iter().filter(|x| x.expect == 1).collect();
+        assert_eq!(t.len(), 2);
+        assert!(t.iter().all(|x| x.pass), "{t:?}");
+        assert_eq!(t[1].cells, "streams 1 → 4, window = 1.00 MiB");
+        // Had 1M fallen below the bound with more streams, or 64K not risen, they would fail.
+        let rows = [
+            agg(0, 0, 65536, 1, Some(5.0e6)),
+            agg(1, 0, 65536, 4, Some(4.0e6)),
+            agg(2, 0, 1 << 20, 1, Some(9.6e6)),
+            agg(3, 0, 1 << 20, 4, Some(7.0e6)),
+        ];
+        let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
+        let v = evaluate(&s.expects, &axes, &aggs, &cells, &configs);
+        let t: Vec<&Verdict> = v.iter().filter(|x| x.expect == 1).collect();
+        assert!(t.iter().all(|x| !x.pass), "{t:?}");
+        assert!(t[0].margin.unwrap() < 0.0);
+    }
+
+    #[test]
+    fn nothing_measured_is_not_a_pass_and_repeats_give_a_median() {
+        let s = parse("[[expect]]\nmetric = \"goodput\"\nmin = \"1 Mbit/s\"\n").unwrap();
+        let configs = s.configs(&Any);
+        let rows = [
+            agg(0, 0, 65536, 1, Some(1.0e6 * 0.5)),
+            agg(0, 1, 65536, 1, Some(2.0e6)),
+            agg(0, 2, 65536, 1, Some(3.0e6)),
+            agg(1, 0, 65536, 4, None),
+        ];
+        let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
+        let axes = vec!["window".to_string(), "streams".to_string()];
+        let v = evaluate(&s.expects, &axes, &aggs, &cells, &configs);
+        assert_eq!(v.len(), 2);
+        assert!(v[0].pass && v[0].measured == Some(2.0e6), "{:?}", v[0]);
+        assert!(!v[1].pass && v[1].measured.is_none() && v[1].note.contains("every repeat failed"), "{:?}", v[1]);
+        assert!(line(&v[1]).starts_with("FAIL  line 9  goodput ≥ 1 Mbit/s"), "{}", line(&v[1]));
+    }
+}
