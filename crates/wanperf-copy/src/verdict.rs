@@ -212,6 +212,10 @@ pub struct Cpu {
     /// Share of the host's cores busy (all processes), where measured.
     #[serde(default)]
     pub host_busy: Option<f64>,
+    /// The CPU quota the process ran under (its control group's), cores, if any: what it
+    /// could use, whatever the host's cores.
+    #[serde(default)]
+    pub quota: Option<f64>,
 }
 
 impl Cpu {
@@ -611,15 +615,25 @@ fn host_cpu(inp: &CopyInputs<'_>) -> Option<(Limit, String)> {
         return (used >= CPU_SATURATED * f64::from(cores))
             .then(|| (Limit::HostCpu, format!("both ends on one host kept {used:.2} of its {cores} cores busy")));
     }
-    let sat = |c: Cpu| {
-        c.cores > 0
-            && c.host_busy.map_or(c.cores_used(), |b| b * f64::from(c.cores)) >= CPU_SATURATED * f64::from(c.cores)
+    // Under a CPU quota below the host's cores the process's own use against the quota
+    // decides (the host's other cores may be idle).
+    let quota = |c: Cpu| c.quota.filter(|q| *q < f64::from(c.cores.max(1)));
+    let sat = |c: Cpu| match quota(c) {
+        Some(q) => c.cores_used() >= CPU_SATURATED * q,
+        None => {
+            c.cores > 0
+                && c.host_busy.map_or(c.cores_used(), |b| b * f64::from(c.cores)) >= CPU_SATURATED * f64::from(c.cores)
+        }
+    };
+    let of = |c: Cpu| match quota(c) {
+        Some(q) => format!("{:.2} of its CPU quota of {q} cores", c.cores_used()),
+        None => format!("{:.2} of its {} cores", c.cores_used(), c.cores),
     };
     if sat(s) {
-        return Some((Limit::SenderCpu, format!("the sender used {:.2} of its {} cores", s.cores_used(), s.cores)));
+        return Some((Limit::SenderCpu, format!("the sender used {}", of(s))));
     }
     if sat(r) {
-        return Some((Limit::ReceiverCpu, format!("the receiver used {:.2} of its {} cores", r.cores_used(), r.cores)));
+        return Some((Limit::ReceiverCpu, format!("the receiver used {}", of(r))));
     }
     None
 }
@@ -809,8 +823,8 @@ mod tests {
             stages: stats.iter().map(|(at, s)| AtStage { at, stat: s }).collect(),
             wall_s: 10.0,
             bytes: 1_000_000_000,
-            sender_cpu: Cpu { cpu_s: 5.0, wall_s: 10.0, cores: 8, host_busy: None },
-            receiver_cpu: Cpu { cpu_s: 5.0, wall_s: 10.0, cores: 8, host_busy: None },
+            sender_cpu: Cpu { cpu_s: 5.0, wall_s: 10.0, cores: 8, host_busy: None, quota: None },
+            receiver_cpu: Cpu { cpu_s: 5.0, wall_s: 10.0, cores: 8, host_busy: None, quota: None },
             same_host: false,
             tcp: TcpSide { streams: 1, busy_us: 10_000_000, ..Default::default() },
             compression: "zstd -19".into(),
@@ -879,8 +893,8 @@ mod tests {
         ];
         let mut i = inputs(&s);
         i.same_host = true;
-        i.sender_cpu = Cpu { cpu_s: 9.5, wall_s: 10.0, cores: 2, host_busy: None };
-        i.receiver_cpu = Cpu { cpu_s: 8.5, wall_s: 10.0, cores: 2, host_busy: None };
+        i.sender_cpu = Cpu { cpu_s: 9.5, wall_s: 10.0, cores: 2, host_busy: None, quota: None };
+        i.receiver_cpu = Cpu { cpu_s: 8.5, wall_s: 10.0, cores: 2, host_busy: None, quota: None };
         let v = copy(&i).unwrap();
         assert_eq!(v.limit, Limit::HostCpu, "{}", v.text);
         // A CPU-heavy stage on the same saturated host is still named as the stage.
@@ -888,8 +902,8 @@ mod tests {
             [("sender", st(Stage::Compress, 1, 9.9, G, Some(9.8))), ("sender", st(Stage::Send, 1, 1.0, G, Some(0.5)))];
         let mut j = inputs(&c);
         j.same_host = true;
-        j.sender_cpu = Cpu { cpu_s: 12.0, wall_s: 10.0, cores: 2, host_busy: None };
-        j.receiver_cpu = Cpu { cpu_s: 6.0, wall_s: 10.0, cores: 2, host_busy: None };
+        j.sender_cpu = Cpu { cpu_s: 12.0, wall_s: 10.0, cores: 2, host_busy: None, quota: None };
+        j.receiver_cpu = Cpu { cpu_s: 6.0, wall_s: 10.0, cores: 2, host_busy: None, quota: None };
         let v = copy(&j).unwrap();
         assert_eq!(v.limit, Limit::Stage(Stage::Compress));
         assert!(v.text.contains("zstd -19"), "{}", v.text);
@@ -907,8 +921,8 @@ mod tests {
                 rcvbuf: Some(65536),
                 ..Default::default()
             },
-            sender_cpu: Cpu { cpu_s: 1.0, wall_s: 10.0, cores: 4, host_busy: None },
-            receiver_cpu: Cpu { cpu_s: 1.0, wall_s: 10.0, cores: 4, host_busy: None },
+            sender_cpu: Cpu { cpu_s: 1.0, wall_s: 10.0, cores: 4, host_busy: None, quota: None },
+            receiver_cpu: Cpu { cpu_s: 1.0, wall_s: 10.0, cores: 4, host_busy: None, quota: None },
             same_host: false,
             paced_bytes_s: None,
             loopback: false,

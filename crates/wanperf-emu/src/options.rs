@@ -52,6 +52,8 @@ pub struct LinkOptions {
     pub mtu: Option<u32>,
     pub seed: Option<u64>,
     pub host_nice: Option<i32>,
+    pub host_left: Option<String>,
+    pub host_right: Option<String>,
 }
 
 impl LinkOptions {
@@ -71,6 +73,8 @@ impl LinkOptions {
                 txqueuelen: None,
                 seed: 1,
                 host_nice: crate::path::DEFAULT_HOST_NICE,
+                left_host: Default::default(),
+                right_host: Default::default(),
             },
         };
         if let Some(rtt) = &self.rtt {
@@ -176,6 +180,14 @@ impl LinkOptions {
                 return Err(err!("--host-nice must be between 0 and 19"));
             }
             cfg.host_nice = n;
+        }
+        for (text, model, flag) in [
+            (&self.host_left, &mut cfg.left_host, "--host-left"),
+            (&self.host_right, &mut cfg.right_host, "--host-right"),
+        ] {
+            if let Some(t) = text {
+                *model = wanperf_host::HostModel::parse(t).map_err(|e| err!("{flag}: {e}"))?;
+            }
         }
         Ok(cfg)
     }

@@ -62,6 +62,12 @@ pub struct PathConfig {
     /// priority, so when the machine's cores are busy the hosts wait, not the wire.
     #[serde(default)]
     pub host_nice: i32,
+    /// The left host's model (CPU quota, TCP stack settings).
+    #[serde(default)]
+    pub left_host: wanperf_host::HostModel,
+    /// The right host's model.
+    #[serde(default)]
+    pub right_host: wanperf_host::HostModel,
 }
 
 impl PathConfig {

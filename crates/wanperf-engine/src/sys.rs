@@ -180,6 +180,7 @@ pub fn host_capture(peer: Option<IpAddr>) -> HostCapture {
         kernel: read_trim("/proc/sys/kernel/osrelease").unwrap_or_default(),
         cpu_model,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        cpu_quota: wanperf_host::cgroup::process_quota(),
         rmem_max,
         wmem_max,
         tcp_rmem: read_triple("/proc/sys/net/ipv4/tcp_rmem"),

@@ -226,6 +226,9 @@ pub struct NetInfo {
     pub nodes: Vec<String>,
     /// Each node's environment (`WANPERF_ADDR_…`), as `net run` gives it.
     pub env: Vec<Vec<(String, String)>>,
+    /// Each node's CPU quota's control group (none without one).
+    #[serde(default)]
+    pub cgroups: Vec<Option<String>>,
 }
 
 /// The reply to [`Request::Stats`] and [`Request::Down`].
@@ -291,6 +294,7 @@ pub fn run(name: &str, topology: &str, nice: i32) -> Result<ExitCode> {
                     plan: crate::show::plan_json(&t, s.net.plan()),
                     nodes: t.nodes.iter().map(|n| n.name.clone()).collect(),
                     env: (0..t.nodes.len()).map(|i| s.net.env(i)).collect(),
+                    cgroups: (0..t.nodes.len()).map(|i| s.net.cgroup_dir(i)).collect(),
                 }),
                 Request::Stats => Answer::reply(&StatsReply { links: s.net.stats(), export: s.net.export_stats() }),
                 Request::Set { link, options } => match set_link(&mut s.net, link, options) {

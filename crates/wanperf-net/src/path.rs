@@ -12,10 +12,16 @@ use wanperf_emu::path::{Host, PathConfig, PathStats};
 
 /// The topology of a path.
 pub fn topology(cfg: &PathConfig) -> Topology {
-    let host = |name: &str| Node { name: name.into(), kind: NodeKind::Host, txqueuelen: cfg.txqueuelen, line: 0 };
+    let host = |name: &str, model: &wanperf_host::HostModel| Node {
+        name: name.into(),
+        kind: NodeKind::Host,
+        txqueuelen: cfg.txqueuelen,
+        model: model.clone(),
+        line: 0,
+    };
     Topology {
         name: "path".into(),
-        nodes: vec![host("left"), host("right")],
+        nodes: vec![host("left", &cfg.left_host), host("right", &cfg.right_host)],
         links: vec![LinkDef {
             name: "path".into(),
             a: 0,
@@ -89,6 +95,16 @@ impl Path {
         self.net.ns_fd(node(host))
     }
 
+    /// The control group of a host's CPU quota, if its model has one.
+    pub fn cgroup_dir(&self, host: Host) -> Option<String> {
+        self.net.cgroup_dir(node(host))
+    }
+
+    /// What each host's model did so far (hosts with a model only).
+    pub fn host_reports(&self) -> Vec<crate::run::HostReport> {
+        self.net.host_reports()
+    }
+
     /// The CPUs the hosts' commands keep to (empty: any).
     pub fn host_cpus(&self) -> &[usize] {
         self.net.host_cpus()
@@ -124,6 +140,8 @@ mod tests {
             txqueuelen: Some(10),
             seed: 3,
             host_nice: 10,
+            left_host: wanperf_host::HostModel::parse("cpu=0.5").unwrap(),
+            right_host: Default::default(),
         };
         let t = topology(&cfg);
         let p = Plan::new(&t).unwrap();

@@ -18,9 +18,17 @@ pub struct PathInfo {
     pub host_cpus: Vec<usize>,
     pub uptime_s: f64,
     pub config: PathConfig,
+    /// The hosts' CPU quotas' control groups, left and right (none without one).
+    #[serde(default)]
+    pub cgroups: [Option<String>; 2],
 }
 
 impl PathInfo {
+    /// The control group of `host`'s CPU quota, if it has one.
+    pub fn cgroup(&self, host: Host) -> Option<&str> {
+        self.cgroups[usize::from(host != Host::Left)].as_deref()
+    }
+
     /// The namespace descriptor of `host`.
     pub fn fd(&self, host: Host) -> i32 {
         if host == Host::Left {
@@ -67,6 +75,7 @@ pub fn run(name: &str, cfg_json: &str) -> Result<ExitCode> {
                 host_cpus: path.host_cpus().to_vec(),
                 uptime_s: started.elapsed().as_secs_f64(),
                 config: cfg.clone(),
+                cgroups: [path.cgroup_dir(Host::Left), path.cgroup_dir(Host::Right)],
             }),
             Request::Stats => Answer::reply(&StatsReply { stats: path.stats() }),
             Request::Down => {

@@ -19,6 +19,7 @@ use wanperf_emu::config::{DirConfig, LossModel};
 use wanperf_emu::fabric::{Control, End, Fabric, IcmpShape, Injection, Injector, LinkSpec, LinkStats, Tap};
 use wanperf_emu::netns::{self, EnvError, Netns};
 use wanperf_emu::packet;
+use wanperf_host::cgroup::CpuQuota;
 
 const ETHERNET_HEADER: usize = 14;
 
@@ -48,6 +49,26 @@ pub struct Network {
     /// Current link configurations (what `set` changes).
     configs: Vec<(DirConfig, DirConfig)>,
     export: Option<Arc<Mutex<ExportStats>>>,
+    /// Each node's CPU quota, if its model has one (after `nodes`: dropped once the
+    /// namespaces are gone).
+    quotas: Vec<Option<CpuQuota>>,
+}
+
+/// What a host's model did: the model, and its CPU quota's accounting when it has one.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostReport {
+    /// The host.
+    pub host: String,
+    /// Its model, in the text form (`cpu=0.25,sack=off`).
+    pub model: String,
+    /// The model in words.
+    pub described: String,
+    /// The CPU quota's accounting so far (`cpu.stat`).
+    pub cpu: Option<wanperf_host::cgroup::CpuStats>,
+    /// The quota, cores.
+    pub cpu_cores: Option<f64>,
+    /// The TCP settings as the host's kernel reports them now (`/proc/sys` key, value).
+    pub settings: Vec<(String, String)>,
 }
 
 impl Injector for Generator {
@@ -86,7 +107,7 @@ fn resolve_hops(hops: &[(IpAddr, String)]) -> Result<Vec<(IpAddr, u32)>, EnvErro
 
 /// Sysctls every node gets, and a router's extras; with `ecmp`, multipath routes hash
 /// flows by addresses, protocol and ports (policy 1), as per-flow load balancers do.
-fn configure_node(kind: &NodeKind, ecmp: bool) -> Result<(), EnvError> {
+fn configure_node(kind: &NodeKind, ecmp: bool, model: &[(&'static str, String)]) -> Result<(), EnvError> {
     if ecmp {
         netns::sysctl("net/ipv4/fib_multipath_hash_policy", "1")?;
         netns::sysctl("net/ipv6/fib_multipath_hash_policy", "1")?;
@@ -105,6 +126,10 @@ fn configure_node(kind: &NodeKind, ecmp: bool) -> Result<(), EnvError> {
             // In an unprivileged user namespace only the mapped group (0) can be named.
             netns::sysctl("net/ipv4/ping_group_range", "0 2147483647")
                 .or_else(|_| netns::sysctl("net/ipv4/ping_group_range", "0 0"))?;
+            // The host's model over the defaults above (tcp_rmem, tcp_wmem, SACK, …).
+            for (k, v) in model {
+                netns::sysctl(k, v)?;
+            }
         }
         NodeKind::Router(o) => {
             netns::sysctl("net/ipv4/ip_forward", "1")?;
@@ -182,11 +207,19 @@ impl Network {
         let plan = Plan::new(topo)
             .map_err(|e| EnvError::Sys { what: "planning addresses", err: std::io::Error::other(e.to_string()) })?;
         let mut nodes = Vec::with_capacity(topo.nodes.len());
+        let mut quotas = Vec::with_capacity(topo.nodes.len());
         for n in &topo.nodes {
             let ns = Netns::new()?;
-            let (kind, ecmp) = (n.kind.clone(), topo.ecmp);
-            ns.run(move || configure_node(&kind, ecmp))??;
+            let (kind, ecmp, model) = (n.kind.clone(), topo.ecmp, n.model.sysctls());
+            ns.run(move || configure_node(&kind, ecmp, &model))??;
             nodes.push(ns);
+            quotas.push(match n.model.cpu_quota_us() {
+                Some((quota, period)) => Some(CpuQuota::create(&n.name, quota, period).map_err(|e| EnvError::Sys {
+                    what: "setting up a host's CPU quota",
+                    err: std::io::Error::other(e.to_string()),
+                })?),
+                None => None,
+            });
         }
         // Devices: TUN where this user may open /dev/net/tun, else veth pairs into a middle
         // namespace read through packet sockets (same as `path`). The first device tells which.
@@ -299,6 +332,7 @@ impl Network {
             host_cpus: split.map(|s| s.1).unwrap_or_default(),
             configs,
             export,
+            quotas,
         })
     }
 
@@ -315,6 +349,12 @@ impl Network {
     /// The descriptor that keeps `node`'s network namespace alive (for `/proc/PID/fd/N`).
     pub fn ns_fd(&self, node: usize) -> RawFd {
         self.nodes[node].raw_fd()
+    }
+
+    /// The control group of a node's CPU quota (none without one): what a process joining the
+    /// node joins too.
+    pub fn cgroup_dir(&self, node: usize) -> Option<String> {
+        self.quotas.get(node)?.as_ref().map(|q| q.dir().display().to_string())
     }
 
     /// The environment commands on the network get: `WANPERF_ADDR_<NAME>` (each node's first
@@ -337,11 +377,44 @@ impl Network {
         cmd.envs(self.env(node));
         let nice = self.host_nice;
         let cpus = self.host_cpus.clone();
-        // The namespace's descriptor stays open until exec (the node owns it).
+        let cgroup = self.quotas.get(node).and_then(|q| q.as_ref()).map(CpuQuota::procs_fd);
+        // The namespace's descriptor stays open until exec (the node owns it), and so does the
+        // quota's `cgroup.procs`.
         wanperf_sys::process::set_up_child(
             cmd,
-            wanperf_sys::process::ChildSetup { netns: Some(fd), nice, cpus, die_with_parent: true },
+            wanperf_sys::process::ChildSetup { netns: Some(fd), nice, cpus, die_with_parent: true, cgroup },
         );
+    }
+
+    /// What each host's model did so far (hosts with a model only).
+    pub fn host_reports(&self) -> Vec<HostReport> {
+        let mut out = Vec::new();
+        for (i, n) in self.topo.nodes.iter().enumerate() {
+            if n.model.is_default() {
+                continue;
+            }
+            let quota = self.quotas.get(i).and_then(|q| q.as_ref());
+            let keys: Vec<&'static str> = n.model.sysctls().into_iter().map(|(k, _)| k).collect();
+            let settings = self.nodes[i]
+                .run(move || {
+                    keys.iter()
+                        .map(|k| {
+                            let v = std::fs::read_to_string(format!("/proc/sys/{k}")).unwrap_or_default();
+                            (k.to_string(), v.split_whitespace().collect::<Vec<_>>().join(" "))
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            out.push(HostReport {
+                host: n.name.clone(),
+                model: n.model.to_string(),
+                described: n.model.describe(),
+                cpu: quota.and_then(|q| q.stats().ok()),
+                cpu_cores: quota.map(CpuQuota::cores),
+                settings,
+            });
+        }
+        out
     }
 
     /// What the flow exporter has sent so far (None: the topology exports nothing).

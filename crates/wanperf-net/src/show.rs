@@ -301,3 +301,57 @@ pub fn links_not_acted(t: &Topology, stats: &[LinkStats]) -> Vec<String> {
     }
     out
 }
+
+/// What each host's model did, one line per host (`--json`: one `hosts` record).
+pub fn print_hosts(reports: &[crate::run::HostReport], json: bool, out: &mut dyn Write) {
+    if reports.is_empty() {
+        return;
+    }
+    if json {
+        let _ = writeln!(out, "{}", json!({"event": "hosts", "hosts": reports}));
+        return;
+    }
+    for r in reports {
+        let mut parts = vec![r.described.clone()];
+        if let (Some(c), Some(cores)) = (&r.cpu, r.cpu_cores) {
+            parts.push(format!(
+                "CPU quota {cores} cores: throttled in {} of {} periods ({:.2} s waiting)",
+                c.throttled, c.periods, c.throttled_s
+            ));
+        }
+        if !r.settings.is_empty() {
+            let s: Vec<String> = r.settings.iter().map(|(k, v)| format!("{} = {v}", k.replace('/', "."))).collect();
+            parts.push(format!("kernel: {}", s.join(", ")));
+        }
+        let _ = writeln!(out, "host {}: {}", r.host, parts.join("; "));
+    }
+}
+
+/// What a host's model never did: a CPU quota the host never ran into (no throttled period:
+/// nothing it ran needed more), a setting the host's kernel does not hold.
+pub fn hosts_not_acted(reports: &[crate::run::HostReport]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in reports {
+        if let (Some(c), Some(cores)) = (&r.cpu, r.cpu_cores) {
+            if c.throttled == 0 {
+                out.push(format!(
+                    "host {}: its CPU quota ({cores} cores) never throttled in {} periods: nothing it ran needed more, it never acted",
+                    r.host, c.periods
+                ));
+            }
+        }
+        let asked = wanperf_host::HostModel::parse(&r.model).map(|m| m.sysctls()).unwrap_or_default();
+        for (k, want) in asked {
+            let have = r.settings.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str()).unwrap_or("");
+            let want = want.split_whitespace().collect::<Vec<_>>().join(" ");
+            if have != want {
+                out.push(format!(
+                    "host {}: {} is `{have}` in its kernel, not the `{want}` its model set",
+                    r.host,
+                    k.replace('/', ".")
+                ));
+            }
+        }
+    }
+    out
+}

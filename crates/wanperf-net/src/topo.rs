@@ -70,6 +70,8 @@ pub struct Node {
     pub kind: NodeKind,
     /// Transmit queue length of this node's interfaces (kernel default 1000 on TUN: 500).
     pub txqueuelen: Option<u32>,
+    /// A host's model: CPU quota and TCP stack settings (the default for routers).
+    pub model: wanperf_host::HostModel,
     /// Line of its table.
     pub line: usize,
 }
@@ -338,9 +340,24 @@ fn host(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
     let (_, name) = r.required_text("name")?;
     let txq = r.uint("txqueuelen", 1..=1_000_000)?.map(|v| v as u32);
     let line = r.line;
-    r.finish(&["name", "txqueuelen"])?;
-    Ok(Node { name, kind: NodeKind::Host, txqueuelen: txq, line })
+    // The host model's keys, each read as the text form reads it.
+    let mut model = wanperf_host::HostModel::default();
+    for key in HOST_MODEL_KEYS {
+        let Some((l, v)) = r.take(key) else { continue };
+        let text = match v {
+            Value::Boolean(b) => if b { "on" } else { "off" }.to_string(),
+            v => scalar(&v).ok_or_else(|| err(l, format!("`{key}` must be a single value")))?,
+        };
+        model.set(key, &text).map_err(|e| err(l, e.to_string()))?;
+    }
+    let mut known = vec!["name", "txqueuelen"];
+    known.extend(HOST_MODEL_KEYS);
+    r.finish(&known)?;
+    Ok(Node { name, kind: NodeKind::Host, txqueuelen: txq, model, line })
 }
+
+/// A host table's keys for its model (`wanperf_host::HostModel`).
+const HOST_MODEL_KEYS: [&str; 7] = ["cpu", "sack", "timestamps", "window_scaling", "tcp_rmem", "tcp_wmem", "cc"];
 
 /// A `[[router]]` table.
 fn router(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
@@ -376,7 +393,7 @@ fn router(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
         "icmp_jitter",
         "icmp",
     ])?;
-    Ok(Node { name, kind: NodeKind::Router(o), txqueuelen: txq, line })
+    Ok(Node { name, kind: NodeKind::Router(o), txqueuelen: txq, model: Default::default(), line })
 }
 
 /// A `[[link]]` table (`links`: those before it, whose names it may not take again).
@@ -777,5 +794,23 @@ rate = "3M"
         assert!(e.message.contains("no [[host]]"), "{e}");
         let ok = Topology::parse(&format!("{base}[[route]]\npath = [\"b\", \"r\", \"a\"]\n"), &none).unwrap();
         assert_eq!(ok.routes[0].nodes, [1, 2, 0]);
+    }
+
+    #[test]
+    fn a_host_table_takes_its_model() {
+        let pair = |host: &str| {
+            format!("[[host]]\nname = \"a\"\n{host}[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\n")
+        };
+        let t = Topology::parse(&pair("cpu = 0.25\nsack = false\ntcp_wmem = \"64K\"\ncc = \"reno\"\n"), &none).unwrap();
+        let m = &t.nodes[0].model;
+        assert_eq!(
+            (m.cpu, m.sack, m.wmem, m.cc.as_deref()),
+            (Some(0.25), Some(false), Some([4096, 65536, 65536]), Some("reno"))
+        );
+        assert!(t.nodes[1].model.is_default());
+        let e = bad(&pair("cpu = 0.25\nsack = \"sometimes\"\n"));
+        assert_eq!((e.line, e.message.as_str()), (4, "`sack` is on or off, not `sometimes`"));
+        let e = bad(&pair("disk_read = \"10M\"\n"));
+        assert!(e.message.starts_with("unknown key `disk_read`"), "{e}");
     }
 }

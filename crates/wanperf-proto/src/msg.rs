@@ -320,6 +320,10 @@ pub struct HostCapture {
     pub cpu_model: String,
     /// Online CPUs.
     pub cpus: u32,
+    /// The CPU quota of the process's control group, in cores (cgroup `cpu.max` or v1's CFS
+    /// quota, the smallest up its ancestors), if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_quota: Option<f64>,
     /// `net.core.rmem_max`.
     pub rmem_max: Option<u64>,
     /// `net.core.wmem_max`.

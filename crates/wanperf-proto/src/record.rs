@@ -578,6 +578,7 @@ pub fn verdict(
         wall_s: r.cpu.wall_s,
         cores: h.cpus,
         host_busy: r.copy.as_ref().and_then(|c| c.host_cpu_busy),
+        quota: h.cpu_quota,
     };
     let same_host = !client_host.hostname.is_empty() && client_host.hostname == server_host.hostname;
     let tcp = tcp_side(sender, receiver);

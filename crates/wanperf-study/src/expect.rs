@@ -692,8 +692,8 @@ struct Group<'a> {
     failed: usize,
 }
 
-/// Evaluates every expectation over a run's stored cells (`aggs` and `cells` in the same
-/// (index, repeat) order, as the archive gives them). `configs` is each cell index's
+/// Evaluates every expectation over a run's stored cells (`aggs` and `cells` matched by
+/// (index, repeat)). `configs` is each cell index's
 /// configuration. A cell's value is the median over its measured repeats; a selected cell
 /// with no measured value fails its expectation (nothing measured is not a pass).
 pub fn evaluate(
@@ -707,10 +707,11 @@ pub fn evaluate(
     for (i, e) in expects.iter().enumerate() {
         let dim = e.metric.dim();
         let mut groups: BTreeMap<u32, Group<'_>> = BTreeMap::new();
-        for (a, c) in aggs.iter().zip(cells) {
+        for a in aggs {
             if !selects(&e.select, &a.params) {
                 continue;
             }
+            let Some(c) = cells.iter().find(|c| (c.cell.index, c.cell.repeat) == (a.index, a.repeat)) else { continue };
             let g = groups.entry(a.index).or_insert(Group { params: &a.params, values: Vec::new(), failed: 0 });
             match metric_value(e.metric, a, c) {
                 Some(v) => g.values.push(v),

@@ -434,10 +434,13 @@ fn cell_on_path(
         measure(left, study.estimate_s(cell, env.flags))
     });
     stop_child(&mut server);
+    let hosts = path.host_reports();
     let stats = path.stop();
-    // What the configuration did not do: a policer, class or loss that never acted.
-    let idle = wanperf_emu::acted::on_path(&cfg, &stats);
-    let emulator = json!({"config": cfg, "stats": stats, "idle": idle});
+    // What the configuration did not do: a policer, class or loss that never acted, a host's
+    // CPU quota it never ran into.
+    let mut idle = wanperf_emu::acted::on_path(&cfg, &stats);
+    idle.extend(wanperf_net::show::hosts_not_acted(&hosts));
+    let emulator = json!({"config": cfg, "stats": stats, "idle": idle, "hosts": hosts});
     result.map(|m| (m, Some(emulator)))
 }
 

@@ -152,6 +152,8 @@ const LINK_KEYS: &[&str] = &[
     "mtu",
     "seed",
     "host_nice",
+    "host_left",
+    "host_right",
 ];
 
 /// Study-wide names whose flag differs per measurement.

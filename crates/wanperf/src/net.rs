@@ -268,7 +268,10 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         print_plan(&t, s.net().plan(), &mut std::io::stderr());
     }
     let status = s.run(host, &a.cmd, &others, wait);
+    let hosts = s.net().host_reports();
     print_stats(&t, &s.stop(), a.json, &mut std::io::stderr());
+    wanperf_net::show::print_hosts(&hosts, a.json, &mut std::io::stderr());
+    wanperf_net::show::print_not_acted(&wanperf_net::show::hosts_not_acted(&hosts), a.json, &mut std::io::stderr());
     let status = status?;
     Ok(status.map_or(ExitCode::from(130), |st| exit_code(&st)))
 }
@@ -313,7 +316,8 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
         info.nodes.iter().position(|n| *n == a.node).ok_or_else(|| {
             anyhow!("no node `{}` in network `{}` (nodes: {})", a.node, a.name, info.nodes.join(", "))
         })?;
-    wanperf_net::daemon::join(info.pid, info.fds[node], info.nice, &info.host_cpus)?;
+    let cgroup = info.cgroups.get(node).cloned().flatten();
+    wanperf_net::daemon::join(info.pid, info.fds[node], info.nice, &info.host_cpus, cgroup.as_deref())?;
     // The same environment `net run` gives.
     let env = info.env.get(node).cloned().unwrap_or_default();
     let err = Command::new(&a.cmd[0]).args(&a.cmd[1..]).envs(env).exec();

@@ -127,6 +127,14 @@ pub struct LinkArgs {
     /// priority, so on a busy machine the hosts wait for a core, not the packets on the wire.
     #[arg(long, value_name = "N")]
     host_nice: Option<i32>,
+    /// The left host's model: cpu=CORES (a CPU quota for everything it runs), sack=on|off,
+    /// timestamps=on|off, window_scaling=on|off, rmem=/wmem=MAX or MIN:DEFAULT:MAX (TCP
+    /// buffers), cc=NAME; e.g. cpu=0.25,sack=off. See docs/emulator.md, "Host models".
+    #[arg(long, value_name = "MODEL")]
+    host_left: Option<String>,
+    /// The right host's model (as --host-left).
+    #[arg(long, value_name = "MODEL")]
+    host_right: Option<String>,
 }
 
 /// `wanperf path run`.
@@ -199,6 +207,8 @@ pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
         mtu: a.mtu,
         seed: a.seed,
         host_nice: a.host_nice,
+        host_left: a.host_left.clone(),
+        host_right: a.host_right.clone(),
     };
     o.config().map_err(|e| anyhow!("{e}"))
 }
@@ -217,10 +227,14 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     });
     let path = Path::start_exporting(&cfg, log, export)?;
     let status = wanperf_net::child::run_on_path(&path, &a.cmd, a.right.as_deref(), right_wait);
+    let hosts = path.host_reports();
     let (stats, export) = path.finish();
     print_path_stats(&stats, a.json, &mut std::io::stderr());
     print_export(export.as_ref(), a.json, &mut std::io::stderr());
-    wanperf_net::show::print_not_acted(&wanperf_emu::acted::on_path(&cfg, &stats), a.json, &mut std::io::stderr());
+    wanperf_net::show::print_hosts(&hosts, a.json, &mut std::io::stderr());
+    let mut idle = wanperf_emu::acted::on_path(&cfg, &stats);
+    idle.extend(wanperf_net::show::hosts_not_acted(&hosts));
+    wanperf_net::show::print_not_acted(&idle, a.json, &mut std::io::stderr());
     let status = status?;
     Ok(status.map_or(ExitCode::from(130), |st| exit_code(&st)))
 }
@@ -247,7 +261,7 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
 pub fn list_presets() -> Result<ExitCode> {
     for p in presets::all() {
         outln!(
-            "{:<26} RTT {} ms, bottleneck {}, queue {}{}{}\n{:<26} {}",
+            "{:<26} RTT {} ms, bottleneck {}, queue {}{}{}{}\n{:<26} {}",
             p.name,
             p.rtt_ms,
             fmt_rate(p.rate_bps as f64),
@@ -258,6 +272,7 @@ pub fn list_presets() -> Result<ExitCode> {
                 fmt_bytes(x.burst_bytes)
             )),
             p.txqueuelen.map_or(String::new(), |q| format!(", txqueuelen {q}")),
+            if p.loss > 0.0 { format!(", random loss {} % each way", p.loss * 100.0) } else { String::new() },
             "",
             p.source
         );
@@ -296,7 +311,7 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
         other => bail!("`{other}` is not a host: left or right"),
     };
     let info: PathInfo = Kind::Path.ask(&a.name, &Request::Info)?;
-    wanperf_net::daemon::join(info.pid, info.fd(host), info.config.host_nice, &info.host_cpus)?;
+    wanperf_net::daemon::join(info.pid, info.fd(host), info.config.host_nice, &info.host_cpus, info.cgroup(host))?;
     let err = std::process::Command::new(&a.cmd[0])
         .args(&a.cmd[1..])
         .env("WANPERF_PEER", host.peer().to_string())

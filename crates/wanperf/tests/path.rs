@@ -67,6 +67,65 @@ fn elements_that_never_acted_are_named_after_the_counters() {
     assert!(out.status.success() && !err.contains("never acted") && !err.contains("matched none"), "{err}");
 }
 
+/// A host model acts where the kernel shows it: the host's TCP settings read back from its
+/// own /proc/sys, its CPU quota in the CPU time the shell's `times` reports for a busy loop
+/// (and in the quota's throttled periods); a quota nothing ran into is said to have never
+/// acted.
+#[test]
+fn a_host_model_sets_the_hosts_kernel_and_caps_its_cpu() {
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    // Two seconds of a busy loop, then the CPU time its children used (`times`' second line).
+    let busy = "cat /proc/sys/net/ipv4/tcp_sack /proc/sys/net/ipv4/tcp_congestion_control; \
+                timeout 2 sh -c 'while :; do :; done'; times";
+    let cpu_used = |stdout: &str| -> f64 {
+        let line = stdout.lines().last().unwrap_or("");
+        let user = line.split_whitespace().next().unwrap_or("");
+        // "0m0.41s"
+        let (m, s) = user.trim_end_matches('s').split_once('m').unwrap_or(("0", "0"));
+        m.parse::<f64>().unwrap_or(f64::NAN) * 60.0 + s.parse::<f64>().unwrap_or(f64::NAN)
+    };
+    let out = run(
+        &["path", "run", "--host-left", "cpu=0.2,sack=off,cc=reno", "--json", "--", "sh", "-c", busy],
+        Duration::from_secs(30),
+    );
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    let mut lines = stdout.lines();
+    assert_eq!((lines.next(), lines.next()), (Some("0"), Some("reno")), "{stdout}");
+    let capped = cpu_used(&stdout);
+    assert!(capped <= 0.2 * 2.0 * 1.5, "a quarter-core quota let a 2 s busy loop use {capped} s of CPU: {stdout}");
+    let hosts: Value = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "hosts")
+        .unwrap_or_else(|| panic!("no hosts record: {stderr}"));
+    let left = &hosts["hosts"][0];
+    assert_eq!(left["host"], "left");
+    assert!(left["cpu"]["throttled"].as_u64().unwrap() > 5, "{left}");
+    assert!(left["settings"].to_string().contains("\"net/ipv4/tcp_sack\",\"0\""), "{left}");
+    assert!(!stderr.contains("never acted"), "{stderr}");
+    // The same loop without a quota uses far more, on a host with the default stack.
+    let out = run(&["path", "run", "--", "sh", "-c", busy], Duration::from_secs(30));
+    let free_out = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(free_out.starts_with("1\n"), "{free_out}");
+    let free = cpu_used(&free_out);
+    assert!(free > 2.0 * capped, "without a quota {free} s, with 0.2 cores {capped} s");
+    // A quota the host never needs never acts, and that is said.
+    let out = run(&["path", "run", "--host-left", "cpu=4", "--", "true"], Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warning: host left: its CPU quota (4 cores) never throttled"), "{err}");
+    // Bad models are one line.
+    let out = run(&["path", "run", "--host-left", "cpu=0", "--", "true"], Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--host-left: `cpu` is 0.01–1024 cores") && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
 #[test]
 fn iperf3_reaches_the_configured_rate() {
     if !paths_available() || !have("iperf3") {

@@ -299,6 +299,54 @@ why = "cannot hold: a queue under load adds delay"
     assert!(added[0] < added[1] / 2.0, "{added:?}");
 }
 
+/// A host model is a study axis: the sending host's TCP send buffers capped at 64 KiB
+/// (`wmem`) bound one stream's goodput by 64 KiB per RTT, as seed 001's small windows did,
+/// where the default host fills the path; each cell stores what its host's kernel held.
+#[test]
+fn a_host_model_is_a_study_axis_and_its_send_buffer_bounds_goodput() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("hostaxis");
+    let db = d.join("a.sqlite").display().to_string();
+    let file = write(
+        &d,
+        "s.toml",
+        r#"name = "host-axis"
+[path]
+rtt = "40ms"
+rate = "100M"
+[measure]
+kind = "tput"
+duration = "3s"
+[sweep]
+host_left = ["none", "wmem=64K"]
+
+[[expect]]
+metric = "goodput"
+where = { host_left = "wmem=64K" }
+max = "1.1 * 64K / rtt"
+why = "no more than the send buffer in flight each RTT"
+
+[[expect]]
+metric = "goodput"
+where = { host_left = "none" }
+min = "2 * 64K / rtt"
+"#,
+    );
+    let out = run(&["study", "run", &file, "--db", &db, "--json", "--strict"], Duration::from_secs(120));
+    let end = records(&out).into_iter().find(|r| r["event"] == "end").unwrap_or_default();
+    assert!(out.status.success(), "{}\n{end}", stderr(&out));
+    assert!(end["verdicts"].as_array().unwrap().iter().all(|v| v["pass"] == true), "{end}");
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hosts = &data["cells"][1]["emulator"]["hosts"][0];
+    assert_eq!(hosts["model"], "wmem=4096:65536:65536", "{hosts}");
+    assert!(hosts["settings"].to_string().contains("4096 65536 65536"), "{hosts}");
+    assert!(data["cells"][0]["emulator"]["hosts"].as_array().unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// `--strict`: a run whose stated expectation fails exits non-zero (the cells are stored all
 /// the same), and a run whose expectations hold exits zero.
 #[test]
@@ -537,6 +585,48 @@ compress = ["off", "3"]
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<h3>Copies</h3>"), "no copies table");
     assert!(page.contains("What limited it"), "no verdict table");
+}
+
+/// Seed 004's bbftp on a slow host: with a CPU quota of 0.03 cores on the sending host a
+/// compressed copy is limited by compression, where the same copy from a host without a quota
+/// is not (the path is the limit there), and its data rate is far lower.
+#[test]
+fn a_cpu_quota_makes_a_compressed_copy_cpu_bound() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("copycpu");
+    let db = d.join("a.sqlite").display().to_string();
+    let file = write(
+        &d,
+        "s.toml",
+        r#"name = "copy-slow-host"
+[path]
+rtt = "20ms"
+rate = "50M"
+[measure]
+kind = "copy"
+size = "4MB"
+content = "text"
+compress = "3"
+[sweep]
+host_left = ["none", "cpu=0.03"]
+"#,
+    );
+    let out = run(&["study", "run", &file, "--db", &db, "--json"], Duration::from_secs(120));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = data["cells"].as_array().unwrap();
+    let verdict = |i: usize| cells[i]["summary"]["verdict"]["text"].as_str().unwrap_or("").to_string();
+    let rate = |i: usize| f(&cells[i]["summary"]["copy"]["rate_bytes_s"]);
+    assert!(verdict(1).starts_with("limited by compress"), "capped: {}", verdict(1));
+    assert!(!verdict(0).starts_with("limited by compress"), "uncapped: {}", verdict(0));
+    assert!(rate(1) < rate(0) / 2.0, "capped {} B/s, uncapped {} B/s", rate(1), rate(0));
+    // The quota acted: the kernel throttled the sending host.
+    let host = &cells[1]["emulator"]["hosts"][0];
+    assert!(host["cpu"]["throttled"].as_u64().unwrap_or(0) > 0, "{host}");
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]

@@ -212,7 +212,7 @@ files = [1, 1000]
     assert!(!argv.iter().any(|a| a == "--size" || a == "--files" || a == "--content"), "{argv:?}");
     assert_eq!(s.argv_with_data(c, "fd00::2", Some(7), "d")[2], "[fd00::2]:");
     assert_eq!(s.params(c)["files"], serde_json::json!(1000));
-    // 8 MiB over the preset's 25 Mbit/s bottleneck, plus a little per file.
+    // 8 MiB over the preset's 27 Mbit/s bottleneck, plus a little per file.
     let est = s.estimate_s(c, &CliFlags);
     assert!((5.0..10.0).contains(&est), "{est}");
     // Data keys are checked like options, and belong to copy studies only.

@@ -1,0 +1,292 @@
+//! A host's model as users write it, checked, and the kernel settings it means. Pure.
+//!
+//! Text form (path flags `--host-left`/`--host-right`, study values): comma-separated
+//! `key=value` pairs, e.g. `cpu=0.25,sack=off,wmem=64K,cc=reno`. Topology files give the same
+//! keys in a host's table (`cpu = 0.25`, `sack = false`, `tcp_wmem = "64K"`).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use wanperf_units as units;
+
+/// A bad host model: one line saying which key and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ModelError(pub String);
+
+fn bad(m: impl Into<String>) -> ModelError {
+    ModelError(m.into())
+}
+
+/// The CPU quota's accounting period, µs (the kernel's default CFS period).
+pub const PERIOD_US: u64 = 100_000;
+
+/// The smallest quota the kernel takes is 1 ms a period: 0.01 of a core.
+pub const MIN_CPU: f64 = 0.01;
+
+/// What an emulated host is besides its network: a CPU quota and its TCP stack's settings.
+/// Every field left `None` keeps the emulator's default (no quota; SACK, timestamps and window
+/// scaling on; buffers that autotune up to 64 MiB; the kernel's default congestion control).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HostModel {
+    /// Cores the host's processes may use together (cgroup `cpu.max`): 0.25 is a quarter of
+    /// one core.
+    pub cpu: Option<f64>,
+    /// Selective acknowledgements (`net.ipv4.tcp_sack`).
+    pub sack: Option<bool>,
+    /// TCP timestamps (`net.ipv4.tcp_timestamps`).
+    pub timestamps: Option<bool>,
+    /// Window scaling (`net.ipv4.tcp_window_scaling`): off caps the window at 64 KiB.
+    pub window_scaling: Option<bool>,
+    /// Receive buffer min, default, max, bytes (`net.ipv4.tcp_rmem`).
+    pub rmem: Option<[u64; 3]>,
+    /// Send buffer min, default, max, bytes (`net.ipv4.tcp_wmem`).
+    pub wmem: Option<[u64; 3]>,
+    /// Congestion control (`net.ipv4.tcp_congestion_control`), e.g. `reno`.
+    pub cc: Option<String>,
+}
+
+/// The keys of the text form, with what each takes.
+pub const KEYS: &[(&str, &str)] = &[
+    ("cpu", "cores, e.g. 0.25"),
+    ("sack", "on or off"),
+    ("timestamps", "on or off"),
+    ("window_scaling", "on or off (also wscale)"),
+    ("rmem", "MAX or MIN:DEFAULT:MAX, sizes (also tcp_rmem)"),
+    ("wmem", "MAX or MIN:DEFAULT:MAX, sizes (also tcp_wmem)"),
+    ("cc", "a congestion control, e.g. reno"),
+];
+
+fn switch(key: &str, v: &str) -> Result<bool, ModelError> {
+    match v {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => Err(bad(format!("`{key}` is on or off, not `{v}`"))),
+    }
+}
+
+/// `MAX` or `MIN:DEFAULT:MAX` (also space-separated, as the sysctl prints it).
+fn buffers(key: &str, v: &str) -> Result<[u64; 3], ModelError> {
+    let parts: Vec<&str> = v.split([':', ' ']).filter(|p| !p.is_empty()).collect();
+    let size = |p: &str| units::parse_size(p).map_err(|e| bad(format!("`{key}`: {e}")));
+    let [min, def, max] = match parts.as_slice() {
+        [max] => {
+            let max = size(max)?;
+            [4096.min(max), 131_072.min(max), max]
+        }
+        [a, b, c] => [size(a)?, size(b)?, size(c)?],
+        _ => return Err(bad(format!("`{key}` is MAX or MIN:DEFAULT:MAX, not `{v}`"))),
+    };
+    if !(min <= def && def <= max) {
+        return Err(bad(format!("`{key}`: MIN ≤ DEFAULT ≤ MAX, not `{v}`")));
+    }
+    if min < 1024 || max > 1 << 31 {
+        return Err(bad(format!("`{key}`: sizes from 1 KiB to 2 GiB, not `{v}`")));
+    }
+    Ok([min, def, max])
+}
+
+impl HostModel {
+    /// Parses the text form; empty or `none` is the default host.
+    pub fn parse(s: &str) -> Result<HostModel, ModelError> {
+        let mut m = HostModel::default();
+        let s = s.trim();
+        if s.is_empty() || s == "none" {
+            return Ok(m);
+        }
+        for part in s.split(',').map(str::trim) {
+            let (k, v) =
+                part.split_once('=').ok_or_else(|| bad(format!("`{part}` is not key=value (keys: {})", key_list())))?;
+            m.set(k.trim(), v.trim())?;
+        }
+        Ok(m)
+    }
+
+    /// Sets one key from its text (the text form's and a topology file's keys).
+    pub fn set(&mut self, key: &str, v: &str) -> Result<(), ModelError> {
+        match key {
+            "cpu" => {
+                let c: f64 = v.parse().map_err(|_| bad(format!("`cpu` is a number of cores, not `{v}`")))?;
+                if !(MIN_CPU..=1024.0).contains(&c) {
+                    return Err(bad(format!("`cpu` is {MIN_CPU}–1024 cores, not `{v}`")));
+                }
+                self.cpu = Some(c);
+            }
+            "sack" => self.sack = Some(switch(key, v)?),
+            "timestamps" => self.timestamps = Some(switch(key, v)?),
+            "window_scaling" | "wscale" => self.window_scaling = Some(switch("window_scaling", v)?),
+            "rmem" | "tcp_rmem" => self.rmem = Some(buffers("rmem", v)?),
+            "wmem" | "tcp_wmem" => self.wmem = Some(buffers("wmem", v)?),
+            "cc" => {
+                // The kernel's names: at most 15 characters of [a-z0-9_].
+                if v.is_empty() || v.len() > 15 || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    return Err(bad(format!("`cc` is a congestion control's name (e.g. reno, cubic), not `{v}`")));
+                }
+                self.cc = Some(v.to_string());
+            }
+            _ => return Err(bad(format!("unknown host key `{key}` (keys: {})", key_list()))),
+        }
+        Ok(())
+    }
+
+    /// True when nothing differs from the emulator's default host.
+    pub fn is_default(&self) -> bool {
+        *self == HostModel::default()
+    }
+
+    /// The CPU quota as the kernel takes it: (quota, period) in µs a period.
+    pub fn cpu_quota_us(&self) -> Option<(u64, u64)> {
+        self.cpu.map(|c| (((c * PERIOD_US as f64).round() as u64).max(1000), PERIOD_US))
+    }
+
+    /// The network namespace's settings this model means, as (`/proc/sys` key, value), to be
+    /// written after the emulator's defaults.
+    pub fn sysctls(&self) -> Vec<(&'static str, String)> {
+        let on = |b: bool| if b { "1" } else { "0" }.to_string();
+        let triple = |t: &[u64; 3]| format!("{} {} {}", t[0], t[1], t[2]);
+        let mut v = Vec::new();
+        if let Some(b) = self.sack {
+            v.push(("net/ipv4/tcp_sack", on(b)));
+        }
+        if let Some(b) = self.timestamps {
+            v.push(("net/ipv4/tcp_timestamps", on(b)));
+        }
+        if let Some(b) = self.window_scaling {
+            v.push(("net/ipv4/tcp_window_scaling", on(b)));
+        }
+        if let Some(t) = &self.rmem {
+            v.push(("net/ipv4/tcp_rmem", triple(t)));
+        }
+        if let Some(t) = &self.wmem {
+            v.push(("net/ipv4/tcp_wmem", triple(t)));
+        }
+        if let Some(c) = &self.cc {
+            v.push(("net/ipv4/tcp_congestion_control", c.clone()));
+        }
+        v
+    }
+
+    /// In words: `0.25 core, SACK off, send buffers ≤ 64.0 KiB, reno`.
+    pub fn describe(&self) -> String {
+        let onoff = |b: bool| if b { "on" } else { "off" };
+        let mut v = Vec::new();
+        if let Some(c) = self.cpu {
+            v.push(format!("{c} core{}", if c == 1.0 { "" } else { "s" }));
+        }
+        if let Some(b) = self.sack {
+            v.push(format!("SACK {}", onoff(b)));
+        }
+        if let Some(b) = self.timestamps {
+            v.push(format!("timestamps {}", onoff(b)));
+        }
+        if let Some(b) = self.window_scaling {
+            v.push(format!("window scaling {}", onoff(b)));
+        }
+        if let Some(t) = &self.rmem {
+            v.push(format!("receive buffers ≤ {}", units::fmt_bytes(t[2])));
+        }
+        if let Some(t) = &self.wmem {
+            v.push(format!("send buffers ≤ {}", units::fmt_bytes(t[2])));
+        }
+        if let Some(c) = &self.cc {
+            v.push(c.clone());
+        }
+        if v.is_empty() {
+            "the default host".into()
+        } else {
+            v.join(", ")
+        }
+    }
+}
+
+fn key_list() -> String {
+    KEYS.iter().map(|k| k.0).collect::<Vec<_>>().join(", ")
+}
+
+/// The text form, which [`HostModel::parse`] reads back.
+impl fmt::Display for HostModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let onoff = |b: bool| if b { "on" } else { "off" };
+        let mut v = Vec::new();
+        if let Some(c) = self.cpu {
+            v.push(format!("cpu={c}"));
+        }
+        if let Some(b) = self.sack {
+            v.push(format!("sack={}", onoff(b)));
+        }
+        if let Some(b) = self.timestamps {
+            v.push(format!("timestamps={}", onoff(b)));
+        }
+        if let Some(b) = self.window_scaling {
+            v.push(format!("window_scaling={}", onoff(b)));
+        }
+        if let Some(t) = &self.rmem {
+            v.push(format!("rmem={}:{}:{}", t[0], t[1], t[2]));
+        }
+        if let Some(t) = &self.wmem {
+            v.push(format!("wmem={}:{}:{}", t[0], t[1], t[2]));
+        }
+        if let Some(c) = &self.cc {
+            v.push(format!("cc={c}"));
+        }
+        if v.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&v.join(","))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_form_round_trips_and_means_these_settings() {
+        let m = HostModel::parse("cpu=0.25, sack=off, wscale=off, wmem=64K, rmem=4K:87380:6M, cc=reno").unwrap();
+        assert_eq!(m.cpu, Some(0.25));
+        assert_eq!(m.wmem, Some([4096, 65536, 65536]));
+        assert_eq!(m.rmem, Some([4096, 87380, 6 << 20]));
+        assert_eq!(HostModel::parse(&m.to_string()).unwrap(), m);
+        assert_eq!(m.cpu_quota_us(), Some((25_000, 100_000)));
+        assert_eq!(
+            m.sysctls(),
+            [
+                ("net/ipv4/tcp_sack", "0".to_string()),
+                ("net/ipv4/tcp_window_scaling", "0".to_string()),
+                ("net/ipv4/tcp_rmem", "4096 87380 6291456".to_string()),
+                ("net/ipv4/tcp_wmem", "4096 65536 65536".to_string()),
+                ("net/ipv4/tcp_congestion_control", "reno".to_string()),
+            ]
+        );
+        assert_eq!(
+            m.describe(),
+            "0.25 cores, SACK off, window scaling off, receive buffers ≤ 6.00 MiB, send buffers ≤ 64.0 KiB, reno"
+        );
+        for empty in ["", "none", "  "] {
+            assert!(HostModel::parse(empty).unwrap().is_default());
+        }
+        assert_eq!(HostModel::default().to_string(), "none");
+        // Two cores is a quota of two periods a period.
+        assert_eq!(HostModel::parse("cpu=2").unwrap().cpu_quota_us(), Some((200_000, 100_000)));
+    }
+
+    #[test]
+    fn every_mistake_is_one_line_naming_the_key() {
+        for (text, says) in [
+            ("cpu=0", "`cpu` is 0.01–1024 cores"),
+            ("cpu=fast", "number of cores"),
+            ("sack=maybe", "`sack` is on or off"),
+            ("wmem=64K:16K:1M", "MIN ≤ DEFAULT ≤ MAX"),
+            ("wmem=1:2", "MAX or MIN:DEFAULT:MAX"),
+            ("rmem=512", "from 1 KiB"),
+            ("cc=bbr;rm", "congestion control's name"),
+            ("speed=1", "unknown host key `speed`"),
+            ("cpu", "not key=value"),
+        ] {
+            let e = HostModel::parse(text).unwrap_err().to_string();
+            assert!(e.contains(says), "{text}: {e}");
+            assert!(!e.contains('\n'));
+        }
+    }
+}
