@@ -11,9 +11,10 @@
 //!   best cell and of the cell with the most added delay, and TCP counters against the swept
 //!   parameter. Each carries a finding computed from the data; a figure the data cannot
 //!   support is replaced by a one-line note saying why;
-//! * seed 000's tables (loaded against unloaded average, stdev, median, IQR, min, max, loss),
+//! * seed 000's tables (loaded against unloaded average, stdev, median, IQR, p5, p90, p95,
+//!   min, max, loss),
 //!   per cell and for the cell with the most added delay, plus throughput, ping and iperf3
-//!   tables;
+//!   tables; the study's stated expectations and their verdicts;
 //! * analysis — the best cell and how far the others fall short, BDP and window advice, the
 //!   Mathis bound from the measured loss, asymmetry between directions;
 //! * failures, the study's parameters, and the host captures and emulator counters.
@@ -329,6 +330,11 @@ mod tests {
             one.figures[0].finding
         );
         assert!(one.html.contains("Loaded against unloaded RTT, the cell"));
+        // Seed 002's percentiles beside seed 000's statistics.
+        for row in ["5th percentile", "95th percentile"] {
+            let at = one.html.find(&format!("<th class=\"l\">{row}</th>")).unwrap_or_else(|| panic!("no {row} row"));
+            assert!(!one.html[at..].split("</tr>").next().unwrap().contains("<td>–</td>"), "{row} has no values");
+        }
 
         // No cells at all still makes a page.
         let mut empty = synthetic::load_study("empty", &[], &[], 1, false);

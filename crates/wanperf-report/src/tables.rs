@@ -112,12 +112,14 @@ pub fn statistics(v: &View) -> String {
             if load.len() > 1 { " (the cell with the most added delay)" } else { "" }
         );
         let (l, u) = (lp.rtt, up.rtt);
-        let rows: [(&str, Stat); 7] = [
+        let rows: [(&str, Stat); 9] = [
             ("Average", |r| Some(r.avg)),
             ("Stdev", |r| Some(r.stdev)),
             ("Median", |r| Some(r.median)),
             ("IQR", |r| Some(r.iqr)),
+            ("5th percentile", |r| r.p5),
             ("90th percentile", |r| r.p90),
+            ("95th percentile", |r| r.p95),
             ("Min", |r| Some(r.min)),
             ("Max", |r| Some(r.max)),
         ];
@@ -192,6 +194,7 @@ pub fn statistics(v: &View) -> String {
             h += "</tr>\n";
         }
         h += "</table></div>\n";
+        h += &one_way(v, &load);
     }
 
     let tput: Vec<&Group> = v.groups.iter().filter(|g| g.kind != "load" && g.tput_bps.is_some()).collect();
@@ -236,15 +239,15 @@ pub fn statistics(v: &View) -> String {
     let ping: Vec<&Group> = v.groups.iter().filter(|g| g.plain.is_some()).collect();
     if !ping.is_empty() {
         h += "<h3>Probes</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th><th>sent</th><th>loss (%)</th>\
-              <th>Average (ms)</th><th>Stdev (ms)</th><th>Median (ms)</th><th>IQR (ms)</th><th>p90 (ms)</th>\
-              <th>Min (ms)</th><th>Max (ms)</th></tr>\n";
+              <th>Average (ms)</th><th>Stdev (ms)</th><th>Median (ms)</th><th>IQR (ms)</th><th>p5 (ms)</th>\
+              <th>p90 (ms)</th><th>p95 (ms)</th><th>Min (ms)</th><th>Max (ms)</th></tr>\n";
         for g in ping {
             let p = &g.plain.as_ref().unwrap().stats;
             let r = p.rtt;
             let f = |f: Stat| td(r.as_ref().and_then(f));
             let _ = writeln!(
                 h,
-                "<tr>{}{}{}{}{}{}{}{}{}{}</tr>",
+                "<tr>{}{}{}{}{}{}{}{}{}{}{}{}</tr>",
                 tdl(&group_label(v, g)),
                 tdi(p.sent),
                 td(Some(p.loss_pct)),
@@ -252,7 +255,9 @@ pub fn statistics(v: &View) -> String {
                 f(|r| Some(r.stdev)),
                 f(|r| Some(r.median)),
                 f(|r| Some(r.iqr)),
+                f(|r| r.p5),
                 f(|r| r.p90),
+                f(|r| r.p95),
                 f(|r| Some(r.min)),
                 f(|r| Some(r.max))
             );
@@ -629,6 +634,46 @@ pub fn not_acted(v: &View) -> String {
     h + "</table>\n</section>\n"
 }
 
+/// Seed 004's one-way delays, loaded against unloaded, per load cell and direction: where the
+/// queue the load builds is (the way there, the way back, or both). Mean of each phase's mean
+/// one-way delay over the repeats; empty when the probes measured none (TCP or ICMP probes).
+fn one_way(v: &View, load: &[&Group]) -> String {
+    let m = |g: &Group, phase: &str, dir: &str| {
+        let x: Vec<f64> = g
+            .cells
+            .iter()
+            .filter_map(|c| num(c.cell.summary.get(phase).and_then(|p| p.get(dir)).and_then(|d| d.get("avg"))))
+            .collect();
+        wanperf_stats::summary::mean(&x)
+    };
+    if !load.iter().any(|g| m(g, "loaded", "owd_fwd_ms").is_some()) {
+        return String::new();
+    }
+    let mut h = String::from(
+        "<h3>One-way delays, loaded against unloaded</h3><p class=\"note\">Mean one-way delay of the probes each \
+         way, with the clock offset they estimate: the load's queue shows on the way it goes.</p>\
+         <div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th><th>there, loaded (ms)</th>\
+         <th>there, unloaded (ms)</th><th>there, added (ms)</th><th>back, loaded (ms)</th>\
+         <th>back, unloaded (ms)</th><th>back, added (ms)</th></tr>\n",
+    );
+    for g in load {
+        let (fl, fu) = (m(g, "loaded", "owd_fwd_ms"), m(g, "unloaded", "owd_fwd_ms"));
+        let (rl, ru) = (m(g, "loaded", "owd_rev_ms"), m(g, "unloaded", "owd_rev_ms"));
+        let _ = writeln!(
+            h,
+            "<tr>{}{}{}{}{}{}{}</tr>",
+            tdl(&group_label(v, g)),
+            td(fl),
+            td(fu),
+            td(fl.zip(fu).map(|(a, b)| a - b)),
+            td(rl),
+            td(ru),
+            td(rl.zip(ru).map(|(a, b)| a - b))
+        );
+    }
+    h + "</table></div>\n"
+}
+
 /// A verdict's value in its unit.
 fn verdict_value(x: Option<f64>, unit: &str) -> String {
     match (x, unit) {
@@ -652,9 +697,9 @@ pub fn expectations(v: &View) -> String {
     let mut h = format!(
         "<section id=\"expectations\"{}><h2>Stated expectations: {} of {} held</h2>\n\
          <p>What the study file says must hold on a correct path (<code>[[expect]]</code>), each evaluated on \
-         the median of a cell's repeats.</p>\n<table>\n<tr><th>result</th><th>line</th>\
+         the median of a cell's repeats.</p>\n<div class=\"wide\"><table>\n<tr><th>result</th><th>line</th>\
          <th class=\"l\">expectation</th><th class=\"l\">cells</th><th>measured</th><th>bound</th>\
-         <th>margin</th><th class=\"l\">why</th></tr>\n",
+         <th>margin</th></tr>\n",
         if failed > 0 { " class=\"warn\"" } else { "" },
         vs.len() - failed,
         vs.len()
@@ -662,19 +707,20 @@ pub fn expectations(v: &View) -> String {
     for x in vs {
         let _ = writeln!(
             h,
-            "<tr data-pass=\"{}\"><td>{}</td><td>{}</td>{}{}<td>{}</td><td>{}</td><td>{}</td>{}</tr>",
+            "<tr data-pass=\"{}\"><td>{}</td><td>{}</td><td class=\"l\">{}{}</td>{}<td>{}</td><td>{}</td><td>{}</td></tr>",
             x.pass,
             if x.pass { "pass" } else { "<b>FAIL</b>" },
             x.line,
-            tdl(&x.text),
+            esc(&x.text),
+            // Why it must hold, under it.
+            if x.note.is_empty() { String::new() } else { format!("<br><small>{}</small>", esc(&x.note)) },
             tdl(if x.cells.is_empty() { "all" } else { &x.cells }),
             verdict_value(x.measured, &x.unit),
             verdict_value(x.bound, &x.unit),
             x.margin.map_or("–".into(), |m| format!("{} %", sig(m * 100.0))),
-            tdl(&x.note)
         );
     }
-    h + "</table>\n</section>\n"
+    h + "</table></div>\n</section>\n"
 }
 
 fn pretty(v: &Value) -> String {

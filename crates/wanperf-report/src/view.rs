@@ -127,6 +127,8 @@ fn phase_from_summary(s: &Value) -> Option<PhaseStats> {
             min: f("min")?,
             max: f("max")?,
             p90: f("p90"),
+            p5: f("p5"),
+            p95: f("p95"),
         })
     } else {
         None
@@ -152,6 +154,8 @@ fn mean_phase(v: &[PhaseStats]) -> Option<PhaseStats> {
         min: with.iter().map(|r| r.min).fold(f64::INFINITY, f64::min),
         max: with.iter().map(|r| r.max).fold(f64::NEG_INFINITY, f64::max),
         p90: None,
+        p5: None,
+        p95: None,
     });
     Some(PhaseStats {
         sent: v.iter().map(|p| p.sent).sum(),

@@ -35,6 +35,13 @@ pub struct RttStats {
     pub max: f64,
     /// 90th percentile, ms (none when only a summary without it is known).
     pub p90: Option<f64>,
+    /// 5th percentile, ms (seed 002's ping tables; none when only a summary without it is
+    /// known).
+    #[serde(default)]
+    pub p5: Option<f64>,
+    /// 95th percentile, ms.
+    #[serde(default)]
+    pub p95: Option<f64>,
 }
 
 impl RttStats {
@@ -49,6 +56,8 @@ impl RttStats {
             min: *sorted.first()?,
             max: *sorted.last()?,
             p90: q(0.9),
+            p5: q(0.05),
+            p95: q(0.95),
         })
     }
 }
@@ -300,8 +309,28 @@ mod tests {
     fn seed_000_load_diff() {
         // Seed 000's table: loaded avg 258.7, median 260, IQR 109, min 166, max 411 against
         // unloaded 167.2, 167, 0, 166, 189.
-        let l = RttStats { avg: 258.7, stdev: 52.3, median: 260.0, iqr: 109.0, min: 166.0, max: 411.0, p90: None };
-        let u = RttStats { avg: 167.2, stdev: 0.9, median: 167.0, iqr: 0.0, min: 166.0, max: 189.0, p90: Some(168.0) };
+        let l = RttStats {
+            avg: 258.7,
+            stdev: 52.3,
+            median: 260.0,
+            iqr: 109.0,
+            min: 166.0,
+            max: 411.0,
+            p90: None,
+            p5: None,
+            p95: None,
+        };
+        let u = RttStats {
+            avg: 167.2,
+            stdev: 0.9,
+            median: 167.0,
+            iqr: 0.0,
+            min: 166.0,
+            max: 189.0,
+            p90: Some(168.0),
+            p5: None,
+            p95: None,
+        };
         let lp = PhaseStats { sent: 2400, received: 2400, loss_pct: 0.0, rtt: Some(l) };
         let up = PhaseStats { sent: 2400, received: 2400, loss_pct: 0.0, rtt: Some(u) };
         let d = load_diff(&lp, &up).unwrap();

@@ -8,7 +8,7 @@
 //! `queue / rate + 2 ms` — with units carried through: sizes are bits, rates bit/s, times
 //! seconds, and a bound whose unit is not the metric's is refused when the file is read.
 
-use crate::spec::{Kind, Study};
+use crate::axis::{normalize, param_key, Axis, Kind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use wanperf_archive::Verdict;
@@ -83,6 +83,18 @@ pub enum Metric {
     Capacity,
     /// Available bandwidth, bit/s.
     Available,
+    /// Mean one-way delay left → right (client → server) without load, s.
+    OwdFwdIdle,
+    /// … under load.
+    OwdFwdLoaded,
+    /// … loaded minus idle.
+    OwdFwdRise,
+    /// Mean one-way delay right → left without load, s.
+    OwdRevIdle,
+    /// … under load.
+    OwdRevLoaded,
+    /// … loaded minus idle.
+    OwdRevRise,
 }
 
 /// Every metric: its name in files, its dimension, and the kinds of study that have it.
@@ -99,6 +111,14 @@ const METRICS: &[(&str, Metric, Dim, &[Kind])] = &[
     ("retransmits", Metric::Retransmits, NONE, &[Kind::Tput]),
     ("capacity", Metric::Capacity, RATE, &[Kind::Capacity]),
     ("available", Metric::Available, RATE, &[Kind::Capacity]),
+    ("owd_fwd", Metric::OwdFwdIdle, SECS, &[Kind::Ping, Kind::Load]),
+    ("owd_fwd_idle", Metric::OwdFwdIdle, SECS, &[Kind::Ping, Kind::Load]),
+    ("owd_fwd_loaded", Metric::OwdFwdLoaded, SECS, &[Kind::Load]),
+    ("owd_fwd_rise", Metric::OwdFwdRise, SECS, &[Kind::Load]),
+    ("owd_rev", Metric::OwdRevIdle, SECS, &[Kind::Ping, Kind::Load]),
+    ("owd_rev_idle", Metric::OwdRevIdle, SECS, &[Kind::Ping, Kind::Load]),
+    ("owd_rev_loaded", Metric::OwdRevLoaded, SECS, &[Kind::Load]),
+    ("owd_rev_rise", Metric::OwdRevRise, SECS, &[Kind::Load]),
 ];
 
 impl Metric {
@@ -425,7 +445,7 @@ impl Expect {
             }
         };
         if !self.select.is_empty() {
-            let w: Vec<String> = self.select.iter().map(|(k, v)| format!("{k} = {}", show(v))).collect();
+            let w: Vec<String> = self.select.iter().map(|(k, v)| format!("{k} = {}", fmt_param(k, v))).collect();
             s.push_str(&format!(" where {}", w.join(", ")));
         }
         s
@@ -461,12 +481,25 @@ pub(crate) struct ExpectSection {
 /// The configuration of every cell of a study (by index): what bounds are evaluated in.
 pub type Configs = BTreeMap<u32, BTreeMap<String, f64>>;
 
-/// Parses the study's `[[expect]]` sections against its axes and its cells' configurations
-/// (so a bound naming a value some selected cell lacks is refused now, not after the run).
+/// A planned cell as expectations see it when the file is read.
+pub struct PlannedCell {
+    /// Its index.
+    pub index: u32,
+    /// Axis (archive name) → value, as stored.
+    pub params: BTreeMap<String, serde_json::Value>,
+    /// Axis → value as written.
+    pub values: Vec<(String, String)>,
+}
+
+/// Parses a study's `[[expect]]` sections against its kind, its axes and its cells (one per
+/// index) with their configurations, so a bound naming a value some selected cell lacks is
+/// refused now, not after the run.
 pub(crate) fn parse_all(
     sections: Vec<Spanned<ExpectSection>>,
     lines: &Lines<'_>,
-    study: &Study,
+    kind: Kind,
+    study_axes: &[Axis],
+    cells: &[PlannedCell],
     configs: &Configs,
 ) -> Result<Vec<Expect>, wanperf_toml::Error> {
     let mut out = Vec::new();
@@ -484,11 +517,11 @@ pub(crate) fn parse_all(
                 ),
             ));
         };
-        if !kinds.contains(&study.kind) {
-            return Err(err(at(&s.metric), format!("a {} study has no `{name}`", study.kind.command())));
+        if !kinds.contains(&kind) {
+            return Err(err(at(&s.metric), format!("a {} study has no `{name}`", kind.command())));
         }
         // The cells it is about.
-        let axes: Vec<String> = study.axes.iter().map(|a| crate::spec::param_key(&a.name)).collect();
+        let axes: Vec<String> = study_axes.iter().map(|a| param_key(&a.name)).collect();
         let mut select = Vec::new();
         if let Some(t) = s.select {
             for (k, v) in t.into_inner() {
@@ -501,9 +534,9 @@ pub(crate) fn parse_all(
                     ));
                 }
                 let raw = scalar(v.get_ref()).ok_or_else(|| err(kl, format!("`{key}` must be a single value")))?;
-                let val = crate::spec::normalize(&key, &raw);
-                let axis = study.axes.iter().find(|a| crate::spec::param_key(&a.name) == key);
-                if !axis.is_some_and(|a| a.values.iter().any(|x| crate::spec::normalize(&key, x) == val)) {
+                let val = normalize(&key, &raw);
+                let axis = study_axes.iter().find(|a| param_key(&a.name) == key);
+                if !axis.is_some_and(|a| a.values.iter().any(|x| normalize(&key, x) == val)) {
                     return Err(err(kl, format!("no cell has {key} = {raw}")));
                 }
                 select.push((key, val));
@@ -579,9 +612,8 @@ pub(crate) fn parse_all(
                 }
             }
         }
-        for cell in study.cells().iter().filter(|c| c.repeat == 0) {
-            let params = study.params(cell);
-            if !selects(&e.select, &params) {
+        for cell in cells {
+            if !selects(&e.select, &cell.params) {
                 continue;
             }
             let config = configs.get(&cell.index).cloned().unwrap_or_default();
@@ -669,7 +701,23 @@ pub fn metric_value(metric: Metric, agg: &CellAggregate, cell: &StoredCell) -> O
         Metric::LossLoaded => phase("loaded").filter(|p| p.sent > 0).map(|p| p.loss_pct / 100.0),
         Metric::Retransmits => Some(agg.retransmits as f64),
         Metric::Capacity => s["capacity"]["capacity"]["bps"].as_f64(),
+        Metric::OwdFwdIdle | Metric::OwdFwdLoaded | Metric::OwdFwdRise => owd(s, "owd_fwd_ms", metric),
+        Metric::OwdRevIdle | Metric::OwdRevLoaded | Metric::OwdRevRise => owd(s, "owd_rev_ms", metric),
         Metric::Available => s["available"]["bps"].as_f64().or_else(|| s["capacity"]["available"]["bps"].as_f64()),
+    }
+}
+
+/// A one-way delay metric from a cell's summary (a load cell's per phase, a ping's own), s:
+/// the mean of the phase's one-way delays, each direction with the clock offset the probes
+/// estimated (on an emulated path both hosts share one clock).
+fn owd(s: &serde_json::Value, key: &str, metric: Metric) -> Option<f64> {
+    let mean = |phase: &serde_json::Value| phase[key]["avg"].as_f64().map(|ms| ms / 1e3);
+    // A ping study's summary is the phase itself.
+    let idle = || if s["unloaded"].is_null() { mean(s) } else { mean(&s["unloaded"]) };
+    match metric {
+        Metric::OwdFwdIdle | Metric::OwdRevIdle => idle(),
+        Metric::OwdFwdLoaded | Metric::OwdRevLoaded => mean(&s["loaded"]),
+        _ => Some(mean(&s["loaded"])? - idle()?),
     }
 }
 
@@ -926,147 +974,5 @@ mod tests {
             line(&v),
             "PASS  line 12  goodput ≤ 1.05 * window / rtt [streams = 1]: 5.00 Mbit/s, bound 5.50 Mbit/s (9.1 % inside)"
         );
-    }
-
-    /// Takes every option; the path is 10 Mbit/s, 100 ms, a 125 kB queue.
-    struct Any;
-    impl crate::spec::Flags for Any {
-        fn check_command(&self, _: &[String]) -> Result<(), String> {
-            Ok(())
-        }
-        fn check_link(&self, _: &[String]) -> Result<(), String> {
-            Ok(())
-        }
-        fn bottleneck_bps(&self, _: &[String]) -> Option<f64> {
-            Some(1e7)
-        }
-        fn link_values(&self, _: &[String]) -> BTreeMap<String, f64> {
-            cfg(&[("rate", 1e7), ("rtt", 0.1), ("queue", 1e6)])
-        }
-    }
-
-    const BASE: &str = "name = \"s\"\n[path]\nrate = \"10M\"\n[measure]\nkind = \"tput\"\n[sweep]\nwindow = [\"64K\", \"1M\"]\nstreams = [1, 4]\n";
-
-    fn parse(expects: &str) -> Result<Study, wanperf_toml::Error> {
-        Study::parse(&format!("{BASE}{expects}"), &Any)
-    }
-
-    #[test]
-    fn every_malformed_expectation_is_one_error_naming_its_line() {
-        // Lines 1–8 are the study; the expectation starts on line 9.
-        for (body, line, says) in [
-            ("[[expect]]\nmetric = \"speed\"\nmax = \"1\"\n", 10, "unknown metric `speed`"),
-            ("[[expect]]\nmetric = \"rtt_rise\"\nmax = \"1 ms\"\n", 10, "a tput study has no `rtt_rise`"),
-            ("[[expect]]\nmetric = \"goodput\"\nmax = \"window\"\n", 11, "is a size, and `goodput` is a rate"),
-            ("[[expect]]\nmetric = \"goodput\"\nmax = \"2 rate\"\n", 11, "write `2 * rate`"),
-            ("[[expect]]\nmetric = \"goodput\"\nwhere = { cc = \"bbr\" }\nmax = \"rate\"\n", 11, "not a sweep axis"),
-            (
-                "[[expect]]\nmetric = \"goodput\"\nwhere = { streams = 3 }\nmax = \"rate\"\n",
-                11,
-                "no cell has streams = 3",
-            ),
-            ("[[expect]]\nmetric = \"goodput\"\n", 9, "say `min`, `max`"),
-            ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"rtt\"\n", 11, "`rtt` is not a sweep axis"),
-            ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\nmax = \"rate\"\n", 9, "takes no `min`"),
-            ("[[expect]]\nmetric = \"goodput\"\nmax = \"rate\"\nuntil = \"rate\"\n", 12, "go with `rises_with`"),
-            ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\ntolerance = \"2\"\n", 12, "fraction below 1"),
-            ("[[expect]]\nmetric = \"goodput\"\nmax = \"burst / rtt\"\n", 9, "uses `burst`"),
-            ("[[expect]]\nmetric = \"goodput\"\nmax = \"rate\"\ncolour = 1\n", 12, "unknown field `colour`"),
-        ] {
-            let e = parse(body).unwrap_err();
-            assert!(e.message.contains(says), "{body}: {e}");
-            assert_eq!(e.line, line, "{body}: {e}");
-            assert!(!e.to_string().contains('\n'), "{e}");
-        }
-    }
-
-    fn agg(index: u32, repeat: u32, window: u64, streams: u32, bps: Option<f64>) -> (CellAggregate, StoredCell) {
-        let params: BTreeMap<String, serde_json::Value> =
-            [("window".to_string(), window.into()), ("streams".to_string(), streams.into())].into();
-        let a = CellAggregate {
-            index,
-            repeat,
-            params: params.clone(),
-            ok: bps.is_some(),
-            mean_throughput_bps: bps,
-            ..Default::default()
-        };
-        let c = StoredCell {
-            id: 0,
-            run_id: 1,
-            cell: wanperf_archive::CellRecord {
-                index,
-                repeat,
-                kind: "tput".into(),
-                params,
-                ok: bps.is_some(),
-                ..Default::default()
-            },
-        };
-        (a, c)
-    }
-
-    #[test]
-    fn bounds_use_each_cells_own_window_and_trends_stop_at_until() {
-        let s = parse(
-            "[[expect]]\nmetric = \"goodput\"\nwhere = { streams = 1 }\nmax = \"1.05 * window / rtt\"\n\
-             [[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\nuntil = \"0.9 * rate\"\n",
-        )
-        .unwrap();
-        assert_eq!(s.expects.len(), 2);
-        assert_eq!(s.expects[0].text(), "goodput ≤ 1.05 * window / rtt where streams = 1");
-        let configs = s.configs(&Any);
-        // Cells: (64K,1) (64K,4) (1M,1) (1M,4). 64K/100 ms = 5.24 Mbit/s; 1M/100 ms = 83.9.
-        let rows = [
-            agg(0, 0, 65536, 1, Some(5.0e6)),
-            agg(1, 0, 65536, 4, Some(9.5e6)),
-            agg(2, 0, 1 << 20, 1, Some(9.6e6)),
-            agg(3, 0, 1 << 20, 4, Some(9.4e6)),
-        ];
-        let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
-        let axes = vec!["window".to_string(), "streams".to_string()];
-        let v = evaluate(&s.expects, &axes, &aggs, &cells, &configs);
-        // The bound: two cells with streams = 1, each against its own window.
-        assert_eq!(v.iter().filter(|x| x.expect == 0).count(), 2);
-        assert!(v[0].pass && (v[0].bound.unwrap() - 1.05 * 65536.0 * 8.0 / 0.1).abs() < 1e-6, "{:?}", v[0]);
-        assert_eq!(v[0].cells, "window = 64.0 KiB");
-        assert!(v[1].pass, "{:?}", v[1]);
-        // The trend: 64K rises 5.0 → 9.5 (pass); 1M is at 9.6 ≥ 9 Mbit/s already, and 9.4 stays
-        // above 0.9 × rate: pass.
-        let t: Vec<&Verdict> = v.iter().filter(|x| x.expect == 1).collect();
-        assert_eq!(t.len(), 2);
-        assert!(t.iter().all(|x| x.pass), "{t:?}");
-        assert_eq!(t[1].cells, "streams 1 → 4, window = 1.00 MiB");
-        // Had 1M fallen below the bound with more streams, or 64K not risen, they would fail.
-        let rows = [
-            agg(0, 0, 65536, 1, Some(5.0e6)),
-            agg(1, 0, 65536, 4, Some(4.0e6)),
-            agg(2, 0, 1 << 20, 1, Some(9.6e6)),
-            agg(3, 0, 1 << 20, 4, Some(7.0e6)),
-        ];
-        let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
-        let v = evaluate(&s.expects, &axes, &aggs, &cells, &configs);
-        let t: Vec<&Verdict> = v.iter().filter(|x| x.expect == 1).collect();
-        assert!(t.iter().all(|x| !x.pass), "{t:?}");
-        assert!(t[0].margin.unwrap() < 0.0);
-    }
-
-    #[test]
-    fn nothing_measured_is_not_a_pass_and_repeats_give_a_median() {
-        let s = parse("[[expect]]\nmetric = \"goodput\"\nmin = \"1 Mbit/s\"\n").unwrap();
-        let configs = s.configs(&Any);
-        let rows = [
-            agg(0, 0, 65536, 1, Some(1.0e6 * 0.5)),
-            agg(0, 1, 65536, 1, Some(2.0e6)),
-            agg(0, 2, 65536, 1, Some(3.0e6)),
-            agg(1, 0, 65536, 4, None),
-        ];
-        let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
-        let axes = vec!["window".to_string(), "streams".to_string()];
-        let v = evaluate(&s.expects, &axes, &aggs, &cells, &configs);
-        assert_eq!(v.len(), 2);
-        assert!(v[0].pass && v[0].measured == Some(2.0e6), "{:?}", v[0]);
-        assert!(!v[1].pass && v[1].measured.is_none() && v[1].note.contains("every repeat failed"), "{:?}", v[1]);
-        assert!(line(&v[1]).starts_with("FAIL  line 9  goodput ≥ 1 Mbit/s"), "{}", line(&v[1]));
     }
 }

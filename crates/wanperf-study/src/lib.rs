@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod axis;
 pub mod data;
 pub mod expect;
 pub mod headline;

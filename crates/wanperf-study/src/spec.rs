@@ -11,41 +11,11 @@ use std::collections::BTreeMap;
 use wanperf_toml::{err, scalar, Lines, Spanned, Table, Value};
 use wanperf_units as units;
 
+pub use crate::axis::{normalize, param_key, Axis, Kind};
+
 /// A study-file error with the line (1-based) it points to (the error of every file wanperf
 /// reads).
 pub use wanperf_toml::Error as StudyError;
-
-/// What a study measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// Bulk throughput (`wanperf tput`).
-    Tput,
-    /// Probes alone (`wanperf ping`).
-    Ping,
-    /// Loaded vs unloaded probes (`wanperf load`).
-    Load,
-    /// A file copy (`wanperf copy`) of data the runner makes for each cell.
-    Copy,
-    /// Capacity, available bandwidth and the bottleneck's hop (`wanperf capacity`).
-    Capacity,
-    /// A hop-by-hop trace: per-hop RTT and loss (`wanperf trace`).
-    Trace,
-}
-
-impl Kind {
-    /// The subcommand.
-    pub fn command(self) -> &'static str {
-        match self {
-            Kind::Tput => "tput",
-            Kind::Ping => "ping",
-            Kind::Load => "load",
-            Kind::Copy => "copy",
-            Kind::Capacity => "capacity",
-            Kind::Trace => "trace",
-        }
-    }
-}
 
 /// Where the measurement runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -76,17 +46,6 @@ pub enum Order {
         /// Shuffle seed.
         seed: u64,
     },
-}
-
-/// One sweep axis.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Axis {
-    /// Its name (a link option or a measurement option).
-    pub name: String,
-    /// Its values as the command line takes them.
-    pub values: Vec<String>,
-    /// True for a link option (each cell then gets a path of its own configuration).
-    pub link: bool,
 }
 
 /// A parsed, validated study.
@@ -473,7 +432,17 @@ impl Study {
         }
         if !file.expect.is_empty() {
             let configs = study.configs(flags);
-            study.expects = crate::expect::parse_all(file.expect, &lines, &study, &configs)?;
+            let cells: Vec<crate::expect::PlannedCell> = study
+                .cells()
+                .iter()
+                .filter(|c| c.repeat == 0)
+                .map(|c| crate::expect::PlannedCell {
+                    index: c.index,
+                    params: study.params(c),
+                    values: c.values.clone(),
+                })
+                .collect();
+            study.expects = crate::expect::parse_all(file.expect, &lines, study.kind, &study.axes, &cells, &configs)?;
         }
         Ok(study)
     }
@@ -690,34 +659,6 @@ impl Study {
     }
 }
 
-/// The archive's name for an axis: the study-wide name where the flag differs by
-/// measurement (`duration`), with `_` for `-`.
-pub fn param_key(axis: &str) -> String {
-    match axis {
-        "time" | "load-time" => "duration".into(),
-        "parallel" => "streams".into(),
-        _ => axis.replace('-', "_"),
-    }
-}
-
-/// A value in base units when its axis has one.
-pub(crate) fn normalize(key: &str, v: &str) -> serde_json::Value {
-    let num = match key {
-        "window" | "length" | "bytes" | "size" | "block" => units::parse_size(v).ok().map(|b| b as f64),
-        "queue" | "queue_up" | "queue_down" if !v.ends_with('p') => units::parse_size(v).ok().map(|b| b as f64),
-        "rate" | "rate_up" | "rate_down" | "bitrate" => units::parse_rate(v).ok().map(|b| b as f64),
-        "rtt" | "delay_up" | "delay_down" | "duration" | "idle_time" | "interval" | "jitter" => {
-            units::parse_duration(v).ok()
-        }
-        _ => v.parse::<f64>().ok(),
-    };
-    match num {
-        Some(n) if n.fract() == 0.0 && n.abs() < 9e15 => serde_json::Value::from(n as i64),
-        Some(n) => serde_json::Value::from(n),
-        None => serde_json::Value::from(v),
-    }
-}
-
 /// The values of the study-wide `direction` axis and the flag each means.
 const DIRECTIONS: [(&str, Option<&str>); 3] = [("up", None), ("down", Some("--reverse")), ("bidir", Some("--bidir"))];
 
@@ -797,5 +738,159 @@ mod tests {
         assert_eq!(argv[..2], ["tput".to_string(), "198.18.0.2".to_string()]);
         assert!(argv.windows(2).any(|w| w == ["--parallel", "2"] || w == ["--streams", "2"]), "{argv:?}");
         assert_eq!(s.estimate_s(&cells[0], &Stub), 3.0);
+    }
+}
+
+/// Expectations parsed with a study and evaluated on stored cells.
+#[cfg(test)]
+mod expect_tests {
+    use super::*;
+    use crate::expect::{evaluate, line, Verdict};
+    use wanperf_archive::{CellAggregate, StoredCell};
+
+    fn cfg(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    /// Takes every option; the path is 10 Mbit/s, 100 ms, a 125 kB queue.
+    struct Any;
+    impl Flags for Any {
+        fn check_command(&self, _: &[String]) -> Result<(), String> {
+            Ok(())
+        }
+        fn check_link(&self, _: &[String]) -> Result<(), String> {
+            Ok(())
+        }
+        fn bottleneck_bps(&self, _: &[String]) -> Option<f64> {
+            Some(1e7)
+        }
+        fn link_values(&self, _: &[String]) -> BTreeMap<String, f64> {
+            cfg(&[("rate", 1e7), ("rtt", 0.1), ("queue", 1e6)])
+        }
+    }
+
+    const BASE: &str = "name = \"s\"\n[path]\nrate = \"10M\"\n[measure]\nkind = \"tput\"\n[sweep]\nwindow = [\"64K\", \"1M\"]\nstreams = [1, 4]\n";
+
+    fn parse(expects: &str) -> Result<Study, wanperf_toml::Error> {
+        Study::parse(&format!("{BASE}{expects}"), &Any)
+    }
+
+    #[test]
+    fn every_malformed_expectation_is_one_error_naming_its_line() {
+        // Lines 1–8 are the study; the expectation starts on line 9.
+        for (body, line, says) in [
+            ("[[expect]]\nmetric = \"speed\"\nmax = \"1\"\n", 10, "unknown metric `speed`"),
+            ("[[expect]]\nmetric = \"rtt_rise\"\nmax = \"1 ms\"\n", 10, "a tput study has no `rtt_rise`"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"window\"\n", 11, "is a size, and `goodput` is a rate"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"2 rate\"\n", 11, "write `2 * rate`"),
+            ("[[expect]]\nmetric = \"goodput\"\nwhere = { cc = \"bbr\" }\nmax = \"rate\"\n", 11, "not a sweep axis"),
+            (
+                "[[expect]]\nmetric = \"goodput\"\nwhere = { streams = 3 }\nmax = \"rate\"\n",
+                11,
+                "no cell has streams = 3",
+            ),
+            ("[[expect]]\nmetric = \"goodput\"\n", 9, "say `min`, `max`"),
+            ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"rtt\"\n", 11, "`rtt` is not a sweep axis"),
+            ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\nmax = \"rate\"\n", 9, "takes no `min`"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"rate\"\nuntil = \"rate\"\n", 12, "go with `rises_with`"),
+            ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\ntolerance = \"2\"\n", 12, "fraction below 1"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"burst / rtt\"\n", 9, "uses `burst`"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"rate\"\ncolour = 1\n", 12, "unknown field `colour`"),
+        ] {
+            let e = parse(body).unwrap_err();
+            assert!(e.message.contains(says), "{body}: {e}");
+            assert_eq!(e.line, line, "{body}: {e}");
+            assert!(!e.to_string().contains('\n'), "{e}");
+        }
+    }
+
+    fn agg(index: u32, repeat: u32, window: u64, streams: u32, bps: Option<f64>) -> (CellAggregate, StoredCell) {
+        let params: BTreeMap<String, serde_json::Value> =
+            [("window".to_string(), window.into()), ("streams".to_string(), streams.into())].into();
+        let a = CellAggregate {
+            index,
+            repeat,
+            params: params.clone(),
+            ok: bps.is_some(),
+            mean_throughput_bps: bps,
+            ..Default::default()
+        };
+        let c = StoredCell {
+            id: 0,
+            run_id: 1,
+            cell: wanperf_archive::CellRecord {
+                index,
+                repeat,
+                kind: "tput".into(),
+                params,
+                ok: bps.is_some(),
+                ..Default::default()
+            },
+        };
+        (a, c)
+    }
+
+    #[test]
+    fn bounds_use_each_cells_own_window_and_trends_stop_at_until() {
+        let s = parse(
+            "[[expect]]\nmetric = \"goodput\"\nwhere = { streams = 1 }\nmax = \"1.05 * window / rtt\"\n\
+             [[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\nuntil = \"0.9 * rate\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.expects.len(), 2);
+        assert_eq!(s.expects[0].text(), "goodput ≤ 1.05 * window / rtt where streams = 1");
+        let configs = s.configs(&Any);
+        // Cells: (64K,1) (64K,4) (1M,1) (1M,4). 64K/100 ms = 5.24 Mbit/s; 1M/100 ms = 83.9.
+        let rows = [
+            agg(0, 0, 65536, 1, Some(5.0e6)),
+            agg(1, 0, 65536, 4, Some(9.5e6)),
+            agg(2, 0, 1 << 20, 1, Some(9.6e6)),
+            agg(3, 0, 1 << 20, 4, Some(9.4e6)),
+        ];
+        let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
+        let axes = vec!["window".to_string(), "streams".to_string()];
+        let v = evaluate(&s.expects, &axes, &aggs, &cells, &configs);
+        // The bound: two cells with streams = 1, each against its own window.
+        assert_eq!(v.iter().filter(|x| x.expect == 0).count(), 2);
+        assert!(v[0].pass && (v[0].bound.unwrap() - 1.05 * 65536.0 * 8.0 / 0.1).abs() < 1e-6, "{:?}", v[0]);
+        assert_eq!(v[0].cells, "window = 64.0 KiB");
+        assert!(v[1].pass, "{:?}", v[1]);
+        // The trend: 64K rises 5.0 → 9.5 (pass); 1M is at 9.6 ≥ 9 Mbit/s already, and 9.4 stays
+        // above 0.9 × rate: pass.
+        let t: Vec<&Verdict> = v.iter().filter(|x| x.expect == 1).collect();
+        assert_eq!(t.len(), 2);
+        assert!(t.iter().all(|x| x.pass), "{t:?}");
+        assert_eq!(t[1].cells, "streams 1 → 4, window = 1.00 MiB");
+        // Had 1M fallen below the bound with more streams, or 64K not risen, they would fail.
+        let rows = [
+            agg(0, 0, 65536, 1, Some(5.0e6)),
+            agg(1, 0, 65536, 4, Some(4.0e6)),
+            agg(2, 0, 1 << 20, 1, Some(9.6e6)),
+            agg(3, 0, 1 << 20, 4, Some(7.0e6)),
+        ];
+        let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
+        let v = evaluate(&s.expects, &axes, &aggs, &cells, &configs);
+        let t: Vec<&Verdict> = v.iter().filter(|x| x.expect == 1).collect();
+        assert!(t.iter().all(|x| !x.pass), "{t:?}");
+        assert!(t[0].margin.unwrap() < 0.0);
+    }
+
+    #[test]
+    fn nothing_measured_is_not_a_pass_and_repeats_give_a_median() {
+        let s = parse("[[expect]]\nmetric = \"goodput\"\nmin = \"1 Mbit/s\"\n").unwrap();
+        let configs = s.configs(&Any);
+        let rows = [
+            agg(0, 0, 65536, 1, Some(1.0e6 * 0.5)),
+            agg(0, 1, 65536, 1, Some(2.0e6)),
+            agg(0, 2, 65536, 1, Some(3.0e6)),
+            agg(1, 0, 65536, 4, None),
+        ];
+        let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
+        let axes = vec!["window".to_string(), "streams".to_string()];
+        let v = evaluate(&s.expects, &axes, &aggs, &cells, &configs);
+        assert_eq!(v.len(), 2);
+        assert!(v[0].pass && v[0].measured == Some(2.0e6), "{:?}", v[0]);
+        assert!(!v[1].pass && v[1].measured.is_none() && v[1].note.contains("every repeat failed"), "{:?}", v[1]);
+        assert!(line(&v[1]).starts_with("FAIL  line 9  goodput ≥ 1 Mbit/s"), "{}", line(&v[1]));
     }
 }

@@ -1,0 +1,76 @@
+//! What the parts of a study share: the kinds of measurement, a sweep axis, and an axis's
+//! name and values as the archive stores them. Pure.
+
+use serde::Serialize;
+use wanperf_units as units;
+
+/// What a study measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Bulk throughput (`wanperf tput`).
+    Tput,
+    /// Probes alone (`wanperf ping`).
+    Ping,
+    /// Loaded vs unloaded probes (`wanperf load`).
+    Load,
+    /// A file copy (`wanperf copy`) of data the runner makes for each cell.
+    Copy,
+    /// Capacity, available bandwidth and the bottleneck's hop (`wanperf capacity`).
+    Capacity,
+    /// A hop-by-hop trace: per-hop RTT and loss (`wanperf trace`).
+    Trace,
+}
+
+impl Kind {
+    /// The subcommand.
+    pub fn command(self) -> &'static str {
+        match self {
+            Kind::Tput => "tput",
+            Kind::Ping => "ping",
+            Kind::Load => "load",
+            Kind::Copy => "copy",
+            Kind::Capacity => "capacity",
+            Kind::Trace => "trace",
+        }
+    }
+}
+
+/// One sweep axis.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Axis {
+    /// Its name (a link option or a measurement option).
+    pub name: String,
+    /// Its values as the command line takes them.
+    pub values: Vec<String>,
+    /// True for a link option (each cell then gets a path of its own configuration).
+    pub link: bool,
+}
+
+/// The archive's name for an axis: the study-wide name where the flag differs by
+/// measurement (`duration`), with `_` for `-`.
+pub fn param_key(axis: &str) -> String {
+    match axis {
+        "time" | "load-time" => "duration".into(),
+        "parallel" => "streams".into(),
+        _ => axis.replace('-', "_"),
+    }
+}
+
+/// A value in base units when its axis has one (as the archive stores it).
+pub fn normalize(key: &str, v: &str) -> serde_json::Value {
+    let num = match key {
+        "window" | "length" | "bytes" | "size" | "block" => units::parse_size(v).ok().map(|b| b as f64),
+        "queue" | "queue_up" | "queue_down" if !v.ends_with('p') => units::parse_size(v).ok().map(|b| b as f64),
+        "rate" | "rate_up" | "rate_down" | "bitrate" => units::parse_rate(v).ok().map(|b| b as f64),
+        "rtt" | "delay_up" | "delay_down" | "duration" | "idle_time" | "interval" | "jitter" => {
+            units::parse_duration(v).ok()
+        }
+        _ => v.parse::<f64>().ok(),
+    };
+    match num {
+        Some(n) if n.fract() == 0.0 && n.abs() < 9e15 => serde_json::Value::from(n as i64),
+        Some(n) => serde_json::Value::from(n),
+        None => serde_json::Value::from(v),
+    }
+}
