@@ -72,9 +72,140 @@ pub fn all(v: &View) -> Vec<Item> {
     distributions(v, &mut out);
     rtt_vs_throughput(v, &mut out);
     time_series(v, &mut out);
+    policer_envelope(v, &mut out);
+    tcp_state(v, &mut out);
     tcp_counters(v, &mut out);
     traces(v, &mut out);
     out
+}
+
+/// The senders' TCP state against the swept axis (seed 003's srtt and cwnd against
+/// txqueuelen): the median congestion window over the streams' intervals, and the median
+/// smoothed RTT, per cell.
+fn tcp_state(v: &View, out: &mut Vec<Item>) {
+    let cwnd = |g: &Group| {
+        let mut c: Vec<f64> = g
+            .cells
+            .iter()
+            .flat_map(|c| c.cell.intervals.iter())
+            .filter(|r| r.stream >= 0)
+            .filter_map(|r| Some(r.cwnd_bytes? as f64 / 1024.0))
+            .collect();
+        c.sort_by(f64::total_cmp);
+        summary::quantile_sorted(&c, 0.5)
+    };
+    let gs: Vec<&Group> = v.groups.iter().filter(|g| g.srtt_ms.is_some() || cwnd(g).is_some()).collect();
+    if gs.len() < 2 {
+        return;
+    }
+    let Some(x) = sweep_axis(v, &gs) else { return };
+    let (x_desc, f, log) = axis_of(x);
+    let pts = |m: &dyn Fn(&Group) -> Option<f64>| -> Vec<(f64, f64)> {
+        mean_points(gs.iter().filter_map(|g| Some((axis_value(g, x)? * f, m(g)?))).collect())
+    };
+    let (cw, rt) = (pts(&|g| cwnd(g)), pts(&|g| g.srtt_ms));
+    if cw.is_empty() && rt.is_empty() {
+        return;
+    }
+    let title = format!("TCP state against {x}");
+    let mut top = Axes::new("congestion window", x_desc.clone(), "median cwnd (KiB)");
+    let mut bottom = Axes::new("smoothed RTT", x_desc, "median srtt (ms)");
+    for a in [&mut top, &mut bottom] {
+        a.x_log = log;
+        a.y_zero = true;
+        if x == "window" {
+            a.x_ticks = Some(gs.iter().filter_map(|g| g.window).map(|w| w as f64 / 1024.0).collect());
+        }
+    }
+    let say = |name: &str, p: &[(f64, f64)], unit: &str| match (p.first(), p.last()) {
+        (Some(a), Some(b)) if p.len() > 1 => {
+            format!(
+                "Median {name} goes from {} {unit} at the smallest {x} to {} {unit} at the largest.",
+                sig(a.1),
+                sig(b.1)
+            )
+        }
+        _ => String::new(),
+    };
+    let finding = format!("{} {}", say("cwnd", &cw, "KiB"), say("smoothed RTT", &rt, "ms")).trim().to_string();
+    let drawn = plot::two_panel(
+        &title,
+        (&top, &[Series::new("cwnd (median of the streams' intervals)", cw.clone(), Mark::LinePoints, 0)]),
+        (&bottom, &[Series::new("srtt (median)", rt.clone(), Mark::LinePoints, 1)]),
+    );
+    push(out, "tcp-state".into(), &title, drawn, finding);
+}
+
+/// Most cells that get a token-bucket figure each.
+const MAX_ENVELOPES: usize = 4;
+
+/// Seed 002's token bucket, per cell whose emulated path had a policer left → right: the
+/// bytes the measurement delivered, cumulated over its intervals, against what the bucket can
+/// pass, burst + rate × t. A policed flow stays under the line; a flow above it was not policed
+/// (its packets did not match the policer's selector, or the policer was off).
+fn policer_envelope(v: &View, out: &mut Vec<Item>) {
+    let mut k = 0;
+    for g in &v.groups {
+        let Some(c) = g.cells.iter().find(|c| !c.cell.intervals.is_empty()) else { continue };
+        let p = c.cell.emulator.as_ref().map(|e| &e["config"]["up"]["policer"]);
+        let (Some(rate), Some(burst)) =
+            (p.and_then(|p| num(p.get("rate_bps"))), p.and_then(|p| num(p.get("burst_bytes"))))
+        else {
+            continue;
+        };
+        if k == MAX_ENVELOPES {
+            break;
+        }
+        let mut total = 0.0;
+        let mut got = vec![(0.0, 0.0)];
+        for r in sum_rows(c) {
+            total += r.bytes as f64;
+            got.push((r.end_s, total / 1e6));
+        }
+        let end = got.last().map_or(0.0, |x| x.0);
+        let bound = |t: f64| (burst + rate / 8.0 * t) / 1e6;
+        let envelope = vec![(0.0, bound(0.0)), (end, bound(end))];
+        // The largest excess over the envelope (negative: the closest it came, below).
+        let (at, over) =
+            got.iter().map(|&(t, mb)| (t, mb - bound(t))).fold(
+                (0.0, f64::NEG_INFINITY),
+                |a, b| {
+                    if b.1 > a.1 {
+                        b
+                    } else {
+                        a
+                    }
+                },
+            );
+        let label = group_label(v, g);
+        let finding = if over <= 0.0 {
+            format!(
+                "{label}: the delivered bytes stay within the token bucket ({} MB burst + {} Mbit/s × t), \
+                 at most {} MB under it: policed.",
+                sig(burst / 1e6),
+                sig(rate / 1e6),
+                sig(-over)
+            )
+        } else {
+            format!(
+                "{label}: {} MB above the token bucket ({} MB burst + {} Mbit/s × t) at {} s: the measurement \
+                 was not policed by it.",
+                sig(over),
+                sig(burst / 1e6),
+                sig(rate / 1e6),
+                sig(at)
+            )
+        };
+        let title = format!("Delivered bytes against the token bucket, {label}");
+        let mut axes = Axes::new(title.clone(), "time since start (s)", "delivered (MB)");
+        axes.y_zero = true;
+        let series = [
+            Series::new("delivered", bucket_means(&got, MAX_POINTS), Mark::LinePoints, 0),
+            Series::new("burst + rate × t", envelope, Mark::Dashed, 1),
+        ];
+        push(out, numbered("token-bucket", k), &title, plot::xy(&axes, &series), finding);
+        k += 1;
+    }
 }
 
 /// The first answering address of a stored trace hop (`addrs` is `[[address, count], …]`).

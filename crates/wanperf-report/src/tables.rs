@@ -674,6 +674,57 @@ fn one_way(v: &View, load: &[&Group]) -> String {
     h + "</table></div>\n"
 }
 
+/// What each configured element of the emulated path did in each cell, from the emulator's
+/// own counters (summed over the classes) and the hosts' CPU quotas: packets in, the queue's
+/// drops, the packets the policer decided on and dropped, re-marks, random losses, and the
+/// periods a host's quota throttled.
+fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
+    let mut h = String::from(
+        "<h3>What the path's elements did</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th>\
+         <th class=\"l\">direction</th><th>packets in</th><th>queue drops</th><th>policed</th><th>policer drops</th>\
+         <th>re-marked</th><th>random losses</th><th class=\"l\">hosts</th></tr>\n",
+    );
+    for (c, e) in emu {
+        let params = c.cell.params.iter().map(|(k, v)| crate::fmt::param(k, v)).collect::<Vec<_>>().join(", ");
+        let hosts: String = e["hosts"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .map(|x| {
+                let cpu = match (x["cpu"]["throttled"].as_u64(), x["cpu"]["periods"].as_u64()) {
+                    (Some(t), Some(p)) => format!(": CPU quota throttled in {t} of {p} periods"),
+                    _ => String::new(),
+                };
+                format!("{} ({}){cpu}", x["host"].as_str().unwrap_or("?"), x["model"].as_str().unwrap_or(""))
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        for (k, dir) in [("up", "left → right"), ("down", "right → left")] {
+            let classes = e["stats"][k]["classes"].as_object();
+            let sum = |f: &str| -> u64 { classes.map_or(0, |m| m.values().filter_map(|x| x[f].as_u64()).sum()) };
+            let _ = writeln!(
+                h,
+                "<tr>{}{}{}{}{}{}{}{}{}</tr>",
+                tdl(&format!(
+                    "{} (repeat {})",
+                    if params.is_empty() { "the cell".to_string() } else { params.clone() },
+                    c.cell.repeat + 1
+                )),
+                tdl(dir),
+                tdi(sum("packets_in")),
+                tdi(sum("queue_drops")),
+                tdi(sum("policed")),
+                tdi(sum("policer_drops")),
+                tdi(sum("remarks")),
+                tdi(sum("random_losses")),
+                tdl(if k == "up" { &hosts } else { "" })
+            );
+        }
+    }
+    h + "</table></div>\n"
+}
+
 /// A verdict's value in its unit.
 fn verdict_value(x: Option<f64>, unit: &str) -> String {
     match (x, unit) {
@@ -821,6 +872,7 @@ pub fn hosts(v: &View) -> String {
     }
     let emu: Vec<_> = v.data.cells.iter().filter_map(|c| Some((c, c.cell.emulator.as_ref()?))).collect();
     if !emu.is_empty() {
+        h += &element_counters(&emu);
         let _ = writeln!(h, "<details><summary>Emulated path counters ({} cells)</summary><pre>", emu.len());
         for (c, e) in emu {
             let params = c.cell.params.iter().map(|(k, v)| crate::fmt::param(k, v)).collect::<Vec<_>>().join(", ");

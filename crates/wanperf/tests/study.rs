@@ -491,6 +491,12 @@ min = "3 * (1 MiB / 4 s + 1 Mbit/s)"
     let top = page.find("Configured but never acted").expect("the report says it");
     assert!(top < page.find("id=\"figures\"").unwrap_or(usize::MAX), "before the figures");
     assert!(page.contains("port=5011) matched none"));
+    // Seed 002's figure: delivered bytes against burst + rate × t, under it where the policer
+    // policed the test, above it where it matched nothing; and the elements' own counters.
+    assert_eq!(page.matches("data-figure=\"token-bucket").count(), 2, "a figure per policed cell");
+    assert!(page.contains("stay within the token bucket"), "the policed cell's finding");
+    assert!(page.contains("the measurement was not policed by it"), "the port=5011 cell's finding");
+    assert!(page.contains("What the path's elements did"));
     let _ = std::fs::remove_dir_all(&d);
 }
 
