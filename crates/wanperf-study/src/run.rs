@@ -281,7 +281,8 @@ pub fn dry_run(study: &Study, cells: &[CellPlan], json: bool, flags: &dyn Flags)
     }
     lines.push(format!("estimated time: {}", fmt_secs(total)));
     if !study.expects.is_empty() {
-        lines.push(format!("checked after the run ({} expectations):", study.expects.len()));
+        let n = study.expects.len();
+        lines.push(format!("checked after the run ({n} expectation{}):", if n == 1 { "" } else { "s" }));
         lines.extend(study.expects.iter().map(|e| format!("  line {}: {}", e.line, e.text())));
     }
     lines

@@ -49,7 +49,13 @@ Examples:
   wanperf study run scenarios/seed000-load-rtt.toml --dry-run   # list the cells and the time
   wanperf study run scenarios/seed000-load-rtt.toml             # run, store, print the table
   wanperf study run scenarios/seed000-load-rtt.toml --resume    # finish a killed run
+  wanperf study run scenarios/seed002-oscars-policer.toml --strict  # exit 1 on a failed [[expect]]
+  wanperf study check latest                                     # re-evaluate them
   wanperf report latest -o report.html
+
+A study file's [[expect]] entries state what must hold (e.g. `max = \"1.05 * rate\"`):
+after the run each is printed PASS or FAIL with the measured value, the bound and the margin,
+and stored with the run (docs/studies.md, \"Stated expectations\").
 
 The archive is SQLite at $WANPERF_DB, or $XDG_DATA_HOME/wanperf/archive.sqlite, or
 ~/.local/share/wanperf/archive.sqlite; --db PATH or --db postgres://user@host/db picks another.")]
