@@ -163,7 +163,11 @@ impl CpuQuota {
         };
         sweep_stale(&parent);
         let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-        let dir = parent.join(format!("{PREFIX}{}-{clean}", std::process::id()));
+        // A number of its own for every group this process makes: two hosts whose names clean
+        // up alike (`a-b`, `a_b`), or a study's successive cells, never share one.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = parent.join(format!("{PREFIX}{}-{n}-{clean}", std::process::id()));
         if is_v2 {
             // Children of the root get the cpu controller only once the root hands it down.
             let ctl = parent.join("cgroup.subtree_control");
@@ -172,20 +176,17 @@ impl CpuQuota {
                 fs::write(&ctl, "+cpu").map_err(io_err("enabling the cpu controller in", &ctl))?;
             }
         }
-        match fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(io_err("making", &dir)(e)),
-        }
-        let q = CpuQuota {
-            procs: OpenOptions::new()
-                .write(true)
-                .open(dir.join("cgroup.procs"))
-                .map_err(io_err("opening", &dir.join("cgroup.procs")))?,
-            dir,
-            parent,
-            cores: quota_us as f64 / period_us as f64,
+        // A directory already there belongs to someone else (another PID namespace's wanperf
+        // with this PID): refused, not shared.
+        fs::create_dir(&dir).map_err(io_err("making", &dir))?;
+        let procs = match OpenOptions::new().write(true).open(dir.join("cgroup.procs")) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = fs::remove_dir(&dir);
+                return Err(io_err("opening", &dir.join("cgroup.procs"))(e));
+            }
         };
+        let q = CpuQuota { procs, dir, parent, cores: quota_us as f64 / period_us as f64 };
         if is_v2 {
             let f = q.dir.join("cpu.max");
             fs::write(&f, format!("{quota_us} {period_us}")).map_err(io_err("writing", &f))?;

@@ -80,7 +80,8 @@ fn buffers(key: &str, v: &str) -> Result<[u64; 3], ModelError> {
     if !(min <= def && def <= max) {
         return Err(bad(format!("`{key}`: MIN ≤ DEFAULT ≤ MAX, not `{v}`")));
     }
-    if min < 1024 || max > 1 << 31 {
+    // The kernel holds them as ints.
+    if min < 1024 || max > i32::MAX as u64 {
         return Err(bad(format!("`{key}`: sizes from 1 KiB to 2 GiB, not `{v}`")));
     }
     Ok([min, def, max])

@@ -822,9 +822,29 @@ pub fn evaluate(
                             continue;
                         }
                     };
+                    // A bound that divides by a zero (`window / rtt` on a path without delay)
+                    // bounds nothing: that is not a pass.
+                    if lo.into_iter().chain(hi).any(|b| !b.is_finite()) {
+                        out.push(verdict(
+                            label(g.params, ""),
+                            false,
+                            Some(m),
+                            None,
+                            None,
+                            "the bound is not a finite number in this cell (a value it divides by is 0)".into(),
+                        ));
+                        continue;
+                    }
                     // Margin to each bound, as a fraction of it; the nearer bound is reported.
-                    let rel =
-                        |d: f64, b: f64| if b.abs() > 0.0 { d / b.abs() } else { d.signum() * f64::INFINITY.min(1e9) };
+                    let rel = |d: f64, b: f64| {
+                        if b.abs() > 0.0 {
+                            d / b.abs()
+                        } else if d == 0.0 {
+                            0.0
+                        } else {
+                            d.signum() * 1e9
+                        }
+                    };
                     let mut cands = Vec::new();
                     if let Some(b) = lo {
                         cands.push((b, rel(m - b, b), m >= b));
@@ -852,12 +872,25 @@ pub fn evaluate(
                 }
                 for (rest, mut pts) in lines {
                     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    // One value along the axis is no trend: nothing checked is not a pass.
+                    if pts.len() < 2 {
+                        out.push(verdict(
+                            rest,
+                            false,
+                            None,
+                            None,
+                            None,
+                            format!("fewer than two stored values of `{axis}` along this line"),
+                        ));
+                        continue;
+                    }
+                    let at = |g: &Group<'_>| g.params.get(axis).map_or("?".to_string(), |v| fmt_param(axis, v));
                     for w in pts.windows(2) {
                         let ((_, ia, ga), (_, _, gb)) = (w[0], w[1]);
                         let step = format!(
                             "{axis} {} → {}{}",
-                            fmt_param(axis, &ga.params[axis]),
-                            fmt_param(axis, &gb.params[axis]),
+                            at(ga),
+                            at(gb),
                             if rest.is_empty() { String::new() } else { format!(", {rest}") }
                         );
                         let (Some(a), Some(b)) = (median(ga.values.clone()), median(gb.values.clone())) else {
@@ -876,7 +909,7 @@ pub fn evaluate(
                             if let Ok(lim) = u.eval(&config) {
                                 if a >= lim {
                                     // Already there: the rise is no longer needed, only that it stays.
-                                    let floor = lim * (1.0 - tolerance);
+                                    let floor = lim - tolerance * lim.abs();
                                     out.push(verdict(
                                         step,
                                         b >= floor,
@@ -889,11 +922,13 @@ pub fn evaluate(
                                 }
                             }
                         }
+                        // The tolerance is a share of the previous value's size, whatever its sign
+                        // (a rise near 0 can be slightly negative).
                         let (bound, pass, margin) = if *rises {
-                            let f = a * (1.0 - tolerance);
+                            let f = a - tolerance * a.abs();
                             (f, b >= f, (b - f) / f.abs().max(f64::MIN_POSITIVE))
                         } else {
-                            let c = a * (1.0 + tolerance);
+                            let c = a + tolerance * a.abs();
                             (c, b <= c, (c - b) / c.abs().max(f64::MIN_POSITIVE))
                         };
                         out.push(verdict(step, pass, Some(b), Some(bound), Some(margin), String::new()));

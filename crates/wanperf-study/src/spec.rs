@@ -893,4 +893,34 @@ mod expect_tests {
         assert!(!v[1].pass && v[1].measured.is_none() && v[1].note.contains("every repeat failed"), "{:?}", v[1]);
         assert!(line(&v[1]).starts_with("FAIL  line 9  goodput ≥ 1 Mbit/s"), "{}", line(&v[1]));
     }
+
+    #[test]
+    fn vacuous_checks_fail_and_tolerance_follows_the_size() {
+        let s = parse(
+            "[[expect]]\nmetric = \"goodput\"\nmax = \"64K / rtt\"\n\
+             [[expect]]\nmetric = \"goodput\"\nfalls_with = \"streams\"\ntolerance = \"10 %\"\n",
+        )
+        .unwrap();
+        let axes = vec!["window".to_string(), "streams".to_string()];
+        // A path without delay: 64K / rtt is no bound, and that is no pass.
+        let mut flat = s.configs(&Any);
+        flat.values_mut().for_each(|c| {
+            c.insert("rtt".into(), 0.0);
+        });
+        let rows = [agg(0, 0, 65536, 1, Some(-1.0)), agg(1, 0, 65536, 4, Some(-1.05))];
+        let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
+        let v = evaluate(&s.expects, &axes, &aggs, &cells, &flat);
+        assert!(v.iter().filter(|x| x.expect == 0).all(|x| !x.pass && x.note.contains("not a finite")), "{v:?}");
+        // -1.0 then -1.05 falls, within 10 % of the first value's size (the ceiling is -0.9).
+        let t: Vec<&Verdict> = v.iter().filter(|x| x.expect == 1).collect();
+        assert_eq!(t.len(), 1);
+        assert!(t[0].pass && (t[0].bound.unwrap() + 0.9).abs() < 1e-12, "{:?}", t[0]);
+        // One value of the axis along a line is no trend: a failed verdict, not silence.
+        let rows = [agg(0, 0, 65536, 1, Some(5e6)), agg(2, 0, 1 << 20, 1, Some(9e6))];
+        let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
+        let v = evaluate(&s.expects, &axes, &aggs, &cells, &s.configs(&Any));
+        let t: Vec<&Verdict> = v.iter().filter(|x| x.expect == 1).collect();
+        assert_eq!(t.len(), 2, "{t:?}");
+        assert!(t.iter().all(|x| !x.pass && x.note.contains("fewer than two")), "{t:?}");
+    }
 }
