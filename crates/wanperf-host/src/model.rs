@@ -167,31 +167,39 @@ impl HostModel {
         v
     }
 
-    /// In words: `0.25 core, SACK off, send buffers ≤ 64.0 KiB, reno`.
-    pub fn describe(&self) -> String {
+    /// Each field that is set: (its text form `key=value`, its words).
+    fn fields(&self) -> Vec<(String, String)> {
         let onoff = |b: bool| if b { "on" } else { "off" };
         let mut v = Vec::new();
         if let Some(c) = self.cpu {
-            v.push(format!("{c} core{}", if c == 1.0 { "" } else { "s" }));
+            v.push((format!("cpu={c}"), format!("{c} core{}", if c == 1.0 { "" } else { "s" })));
         }
-        if let Some(b) = self.sack {
-            v.push(format!("SACK {}", onoff(b)));
+        for (key, words, b) in [
+            ("sack", "SACK", self.sack),
+            ("timestamps", "timestamps", self.timestamps),
+            ("window_scaling", "window scaling", self.window_scaling),
+        ] {
+            if let Some(b) = b {
+                v.push((format!("{key}={}", onoff(b)), format!("{words} {}", onoff(b))));
+            }
         }
-        if let Some(b) = self.timestamps {
-            v.push(format!("timestamps {}", onoff(b)));
-        }
-        if let Some(b) = self.window_scaling {
-            v.push(format!("window scaling {}", onoff(b)));
-        }
-        if let Some(t) = &self.rmem {
-            v.push(format!("receive buffers ≤ {}", units::fmt_bytes(t[2])));
-        }
-        if let Some(t) = &self.wmem {
-            v.push(format!("send buffers ≤ {}", units::fmt_bytes(t[2])));
+        for (key, words, t) in [("rmem", "receive", &self.rmem), ("wmem", "send", &self.wmem)] {
+            if let Some(t) = t {
+                v.push((
+                    format!("{key}={}:{}:{}", t[0], t[1], t[2]),
+                    format!("{words} buffers ≤ {}", units::fmt_bytes(t[2])),
+                ));
+            }
         }
         if let Some(c) = &self.cc {
-            v.push(c.clone());
+            v.push((format!("cc={c}"), c.clone()));
         }
+        v
+    }
+
+    /// In words: `0.25 core, SACK off, send buffers ≤ 64.0 KiB, reno`.
+    pub fn describe(&self) -> String {
+        let v: Vec<String> = self.fields().into_iter().map(|f| f.1).collect();
         if v.is_empty() {
             "the default host".into()
         } else {
@@ -207,34 +215,9 @@ fn key_list() -> String {
 /// The text form, which [`HostModel::parse`] reads back.
 impl fmt::Display for HostModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let onoff = |b: bool| if b { "on" } else { "off" };
-        let mut v = Vec::new();
-        if let Some(c) = self.cpu {
-            v.push(format!("cpu={c}"));
-        }
-        if let Some(b) = self.sack {
-            v.push(format!("sack={}", onoff(b)));
-        }
-        if let Some(b) = self.timestamps {
-            v.push(format!("timestamps={}", onoff(b)));
-        }
-        if let Some(b) = self.window_scaling {
-            v.push(format!("window_scaling={}", onoff(b)));
-        }
-        if let Some(t) = &self.rmem {
-            v.push(format!("rmem={}:{}:{}", t[0], t[1], t[2]));
-        }
-        if let Some(t) = &self.wmem {
-            v.push(format!("wmem={}:{}:{}", t[0], t[1], t[2]));
-        }
-        if let Some(c) = &self.cc {
-            v.push(format!("cc={c}"));
-        }
-        if v.is_empty() {
-            f.write_str("none")
-        } else {
-            f.write_str(&v.join(","))
-        }
+        let v: Vec<String> = self.fields().into_iter().map(|f| f.0).collect();
+        f.write_str(if v.is_empty() { "none" } else { "" })?;
+        f.write_str(&v.join(","))
     }
 }
 

@@ -249,6 +249,48 @@ pub struct SetReply {
     pub routes_changed: Option<usize>,
 }
 
+impl SetReply {
+    /// What `net set` prints: the link's new configuration each way (with `json`, a record).
+    pub fn lines(&self, json: bool) -> Vec<String> {
+        if json {
+            let v = serde_json::json!({"event": "net_set", "link": self.link, "ab": self.ab, "ba": self.ba,
+                "routes_changed": self.routes_changed});
+            return vec![v.to_string()];
+        }
+        let d = crate::show::describe_dir;
+        let mut out = vec![format!("link {}: a → b {}; b → a {}", self.link, d(&self.ab), d(&self.ba))];
+        out.extend(self.routes_changed.map(|n| format!("routes recomputed: {n} changed")));
+        out
+    }
+}
+
+impl NetInfo {
+    /// Joins `node` of this network (its namespace, niceness, CPUs and CPU quota), as
+    /// `net exec` does before it runs a command there; returns the node's environment.
+    pub fn join(&self, node: &str) -> Result<Vec<(String, String)>> {
+        let i =
+            self.nodes.iter().position(|n| n == node).ok_or_else(|| {
+                anyhow!("no node `{node}` in network `{}` (nodes: {})", self.name, self.nodes.join(", "))
+            })?;
+        let cgroup = self.cgroups.get(i).cloned().flatten();
+        daemon::join(self.pid, self.fds[i], self.nice, &self.host_cpus, cgroup.as_deref())?;
+        Ok(self.env.get(i).cloned().unwrap_or_default())
+    }
+}
+
+impl StatsReply {
+    /// Keeps one link's counters (`name`: the network's, for the error).
+    pub fn only(mut self, link: Option<&str>, name: &str) -> Result<StatsReply> {
+        if let Some(l) = link {
+            self.links.retain(|s| s.name == l);
+            if self.links.is_empty() {
+                bail!("no link `{l}` in network `{name}`");
+            }
+        }
+        Ok(self)
+    }
+}
+
 /// Starts the daemon of network `name` on `topology` (a file, made absolute, or a preset).
 pub fn start(name: &str, topology: &str, nice: i32) -> Result<()> {
     // The daemon reads the same file; give it an absolute path.

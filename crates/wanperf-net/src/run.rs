@@ -69,6 +69,9 @@ pub struct HostReport {
     pub cpu_cores: Option<f64>,
     /// The TCP settings as the host's kernel reports them now (`/proc/sys` key, value).
     pub settings: Vec<(String, String)>,
+    /// The settings whose value in the kernel is not the one the model set (key, the kernel's
+    /// value, the model's).
+    pub not_held: Vec<(String, String, String)>,
 }
 
 impl Injector for Generator {
@@ -394,7 +397,8 @@ impl Network {
                 continue;
             }
             let quota = self.quotas.get(i).and_then(|q| q.as_ref());
-            let keys: Vec<&'static str> = n.model.sysctls().into_iter().map(|(k, _)| k).collect();
+            let asked = n.model.sysctls();
+            let keys: Vec<&'static str> = asked.iter().map(|(k, _)| *k).collect();
             let settings = self.nodes[i]
                 .run(move || {
                     keys.iter()
@@ -405,6 +409,14 @@ impl Network {
                         .collect::<Vec<_>>()
                 })
                 .unwrap_or_default();
+            // The kernel prints the triples with tabs; compared word by word.
+            let words = |v: &str| v.split_whitespace().collect::<Vec<_>>().join(" ");
+            let not_held = asked
+                .iter()
+                .zip(&settings)
+                .filter(|((_, want), (_, have))| words(want) != *have)
+                .map(|((_, want), (k, have))| (k.clone(), have.clone(), words(want)))
+                .collect();
             out.push(HostReport {
                 host: n.name.clone(),
                 model: n.model.to_string(),
@@ -412,6 +424,7 @@ impl Network {
                 cpu: quota.and_then(|q| q.stats().ok()),
                 cpu_cores: quota.map(CpuQuota::cores),
                 settings,
+                not_held,
             });
         }
         out

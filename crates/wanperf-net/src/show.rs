@@ -340,18 +340,59 @@ pub fn hosts_not_acted(reports: &[crate::run::HostReport]) -> Vec<String> {
                 ));
             }
         }
-        let asked = wanperf_host::HostModel::parse(&r.model).map(|m| m.sysctls()).unwrap_or_default();
-        for (k, want) in asked {
-            let have = r.settings.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str()).unwrap_or("");
-            let want = want.split_whitespace().collect::<Vec<_>>().join(" ");
-            if have != want {
-                out.push(format!(
-                    "host {}: {} is `{have}` in its kernel, not the `{want}` its model set",
-                    r.host,
-                    k.replace('/', ".")
-                ));
-            }
+        for (k, have, want) in &r.not_held {
+            out.push(format!(
+                "host {}: {} is `{have}` in its kernel, not the `{want}` its model set",
+                r.host,
+                k.replace('/', ".")
+            ));
         }
     }
     out
+}
+
+/// `path presets`: each path preset's numbers and where they come from, two lines each.
+pub fn path_presets() -> Vec<String> {
+    wanperf_emu::presets::all()
+        .into_iter()
+        .map(|p| {
+            format!(
+                "{:<26} RTT {} ms, bottleneck {}, queue {}{}{}{}\n{:<26} {}",
+                p.name,
+                p.rtt_ms,
+                fmt_rate(p.rate_bps as f64),
+                fmt_bytes(p.queue_bytes as u64),
+                p.policer.map_or(String::new(), |x| format!(
+                    ", policer {} burst {}",
+                    fmt_rate(x.rate_bps as f64),
+                    fmt_bytes(x.burst_bytes)
+                )),
+                p.txqueuelen.map_or(String::new(), |q| format!(", txqueuelen {q}")),
+                if p.loss > 0.0 { format!(", random loss {} % each way", p.loss * 100.0) } else { String::new() },
+                "",
+                p.source
+            )
+        })
+        .collect()
+}
+
+/// `net presets [NAME]`: the list (a line each), or one preset's topology file; with `json`,
+/// one record. The error names a preset that does not exist.
+pub fn net_presets(name: Option<&str>, json_out: bool) -> Result<Vec<String>, String> {
+    let as_json = |p: &crate::presets::NetPreset| json!({"name": p.name, "source": p.source, "topology": p.toml});
+    Ok(match name {
+        Some(n) => {
+            let p = crate::presets::find(n).ok_or_else(|| format!("no preset `{n}` (see `wanperf net presets`)"))?;
+            if json_out {
+                vec![json!({"event": "net_preset", "preset": as_json(&p)}).to_string()]
+            } else {
+                vec![p.toml.trim_end_matches('\n').to_string()]
+            }
+        }
+        None if json_out => {
+            let all: Vec<Value> = crate::presets::all().iter().map(as_json).collect();
+            vec![json!({"event": "net_presets", "presets": all}).to_string()]
+        }
+        None => crate::presets::all().iter().map(|p| format!("{:<24} {}", p.name, p.source)).collect(),
+    })
 }

@@ -74,3 +74,14 @@ pub fn normalize(key: &str, v: &str) -> serde_json::Value {
         None => serde_json::Value::from(v),
     }
 }
+
+/// An axis value as users read it: sizes in binary units, rates in bit/s, times in ms, the
+/// rest as stored (the headline tables and the expectations' cells say it alike).
+pub fn fmt_value(key: &str, v: &serde_json::Value) -> String {
+    match (key, v.as_f64()) {
+        ("window" | "queue" | "queue_up" | "queue_down" | "size" | "block", Some(b)) => units::fmt_bytes(b as u64),
+        ("rate" | "rate_up" | "rate_down" | "bitrate", Some(r)) => units::fmt_rate(r),
+        ("rtt" | "delay_up" | "delay_down" | "duration", Some(s)) => format!("{:.0} ms", s * 1000.0),
+        _ => v.as_str().map_or_else(|| v.to_string(), str::to_string),
+    }
+}

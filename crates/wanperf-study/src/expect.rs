@@ -8,7 +8,7 @@
 //! `queue / rate + 2 ms` — with units carried through: sizes are bits, rates bit/s, times
 //! seconds, and a bound whose unit is not the metric's is refused when the file is read.
 
-use crate::axis::{normalize, param_key, Axis, Kind};
+use crate::axis::{fmt_value, normalize, param_key, Axis, Kind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use wanperf_archive::Verdict;
@@ -445,15 +445,11 @@ impl Expect {
             }
         };
         if !self.select.is_empty() {
-            let w: Vec<String> = self.select.iter().map(|(k, v)| format!("{k} = {}", fmt_param(k, v))).collect();
+            let w: Vec<String> = self.select.iter().map(|(k, v)| format!("{k} = {}", fmt_value(k, v))).collect();
             s.push_str(&format!(" where {}", w.join(", ")));
         }
         s
     }
-}
-
-fn show(v: &serde_json::Value) -> String {
-    v.as_str().map_or_else(|| v.to_string(), str::to_string)
 }
 
 #[derive(Deserialize)]
@@ -751,6 +747,7 @@ pub fn evaluate(
     cells: &[StoredCell],
     configs: &Configs,
 ) -> Vec<Verdict> {
+    let by_key: BTreeMap<(u32, u32), &StoredCell> = cells.iter().map(|c| ((c.cell.index, c.cell.repeat), c)).collect();
     let mut out = Vec::new();
     for (i, e) in expects.iter().enumerate() {
         let dim = e.metric.dim();
@@ -759,7 +756,7 @@ pub fn evaluate(
             if !selects(&e.select, &a.params) {
                 continue;
             }
-            let Some(c) = cells.iter().find(|c| (c.cell.index, c.cell.repeat) == (a.index, a.repeat)) else { continue };
+            let Some(c) = by_key.get(&(a.index, a.repeat)) else { continue };
             let g = groups.entry(a.index).or_insert(Group { params: &a.params, values: Vec::new(), failed: 0 });
             match metric_value(e.metric, a, c) {
                 Some(v) => g.values.push(v),
@@ -769,7 +766,7 @@ pub fn evaluate(
         let label = |p: &BTreeMap<String, serde_json::Value>, skip: &str| -> String {
             axes.iter()
                 .filter(|a| a.as_str() != skip && !e.select.iter().any(|(k, _)| k == *a))
-                .filter_map(|a| p.get(a).map(|v| format!("{a} = {}", fmt_param(a, v))))
+                .filter_map(|a| p.get(a).map(|v| format!("{a} = {}", fmt_value(a, v))))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -884,7 +881,7 @@ pub fn evaluate(
                         ));
                         continue;
                     }
-                    let at = |g: &Group<'_>| g.params.get(axis).map_or("?".to_string(), |v| fmt_param(axis, v));
+                    let at = |g: &Group<'_>| g.params.get(axis).map_or("?".to_string(), |v| fmt_value(axis, v));
                     for w in pts.windows(2) {
                         let ((_, ia, ga), (_, _, gb)) = (w[0], w[1]);
                         let step = format!(
@@ -938,17 +935,6 @@ pub fn evaluate(
         }
     }
     out
-}
-
-/// An axis value as users read it.
-fn fmt_param(axis: &str, v: &serde_json::Value) -> String {
-    let n = v.as_f64();
-    match (axis, n) {
-        ("window" | "queue" | "queue_up" | "queue_down" | "size" | "block", Some(b)) => units::fmt_bytes(b as u64),
-        ("rate" | "rate_up" | "rate_down" | "bitrate", Some(r)) => units::fmt_rate(r),
-        ("rtt" | "delay_up" | "delay_down" | "duration", Some(s)) => format!("{:.0} ms", s * 1e3),
-        _ => show(v),
-    }
 }
 
 #[cfg(test)]

@@ -7,18 +7,7 @@ use wanperf_archive::{CellAggregate, StoredCell};
 
 /// A cell's axis values, formatted for a table.
 fn axis_cells(axes: &[String], params: &std::collections::BTreeMap<String, Value>) -> Vec<String> {
-    axes.iter()
-        .map(|a| {
-            params.get(a).map_or("-".into(), |v| match (a.as_str(), v.as_f64()) {
-                ("window" | "queue" | "queue_up" | "queue_down" | "size" | "block", Some(b)) => {
-                    wanperf_units::fmt_bytes(b as u64)
-                }
-                ("rate", Some(r)) => wanperf_units::fmt_rate(r),
-                ("rtt" | "duration", Some(s)) => format!("{:.0} ms", s * 1000.0),
-                _ => v.to_string().trim_matches('"').to_string(),
-            })
-        })
-        .collect()
+    axes.iter().map(|a| params.get(a).map_or("-".into(), |v| crate::axis::fmt_value(a, v))).collect()
 }
 
 /// The headline table of a copy study: per cell, the data rate, the bytes on the wire, the

@@ -37,6 +37,8 @@ fn now_unix() -> f64 {
 
 /// How a study run went.
 pub struct Outcome {
+    /// Whether `--strict` asked for the expectations to decide the exit status.
+    pub strict: bool,
     /// The run's id in the archive.
     pub run_id: i64,
     /// Every planned cell is stored.
@@ -51,16 +53,93 @@ pub struct Outcome {
     pub verdicts: Vec<Verdict>,
 }
 
-/// Evaluates a stored run's cells against `study`'s expectations (the study as parsed from
-/// the run's own text). Pure reading: the caller decides whether to store them.
-pub fn check(store: &mut dyn Store, run_id: i64, study: &Study, flags: &dyn Flags) -> Result<Vec<Verdict>> {
+impl Outcome {
+    /// The lines after the table: what was stored where (`db`), how to resume, the report.
+    pub fn summary_lines(&self, file: &std::path::Path, db: &str) -> Vec<String> {
+        let mut out = vec![format!(
+            "run {}: {} of {} cells stored{} in {db}",
+            self.run_id,
+            self.stored,
+            self.planned,
+            if self.failures > 0 { format!(" ({} failed, kept as data)", self.failures) } else { String::new() }
+        )];
+        if !self.complete {
+            out.push(format!(
+                "stopped early: `wanperf study run {} --resume {}` finishes it",
+                file.display(),
+                self.run_id
+            ));
+        }
+        out.push(format!("report: wanperf report {} -o report.html", self.run_id));
+        out
+    }
+
+    /// Whether the run succeeded: every cell measured, and with `strict`, every expectation held.
+    pub fn ok(&self) -> bool {
+        self.complete && self.failures == 0 && !(self.strict && self.verdicts.iter().any(|v| !v.pass))
+    }
+}
+
+/// Evaluates a stored run's cells (`aggs`: their aggregates, as the caller has them) against
+/// `study`'s expectations. Pure reading: the caller decides whether to store them.
+fn evaluate(
+    store: &mut dyn Store,
+    run_id: i64,
+    aggs: &[wanperf_archive::CellAggregate],
+    study: &Study,
+    flags: &dyn Flags,
+) -> Result<Vec<Verdict>> {
     if study.expects.is_empty() {
         return Ok(Vec::new());
     }
-    let aggs = store.cell_aggregates(run_id)?;
     let data = store.run_data(run_id)?;
     let axes: Vec<String> = study.axes.iter().map(|a| crate::spec::param_key(&a.name)).collect();
-    Ok(crate::expect::evaluate(&study.expects, &axes, &aggs, &data.cells, &study.configs(flags)))
+    Ok(crate::expect::evaluate(&study.expects, &axes, aggs, &data.cells, &study.configs(flags)))
+}
+
+/// A stored run's expectations evaluated again (`study check`).
+pub struct Checked {
+    /// The study's name.
+    pub study: String,
+    /// The verdicts now.
+    pub verdicts: Vec<Verdict>,
+    /// The verdicts stored after the run.
+    pub stored: Vec<Verdict>,
+}
+
+impl Checked {
+    /// What `study check` prints: the run, the verdicts, and whether they differ from the
+    /// stored ones.
+    pub fn lines(&self, run_id: i64) -> Vec<String> {
+        let mut out = vec![format!("run {run_id}: {}", self.study)];
+        out.extend(verdict_lines(&self.verdicts).into_iter().skip(1));
+        if self.stored != self.verdicts {
+            out.push(format!("(these differ from the verdicts stored after the run: {} stored)", self.stored.len()));
+        }
+        out
+    }
+}
+
+/// Re-evaluates a stored run's expectations from the study text stored with it, parsed by
+/// `parse` (the command line's own parsers).
+pub fn check_stored(
+    store: &mut dyn Store,
+    run_id: i64,
+    parse: &dyn Fn(&str) -> Result<Study, spec::StudyError>,
+    flags: &dyn Flags,
+) -> Result<Checked> {
+    let info = store.run_info(run_id)?;
+    if info.study_text.is_empty() {
+        bail!("run {run_id} ({}) has no study file: nothing states what it expects", info.study);
+    }
+    let study = parse(&info.study_text).map_err(|e| anyhow!("run {run_id}'s study file: {e}"))?;
+    if study.expects.is_empty() {
+        bail!("run {run_id}'s study `{}` states no expectations ([[expect]])", study.name);
+    }
+    let aggs = store.cell_aggregates(run_id)?;
+    let verdicts = evaluate(store, run_id, &aggs, &study, flags)?;
+    let stored = store.run_data(run_id)?.verdicts;
+    Ok(Checked { study: study.name, verdicts, stored })
 }
 
 /// The verdicts as printed after a run and by `study check`: one line each, then a count.
@@ -181,7 +260,7 @@ pub fn execute(
     let status = if complete { RunStatus::Complete } else { RunStatus::Incomplete };
     store.finish_run(run_id, status, now_unix())?;
     let aggs = store.cell_aggregates(run_id)?;
-    let verdicts = check(store, run_id, study, env.flags)?;
+    let verdicts = evaluate(store, run_id, &aggs, study, env.flags)?;
     store.store_verdicts(run_id, &verdicts)?;
     if json {
         (env.say)(
@@ -204,7 +283,7 @@ pub fn execute(
         }
         verdict_lines(&verdicts).iter().for_each(|l| (env.say)(l));
     }
-    Ok(Outcome { run_id, complete, stored, planned: cells.len(), failures, verdicts })
+    Ok(Outcome { strict: false, run_id, complete, stored, planned: cells.len(), failures, verdicts })
 }
 
 /// A cell as a line of its axis values.

@@ -7,7 +7,7 @@
 use crate::args::ExportFormatArg;
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -15,7 +15,7 @@ use wanperf_net::child::exit_code;
 use wanperf_net::daemon::{Kind, Request};
 use wanperf_net::netd::{check_nice, load, node_of, NetInfo, Session, SetReply, StatsReply};
 use wanperf_net::plan::Plan;
-use wanperf_net::show::{describe_dir, plan_json, print_links, print_plan, print_stats};
+use wanperf_net::show::{plan_json, print_links, print_plan, print_stats};
 use wanperf_net::topo::FlowExport;
 
 /// `wanperf net` subcommands.
@@ -214,27 +214,8 @@ pub fn show(a: ShowArgs) -> Result<ExitCode> {
 
 /// `net presets`.
 pub fn presets(name: Option<String>, json_out: bool) -> Result<ExitCode> {
-    let as_json = |p: &wanperf_net::presets::NetPreset| json!({"name": p.name, "source": p.source, "topology": p.toml});
-    match name {
-        Some(n) => {
-            let p =
-                wanperf_net::presets::find(&n).ok_or_else(|| anyhow!("no preset `{n}` (see `wanperf net presets`)"))?;
-            if json_out {
-                outln!("{}", json!({"event": "net_preset", "preset": as_json(&p)}));
-            } else {
-                outln!("{}", p.toml.trim_end_matches('\n'));
-            }
-        }
-        None if json_out => {
-            let all: Vec<Value> = wanperf_net::presets::all().iter().map(as_json).collect();
-            outln!("{}", json!({"event": "net_presets", "presets": all}));
-        }
-        None => {
-            for p in wanperf_net::presets::all() {
-                outln!("{:<24} {}", p.name, p.source);
-            }
-        }
-    }
+    let lines = wanperf_net::show::net_presets(name.as_deref(), json_out).map_err(|e| anyhow!("{e}"))?;
+    lines.iter().for_each(|l| outln!("{l}"));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -295,44 +276,22 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
 /// `net set`.
 pub fn set(a: SetArgs) -> Result<ExitCode> {
     let r: SetReply = Kind::Network.ask(&a.name, &Request::Set { link: a.link.clone(), options: a.options.clone() })?;
-    if a.json {
-        outln!(
-            "{}",
-            json!({"event": "net_set", "link": r.link, "ab": r.ab, "ba": r.ba, "routes_changed": r.routes_changed})
-        );
-    } else {
-        outln!("link {}: a → b {}; b → a {}", a.link, describe_dir(&r.ab), describe_dir(&r.ba));
-        if let Some(n) = r.routes_changed {
-            outln!("routes recomputed: {n} changed");
-        }
-    }
+    r.lines(a.json).iter().for_each(|l| outln!("{l}"));
     Ok(ExitCode::SUCCESS)
 }
 
-/// `net exec NAME NODE -- CMD`: runs CMD inside the node (replacing this process).
+/// `net exec NAME NODE -- CMD`: runs CMD inside the node (replacing this process), with the
+/// environment `net run` gives.
 pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     let info: NetInfo = Kind::Network.ask(&a.name, &Request::Info)?;
-    let node =
-        info.nodes.iter().position(|n| *n == a.node).ok_or_else(|| {
-            anyhow!("no node `{}` in network `{}` (nodes: {})", a.node, a.name, info.nodes.join(", "))
-        })?;
-    let cgroup = info.cgroups.get(node).cloned().flatten();
-    wanperf_net::daemon::join(info.pid, info.fds[node], info.nice, &info.host_cpus, cgroup.as_deref())?;
-    // The same environment `net run` gives.
-    let env = info.env.get(node).cloned().unwrap_or_default();
+    let env = info.join(&a.node)?;
     let err = Command::new(&a.cmd[0]).args(&a.cmd[1..]).envs(env).exec();
     bail!("cannot run `{}`: {err}", a.cmd[0])
 }
 
 fn print_reply_stats(name: &str, r: StatsReply, link: Option<&str>, json_out: bool) -> Result<()> {
-    let mut stats = r.links;
-    if let Some(l) = link {
-        stats.retain(|s| s.name == l);
-        if stats.is_empty() {
-            bail!("no link `{l}` in network `{name}`");
-        }
-    }
-    print_links(name, &stats, r.export.as_ref(), json_out, &mut std::io::stdout());
+    let r = r.only(link, name)?;
+    print_links(name, &r.links, r.export.as_ref(), json_out, &mut std::io::stdout());
     Ok(())
 }
 

@@ -6,13 +6,11 @@ use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 use wanperf_emu::options::LinkOptions;
 use wanperf_emu::path::{Host, PathConfig};
-use wanperf_emu::presets;
 use wanperf_net::child::exit_code;
 use wanperf_net::daemon::{Kind, Request};
 use wanperf_net::path::Path;
 use wanperf_net::pathd::{PathInfo, StatsReply};
 use wanperf_net::show::{print_export, print_path_stats};
-use wanperf_proto::units::{fmt_bytes, fmt_rate};
 
 /// `wanperf path` subcommands.
 #[derive(Subcommand, Debug)]
@@ -259,24 +257,7 @@ pub fn up(a: UpArgs) -> Result<ExitCode> {
 
 /// `wanperf path presets`.
 pub fn list_presets() -> Result<ExitCode> {
-    for p in presets::all() {
-        outln!(
-            "{:<26} RTT {} ms, bottleneck {}, queue {}{}{}{}\n{:<26} {}",
-            p.name,
-            p.rtt_ms,
-            fmt_rate(p.rate_bps as f64),
-            fmt_bytes(p.queue_bytes as u64),
-            p.policer.map_or(String::new(), |x| format!(
-                ", policer {} burst {}",
-                fmt_rate(x.rate_bps as f64),
-                fmt_bytes(x.burst_bytes)
-            )),
-            p.txqueuelen.map_or(String::new(), |q| format!(", txqueuelen {q}")),
-            if p.loss > 0.0 { format!(", random loss {} % each way", p.loss * 100.0) } else { String::new() },
-            "",
-            p.source
-        );
-    }
+    wanperf_net::show::path_presets().iter().for_each(|l| outln!("{l}"));
     Ok(ExitCode::SUCCESS)
 }
 

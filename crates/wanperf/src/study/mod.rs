@@ -104,52 +104,26 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut store = open_store(a.db.as_deref())?;
-    let out = execute(store.as_mut(), &text, &study, a.resume.as_deref(), a.json, &env())?;
+    let mut out = execute(store.as_mut(), &text, &study, a.resume.as_deref(), a.json, &env())?;
+    out.strict = a.strict;
     if !a.json {
-        outln!(
-            "run {}: {} of {} cells stored{} in {}",
-            out.run_id,
-            out.stored,
-            out.planned,
-            if out.failures > 0 { format!(" ({} failed, kept as data)", out.failures) } else { String::new() },
-            describe_db(a.db.as_deref())
-        );
-        if !out.complete {
-            outln!("stopped early: `wanperf study run {} --resume {}` finishes it", a.file.display(), out.run_id);
-        }
-        outln!("report: wanperf report {} -o report.html", out.run_id);
+        out.summary_lines(&a.file, &describe_db(a.db.as_deref())).iter().for_each(|l| outln!("{l}"));
     }
-    let expectation_failed = a.strict && out.verdicts.iter().any(|v| !v.pass);
-    Ok(if out.complete && out.failures == 0 && !expectation_failed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if out.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// `wanperf study check`.
 pub fn check(a: CheckArgs) -> Result<ExitCode> {
     let mut store = crate::store::open_store_read_only(a.db.as_deref())?;
     let run_id = crate::keep::run_id(store.as_mut(), &a.run)?;
-    let info = store.run_info(run_id)?;
-    if info.study_text.is_empty() {
-        return Err(anyhow!("run {run_id} ({}) has no study file: nothing states what it expects", info.study));
-    }
-    let study = flags::parse(&info.study_text).map_err(|e| anyhow!("run {run_id}'s study file: {e}"))?;
-    if study.expects.is_empty() {
-        return Err(anyhow!("run {run_id}'s study `{}` states no expectations ([[expect]])", study.name));
-    }
-    let verdicts = wanperf_study::run::check(store.as_mut(), run_id, &study, &flags::CliFlags)?;
-    let stored = store.run_data(run_id)?.verdicts;
-    let same = stored == verdicts;
+    let c = wanperf_study::run::check_stored(store.as_mut(), run_id, &flags::parse, &flags::CliFlags)?;
     if a.json {
-        outln!("{}", serde_json::json!({"run": run_id, "verdicts": verdicts, "same_as_stored": same}));
+        let same = c.stored == c.verdicts;
+        outln!("{}", serde_json::json!({"run": run_id, "verdicts": c.verdicts, "same_as_stored": same}));
     } else {
-        outln!("run {run_id}: {}", study.name);
-        for l in wanperf_study::run::verdict_lines(&verdicts).iter().skip(1) {
-            outln!("{l}");
-        }
-        if !same {
-            outln!("(these differ from the verdicts stored after the run: {} stored)", stored.len());
-        }
+        c.lines(run_id).iter().for_each(|l| outln!("{l}"));
     }
-    Ok(if verdicts.iter().all(|v| v.pass) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if c.verdicts.iter().all(|v| v.pass) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// What the runner needs from the command line.
