@@ -170,6 +170,7 @@ pub fn run_cell(
     let cell_secs = cfg.cell_s();
     let probes = (cell_secs / interval).ceil() as u64;
     let pcfg = PingConfig {
+        clock_offset_ns: None,
         host: a.host.clone(),
         port: a.port.unwrap_or(DEFAULT_PORT),
         count: probes,

@@ -47,6 +47,9 @@ pub struct PingConfig {
     pub dscp: Option<u8>,
     /// Mode.
     pub mode: PingMode,
+    /// The server's clock minus this host's, ns, when it is known (0 for hosts that share a
+    /// clock); None: estimated from the fastest probe.
+    pub clock_offset_ns: Option<f64>,
     /// Longest sleep between two looks at the interrupt flag when nothing else is due
     /// ([`WAKE`] for a command a person stops; a daemon probing hundreds of peers may take
     /// longer, for fewer wake-ups).
@@ -577,9 +580,11 @@ fn run_datagram(
     }
     // Clock offset from the fastest probe (NTP's estimate): ((t2 − t1) + (t3 − t4)) / 2.
     let fastest = answers.iter().flatten().min_by(|a, b| a.0.total_cmp(&b.0)).copied();
-    let offset_ns = fastest
-        .filter(|_| has_server_times)
-        .map(|(_, _, t1, t2, t3, t4)| ((t2 as f64 - t1 as f64) + (t3 as f64 - t4 as f64)) / 2.0);
+    // A stated offset (hosts sharing a clock) is used as it is, with no uncertainty: the
+    // estimate splits any asymmetry of the fastest probe's path evenly between the directions.
+    let offset_ns = fastest.filter(|_| has_server_times).map(|(_, _, t1, t2, t3, t4)| {
+        cfg.clock_offset_ns.unwrap_or(((t2 as f64 - t1 as f64) + (t3 as f64 - t4 as f64)) / 2.0)
+    });
     let sent = next_seq as usize;
     let records: Vec<ProbeRecord> = (0..sent)
         .map(|i| {
@@ -611,7 +616,8 @@ fn run_datagram(
         .collect();
     let mut s = summarize(&records, duplicates, reordered);
     s.clock_offset_ms = offset_ns.map(|o| o / 1e6);
-    s.clock_offset_uncertainty_ms = fastest.filter(|_| has_server_times).map(|f| f.0 / 2.0);
+    s.clock_offset_uncertainty_ms =
+        fastest.filter(|_| has_server_times).map(|f| if cfg.clock_offset_ns.is_some() { 0.0 } else { f.0 / 2.0 });
     s.error = gone;
     Ok((records, s))
 }

@@ -418,6 +418,7 @@ fn probe_peer(
         let end = ((start / period).floor() + 1.0) * period;
         let count = (((end - start) * rate).floor() as u64).max(1);
         let cfg = PingConfig {
+            clock_offset_ns: None,
             host: dst.address.clone(),
             port: dst.port,
             count,

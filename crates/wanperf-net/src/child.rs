@@ -70,6 +70,12 @@ pub fn exit_code(st: &ExitStatus) -> ExitCode {
 /// Waits for `c` to exit; on Ctrl-C or at `deadline` stops it (see [`stop_child`]) and
 /// returns `None`.
 pub fn wait_child(c: &mut Child, deadline: Option<Instant>) -> Option<ExitStatus> {
+    wait_child_ticking(c, deadline, &mut || {})
+}
+
+/// [`wait_child`], calling `tick` every 10 ms while it waits (a network's cross traffic
+/// starts on its schedule meanwhile: `netd::Session::tick`).
+pub fn wait_child_ticking(c: &mut Child, deadline: Option<Instant>, tick: &mut dyn FnMut()) -> Option<ExitStatus> {
     loop {
         match c.try_wait() {
             Ok(Some(st)) => return Some(st),
@@ -80,6 +86,7 @@ pub fn wait_child(c: &mut Child, deadline: Option<Instant>) -> Option<ExitStatus
             stop_child(c);
             return None;
         }
+        tick();
         std::thread::sleep(Duration::from_millis(10));
     }
 }

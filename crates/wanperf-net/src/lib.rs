@@ -27,3 +27,5 @@ pub mod presets;
 pub mod run;
 pub mod show;
 pub mod topo;
+pub mod traffic;
+pub mod vary;

@@ -6,12 +6,14 @@ use crate::daemon::{self, Answer, Kind, Request};
 use crate::export::ExportStats;
 use crate::run::{Network, Options};
 use crate::topo::{Topology, Traffic};
+use crate::traffic::{traffic_reports, TrafficReport};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wanperf_emu::config::DirConfig;
 use wanperf_emu::fabric::LinkStats;
@@ -22,19 +24,96 @@ fn read_file(p: &str) -> Result<String, String> {
 
 /// Loads a topology file, or a preset by name. Errors are one line with the file and line.
 pub fn load(arg: &str) -> Result<Topology> {
-    let path = std::path::Path::new(arg);
-    let (text, label) = if path.exists() {
-        (std::fs::read_to_string(path).with_context(|| format!("cannot read {arg}"))?, arg.to_string())
-    } else if let Some(p) = crate::presets::find(arg) {
-        (p.toml, format!("preset {arg}"))
+    let src = Source::of(arg)?;
+    Topology::parse(&src.text, &|f| src.read(f)).map_err(|e| anyhow!("{}: {e}", src.label))
+}
+
+/// A topology's text, what to call it in errors, and where trace files named in it are.
+struct Source {
+    text: String,
+    label: String,
+    base: PathBuf,
+}
+
+impl Source {
+    /// A topology file, or a preset by name.
+    fn of(arg: &str) -> Result<Source> {
+        let path = std::path::Path::new(arg);
+        let (text, label) = if path.exists() {
+            (std::fs::read_to_string(path).with_context(|| format!("cannot read {arg}"))?, arg.to_string())
+        } else if let Some(p) = crate::presets::find(arg) {
+            (p.toml, format!("preset {arg}"))
+        } else {
+            let names: Vec<String> = crate::presets::all().into_iter().map(|p| p.name).collect();
+            bail!("{arg}: no such file, and no preset of that name (presets: {})", names.join(", "));
+        };
+        Ok(Source { text, label, base: path.parent().map(|p| p.to_path_buf()).unwrap_or_default() })
+    }
+
+    /// A trace file named in it (relative to the topology file).
+    fn read(&self, f: &str) -> Result<String, String> {
+        read_file(&self.base.join(f).display().to_string())
+    }
+}
+
+/// A study cell's network: the topology with the cell's cross traffic and settings, the
+/// measured pair, and its route.
+#[derive(Debug, Clone)]
+pub struct CellNet {
+    /// The topology as the cell runs it.
+    pub topology: Topology,
+    /// The measurement's source.
+    pub from: crate::vary::Endpoint,
+    /// Its destination.
+    pub to: crate::vary::Endpoint,
+    /// The route's values ([`crate::vary::route_values`]).
+    pub values: std::collections::BTreeMap<String, f64>,
+    /// The links the measurement crosses, `slac-esnet slac-gw → esnet` each.
+    pub route: Vec<String>,
+}
+
+/// Loads `topology` (a file or preset) with `traffic` added (topology-file `[[traffic]]`
+/// tables), `settings` applied (`link.NAME.KEY`, …, see [`crate::vary::apply`]), and the pair
+/// `from` → `to` resolved. Errors are one line.
+pub fn load_cell(
+    topology: &str,
+    traffic: &[String],
+    settings: &[(String, String)],
+    from: &str,
+    to: &str,
+) -> Result<CellNet> {
+    let src = Source::of(topology)?;
+    let (read, label) = (|f: &str| src.read(f), &src.label);
+    let t = Topology::parse(&src.text, &read).map_err(|e| anyhow!("{label}: {e}"))?;
+    let t = if traffic.is_empty() {
+        t
     } else {
-        let names: Vec<String> = crate::presets::all().into_iter().map(|p| p.name).collect();
-        bail!("{arg}: no such file, and no preset of that name (presets: {})", names.join(", "));
+        let all = format!("{}\n{}", src.text, traffic.join("\n"));
+        Topology::parse(&all, &read).map_err(|e| anyhow!("cross traffic on {label}: {}", e.message))?
     };
-    // Trace files are relative to the topology file.
-    let base = path.parent().map(|p| p.to_path_buf()).unwrap_or_default();
-    let read = move |f: &str| read_file(&base.join(f).display().to_string());
-    Topology::parse(&text, &read).map_err(|e| anyhow!("{label}: {e}"))
+    let t = crate::vary::apply(&t, settings, &read).map_err(|e| anyhow!("{e}"))?;
+    let plan = crate::plan::Plan::new(&t).map_err(|e| anyhow!("{label}: {e}"))?;
+    let from = crate::vary::endpoint(&t, &plan, from).map_err(|e| anyhow!("from: {e}"))?;
+    let to = crate::vary::endpoint(&t, &plan, to).map_err(|e| anyhow!("to: {e}"))?;
+    if from.node == to.node {
+        bail!("`from` and `to` are the same host ({})", t.nodes[from.node].name);
+    }
+    let values = crate::vary::route_values(&t, &plan, &from, &to).map_err(|e| anyhow!("{e}"))?;
+    let route = plan
+        .walk_links(from.node, to.addr)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(li, ab)| {
+            let l = &t.links[li];
+            let (a, b) = (&t.nodes[l.a].name, &t.nodes[l.b].name);
+            if ab {
+                format!("{} {a} → {b}", l.name)
+            } else {
+                format!("{} {b} → {a}", l.name)
+            }
+        })
+        .collect();
+    Ok(CellNet { topology: t, from, to, values, route })
 }
 
 /// The index of node `name`, or an error listing the nodes.
@@ -45,6 +124,16 @@ pub fn node_of(t: &Topology, name: &str) -> Result<usize> {
     })
 }
 
+/// `--on NODE=CMD` arguments as (node, command).
+pub fn commands_on(t: &Topology, on: &[String]) -> Result<Vec<(usize, String)>> {
+    on.iter()
+        .map(|o| {
+            let (n, cmd) = o.split_once('=').ok_or_else(|| anyhow!("--on `{o}`: write NODE=CMD"))?;
+            Ok((node_of(t, n)?, cmd.to_string()))
+        })
+        .collect()
+}
+
 /// The hosts' scheduling priority must be 0–19.
 pub fn check_nice(n: i32) -> Result<()> {
     if !(0..=19).contains(&n) {
@@ -53,16 +142,45 @@ pub fn check_nice(n: i32) -> Result<()> {
     Ok(())
 }
 
+/// The port of the `wanperf serve` that receives TCP cross traffic: not a measurement's
+/// (5301, 5201), so `port=test` selectors never match cross traffic.
+pub const CROSS_PORT: u16 = 5311;
+
+/// One TCP cross-traffic entry while the network runs.
+struct Flow {
+    /// Its index in the topology's traffic.
+    index: usize,
+    /// Its `tput` while it runs.
+    child: Option<Child>,
+    /// Whether it has run.
+    done: bool,
+    /// What its `tput` has reported so far: bytes received and seconds covered.
+    got: Arc<Mutex<(u64, f64)>>,
+}
+
 /// A running network with its cross-traffic processes.
 pub struct Session {
     net: Network,
     started: Instant,
     /// The `wanperf serve` of every host that receives TCP cross traffic.
     servers: Vec<Child>,
-    /// Per TCP traffic entry: its index in the topology, its `tput` while it runs, and
-    /// whether it has run.
-    flows: Vec<(usize, Option<Child>, bool)>,
+    flows: Vec<Flow>,
     exe: PathBuf,
+}
+
+/// Sums the received bytes of a `tput --json`'s interval records and the seconds they cover.
+fn tally(out: impl Read, got: Arc<Mutex<(u64, f64)>>) {
+    for line in BufReader::new(out).lines().map_while(|l| l.ok()) {
+        let Ok(r) = serde_json::from_str::<Value>(&line) else { continue };
+        if r["event"] != "interval" {
+            continue;
+        }
+        let bytes: u64 =
+            r["streams"].as_array().into_iter().flatten().filter_map(|s| s["received_bytes"].as_u64()).sum();
+        let mut g = got.lock().unwrap_or_else(|e| e.into_inner());
+        g.0 += bytes;
+        g.1 = r["end_s"].as_f64().unwrap_or(g.1);
+    }
 }
 
 impl Session {
@@ -79,18 +197,18 @@ impl Session {
         receivers.dedup();
         for to in receivers {
             let exe = s.exe.display().to_string();
-            let argv: Vec<String> = [exe.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"]
-                .map(String::from)
-                .to_vec();
+            let listen = format!("0.0.0.0:{CROSS_PORT}");
+            let argv: Vec<String> =
+                [exe.as_str(), "serve", "--listen", &listen, "--allow", "198.18.0.0/15"].map(String::from).to_vec();
             let mut c = s.contained(to, &argv);
             c.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
             let mut child = c.spawn().context("cannot start the cross-traffic server")?;
             wait_ready(&mut child, "the cross-traffic server", 10.0)?;
             s.servers.push(child);
         }
-        for (i, x) in t.traffic.iter().enumerate() {
+        for (index, x) in t.traffic.iter().enumerate() {
             if matches!(x, Traffic::Tcp { .. }) {
-                s.flows.push((i, None, false));
+                s.flows.push(Flow { index, child: None, done: false, got: Arc::default() });
             }
         }
         s.started = Instant::now();
@@ -111,45 +229,58 @@ impl Session {
     pub fn tick(&mut self) {
         let now = self.started.elapsed().as_nanos() as u64;
         let Session { net, flows, exe, .. } = self;
-        for (i, child, done) in flows.iter_mut() {
-            let Traffic::Tcp { from, to, flows, rate_bps, start_ns, stop_ns, .. } = net.topology().traffic[*i] else {
+        for f in flows.iter_mut() {
+            let Traffic::Tcp { from, to, flows, rate_bps, start_ns, stop_ns, .. } = net.topology().traffic[f.index]
+            else {
                 continue;
             };
-            if let Some(c) = child.as_mut() {
+            if let Some(c) = f.child.as_mut() {
                 if matches!(c.try_wait(), Ok(Some(_))) {
-                    *child = None;
-                    *done = true;
+                    f.child = None;
+                    f.done = true;
                 }
                 continue;
             }
-            if *done || now < start_ns {
+            if f.done || now < start_ns {
                 continue;
             }
             let secs = (stop_ns.unwrap_or(start_ns + 3_600_000_000_000) - start_ns) as f64 / 1e9;
             let addr = net.plan().addr_of(to).expect("hosts have addresses").to_string();
-            let argv: Vec<String> = vec![
+            let mut argv: Vec<String> = vec![
                 exe.display().to_string(),
                 "tput".into(),
                 addr,
                 "-p".into(),
-                "5301".into(),
+                CROSS_PORT.to_string(),
                 "-P".into(),
                 flows.to_string(),
                 "-t".into(),
                 format!("{secs:.3}"),
                 "--json".into(),
             ];
-            let argv: Vec<String> = match rate_bps {
-                Some(b) => argv.into_iter().chain(["-b".to_string(), b.to_string()]).collect(),
-                None => argv,
-            };
+            if let Some(b) = rate_bps {
+                argv.extend(["-b".to_string(), b.to_string()]);
+            }
             let mut c = on_node(net, exe, from, &argv);
-            c.stdout(Stdio::null()).stderr(Stdio::null()).stdin(Stdio::null());
+            c.stdout(Stdio::piped()).stderr(Stdio::null()).stdin(Stdio::null());
             match c.spawn() {
-                Ok(ch) => *child = Some(ch),
-                Err(_) => *done = true,
+                Ok(mut ch) => {
+                    if let Some(out) = ch.stdout.take() {
+                        let got = f.got.clone();
+                        std::thread::spawn(move || tally(out, got));
+                    }
+                    f.child = Some(ch);
+                }
+                Err(_) => f.done = true,
             }
         }
+    }
+
+    /// Runs `c` (a command made by [`Session::contained`], its output as the caller set it)
+    /// to its end while the cross traffic runs; at `deadline` or on Ctrl-C it is stopped and
+    /// this returns `None`.
+    pub fn wait(&mut self, c: &mut Child, deadline: Option<Instant>) -> Option<std::process::ExitStatus> {
+        crate::child::wait_child_ticking(c, deadline, &mut || self.tick())
     }
 
     /// Runs `cmd` on node `host` while the cross traffic runs, after starting each of `others`
@@ -179,17 +310,7 @@ impl Session {
         }
         crate::child::wait_listening(&mut side, wait_s);
         let status = match self.contained(host, cmd).spawn() {
-            Ok(mut child) => loop {
-                self.tick();
-                match child.try_wait() {
-                    Ok(Some(st)) => break Some(st),
-                    Ok(None) if wanperf_sys::INTERRUPTED.load(std::sync::atomic::Ordering::Acquire) => {
-                        break crate::child::wait_child(&mut child, None)
-                    }
-                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-                    Err(_) => break None,
-                }
-            },
+            Ok(mut child) => self.wait(&mut child, None),
             Err(e) => {
                 stop_all(&mut side);
                 bail!("cannot run `{}` on {}: {e}", cmd[0], self.net.topology().nodes[host].name);
@@ -200,14 +321,34 @@ impl Session {
     }
 
     /// Stops the cross traffic and the network; the links' counters and the flow export's.
-    pub fn stop(mut self) -> (Vec<LinkStats>, Option<ExportStats>) {
-        for (_, c, _) in &mut self.flows {
-            if let Some(c) = c.as_mut() {
+    pub fn stop(self) -> (Vec<LinkStats>, Option<ExportStats>) {
+        let (stats, export, _) = self.finish();
+        (stats, export)
+    }
+
+    /// [`Session::stop`], with what each cross-traffic entry did ([`traffic_reports`]).
+    pub fn finish(mut self) -> (Vec<LinkStats>, Option<ExportStats>, Vec<TrafficReport>) {
+        let elapsed_s = self.started.elapsed().as_secs_f64();
+        for f in &mut self.flows {
+            if let Some(c) = f.child.as_mut() {
                 stop_child(c);
             }
         }
         self.servers.iter_mut().for_each(stop_child);
-        self.net.finish()
+        // The tallies' readers end with their `tput`'s output; give the last lines a moment.
+        std::thread::sleep(Duration::from_millis(50));
+        let t = self.net.topology().clone();
+        let tcp: Vec<(String, u64, f64)> = self
+            .flows
+            .iter()
+            .map(|f| {
+                let g = *f.got.lock().unwrap_or_else(|e| e.into_inner());
+                (t.traffic[f.index].name().to_string(), g.0, g.1)
+            })
+            .collect();
+        let (stats, export) = self.net.finish();
+        let reports = traffic_reports(&t, &stats, &tcp, elapsed_s);
+        (stats, export, reports)
     }
 }
 

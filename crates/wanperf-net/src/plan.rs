@@ -300,11 +300,25 @@ impl Plan {
     /// loop or a dead end; a multipath route's first next hop). For tests and for `net` to
     /// print.
     pub fn walk(&self, src: usize, dst: IpAddr) -> Option<Vec<usize>> {
+        let hops = self.walk_links(src, dst)?;
+        let mut nodes = vec![src];
+        for (link, ab) in hops {
+            let (a, b) = self.ends[link];
+            nodes.push(if ab { self.ifaces[b].node } else { self.ifaces[a].node });
+        }
+        Some(nodes)
+    }
+
+    /// The links a packet from `src` to address `dst` crosses, each with its direction (true:
+    /// a → b), by following routes as [`Plan::walk`] does; several links may join the same
+    /// two nodes, so this, not the nodes, says which one carries it.
+    pub fn walk_links(&self, src: usize, dst: IpAddr) -> Option<Vec<(usize, bool)>> {
         let mut at = src;
         let mut seen = vec![src];
+        let mut hops = Vec::new();
         loop {
             if self.ifaces_of(at).any(|i| IpAddr::V4(i.v4) == dst || IpAddr::V6(i.v6) == dst) {
-                return Some(seen);
+                return Some(hops);
             }
             // Directly connected subnet?
             let direct = self.ifaces_of(at).find(|i| match dst {
@@ -323,6 +337,7 @@ impl Plan {
             if seen.contains(&next) {
                 return None;
             }
+            hops.push((link, a == out));
             seen.push(next);
             at = next;
         }

@@ -302,6 +302,47 @@ pub fn links_not_acted(t: &Topology, stats: &[LinkStats]) -> Vec<String> {
     out
 }
 
+/// The address plan as `net show` and `net run` print it: a `net` record (`--json`), or the
+/// table.
+pub fn print_plan_as(t: &Topology, p: &Plan, json: bool, out: &mut dyn Write) {
+    if json {
+        let _ = writeln!(out, "{}", json!({"event": "net", "plan": plan_json(t, p)}));
+    } else {
+        print_plan(t, p, out);
+    }
+}
+
+/// What a network run leaves when it ends ([`crate::netd::Session::finish`]): the links'
+/// counters, the hosts' models, what the cross traffic carried, and what never acted.
+pub fn print_end(
+    t: &Topology,
+    (links, export, traffic): (Vec<LinkStats>, Option<ExportStats>, Vec<crate::traffic::TrafficReport>),
+    hosts: &[crate::run::HostReport],
+    json: bool,
+    out: &mut dyn Write,
+) {
+    print_stats(t, &(links, export), json, out);
+    print_hosts(hosts, json, out);
+    print_traffic(&traffic, json, out);
+    let mut idle = hosts_not_acted(hosts);
+    idle.extend(crate::traffic::traffic_not_acted(&traffic));
+    print_not_acted(&idle, json, out);
+}
+
+/// What each cross-traffic entry did, one line each (`--json`: one `traffic` record).
+pub fn print_traffic(reports: &[crate::traffic::TrafficReport], json: bool, out: &mut dyn Write) {
+    if reports.is_empty() {
+        return;
+    }
+    if json {
+        let _ = writeln!(out, "{}", json!({"event": "traffic", "traffic": reports}));
+        return;
+    }
+    for r in reports {
+        let _ = writeln!(out, "{}", r.line());
+    }
+}
+
 /// What each host's model did, one line per host (`--json`: one `hosts` record).
 pub fn print_hosts(reports: &[crate::run::HostReport], json: bool, out: &mut dyn Write) {
     if reports.is_empty() {

@@ -141,6 +141,8 @@ pub enum Traffic {
     /// Synthetic packets injected into one direction of a link's queue (they load the link
     /// and vanish at its far end).
     Link {
+        /// Its name (`name`, or `traffic1`, `traffic2`, … in file order).
+        name: String,
         /// Link index.
         link: usize,
         /// true: a → b; false: b → a.
@@ -160,6 +162,8 @@ pub enum Traffic {
     },
     /// Bulk TCP between two hosts (`wanperf serve` on `to`, `wanperf tput` on `from`).
     Tcp {
+        /// Its name.
+        name: String,
         /// Sending host.
         from: usize,
         /// Receiving host.
@@ -176,6 +180,22 @@ pub enum Traffic {
         /// Line.
         line: usize,
     },
+}
+
+impl Traffic {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        match self {
+            Traffic::Link { name, .. } | Traffic::Tcp { name, .. } => name,
+        }
+    }
+
+    /// Its line in the file.
+    pub fn line(&self) -> usize {
+        match self {
+            Traffic::Link { line, .. } | Traffic::Tcp { line, .. } => *line,
+        }
+    }
 }
 
 /// A validated topology.
@@ -304,8 +324,14 @@ impl Topology {
             return Err(err(0, format!("{} links: at most {MAX_LINKS}", links.len())));
         }
         let routes = file.route.into_iter().map(|t| route(&lines, t, &nodes, &links)).collect::<Result<Vec<_>, _>>()?;
-        let traffic =
-            file.traffic.into_iter().map(|t| traffic(&lines, t, &nodes, &links)).collect::<Result<Vec<_>, _>>()?;
+        let mut traffic: Vec<Traffic> = Vec::new();
+        for (i, t) in file.traffic.into_iter().enumerate() {
+            let x = traffic_table(&lines, t, i, &nodes, &links)?;
+            if let Some(o) = traffic.iter().find(|o| o.name() == x.name()) {
+                return Err(err(x.line(), format!("traffic `{}` is already defined on line {}", x.name(), o.line())));
+            }
+            traffic.push(x);
+        }
         let _ = file.description;
         let export = match file.export {
             None => None,
@@ -357,7 +383,8 @@ fn host(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
 }
 
 /// A host table's keys for its model (`wanperf_host::HostModel`).
-const HOST_MODEL_KEYS: [&str; 7] = ["cpu", "sack", "timestamps", "window_scaling", "tcp_rmem", "tcp_wmem", "cc"];
+pub(crate) const HOST_MODEL_KEYS: [&str; 7] =
+    ["cpu", "sack", "timestamps", "window_scaling", "tcp_rmem", "tcp_wmem", "cc"];
 
 /// A `[[router]]` table.
 fn router(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
@@ -493,9 +520,22 @@ fn route(lines: &Lines<'_>, t: Spanned<Table>, nodes: &[Node], links: &[LinkDef]
 }
 
 /// A `[[traffic]]` table: a generator on a link, or TCP between two hosts.
-fn traffic(lines: &Lines<'_>, t: Spanned<Table>, nodes: &[Node], links: &[LinkDef]) -> Result<Traffic, TopoError> {
+fn traffic_table(
+    lines: &Lines<'_>,
+    t: Spanned<Table>,
+    index: usize,
+    nodes: &[Node],
+    links: &[LinkDef],
+) -> Result<Traffic, TopoError> {
     let mut r = Reader::new(lines, t, "traffic");
     let line = r.line;
+    let name = match r.text("name")? {
+        Some((l, n)) => {
+            valid_name(&n).map_err(|m| err(l, m))?;
+            n
+        }
+        None => format!("traffic{}", index + 1),
+    };
     let start_ns = duration(&mut r, "start")?.unwrap_or(0);
     let stop_ns = duration(&mut r, "stop")?;
     if stop_ns.is_some_and(|s| s <= start_ns) {
@@ -529,8 +569,8 @@ fn traffic(lines: &Lines<'_>, t: Spanned<Table>, nodes: &[Node], links: &[LinkDe
             }
             Some((l, p)) => return Err(err(l, format!("`pattern` must be poisson, constant or onoff, not `{p}`"))),
         };
-        r.finish(&["link", "direction", "rate", "packet", "pattern", "on", "off", "start", "stop"])?;
-        Ok(Traffic::Link { link: li, ab, pattern, rate_bps, packet, start_ns, stop_ns, line })
+        r.finish(&["name", "link", "direction", "rate", "packet", "pattern", "on", "off", "start", "stop"])?;
+        Ok(Traffic::Link { name, link: li, ab, pattern, rate_bps, packet, start_ns, stop_ns, line })
     } else {
         let (lf, from) = r
             .text("from")?
@@ -551,8 +591,8 @@ fn traffic(lines: &Lines<'_>, t: Spanned<Table>, nodes: &[Node], links: &[LinkDe
             None => None,
             Some((lr, rate)) => Some(parse_link_rate("rate", &rate).map_err(|e| err(lr, e.to_string()))?),
         };
-        r.finish(&["from", "to", "flows", "rate", "start", "stop"])?;
-        Ok(Traffic::Tcp { from, to, flows, rate_bps, start_ns, stop_ns, line })
+        r.finish(&["name", "from", "to", "flows", "rate", "start", "stop"])?;
+        Ok(Traffic::Tcp { name, from, to, flows, rate_bps, start_ns, stop_ns, line })
     }
 }
 

@@ -96,7 +96,10 @@ pub fn pct(x: f64) -> String {
 /// One swept value with its unit, as params store them (bytes, bit/s, seconds).
 pub fn param(key: &str, v: &Value) -> String {
     let n = v.as_f64();
-    match (key, n) {
+    // A network's setting (`link.slac-esnet.rate_ab`) has its option's unit.
+    let unit =
+        key.rsplit_once('.').map_or(key, |(_, o)| o.strip_suffix("_ab").or_else(|| o.strip_suffix("_ba")).unwrap_or(o));
+    match (unit, n) {
         ("window" | "bytes" | "queue" | "queue_up" | "queue_down", Some(n)) => {
             format!("{key} {}", window(Some(n as u64)))
         }
@@ -138,6 +141,7 @@ mod tests {
         assert_eq!(dms(93.0), "+93.0 ms");
         assert_eq!(param("rate", &Value::from(25_000_000)), "rate 25.0 Mbit/s");
         assert_eq!(param("rtt", &Value::from(0.166)), "rtt 166 ms");
+        assert_eq!(param("link.a-b.rate_ab", &Value::from(25_000_000)), "link.a-b.rate_ab 25.0 Mbit/s");
         assert_eq!(param("streams", &Value::from(10)), "streams 10");
     }
 }

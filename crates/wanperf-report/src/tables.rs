@@ -679,8 +679,9 @@ fn one_way(v: &View, load: &[&Group]) -> String {
 /// drops, the packets the policer decided on and dropped, re-marks, random losses, and the
 /// periods a host's quota throttled.
 fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
-    let mut h = String::from(
-        "<h3>What the path's elements did</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th>\
+    let what = if emu.iter().any(|(_, e)| e["links"].is_array()) { "network" } else { "path" };
+    let mut h = format!(
+        "<h3>What the {what}'s elements did</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th>\
          <th class=\"l\">direction</th><th>packets in</th><th>queue drops</th><th>policed</th><th>policer drops</th>\
          <th>re-marked</th><th>random losses</th><th class=\"l\">hosts</th></tr>\n",
     );
@@ -700,8 +701,50 @@ fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
             })
             .collect::<Vec<_>>()
             .join("; ");
-        for (k, dir) in [("up", "left → right"), ("down", "right → left")] {
-            let classes = e["stats"][k]["classes"].as_object();
+        // A path's two directions, or each direction of a network's links that carried packets.
+        let mut dirs: Vec<(String, &Value)> = Vec::new();
+        match e["links"].as_array() {
+            Some(links) => {
+                // The links on the measured route (both ways), and any other that dropped,
+                // policed or carried cross traffic: not the stray neighbour discovery elsewhere.
+                let on_route: Vec<&str> =
+                    e["route"].as_array().into_iter().flatten().filter_map(|r| r.as_str()?.split(' ').next()).collect();
+                let acted = |d: &Value| {
+                    d["injected"].as_u64().unwrap_or(0) > 0
+                        || d["classes"].as_object().is_some_and(|m| {
+                            m.values().any(|x| {
+                                ["queue_drops", "policed", "random_losses"]
+                                    .iter()
+                                    .any(|f| x[*f].as_u64().unwrap_or(0) > 0)
+                            })
+                        })
+                };
+                for l in links {
+                    if !on_route.contains(&l["name"].as_str().unwrap_or("")) && !acted(&l["ab"]) && !acted(&l["ba"]) {
+                        continue;
+                    }
+                    let (name, a, b) = (
+                        l["name"].as_str().unwrap_or("?"),
+                        l["a"].as_str().unwrap_or("?"),
+                        l["b"].as_str().unwrap_or("?"),
+                    );
+                    for (k, from, to) in [("ab", a, b), ("ba", b, a)] {
+                        let carried = l[k]["classes"]
+                            .as_object()
+                            .is_some_and(|m| m.values().any(|x| x["packets_in"].as_u64().unwrap_or(0) > 0));
+                        if carried {
+                            dirs.push((format!("{name} {from} → {to}"), &l[k]));
+                        }
+                    }
+                }
+            }
+            None => {
+                dirs.push(("left → right".into(), &e["stats"]["up"]));
+                dirs.push(("right → left".into(), &e["stats"]["down"]));
+            }
+        }
+        for (n, (dir, d)) in dirs.iter().enumerate() {
+            let classes = d["classes"].as_object();
             let sum = |f: &str| -> u64 { classes.map_or(0, |m| m.values().filter_map(|x| x[f].as_u64()).sum()) };
             let _ = writeln!(
                 h,
@@ -718,9 +761,42 @@ fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
                 tdi(sum("policer_drops")),
                 tdi(sum("remarks")),
                 tdi(sum("random_losses")),
-                tdl(if k == "up" { &hosts } else { "" })
+                tdl(if n == 0 { &hosts } else { "" })
             );
         }
+    }
+    h += "</table></div>\n";
+    h + &cross_traffic(emu)
+}
+
+/// What each cell's cross traffic did on an emulated network: the rate it was set to and the
+/// rate it carried while it ran (empty when no cell had any).
+fn cross_traffic(emu: &[(&StoredCell, &Value)]) -> String {
+    let rows: Vec<(&StoredCell, &Value)> =
+        emu.iter().flat_map(|(c, e)| e["traffic"].as_array().into_iter().flatten().map(move |t| (*c, t))).collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from(
+        "<h3>Cross traffic</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th><th class=\"l\">traffic</th>\
+         <th class=\"l\">where</th><th>set</th><th>carried</th><th>ran</th></tr>\n",
+    );
+    for (c, t) in rows {
+        let params = c.cell.params.iter().map(|(k, v)| crate::fmt::param(k, v)).collect::<Vec<_>>().join(", ");
+        let _ = writeln!(
+            h,
+            "<tr>{}{}{}{}{}{}</tr>",
+            tdl(&format!(
+                "{} (repeat {})",
+                if params.is_empty() { "the cell".to_string() } else { params },
+                c.cell.repeat + 1
+            )),
+            tdl(t["name"].as_str().unwrap_or("?")),
+            tdl(t["what"].as_str().unwrap_or("")),
+            tdl(&t["set_bps"].as_f64().map_or("as fast as TCP goes".to_string(), mbps)),
+            tdl(&mbps(t["carried_bps"].as_f64().unwrap_or(0.0))),
+            tdl(&format!("{:.1} s", t["active_s"].as_f64().unwrap_or(0.0)))
+        );
     }
     h + "</table></div>\n"
 }

@@ -50,6 +50,10 @@ pub struct Axis {
 /// The archive's name for an axis: the study-wide name where the flag differs by
 /// measurement (`duration`), with `_` for `-`.
 pub fn param_key(axis: &str) -> String {
+    if axis.contains('.') {
+        // A network's setting (`link.slac-esnet.rate`) keeps the names it was given.
+        return axis.to_string();
+    }
     match axis {
         "time" | "load-time" => "duration".into(),
         "parallel" => "streams".into(),
@@ -57,13 +61,22 @@ pub fn param_key(axis: &str) -> String {
     }
 }
 
+/// The name whose unit an axis's values have: a network setting's option without its
+/// direction (`link.x.queue_ab` → `queue`), else the axis itself.
+fn unit_key(key: &str) -> &str {
+    match key.rsplit_once('.') {
+        Some((_, opt)) => opt.strip_suffix("_ab").or_else(|| opt.strip_suffix("_ba")).unwrap_or(opt),
+        None => key,
+    }
+}
+
 /// A value in base units when its axis has one (as the archive stores it).
 pub fn normalize(key: &str, v: &str) -> serde_json::Value {
-    let num = match key {
+    let num = match unit_key(key) {
         "window" | "length" | "bytes" | "size" | "block" => units::parse_size(v).ok().map(|b| b as f64),
         "queue" | "queue_up" | "queue_down" if !v.ends_with('p') => units::parse_size(v).ok().map(|b| b as f64),
         "rate" | "rate_up" | "rate_down" | "bitrate" => units::parse_rate(v).ok().map(|b| b as f64),
-        "rtt" | "delay_up" | "delay_down" | "duration" | "idle_time" | "interval" | "jitter" => {
+        "rtt" | "delay" | "delay_up" | "delay_down" | "duration" | "idle_time" | "interval" | "jitter" => {
             units::parse_duration(v).ok()
         }
         _ => v.parse::<f64>().ok(),
@@ -78,10 +91,10 @@ pub fn normalize(key: &str, v: &str) -> serde_json::Value {
 /// An axis value as users read it: sizes in binary units, rates in bit/s, times in ms, the
 /// rest as stored (the headline tables and the expectations' cells say it alike).
 pub fn fmt_value(key: &str, v: &serde_json::Value) -> String {
-    match (key, v.as_f64()) {
+    match (unit_key(key), v.as_f64()) {
         ("window" | "queue" | "queue_up" | "queue_down" | "size" | "block", Some(b)) => units::fmt_bytes(b as u64),
         ("rate" | "rate_up" | "rate_down" | "bitrate", Some(r)) => units::fmt_rate(r),
-        ("rtt" | "delay_up" | "delay_down" | "duration", Some(s)) => format!("{:.0} ms", s * 1000.0),
+        ("rtt" | "delay" | "delay_up" | "delay_down" | "duration", Some(s)) => format!("{:.0} ms", s * 1000.0),
         _ => v.as_str().map_or_else(|| v.to_string(), str::to_string),
     }
 }

@@ -199,8 +199,14 @@ impl Expr {
 /// Parses a bound: numbers with units (`2 ms`, `64K`, `10 Mbit/s`, `5 %`), configuration
 /// names, `+ - * /` and parentheses. Returns the expression and its dimension.
 pub fn parse_expr(text: &str) -> Result<(Expr, Dim), String> {
+    parse_bound(text, None)
+}
+
+/// [`parse_expr`] where the name `baseline` is the expectation's baseline cell's value, of
+/// dimension `baseline` (None: there is no baseline).
+fn parse_bound(text: &str, baseline: Option<Dim>) -> Result<(Expr, Dim), String> {
     let toks = tokens(text)?;
-    let mut p = Parser { toks, at: 0 };
+    let mut p = Parser { toks, at: 0, baseline };
     let e = p.sum()?;
     if p.at < p.toks.len() {
         return Err(format!("unexpected `{}` in `{text}`", p.toks[p.at].show()));
@@ -320,6 +326,8 @@ fn tokens(text: &str) -> Result<Vec<Tok>, String> {
 struct Parser {
     toks: Vec<Tok>,
     at: usize,
+    /// The dimension of `baseline`, when the expectation has one.
+    baseline: Option<Dim>,
 }
 
 impl Parser {
@@ -353,8 +361,12 @@ impl Parser {
         self.at += 1;
         match t {
             Tok::Num(v, d) => Ok((Expr::Num(v), d)),
-            Tok::Name(n) => match variable(&n) {
+            Tok::Name(n) => match variable(&n).or_else(|| self.baseline.filter(|_| n == "baseline")) {
                 Some(d) => Ok((Expr::Var(n), d)),
+                None if n == "baseline" => {
+                    Err("`baseline` needs the expectation's `baseline` (e.g. { \"traffic.bulk.rate\" = \"off\" })"
+                        .into())
+                }
                 None => Err(format!(
                     "unknown name `{n}` (a bound may use {})",
                     VARIABLES.iter().map(|v| v.0).collect::<Vec<_>>().join(", ")
@@ -416,6 +428,10 @@ pub struct Expect {
     pub metric: Metric,
     /// Axis (archive name) → value: the cells it is about (all when empty).
     pub select: Vec<(String, serde_json::Value)>,
+    /// Axis (archive name) → value: each selected cell is compared with the cell that has
+    /// this value on that axis and its own on the others; bounds name its metric `baseline`.
+    /// Cells on the baseline value are the reference, not checked.
+    pub baseline: Option<(String, serde_json::Value)>,
     /// The check.
     pub check: Check,
     /// Why it must hold (a seed's words, a formula's source), shown with its verdict.
@@ -448,6 +464,9 @@ impl Expect {
             let w: Vec<String> = self.select.iter().map(|(k, v)| format!("{k} = {}", fmt_value(k, v))).collect();
             s.push_str(&format!(" where {}", w.join(", ")));
         }
+        if let Some((k, v)) = &self.baseline {
+            s.push_str(&format!(" (baseline: {k} = {})", fmt_value(k, v)));
+        }
         s
     }
 }
@@ -458,6 +477,8 @@ pub(crate) struct ExpectSection {
     metric: Spanned<String>,
     #[serde(rename = "where", default)]
     select: Option<Spanned<Table>>,
+    #[serde(default)]
+    baseline: Option<Spanned<Table>>,
     #[serde(default)]
     min: Option<Spanned<String>>,
     #[serde(default)]
@@ -520,16 +541,14 @@ pub(crate) fn parse_all(
         let axes: Vec<String> = study_axes.iter().map(|a| param_key(&a.name)).collect();
         let mut select = Vec::new();
         if let Some(t) = s.select {
-            for (k, v) in t.into_inner() {
-                let key = k.get_ref().clone();
-                let kl = lines.of(k.span().start);
+            for (key, kl, v) in crate::net::flatten(t.into_inner(), lines) {
                 if !axes.contains(&key) {
                     return Err(err(
                         kl,
                         format!("`where` names `{key}`, which is not a sweep axis (axes: {})", axes.join(", ")),
                     ));
                 }
-                let raw = scalar(v.get_ref()).ok_or_else(|| err(kl, format!("`{key}` must be a single value")))?;
+                let raw = scalar(&v).ok_or_else(|| err(kl, format!("`{key}` must be a single value")))?;
                 let val = normalize(&key, &raw);
                 let axis = study_axes.iter().find(|a| param_key(&a.name) == key);
                 if !axis.is_some_and(|a| a.values.iter().any(|x| normalize(&key, x) == val)) {
@@ -538,9 +557,34 @@ pub(crate) fn parse_all(
                 select.push((key, val));
             }
         }
+        let mut baseline = None;
+        if let Some(t) = s.baseline {
+            let tl = lines.of(t.span().start);
+            let items = crate::net::flatten(t.into_inner(), lines);
+            let [(key, kl, v)] = items.as_slice() else {
+                return Err(err(tl, "`baseline` names one axis and its value (e.g. { streams = 1 })"));
+            };
+            if !axes.contains(key) {
+                return Err(err(
+                    *kl,
+                    format!("`baseline` names `{key}`, which is not a sweep axis (axes: {})", axes.join(", ")),
+                ));
+            }
+            if select.iter().any(|(k, _)| k == key) {
+                return Err(err(*kl, format!("`where` fixes `{key}`, the axis the baseline is on")));
+            }
+            let raw = scalar(v).ok_or_else(|| err(*kl, format!("`{key}` must be a single value")))?;
+            let val = normalize(key, &raw);
+            let axis = study_axes.iter().find(|a| param_key(&a.name) == *key);
+            if !axis.is_some_and(|a| a.values.iter().any(|x| normalize(key, x) == val)) {
+                return Err(err(*kl, format!("no cell has {key} = {raw}")));
+            }
+            baseline = Some((key.clone(), val));
+        }
         let bound = |sp: &Spanned<String>, what: &str| -> Result<(String, Expr), wanperf_toml::Error> {
             let text = sp.get_ref().trim().to_string();
-            let (e, d) = parse_expr(&text).map_err(|m| err(at(sp), format!("`{what}`: {m}")))?;
+            let (e, d) = parse_bound(&text, baseline.as_ref().map(|_| dim))
+                .map_err(|m| err(at(sp), format!("`{what}`: {m}")))?;
             if d != dim {
                 return Err(err(
                     at(sp),
@@ -557,6 +601,12 @@ pub(crate) fn parse_all(
         };
         let check = match trend {
             Some((a, rises)) => {
+                if baseline.is_some() {
+                    return Err(err(
+                        line,
+                        "a trend compares neighbouring cells itself: `baseline` goes with `min`/`max`",
+                    ));
+                }
                 if s.min.is_some() || s.max.is_some() {
                     return Err(err(line, "a trend (`rises_with`/`falls_with`) takes no `min` or `max`"));
                 }
@@ -593,7 +643,7 @@ pub(crate) fn parse_all(
                 Check::Bounds { min, max }
             }
         };
-        let e = Expect { line, metric_name: name, metric, select, check, why: s.why };
+        let e = Expect { line, metric_name: name, metric, select, baseline, check, why: s.why };
         // Every selected cell must have every value its bounds use.
         let mut vars = Vec::new();
         match &e.check {
@@ -608,6 +658,7 @@ pub(crate) fn parse_all(
                 }
             }
         }
+        vars.retain(|v| v != "baseline");
         for cell in cells {
             if !selects(&e.select, &cell.params) {
                 continue;
@@ -798,7 +849,36 @@ pub fn evaluate(
         match &e.check {
             Check::Bounds { min, max } => {
                 for (idx, g) in &groups {
-                    let config = configs.get(idx).cloned().unwrap_or_default();
+                    let mut config = configs.get(idx).cloned().unwrap_or_default();
+                    if let Some((axis, value)) = &e.baseline {
+                        if g.params.get(axis) == Some(value) {
+                            continue;
+                        }
+                        // The cell with the baseline's value on its axis and this one's elsewhere.
+                        let twin = groups.values().find(|o| {
+                            o.params.get(axis) == Some(value)
+                                && g.params.iter().all(|(k, v)| k == axis || o.params.get(k) == Some(v))
+                        });
+                        match twin.and_then(|o| median(o.values.clone())) {
+                            Some(b) => {
+                                config.insert("baseline".into(), b);
+                            }
+                            None => {
+                                out.push(verdict(
+                                    label(g.params, ""),
+                                    false,
+                                    median(g.values.clone()),
+                                    None,
+                                    None,
+                                    format!(
+                                        "its baseline cell ({axis} = {}) has no measured value",
+                                        fmt_value(axis, value)
+                                    ),
+                                ));
+                                continue;
+                            }
+                        }
+                    }
                     let Some(m) = median(g.values.clone()) else {
                         out.push(verdict(label(g.params, ""), false, None, None, None, "every repeat failed".into()));
                         continue;

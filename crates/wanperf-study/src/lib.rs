@@ -15,5 +15,6 @@ pub mod axis;
 pub mod data;
 pub mod expect;
 pub mod headline;
+pub mod net;
 pub mod run;
 pub mod spec;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use wanperf_archive::{CellRecord, NewRun, ProbeRow, RunStatus, Store, Verdict};
 use wanperf_emu::path::{Host, PathConfig};
 use wanperf_net::child::{on_path, stop_child, wait_child, wait_ready};
+use wanperf_net::netd::Session;
 use wanperf_net::path::Path;
 use wanperf_sys::INTERRUPTED;
 
@@ -338,7 +339,7 @@ pub fn dry_run(study: &Study, cells: &[CellPlan], json: bool, flags: &dyn Flags)
             .iter()
             .map(|c| {
                 json!({"index": c.index, "repeat": c.repeat, "params": study.params(c),
-                    "link": study.link_argv(c), "measure": study.measure_argv(c, "PEER", None), "estimate_s": study.estimate_s(c, flags)})
+                    "link": study.link_argv(c), "net": study.net_cell(c), "measure": study.measure_argv(c, "PEER", None), "estimate_s": study.estimate_s(c, flags)})
             })
             .collect();
         let expects: Vec<Value> = study.expects.iter().map(|e| json!({"line": e.line, "text": e.text()})).collect();
@@ -348,9 +349,15 @@ pub fn dry_run(study: &Study, cells: &[CellPlan], json: bool, flags: &dyn Flags)
     }
     let mut lines = vec![format!("{} ({} study, {} cells)", study.name, study.kind.command(), cells.len())];
     for (n, c) in cells.iter().enumerate() {
-        let link = study.link_argv(c).join(" ");
+        let link = match study.net_cell(c) {
+            Some(n) => {
+                let set: Vec<String> = n.settings.iter().map(|(k, v)| format!(" {k}={v}")).collect();
+                format!("net {} {} → {}{} · ", n.topology, n.from, n.to, set.concat())
+            }
+            None => study.link_argv(c).join(" "),
+        };
         let m = study.measure_argv(c, "PEER", None).join(" ");
-        let link = if link.is_empty() { String::new() } else { format!("path {link} · ") };
+        let link = if link.is_empty() || link.starts_with("net ") { link } else { format!("path {link} · ") };
         lines.push(format!(
             "{:>4}. {:<40} {link}wanperf {m} (≈ {})",
             n + 1,
@@ -396,12 +403,16 @@ fn run_cell(study: &Study, cell: &CellPlan, exe: &std::path::Path, env: &Env) ->
             let root = scratch.as_ref().map(|s| s.path().join("root"));
             cell_on_path(study, cell, exe, &data_arg, root.as_deref(), env)
         }
+        Target::Net(_) => {
+            let root = scratch.as_ref().map(|s| s.path().join("root"));
+            cell_on_net(study, cell, exe, &data_arg, root.as_deref(), env)
+        }
         Target::Host { host, port } => {
             let mut c = Command::new(exe);
             c.args(study.argv_with_data(cell, host, Some(*port), &data_arg));
             // The measurement dies with the study (kill -9 included), as on a path.
             wanperf_sys::die_with_parent(&mut c);
-            measure(c, study.estimate_s(cell, env.flags)).map(|m| (m, None))
+            measure(c, study.estimate_s(cell, env.flags), &mut |c, d| wait_child(c, d)).map(|m| (m, None))
         }
     };
     match outcome {
@@ -426,8 +437,12 @@ struct Measured {
     error: Option<String>,
 }
 
-/// Runs a measurement command to its end (or its deadline), collecting its NDJSON.
-fn measure(mut c: Command, estimate_s: f64) -> Result<Measured> {
+/// Waits for a measurement: its child, and a deadline at which it is stopped (None: it was).
+type Wait<'a> = dyn FnMut(&mut std::process::Child, Option<Instant>) -> Option<std::process::ExitStatus> + 'a;
+
+/// Runs a measurement command to its end (or its deadline), collecting its NDJSON; `wait`
+/// waits for it (on a network, while the cross traffic keeps its schedule).
+fn measure(mut c: Command, estimate_s: f64, wait: &mut Wait<'_>) -> Result<Measured> {
     c.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
     let mut child = c.spawn().context("cannot start the measurement")?;
     let out = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
@@ -445,7 +460,7 @@ fn measure(mut c: Command, estimate_s: f64) -> Result<Measured> {
         s
     });
     let deadline = Instant::now() + Duration::from_secs_f64(estimate_s * 1.5 + 30.0);
-    let status = wait_child(&mut child, Some(deadline));
+    let status = wait(&mut child, Some(deadline));
     let records: Vec<Value> = reader.join().unwrap_or_default();
     let stderr = err_reader.join().unwrap_or_default();
     let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string());
@@ -485,34 +500,12 @@ fn cell_on_path(
 ) -> Result<(Measured, Option<Value>)> {
     let cfg = (env.path_config)(&study.link_argv(cell))?;
     let path = Path::start(&cfg, None)?;
-    let exe_s = exe.display().to_string();
-    // `iperf3 = true` in [measure]: the far end is Debian's iperf3 server, not wanperf's.
-    let iperf3 = study.measure.iter().any(|(k, v)| k == "iperf3" && v == "true");
-    let serve: Vec<String> = if iperf3 {
-        ["iperf3", "-s", "-p", "5201", "--forceflush"].map(String::from).to_vec()
-    } else {
-        let mut v: Vec<String> = [exe_s.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"]
-            .map(String::from)
-            .to_vec();
-        if let Some(r) = root {
-            v.extend(["--root".to_string(), r.display().to_string()]);
-        }
-        v
-    };
-    let mut right = on_path(&path, Host::Right, &serve)?;
-    if iperf3 {
-        right.stdout(Stdio::piped()).stderr(Stdio::null()).stdin(Stdio::null());
-    } else {
-        right.stdout(Stdio::null()).stderr(Stdio::piped()).stdin(Stdio::null());
-    }
-    let mut server = right.spawn().context("cannot start the server on the right host")?;
-    let ready = wait_ready(&mut server, "the server on the right host", 10.0);
-    let result = ready.and_then(|()| {
-        let mut argv = vec![exe_s.clone()];
-        argv.extend(study.argv_with_data(cell, &Host::Right.addr().to_string(), None, data));
-        let left = on_path(&path, Host::Left, &argv)?;
-        measure(left, study.estimate_s(cell, env.flags))
-    });
+    let (serve, iperf3) = server_argv(study, exe, root);
+    let mut server = start_server(on_path(&path, Host::Right, &serve)?, iperf3, "the right host")?;
+    let mut argv = vec![exe.display().to_string()];
+    argv.extend(study.argv_with_data(cell, &Host::Right.addr().to_string(), None, data));
+    let result = on_path(&path, Host::Left, &argv)
+        .and_then(|left| measure(left, study.estimate_s(cell, env.flags), &mut |c, d| wait_child(c, d)));
     stop_child(&mut server);
     let hosts = path.host_reports();
     let stats = path.stop();
@@ -521,6 +514,74 @@ fn cell_on_path(
     let mut idle = wanperf_emu::acted::on_path(&cfg, &stats);
     idle.extend(wanperf_net::show::hosts_not_acted(&hosts));
     let emulator = json!({"config": cfg, "stats": stats, "idle": idle, "hosts": hosts});
+    result.map(|m| (m, Some(emulator)))
+}
+
+/// Starts the far end's server (the command [`server_argv`] made, contained where it runs,
+/// `on` naming that host) and waits until it listens; a server that never does is stopped.
+fn start_server(mut c: Command, iperf3: bool, on: &str) -> Result<std::process::Child> {
+    // iperf3 says it is ready on stdout; wanperf serve's errors go to stderr.
+    let (out, err) = if iperf3 { (Stdio::piped(), Stdio::null()) } else { (Stdio::null(), Stdio::piped()) };
+    c.stdout(out).stderr(err).stdin(Stdio::null());
+    let mut server = c.spawn().with_context(|| format!("cannot start the server on {on}"))?;
+    if let Err(e) = wait_ready(&mut server, &format!("the server on {on}"), 10.0) {
+        stop_child(&mut server);
+        return Err(e);
+    }
+    Ok(server)
+}
+
+/// The far end's command: `wanperf serve` on the measurement's port (with a copy's `root`),
+/// or Debian's iperf3 server when `[measure]` says `iperf3 = true`; and whether it is iperf3.
+fn server_argv(study: &Study, exe: &std::path::Path, root: Option<&std::path::Path>) -> (Vec<String>, bool) {
+    if study.measure.iter().any(|(k, v)| k == "iperf3" && v == "true") {
+        return (["iperf3", "-s", "-p", "5201", "--forceflush"].map(String::from).to_vec(), true);
+    }
+    let exe = exe.display().to_string();
+    let mut v: Vec<String> =
+        [exe.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"].map(String::from).to_vec();
+    if let Some(r) = root {
+        v.extend(["--root".to_string(), r.display().to_string()]);
+    }
+    (v, false)
+}
+
+/// Runs a cell on a fresh emulated network: the cell's topology with its settings and the
+/// study's cross traffic, `wanperf serve` on the pair's destination host and the measurement
+/// on its source, aimed at the destination's address (a host's name, or one interface's);
+/// returns what it measured and what every link, host model and cross traffic did.
+fn cell_on_net(
+    study: &Study,
+    cell: &CellPlan,
+    exe: &std::path::Path,
+    data: &str,
+    root: Option<&std::path::Path>,
+    env: &Env,
+) -> Result<(Measured, Option<Value>)> {
+    let nc = study.net_cell(cell).ok_or_else(|| anyhow!("not a [net] study"))?;
+    let net = wanperf_net::netd::load_cell(&nc.topology, &nc.traffic, &nc.settings, &nc.from, &nc.to)?;
+    let mut session = Session::start(&net.topology, wanperf_emu::path::DEFAULT_HOST_NICE, None)?;
+    let (serve, iperf3) = server_argv(study, exe, root);
+    let mut server = start_server(session.contained(net.to.node, &serve), iperf3, &nc.to)?;
+    let mut argv = vec![exe.display().to_string()];
+    argv.extend(study.argv_with_data(cell, &net.to.addr.to_string(), None, data));
+    let c = session.contained(net.from.node, &argv);
+    let result = measure(c, study.estimate_s(cell, env.flags), &mut |c, d| session.wait(c, d));
+    stop_child(&mut server);
+    let hosts = session.net().host_reports();
+    let (stats, _, traffic) = session.finish();
+    let t = &net.topology;
+    let mut idle = wanperf_net::show::links_not_acted(t, &stats);
+    idle.extend(wanperf_net::show::hosts_not_acted(&hosts));
+    idle.extend(wanperf_net::traffic::traffic_not_acted(&traffic));
+    let links: Vec<Value> = t
+        .links
+        .iter()
+        .zip(&stats)
+        .map(|(l, s)| json!({"name": l.name, "a": t.nodes[l.a].name, "b": t.nodes[l.b].name, "ab": s.ab, "ba": s.ba}))
+        .collect();
+    let emulator = json!({"net": t.name, "from": nc.from, "to": nc.to, "address": net.to.addr.to_string(),
+        "route": net.route, "values": net.values, "links": links, "idle": idle, "hosts": hosts, "traffic": traffic});
     result.map(|m| (m, Some(emulator)))
 }
 

@@ -26,6 +26,9 @@ pub enum Target {
         /// Link options as `path run` flags (a preset first, if any).
         link: Vec<(String, String)>,
     },
+    /// An emulated network (`[net]`): `wanperf serve` on each cell's destination host, the
+    /// measurement on its source, the topology's and the study's cross traffic running.
+    Net(crate::net::NetTarget),
     /// A real host running `wanperf serve`.
     Host {
         /// Name or address.
@@ -212,6 +215,12 @@ pub trait Flags {
     /// `mtu`, …) in bits, bit/s and seconds; a value the path does not have (an unlimited
     /// rate, no policer) is left out.
     fn link_values(&self, flags: &[String]) -> BTreeMap<String, f64>;
+    /// Checks a cell's network (the topology, its traffic and settings, the pair) and returns
+    /// the values of the pair's route as [`Flags::link_values`] names them. The error is one
+    /// line.
+    fn net_values(&self, _net: &crate::net::NetCell) -> Result<BTreeMap<String, f64>, String> {
+        Err("this checker knows no networks".into())
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -222,6 +231,8 @@ struct File {
     description: String,
     #[serde(default)]
     path: Option<Table>,
+    #[serde(default)]
+    net: Option<Table>,
     measure: Table,
     #[serde(default)]
     sweep: Option<Table>,
@@ -285,6 +296,7 @@ impl Study {
         let mut link = Vec::new();
         let mut host: Option<(String, u16)> = None;
         let mut host_port = 5301u16;
+        let file_has_path = file.path.is_some();
         for (k, v) in file.path.unwrap_or_default() {
             let line = lines.of(k.span().start);
             let key = k.get_ref().as_str();
@@ -316,7 +328,18 @@ impl Study {
                 }
             }
         }
-        if let Some((h, _)) = host {
+        if let Some(net) = file.net {
+            if file_has_path {
+                return Err(err(0, "a study has [path] or [net], not both"));
+            }
+            let check = |c: &crate::net::NetCell| flags.net_values(c).map(drop);
+            let t = crate::net::parse(net, &lines, &check)?;
+            if t.pairs.len() > 1 {
+                let values = t.pairs.iter().map(|(a, b)| crate::net::pair_value(a, b)).collect();
+                study.axes.push(Axis { name: "pair".into(), values, link: true });
+            }
+            study.target = Target::Net(t);
+        } else if let Some((h, _)) = host {
             if !link.is_empty() {
                 return Err(err(0, "[path] sets both `host` and link options: a real host has no emulated link"));
             }
@@ -340,42 +363,60 @@ impl Study {
             study.check_measure(flags, &[(flag.clone(), val.clone())]).map_err(|m| err(lines.of(v.span().start), m))?;
             study.measure.push((flag, val));
         }
-        // Sweep axes.
-        // In file order: the first axis changes slowest.
-        let mut sweep: Vec<_> = file.sweep.unwrap_or_default().into_iter().collect();
-        sweep.sort_by_key(|(k, _)| k.span().start);
-        for (k, v) in sweep {
-            let key = k.get_ref().clone();
-            let line = lines.of(k.span().start);
-            let values: Vec<String> = match v.get_ref() {
+        // Sweep axes, in file order: the first axis changes slowest. Dotted keys
+        // (`link.slac-esnet.rate`) name a network's settings.
+        for (key, line, v) in crate::net::flatten(file.sweep.unwrap_or_default(), &lines) {
+            let values: Vec<String> = match &v {
                 Value::Array(a) => a
                     .iter()
-                    .map(|x| {
-                        scalar(x)
-                            .ok_or_else(|| err(lines.of(v.span().start), format!("`{key}` values must be scalars")))
-                    })
+                    .map(|x| scalar(x).ok_or_else(|| err(line, format!("`{key}` values must be scalars"))))
                     .collect::<Result<_, _>>()?,
                 x => vec![scalar(x).ok_or_else(|| err(line, format!("`{key}` must be a list of values")))?],
             };
             if values.is_empty() {
                 return Err(err(line, format!("sweep axis `{key}` has no values")));
             }
-            let is_link = LINK_KEYS.contains(&key.as_str());
-            if key == "preset" && !matches!(study.target, Target::Path { .. }) {
-                return Err(err(line, "a preset sweep needs an emulated path, not [path] host"));
-            }
-            if is_link && !matches!(study.target, Target::Path { .. }) {
-                return Err(err(line, format!("`{key}` is a link option; a real host has no emulated link")));
-            }
+            let is_link = match &study.target {
+                Target::Net(_) if crate::net::is_setting(&key) => true,
+                Target::Net(_) if key == "pair" => {
+                    return Err(err(line, "the pairs of a [net] study are [net] `pairs`, not a sweep axis"))
+                }
+                Target::Net(_) if LINK_KEYS.contains(&key.as_str()) => {
+                    return Err(err(
+                        line,
+                        format!("`{key}` is a path option; on a network sweep a link's: link.NAME.{key}"),
+                    ))
+                }
+                _ if crate::net::is_setting(&key) => {
+                    return Err(err(line, format!("`{key}` is a network setting: the study needs [net]")))
+                }
+                Target::Path { .. } => LINK_KEYS.contains(&key.as_str()),
+                Target::Net(_) => false,
+                Target::Host { .. } => {
+                    if LINK_KEYS.contains(&key.as_str()) {
+                        let what = if key == "preset" {
+                            "a preset sweep needs an emulated path, not [path] host".to_string()
+                        } else {
+                            format!("`{key}` is a link option; a real host has no emulated link")
+                        };
+                        return Err(err(line, what));
+                    }
+                    false
+                }
+            };
             let name = if is_link { key.clone() } else { study.flag(&key) };
             if !is_link && RESERVED.contains(&key.as_str()) {
                 return Err(err(line, format!("`{key}` is set by the study runner")));
             }
             for val in &values {
-                let r = if is_link {
-                    check_link(flags, &[(key.clone(), val.clone())])
-                } else {
-                    study.check_measure(flags, &[(name.clone(), val.clone())])
+                let r = match &study.target {
+                    Target::Net(t) => {
+                        let mut c = study.net_cell_of(t, &[]);
+                        c.settings.push((key.clone(), val.clone()));
+                        flags.net_values(&c).map(drop)
+                    }
+                    _ if is_link => check_link(flags, &[(key.clone(), val.clone())]),
+                    _ => study.check_measure(flags, &[(name.clone(), val.clone())]),
                 };
                 r.map_err(|m| {
                     let m = if m.contains("unexpected argument") {
@@ -383,7 +424,7 @@ impl Study {
                     } else {
                         m
                     };
-                    err(lines.of(v.span().start), m)
+                    err(line, m)
                 })?;
             }
             study.axes.push(Axis { name, values, link: is_link });
@@ -428,7 +469,13 @@ impl Study {
         // The whole first cell, so options that conflict with each other are caught now.
         if let Some(first) = study.cells().first() {
             study.check_measure(flags, &study.measure_args(first)).map_err(|m| err(0, format!("[measure]: {m}")))?;
-            check_link(flags, &study.link_args(first)).map_err(|m| err(0, format!("[path]: {m}")))?;
+            match &study.target {
+                Target::Net(_) => {
+                    let c = study.net_cell(first).expect("a [net] study's cell has a network");
+                    flags.net_values(&c).map_err(|m| err(0, format!("[net]: {m}")))?;
+                }
+                _ => check_link(flags, &study.link_args(first)).map_err(|m| err(0, format!("[path]: {m}")))?,
+            }
         }
         if !file.expect.is_empty() {
             let configs = study.configs(flags);
@@ -456,8 +503,9 @@ impl Study {
     /// make it) and its measurement's (`window`, `streams`, `duration`, `bitrate`), in bits,
     /// bit/s and seconds.
     pub fn config(&self, cell: &CellPlan, flags: &dyn Flags) -> BTreeMap<String, f64> {
-        let mut v = match self.target {
+        let mut v = match &self.target {
             Target::Path { .. } => flags.link_values(&self.link_argv(cell)),
+            Target::Net(_) => self.net_cell(cell).and_then(|c| flags.net_values(&c).ok()).unwrap_or_default(),
             Target::Host { .. } => BTreeMap::new(),
         };
         for (k, val) in self.measure_args(cell) {
@@ -532,11 +580,44 @@ impl Study {
         cells
     }
 
-    /// `path run` link flags for a cell (none for a real host).
+    /// Whether a cell value of axis `name` configures the path or network (not the measurement).
+    fn is_link_axis(&self, name: &str) -> bool {
+        self.axes.iter().any(|a| a.name == name && a.link)
+    }
+
+    /// A [net] study's cell's network: the study's traffic and settings, then the cell's axis
+    /// values; its pair (the `pair` axis's, or the only one). None on a path or host.
+    pub fn net_cell(&self, cell: &CellPlan) -> Option<crate::net::NetCell> {
+        let Target::Net(t) = &self.target else { return None };
+        Some(self.net_cell_of(t, &cell.values))
+    }
+
+    fn net_cell_of(&self, t: &crate::net::NetTarget, values: &[(String, String)]) -> crate::net::NetCell {
+        let mut settings = t.settings.clone();
+        let mut pair = t.pairs.first().cloned().unwrap_or_default();
+        for (k, v) in values {
+            if k == "pair" {
+                if let Some((a, b)) = crate::net::split_pair(v) {
+                    pair = (a.to_string(), b.to_string());
+                }
+            } else if crate::net::is_setting(k) {
+                settings.push((k.clone(), v.clone()));
+            }
+        }
+        crate::net::NetCell {
+            topology: t.topology.clone(),
+            traffic: t.traffic.clone(),
+            settings,
+            from: pair.0,
+            to: pair.1,
+        }
+    }
+
+    /// `path run` link flags for a cell (none for a real host or a network).
     pub fn link_args(&self, cell: &CellPlan) -> Vec<(String, String)> {
         let Target::Path { link } = &self.target else { return Vec::new() };
         let mut v = link.clone();
-        for (k, val) in cell.values.iter().filter(|(k, _)| LINK_KEYS.contains(&k.as_str())) {
+        for (k, val) in cell.values.iter().filter(|(k, _)| self.is_link_axis(k)) {
             v.retain(|(x, _)| x != k);
             v.push((k.clone(), val.clone()));
         }
@@ -547,7 +628,7 @@ impl Study {
     /// Measurement flags for a cell (fixed options, then the cell's axis values).
     pub fn measure_args(&self, cell: &CellPlan) -> Vec<(String, String)> {
         let mut v = self.measure.clone();
-        for (k, val) in cell.values.iter().filter(|(k, _)| !LINK_KEYS.contains(&k.as_str())) {
+        for (k, val) in cell.values.iter().filter(|(k, _)| !self.is_link_axis(k)) {
             v.retain(|(x, _)| x != k);
             v.push((k.clone(), val.clone()));
         }
@@ -580,6 +661,14 @@ impl Study {
         let opts: Vec<(String, String)> =
             self.measure_args(cell).into_iter().filter(|(k, _)| !self.is_data(k)).collect();
         argv.extend(flags(&opts));
+        // Emulated hosts share this machine's clock: a ping's one-way delays need no offset
+        // estimate (which would split a loaded direction's rise over both).
+        if self.kind == Kind::Ping
+            && !matches!(self.target, Target::Host { .. })
+            && !opts.iter().any(|(k, _)| k == "clock-offset")
+        {
+            argv.extend(["--clock-offset".to_string(), "0".to_string()]);
+        }
         argv.push("--json".into());
         argv
     }
@@ -633,7 +722,7 @@ impl Study {
                 let rate = f
                     .bottleneck_bps(&self.link_argv(cell))
                     .filter(|_| matches!(self.target, Target::Path { .. }))
-                    .unwrap_or(if matches!(self.target, Target::Path { .. }) { 1e9 } else { 1e8 });
+                    .unwrap_or(if matches!(self.target, Target::Host { .. }) { 1e8 } else { 1e9 });
                 let probe = if get("probe") == Some("true") { 15.0 } else { 0.0 };
                 d.size as f64 * 8.0 / rate + f64::from(d.files) / 1000.0 + 3.0 + probe
             }
@@ -796,6 +885,22 @@ mod expect_tests {
             ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\ntolerance = \"2\"\n", 12, "fraction below 1"),
             ("[[expect]]\nmetric = \"goodput\"\nmax = \"burst / rtt\"\n", 9, "uses `burst`"),
             ("[[expect]]\nmetric = \"goodput\"\nmax = \"rate\"\ncolour = 1\n", 12, "unknown field `colour`"),
+            ("[[expect]]\nmetric = \"goodput\"\nmin = \"2 * baseline\"\n", 11, "needs the expectation's `baseline`"),
+            (
+                "[[expect]]\nmetric = \"goodput\"\nbaseline = { streams = 3 }\nmin = \"baseline\"\n",
+                11,
+                "no cell has streams = 3",
+            ),
+            (
+                "[[expect]]\nmetric = \"goodput\"\nbaseline = { streams = 1 }\nrises_with = \"window\"\n",
+                9,
+                "`baseline` goes with `min`/`max`",
+            ),
+            (
+                "[[expect]]\nmetric = \"goodput\"\nbaseline = { streams = 1 }\nmin = \"baseline * rate\"\n",
+                12,
+                "is bit^2",
+            ),
         ] {
             let e = parse(body).unwrap_err();
             assert!(e.message.contains(says), "{body}: {e}");
@@ -922,5 +1027,88 @@ mod expect_tests {
         let t: Vec<&Verdict> = v.iter().filter(|x| x.expect == 1).collect();
         assert_eq!(t.len(), 2, "{t:?}");
         assert!(t.iter().all(|x| !x.pass && x.note.contains("fewer than two")), "{t:?}");
+    }
+}
+
+/// `[net]` studies: pairs, settings as axes, and each mistake on its own line.
+#[cfg(test)]
+mod net_tests {
+    use super::*;
+
+    /// Takes every command; a network is refused when a value is `bad`, a host `nobody`, or
+    /// the added traffic says `bogus`.
+    struct Nets;
+    impl Flags for Nets {
+        fn check_command(&self, _: &[String]) -> Result<(), String> {
+            Ok(())
+        }
+        fn check_link(&self, _: &[String]) -> Result<(), String> {
+            Ok(())
+        }
+        fn bottleneck_bps(&self, _: &[String]) -> Option<f64> {
+            None
+        }
+        fn link_values(&self, _: &[String]) -> BTreeMap<String, f64> {
+            BTreeMap::new()
+        }
+        fn net_values(&self, n: &crate::net::NetCell) -> Result<BTreeMap<String, f64>, String> {
+            if n.settings.iter().any(|(_, v)| v == "bad") {
+                return Err("refused value".into());
+            }
+            if [&n.from, &n.to].iter().any(|h| h.as_str() == "nobody") {
+                return Err("no host is called `nobody`".into());
+            }
+            if n.traffic.iter().any(|t| t.contains("bogus")) {
+                return Err("bogus traffic".into());
+            }
+            Ok([("rate".to_string(), 1e7), ("rtt".to_string(), 0.1)].into_iter().collect())
+        }
+    }
+
+    const NET: &str = "name = \"n\"\n[net]\ntopology = \"t\"\npairs = [\"a->b\", \"a->b@fast\"]\n[[net.traffic]]\nname = \"bulk\"\nlink = \"x\"\nrate = \"5M\"\n[measure]\nkind = \"tput\"\n[sweep]\nlink.ab.rate = [\"1M\", \"2M\"]\ntraffic.bulk.rate = [\"off\", \"5M\"]\n";
+
+    #[test]
+    fn pairs_and_settings_are_axes_and_each_cell_has_its_network() {
+        let s = Study::parse(NET, &Nets).unwrap();
+        let names: Vec<&str> = s.axes.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["pair", "link.ab.rate", "traffic.bulk.rate"]);
+        let cells = s.cells();
+        assert_eq!(cells.len(), 8);
+        let last = s.net_cell(&cells[7]).unwrap();
+        assert_eq!((last.from.as_str(), last.to.as_str()), ("a", "b@fast"));
+        assert_eq!(
+            last.settings,
+            [("link.ab.rate".to_string(), "2M".to_string()), ("traffic.bulk.rate".to_string(), "5M".to_string())]
+        );
+        assert!(last.traffic[0].starts_with("[[traffic]]\n") && last.traffic[0].contains("rate = \"5M\""));
+        // Settings are not the measurement's options; the archive keeps their names and units.
+        let argv = s.measure_argv(&cells[7], "198.18.0.2", None);
+        assert!(!argv.iter().any(|a| a.contains("rate") || a.contains("pair")), "{argv:?}");
+        let p = s.params(&cells[7]);
+        assert_eq!(p["link.ab.rate"], serde_json::json!(2_000_000));
+        assert_eq!(p["traffic.bulk.rate"], serde_json::json!(5_000_000));
+        assert_eq!(p["pair"], serde_json::json!("a->b@fast"));
+        assert_eq!(s.config(&cells[0], &Nets)["rate"], 1e7);
+    }
+
+    #[test]
+    fn every_network_mistake_is_one_line_at_its_place() {
+        for (text, line, says) in [
+            (NET.replace("\"a->b@fast\"", "\"a->nobody\""), 4, "nobody"),
+            (NET.replace("\"2M\"", "\"bad\""), 12, "refused value"),
+            (NET.replace("rate = \"5M\"", "rate = \"bogus\""), 5, "[[net.traffic]]: bogus traffic"),
+            (NET.replace("link.ab.rate", "rate"), 12, "on a network sweep a link's: link.NAME.rate"),
+            (NET.replace("topology = \"t\"", "topology = \"t\"\ncolour = \"red\""), 4, "unknown [net] key `colour`"),
+            (NET.replace("pairs = [\"a->b\", \"a->b@fast\"]", "pairs = [\"a\"]"), 4, "\"FROM->TO\""),
+            (NET.replace("pairs = [\"a->b\", \"a->b@fast\"]", "from = \"a\""), 3, "needs the measured pair"),
+            (NET.replace("[measure]", "[path]\nrate = \"1M\"\n[measure]"), 0, "[path] or [net], not both"),
+        ] {
+            let e = Study::parse(&text, &Nets).unwrap_err();
+            assert_eq!(e.line, line, "{text}: {e}");
+            assert!(e.message.contains(says), "{e}");
+        }
+        let path = "name = \"p\"\n[measure]\nkind = \"tput\"\n[sweep]\nlink.ab.rate = [\"1M\"]\n";
+        let e = Study::parse(path, &Nets).unwrap_err();
+        assert!(e.message.contains("needs [net]") && e.line == 5, "{e}");
     }
 }

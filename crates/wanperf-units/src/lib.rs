@@ -141,6 +141,14 @@ pub fn parse_duration(s: &str) -> Result<f64, UnitError> {
     Ok(secs)
 }
 
+/// Parses a duration that may be negative (`-1.5ms`: a clock offset), seconds.
+pub fn parse_signed_duration(s: &str) -> Result<f64, UnitError> {
+    match s.trim().strip_prefix('-') {
+        Some(rest) => parse_duration(rest).map(|d| -d),
+        None => parse_duration(s),
+    }
+}
+
 /// Formats bytes with binary prefixes: `1.50 MiB`, `512 B`.
 pub fn fmt_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -193,6 +201,13 @@ pub fn fmt_usecs(us: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signed_durations() {
+        assert_eq!(parse_signed_duration("-1.5ms").unwrap(), -0.0015);
+        assert_eq!(parse_signed_duration("0").unwrap(), 0.0);
+        assert!(parse_signed_duration("--1ms").is_err() && parse_signed_duration("-").is_err());
+    }
 
     #[test]
     fn sizes_are_binary() {

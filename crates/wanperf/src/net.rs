@@ -15,7 +15,7 @@ use wanperf_net::child::exit_code;
 use wanperf_net::daemon::{Kind, Request};
 use wanperf_net::netd::{check_nice, load, node_of, NetInfo, Session, SetReply, StatsReply};
 use wanperf_net::plan::Plan;
-use wanperf_net::show::{plan_json, print_links, print_plan, print_stats};
+use wanperf_net::show::{plan_json, print_links, print_plan};
 use wanperf_net::topo::FlowExport;
 
 /// `wanperf net` subcommands.
@@ -202,11 +202,9 @@ pub struct ShowArgs {
 pub fn show(a: ShowArgs) -> Result<ExitCode> {
     let t = load(&a.topology)?;
     let p = Plan::new(&t).map_err(|e| anyhow!("{e}"))?;
-    if a.json {
-        outln!("{}", json!({"event": "net", "plan": plan_json(&t, &p)}));
-    } else {
-        let mut out = std::io::stdout().lock();
-        print_plan(&t, &p, &mut out);
+    let mut out = std::io::stdout().lock();
+    wanperf_net::show::print_plan_as(&t, &p, a.json, &mut out);
+    if !a.json {
         wanperf_net::show::print_routes(&t, &p, &mut out);
     }
     Ok(ExitCode::SUCCESS)
@@ -237,22 +235,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         Some(h) => node_of(&t, h)?,
         None => t.hosts().next().expect("a topology has a host"),
     };
-    let mut others = Vec::new();
-    for o in &a.on {
-        let (n, cmd) = o.split_once('=').ok_or_else(|| anyhow!("--on `{o}`: write NODE=CMD"))?;
-        others.push((node_of(&t, n)?, cmd.to_string()));
-    }
+    let others = wanperf_net::netd::commands_on(&t, &a.on)?;
     let mut s = Session::start(&t, a.host_nice, crate::args::log_sink(&a.log)?)?;
-    if a.json {
-        eprintln!("{}", json!({"event": "net", "plan": plan_json(&t, s.net().plan())}));
-    } else {
-        print_plan(&t, s.net().plan(), &mut std::io::stderr());
-    }
+    wanperf_net::show::print_plan_as(&t, s.net().plan(), a.json, &mut std::io::stderr());
     let status = s.run(host, &a.cmd, &others, wait);
     let hosts = s.net().host_reports();
-    print_stats(&t, &s.stop(), a.json, &mut std::io::stderr());
-    wanperf_net::show::print_hosts(&hosts, a.json, &mut std::io::stderr());
-    wanperf_net::show::print_not_acted(&wanperf_net::show::hosts_not_acted(&hosts), a.json, &mut std::io::stderr());
+    wanperf_net::show::print_end(&t, s.finish(), &hosts, a.json, &mut std::io::stderr());
     let status = status?;
     Ok(status.map_or(ExitCode::from(130), |st| exit_code(&st)))
 }

@@ -50,6 +50,10 @@ pub struct PingArgs {
     /// needed) or tcp (connect time).
     #[arg(long, default_value = "udp", value_parser = ["udp", "icmp", "tcp"])]
     mode: String,
+    /// The server's clock minus this host's, when known (`0`: one clock, as emulated hosts share;
+    /// `-1.5ms`): one-way delays use it, not the estimate that halves the fastest probe's RTT
+    #[arg(long, allow_hyphen_values = true, value_parser = |s: &str| wanperf_proto::units::parse_signed_duration(s).map_err(|e| e.to_string()))]
+    clock_offset: Option<f64>,
     /// Newline-delimited JSON.
     #[arg(long)]
     json: bool,
@@ -76,6 +80,7 @@ pub fn run(a: PingArgs) -> Result<ExitCode> {
             "icmp" => PingMode::Icmp,
             _ => PingMode::Udp,
         },
+        clock_offset_ns: a.clock_offset.map(|s| s * 1e9),
         wake: wanperf_engine::ping::WAKE,
     };
     let mut live = PingLines { quiet: a.json };

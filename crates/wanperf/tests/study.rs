@@ -748,3 +748,109 @@ loss_down = ["0", "0.05"]
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("Counted by the server at the destination"), "no split in the trace table");
 }
+
+#[test]
+fn a_network_study_sees_cross_traffic_raise_the_rtt_one_way_and_says_what_the_traffic_carried() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("net-cross");
+    let db = d.join("a.sqlite").display().to_string();
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/seed000-cross-traffic.toml");
+    let out = run(&["study", "run", file, "--db", &db, "--json", "--strict"], Duration::from_secs(120));
+    assert!(out.status.success(), "{}{}", stderr(&out), String::from_utf8_lossy(&out.stdout));
+    let recs = records(&out);
+    let cells: Vec<&Value> = recs.iter().filter(|r| r["event"] == "cell").collect();
+    assert_eq!(cells.len(), 2);
+    // The stated expectations: RTT up by the 32 Mbit/s link's queue drain time (120 KiB:
+    // 30.7 ms), the one-way delay to CERN up by as much, the way back unchanged.
+    let end = recs.iter().find(|r| r["event"] == "end").unwrap();
+    let verdicts = end["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 3, "{end}");
+    assert!(verdicts.iter().all(|v| v["pass"] == true), "{verdicts:?}");
+    let drain_ms = 122_880.0 * 8.0 / 32e6 * 1e3;
+    let rise = |k: &str| f(&cells[1]["summary"][k]["avg"]) - f(&cells[0]["summary"][k]["avg"]);
+    let (rtt, fwd, rev) = (rise("rtt_ms"), rise("owd_fwd_ms"), rise("owd_rev_ms"));
+    assert!(rtt > 0.85 * drain_ms && fwd > 0.85 * drain_ms && rev < 0.15 * drain_ms, "{rtt} {fwd} {rev} ms");
+    // What the cross traffic did, and the network's own counters: stored with each cell.
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stored: Vec<&Value> = data["cells"].as_array().unwrap().iter().collect();
+    let off = stored.iter().find(|c| c["params"]["traffic.bulk.rate"] == "off").unwrap();
+    assert!(off["emulator"]["traffic"].as_array().unwrap().is_empty(), "`off` takes it out");
+    let on = stored.iter().find(|c| c["params"]["traffic.bulk.rate"] == 40_000_000).unwrap();
+    let e = &on["emulator"];
+    assert_eq!(e["net"], "iepm-2000");
+    assert!(e["route"].as_array().unwrap().iter().any(|r| r == "slac-gw-esnet slac-gw → esnet"), "{}", e["route"]);
+    let t = &e["traffic"][0];
+    assert_eq!(t["name"], "bulk");
+    assert!((f(&t["carried_bps"]) - 40e6).abs() < 0.05 * 40e6, "{t}");
+    let link = e["links"].as_array().unwrap().iter().find(|l| l["name"] == "slac-gw-esnet").unwrap();
+    let drops: f64 = link["ab"]["classes"].as_object().unwrap().values().map(|c| f(&c["queue_drops"])).sum();
+    assert!(drops > 0.0, "a queue fed 1.25 × its rate drops: {link}");
+    assert!(e["idle"].as_array().unwrap().is_empty(), "{}", e["idle"]);
+    let html = d.join("r.html");
+    let out = run(&["report", "latest", "--db", &db, "-o", html.to_str().unwrap()], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("What the network's elements did") && page.contains("Cross traffic"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_pair_named_by_host_takes_the_slow_interface_and_by_link_the_fast_one() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("net-pairs");
+    let db = d.join("a.sqlite").display().to_string();
+    // Seed 001: speedy's name resolved to its slow interface; its GE interface went 30× faster.
+    let file = write(
+        &d,
+        "s.toml",
+        r#"name = "umich-interfaces"
+[net]
+topology = "umich-2001"
+pairs = ["pharlap->speedy", "pharlap->speedy@speedy-ge"]
+[[net.traffic]]
+name = "idle"
+from = "speedy"
+to = "pharlap"
+rate = "1M"
+start = "1h"
+[measure]
+kind = "tput"
+duration = "3s"
+streams = 2
+[[expect]]
+metric = "goodput"
+where = { pair = "pharlap->speedy" }
+max = "rate"
+[[expect]]
+metric = "goodput"
+baseline = { pair = "pharlap->speedy" }
+min = "5 * baseline"
+"#,
+    );
+    let out = run(&["study", "run", &file, "--db", &db, "--json"], Duration::from_secs(120));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let recs = records(&out);
+    let cells: Vec<&Value> = recs.iter().filter(|r| r["event"] == "cell").collect();
+    assert_eq!(cells.len(), 2);
+    let goodput: Vec<f64> = cells.iter().map(|c| f(&c["summary"]["throughput_bps"])).collect();
+    assert!(goodput[0] <= 10e6 && goodput[0] > 7e6, "by name, the 10 Mbit/s interface: {goodput:?}");
+    assert!(goodput[1] > 10.0 * goodput[0], "by the GE link's address: {goodput:?}");
+    let end = recs.iter().find(|r| r["event"] == "end").unwrap();
+    assert!(end["verdicts"].as_array().unwrap().iter().all(|v| v["pass"] == true), "{end}");
+    // Cross traffic whose schedule never started is said, per cell and in the output.
+    for c in &cells {
+        let said = c["not_acted"].as_array().unwrap();
+        assert!(
+            said.iter()
+                .any(|l| l.as_str().unwrap().contains("traffic idle (tcp speedy → pharlap, 1 flow) carried nothing")),
+            "{c}"
+        );
+    }
+    assert!(stderr(&out).contains("warning: cell pair=pharlap->speedy: traffic idle"), "{}", stderr(&out));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -55,6 +55,12 @@ impl Flags for CliFlags {
         let Ok(cli) = LinkCli::try_parse_from(flags) else { return Default::default() };
         crate::path::config_from(&cli.link).map(|c| c.values()).unwrap_or_default()
     }
+
+    fn net_values(&self, n: &wanperf_study::net::NetCell) -> Result<std::collections::BTreeMap<String, f64>, String> {
+        wanperf_net::netd::load_cell(&n.topology, &n.traffic, &n.settings, &n.from, &n.to)
+            .map(|c| c.values)
+            .map_err(|e| format!("{e:#}"))
+    }
 }
 
 /// Parses and validates a study file with the commands' own flags.

@@ -51,11 +51,13 @@ Examples:
   wanperf study run scenarios/seed000-load-rtt.toml --resume    # finish a killed run
   wanperf study run scenarios/seed002-oscars-policer.toml --strict  # exit 1 on a failed [[expect]]
   wanperf study check latest                                     # re-evaluate them
+  wanperf study run scenarios/seed000-cross-traffic.toml   # on the iepm-2000 network ([net])
   wanperf report latest -o report.html
 
 A study file's [[expect]] entries state what must hold (e.g. `max = \"1.05 * rate\"`):
 after the run each is printed PASS or FAIL with the measured value, the bound and the margin,
-and stored with the run (docs/studies.md, \"Stated expectations\").
+and stored with the run (docs/studies.md). It runs on an emulated path ([path]), a real host
+or a network ([net]: pairs, cross traffic, link.NAME.KEY / host.… / traffic.… settings).
 
 The archive is SQLite at $WANPERF_DB, or $XDG_DATA_HOME/wanperf/archive.sqlite, or
 ~/.local/share/wanperf/archive.sqlite; --db PATH or --db postgres://user@host/db picks another.")]
@@ -88,9 +90,9 @@ pub fn load(file: &std::path::Path) -> Result<(String, Study)> {
 }
 
 impl RunArgs {
-    /// Whether this run needs network namespaces (an emulated path, not a dry run).
+    /// Whether this run needs network namespaces (an emulated path or network, not a dry run).
     pub fn needs_path(&self) -> bool {
-        !self.dry_run && load(&self.file).is_ok_and(|(_, s)| matches!(s.target, Target::Path { .. }))
+        !self.dry_run && load(&self.file).is_ok_and(|(_, s)| !matches!(s.target, Target::Host { .. }))
     }
 }
 
