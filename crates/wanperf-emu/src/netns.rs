@@ -7,7 +7,7 @@
 //! `wanperf_sys::netns`'s; this module adds the errors users read and the rtnetlink requests.
 
 use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -139,19 +139,27 @@ pub fn create_tun(name: &str, offload: bool) -> Result<OwnedFd, EnvError> {
     Ok(fd)
 }
 
-fn netlink_request(what: &'static str, msg: RouteNetlinkMessage, flags: u16) -> Result<(), EnvError> {
+/// Sends one rtnetlink request (`NLM_F_REQUEST | flags`) on a new socket in this thread's
+/// network namespace; the socket, for the replies.
+fn send(what: &'static str, msg: RouteNetlinkMessage, flags: u16) -> Result<Socket, EnvError> {
     let nl = |err: io::Error| EnvError::Netlink { what, err };
     let mut sock = Socket::new(NETLINK_ROUTE).map_err(nl)?;
     sock.bind_auto().map_err(nl)?;
     sock.connect(&SocketAddr::new(0, 0)).map_err(nl)?;
     let mut header = NetlinkHeader::default();
-    header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+    header.flags = NLM_F_REQUEST | flags;
     header.sequence_number = 1;
     let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(msg));
     packet.finalize();
     let mut buf = vec![0u8; packet.buffer_len()];
     packet.serialize(&mut buf);
     sock.send(&buf, 0).map_err(nl)?;
+    Ok(sock)
+}
+
+fn netlink_request(what: &'static str, msg: RouteNetlinkMessage, flags: u16) -> Result<(), EnvError> {
+    let nl = |err: io::Error| EnvError::Netlink { what, err };
+    let sock = send(what, msg, NLM_F_ACK | flags)?;
     let mut rx = vec![0u8; 8192];
     let n = sock.recv(&mut &mut rx[..], 0).map_err(nl)?;
     let reply = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[..n])
@@ -163,6 +171,106 @@ fn netlink_request(what: &'static str, msg: RouteNetlinkMessage, flags: u16) -> 
         },
         _ => Ok(()),
     }
+}
+
+/// A device's root queueing discipline and what it did, as `tc -s qdisc` shows it: a host's
+/// interface queue (`txqueuelen` packets of pfifo_fast) and the packets it dropped when full.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct QdiscStats {
+    /// The device's index.
+    pub ifindex: u32,
+    /// The discipline (`pfifo_fast`, `noqueue`, `fq_codel`, …).
+    pub kind: String,
+    /// Packets it sent.
+    pub packets: u64,
+    /// Bytes it sent.
+    pub bytes: u64,
+    /// Packets it dropped (a full queue's overflow).
+    pub drops: u64,
+    /// Packets requeued (the device refused them for a moment).
+    pub requeues: u64,
+}
+
+/// The replies to a dump request (`NLM_F_DUMP`) in this thread's network namespace.
+fn dump(what: &'static str, msg: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>, EnvError> {
+    let nl = |err: io::Error| EnvError::Netlink { what, err };
+    let sock = send(what, msg, NLM_F_DUMP)?;
+    let mut out = Vec::new();
+    let mut rx = vec![0u8; 64 * 1024];
+    loop {
+        let n = sock.recv(&mut &mut rx[..], 0).map_err(nl)?;
+        let mut off = 0;
+        while off < n {
+            let m = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[off..n])
+                .map_err(|e| nl(io::Error::other(e.to_string())))?;
+            let len = m.header.length as usize;
+            if len == 0 {
+                return Err(nl(io::Error::other("a zero-length netlink message")));
+            }
+            off += (len + 3) & !3;
+            match m.payload {
+                NetlinkPayload::Done(_) => return Ok(out),
+                NetlinkPayload::Error(e) => {
+                    let code = e.code.map_or(libc::EIO, |c| -c.get());
+                    return Err(nl(io::Error::from_raw_os_error(code)));
+                }
+                NetlinkPayload::InnerMessage(m) => out.push(m),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Every device's root queueing discipline in this thread's network namespace, over rtnetlink
+/// (a dump of RTM_GETQDISC).
+pub fn qdisc_stats() -> Result<Vec<QdiscStats>, EnvError> {
+    use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcStats2};
+    let msgs = dump("read queueing disciplines", RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()))?;
+    let mut out = Vec::new();
+    for m in msgs {
+        let RouteNetlinkMessage::NewQueueDiscipline(t) = m else { continue };
+        if t.header.parent != TcHandle::ROOT {
+            continue;
+        }
+        let mut q = QdiscStats { ifindex: t.header.index as u32, ..Default::default() };
+        for a in t.attributes {
+            match a {
+                TcAttribute::Kind(k) => q.kind = k,
+                TcAttribute::Stats2(v) => {
+                    for s in v {
+                        match s {
+                            TcStats2::Basic(b) => (q.bytes, q.packets) = (b.bytes, u64::from(b.packets)),
+                            TcStats2::Queue(x) => (q.drops, q.requeues) = (u64::from(x.drops), u64::from(x.requeues)),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push(q);
+    }
+    Ok(out)
+}
+
+/// Each device's transmit drops in this thread's network namespace (index, `tx_dropped`, as
+/// `ip -s link` shows them): a TUN device whose ring of `txqueuelen` packets is full drops
+/// there, after its queueing discipline has sent the packet on.
+pub fn tx_dropped() -> Result<Vec<(u32, u64)>, EnvError> {
+    let msgs = dump("read interface counters", RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
+    Ok(msgs
+        .into_iter()
+        .filter_map(|m| match m {
+            RouteNetlinkMessage::NewLink(l) => {
+                let drops = l.attributes.iter().find_map(|a| match a {
+                    LinkAttribute::Stats64(s) => Some(s.tx_dropped),
+                    _ => None,
+                })?;
+                Some((l.header.index, drops))
+            }
+            _ => None,
+        })
+        .collect())
 }
 
 /// Brings link `index` up, optionally setting its MTU and transmit queue length.

@@ -48,6 +48,11 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         bytes_acked: b.u64_at(120),
         bytes_retrans: b.u64_at(208),
         snd_cwnd_bytes: None,
+        // tcpi_options (byte 5): TCPI_OPT_TIMESTAMPS 1, TCPI_OPT_SACK 2, TCPI_OPT_WSCALE 4; the
+        // shifts in byte 6, tcpi_snd_wscale in its low four bits.
+        sack: b.u8_at(5).map(|o| o & 2 != 0),
+        timestamps: b.u8_at(5).map(|o| o & 1 != 0),
+        wscale: b.u8_at(5).filter(|o| o & 4 != 0).and_then(|_| b.u8_at(6)).map(|w| [w & 0xf, w >> 4]),
     })
 }
 
@@ -273,6 +278,11 @@ mod tests {
         let info = tcp_info(c.as_raw_fd()).unwrap();
         assert!(info.cwnd > 0);
         assert!(info.snd_mss > 0);
+        // What the host's sysctls allow is what a loopback connection negotiates.
+        let on = |k: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{k}")).map(|v| v.trim() != "0").ok();
+        assert_eq!(info.sack, on("tcp_sack"));
+        assert_eq!(info.timestamps, on("tcp_timestamps"));
+        assert_eq!(info.wscale.is_some(), on("tcp_window_scaling").unwrap_or(false));
         assert!(set_congestion(c.as_raw_fd(), "no-such-cc").is_err());
         assert!(set_congestion(c.as_raw_fd(), "reno").is_ok());
     }

@@ -1,10 +1,11 @@
-//! A host's CPU quota as a control group: made when the network starts, joined by every
-//! process the host runs (each writes itself into `cgroup.procs` before it execs), read for
-//! what the quota did, removed with the network.
+//! A host's limits as control groups: a CPU quota and disk rates, made when the network
+//! starts, joined by every process the host runs (each writes itself into each group's
+//! `cgroup.procs` before it execs), read for what the limits did, removed with the network.
 //!
-//! cgroup v2 (`cpu.max`) where a cgroup2 hierarchy offers the cpu controller, else v1's cpu
-//! controller (`cpu.cfs_quota_us`); the two parsers below are pure and tested on the kernel's
-//! text.
+//! cgroup v2 (`cpu.max`, `io.max`: one group) where a cgroup2 hierarchy offers the
+//! controllers, else v1's cpu controller (`cpu.cfs_quota_us`) and blkio controller
+//! (`blkio.throttle.*_bps_device`), a group in each; the parsers below are pure and tested on
+//! the kernel's text.
 
 use serde::Serialize;
 use std::fs::{self, File, OpenOptions};
@@ -15,11 +16,14 @@ use std::path::{Path, PathBuf};
 /// Why a quota could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
-    /// No hierarchy offers the cpu controller.
-    #[error("a CPU quota needs the cpu controller of cgroup v2 or v1, and none is mounted here")]
-    NoController,
+    /// No hierarchy offers a controller the limits need (`cpu`, `io`).
+    #[error("a host's {0} limit needs the {1} controller of cgroup v2 (or {2} of v1), and none is mounted here")]
+    NoController(&'static str, &'static str, &'static str),
+    /// Disk limits, and no disk to put them on.
+    #[error("a host's disk limit needs a disk, and /sys/block lists none (only loop or RAM devices)")]
+    NoDisk,
     /// A file of the hierarchy refused.
-    #[error("CPU quota: {what} {}: {err}", path.display())]
+    #[error("host limits: {what} {}: {err}", path.display())]
     Io {
         /// What was being done.
         what: &'static str,
@@ -37,19 +41,85 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> C
 /// The mount points of a cgroup2 hierarchy and of the v1 hierarchy holding `cpu`, from
 /// `/proc/self/mountinfo`.
 pub fn mounts(mountinfo: &str) -> (Option<PathBuf>, Option<PathBuf>) {
-    let (mut v2, mut v1) = (None, None);
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else { continue };
-        let Some(point) = left.split(' ').nth(4) else { continue };
+    (v2_mount(mountinfo), v1_mount(mountinfo, "cpu"))
+}
+
+fn mount_lines(mountinfo: &str) -> impl Iterator<Item = (&str, &str, &str)> {
+    mountinfo.lines().filter_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let point = left.split(' ').nth(4)?;
         let mut r = right.split(' ');
-        let (fstype, _source, opts) = (r.next(), r.next(), r.next().unwrap_or(""));
-        match fstype {
-            Some("cgroup2") if v2.is_none() => v2 = Some(PathBuf::from(point)),
-            Some("cgroup") if v1.is_none() && opts.split(',').any(|o| o == "cpu") => v1 = Some(PathBuf::from(point)),
-            _ => {}
+        let (fstype, _source, opts) = (r.next()?, r.next(), r.next().unwrap_or(""));
+        Some((point, fstype, opts))
+    })
+}
+
+/// The first cgroup2 hierarchy's mount point.
+pub fn v2_mount(mountinfo: &str) -> Option<PathBuf> {
+    mount_lines(mountinfo).find(|l| l.1 == "cgroup2").map(|l| PathBuf::from(l.0))
+}
+
+/// The mount point of the v1 hierarchy holding `controller` (`cpu`, `blkio`).
+pub fn v1_mount(mountinfo: &str, controller: &str) -> Option<PathBuf> {
+    mount_lines(mountinfo)
+        .find(|l| l.1 == "cgroup" && l.2.split(',').any(|o| o == controller))
+        .map(|l| PathBuf::from(l.0))
+}
+
+/// What disk limits did: the bytes that reached the limited disks, summed over them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct DiskStats {
+    /// Bytes read from the disks.
+    pub read_bytes: u64,
+    /// Bytes written to them.
+    pub write_bytes: u64,
+}
+
+/// Parses v2's `io.stat` (`254:0 rbytes=… wbytes=… …`) or v1's
+/// `blkio.throttle.io_service_bytes` (`254:0 Read N`, `254:0 Write N`), summed over `devices`.
+pub fn parse_io_stat(text: &str, devices: &[String]) -> DiskStats {
+    let mut s = DiskStats::default();
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let Some(dev) = it.next() else { continue };
+        if !devices.iter().any(|d| d == dev) {
+            continue;
+        }
+        let rest: Vec<&str> = it.collect();
+        match rest.as_slice() {
+            ["Read", n] => s.read_bytes += n.parse::<u64>().unwrap_or(0),
+            ["Write", n] => s.write_bytes += n.parse::<u64>().unwrap_or(0),
+            kv => {
+                for x in kv {
+                    match x.split_once('=') {
+                        Some(("rbytes", n)) => s.read_bytes += n.parse::<u64>().unwrap_or(0),
+                        Some(("wbytes", n)) => s.write_bytes += n.parse::<u64>().unwrap_or(0),
+                        _ => {}
+                    }
+                }
+            }
         }
     }
-    (v2, v1)
+    s
+}
+
+/// The machine's disks as `MAJ:MIN` (`/sys/block/*/dev`): every block device with a size,
+/// not a loop, RAM or compressed-RAM device (the kernel throttles whole disks).
+pub fn disks() -> Vec<String> {
+    let Ok(rd) = fs::read_dir("/sys/block") else { return Vec::new() };
+    let mut v: Vec<String> = rd
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().to_string();
+            !["loop", "ram", "zram"].iter().any(|p| n.starts_with(p))
+        })
+        .filter(|e| {
+            fs::read_to_string(e.path().join("size")).is_ok_and(|t| t.trim().parse::<u64>().is_ok_and(|n| n > 0))
+        })
+        .filter_map(|e| fs::read_to_string(e.path().join("dev")).ok().map(|t| t.trim().to_string()))
+        .collect();
+    v.sort();
+    v
 }
 
 /// What a quota did: the kernel's `cpu.stat`.
@@ -137,97 +207,172 @@ pub fn process_quota() -> Option<f64> {
     best
 }
 
-/// A control group with a CPU quota, removed on drop.
+/// One control group directory this process made, with its `cgroup.procs` open; removed on
+/// drop (what is still in it goes back to the parent first).
 #[derive(Debug)]
-pub struct CpuQuota {
+struct Group {
     dir: PathBuf,
     parent: PathBuf,
     procs: File,
-    cores: f64,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        remove(&self.dir, &self.parent);
+    }
+}
+
+/// A host's limits as control groups (one on cgroup v2; on v1 one per controller), removed on
+/// drop.
+#[derive(Debug)]
+pub struct HostGroup {
+    groups: Vec<Group>,
+    /// The directory holding `cpu.stat` (the CPU quota's), if any.
+    cpu_dir: Option<PathBuf>,
+    /// The directory holding the disk statistics, and whether it is v2's `io.stat`.
+    io_dir: Option<(PathBuf, bool)>,
+    cores: Option<f64>,
+    disks: Vec<String>,
 }
 
 const PREFIX: &str = "wanperf-";
 
-impl CpuQuota {
-    /// Makes a group named after this process and `name` with `quota_us` of CPU time every
-    /// `period_us`.
-    pub fn create(name: &str, quota_us: u64, period_us: u64) -> Result<CpuQuota, CgroupError> {
+/// A CPU quota as the kernel takes it: `quota_us` of CPU time every `period_us`.
+pub type Cpu = (u64, u64);
+
+/// Disk rates as the kernel takes them, bytes a second: (read, write).
+pub type Disk = (Option<u64>, Option<u64>);
+
+impl HostGroup {
+    /// Makes the groups for host `name` (named after this process and it) with a CPU quota
+    /// and disk rates, each where a hierarchy offers its controller.
+    pub fn create(name: &str, cpu: Option<Cpu>, disk: Option<Disk>) -> Result<HostGroup, CgroupError> {
         let info = Path::new("/proc/self/mountinfo");
         let text = fs::read_to_string(info).map_err(io_err("reading", info))?;
-        let (v2, v1) = mounts(&text);
-        let v2 = v2.filter(|m| fs::read_to_string(m.join("cgroup.controllers")).is_ok_and(|c| offers_cpu(&c)));
-        let (parent, is_v2) = match (v2, v1) {
-            (Some(m), _) => (m, true),
-            (None, Some(m)) => (m, false),
-            (None, None) => return Err(CgroupError::NoController),
+        let offers = |m: &Path, c: &str| {
+            fs::read_to_string(m.join("cgroup.controllers")).is_ok_and(|l| l.split_whitespace().any(|x| x == c))
         };
-        sweep_stale(&parent);
+        let need: Vec<&str> = [cpu.map(|_| "cpu"), disk.map(|_| "io")].into_iter().flatten().collect();
+        let v2 = v2_mount(&text).filter(|m| need.iter().all(|c| offers(m, c)));
         let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-        // A number of its own for every group this process makes: two hosts whose names clean
-        // up alike (`a-b`, `a_b`), or a study's successive cells, never share one.
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = parent.join(format!("{PREFIX}{}-{n}-{clean}", std::process::id()));
-        if is_v2 {
-            // Children of the root get the cpu controller only once the root hands it down.
-            let ctl = parent.join("cgroup.subtree_control");
-            let on = fs::read_to_string(&ctl).is_ok_and(|c| offers_cpu(&c));
-            if !on {
-                fs::write(&ctl, "+cpu").map_err(io_err("enabling the cpu controller in", &ctl))?;
-            }
+        let disks = if disk.is_some() { disks() } else { Vec::new() };
+        if disk.is_some() && disks.is_empty() {
+            return Err(CgroupError::NoDisk);
         }
-        // A directory already there belongs to someone else (another PID namespace's wanperf
-        // with this PID): refused, not shared.
-        fs::create_dir(&dir).map_err(io_err("making", &dir))?;
-        let procs = match OpenOptions::new().write(true).open(dir.join("cgroup.procs")) {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = fs::remove_dir(&dir);
-                return Err(io_err("opening", &dir.join("cgroup.procs"))(e));
+        let mut h = HostGroup { groups: Vec::new(), cpu_dir: None, io_dir: None, cores: None, disks };
+        if let Some(m) = v2 {
+            // Children of the root get a controller only once the root hands it down.
+            let ctl = m.join("cgroup.subtree_control");
+            for c in &need {
+                if !fs::read_to_string(&ctl).is_ok_and(|l| l.split_whitespace().any(|x| x == *c)) {
+                    fs::write(&ctl, format!("+{c}")).map_err(io_err("enabling a controller in", &ctl))?;
+                }
             }
-        };
-        let q = CpuQuota { procs, dir, parent, cores: quota_us as f64 / period_us as f64 };
-        if is_v2 {
-            let f = q.dir.join("cpu.max");
-            fs::write(&f, format!("{quota_us} {period_us}")).map_err(io_err("writing", &f))?;
+            let g = make_group(&m, &clean)?;
+            if let Some((q, p)) = cpu {
+                write(&g.dir.join("cpu.max"), &format!("{q} {p}"))?;
+                h.cpu_dir = Some(g.dir.clone());
+            }
+            if let Some((r, w)) = disk {
+                for d in &h.disks {
+                    let max = |x: Option<u64>| x.map_or("max".to_string(), |b| b.to_string());
+                    write(&g.dir.join("io.max"), &format!("{d} rbps={} wbps={}", max(r), max(w)))?;
+                }
+                h.io_dir = Some((g.dir.clone(), true));
+            }
+            h.groups.push(g);
         } else {
-            let f = q.dir.join("cpu.cfs_period_us");
-            fs::write(&f, period_us.to_string()).map_err(io_err("writing", &f))?;
-            let f = q.dir.join("cpu.cfs_quota_us");
-            fs::write(&f, quota_us.to_string()).map_err(io_err("writing", &f))?;
+            if let Some((q, p)) = cpu {
+                let m = v1_mount(&text, "cpu").ok_or(CgroupError::NoController("CPU", "cpu", "cpu"))?;
+                let g = make_group(&m, &clean)?;
+                write(&g.dir.join("cpu.cfs_period_us"), &p.to_string())?;
+                write(&g.dir.join("cpu.cfs_quota_us"), &q.to_string())?;
+                h.cpu_dir = Some(g.dir.clone());
+                h.groups.push(g);
+            }
+            if let Some((r, w)) = disk {
+                let m = v1_mount(&text, "blkio").ok_or(CgroupError::NoController("disk", "io", "blkio"))?;
+                let g = make_group(&m, &clean)?;
+                for d in &h.disks {
+                    if let Some(b) = r {
+                        write(&g.dir.join("blkio.throttle.read_bps_device"), &format!("{d} {b}"))?;
+                    }
+                    if let Some(b) = w {
+                        write(&g.dir.join("blkio.throttle.write_bps_device"), &format!("{d} {b}"))?;
+                    }
+                }
+                h.io_dir = Some((g.dir.clone(), false));
+                h.groups.push(g);
+            }
         }
-        Ok(q)
+        h.cores = cpu.map(|(q, p)| q as f64 / p as f64);
+        Ok(h)
     }
 
-    /// The group's `cgroup.procs`, open for writing: a child writes `0` to it before it execs
-    /// to join the group (with everything it later starts).
-    pub fn procs_fd(&self) -> RawFd {
-        self.procs.as_raw_fd()
+    /// Each group's `cgroup.procs`, open for writing: a child writes `0` to each before it
+    /// execs to join them (with everything it later starts).
+    pub fn procs_fds(&self) -> Vec<RawFd> {
+        self.groups.iter().map(|g| g.procs.as_raw_fd()).collect()
     }
 
-    /// The quota, in cores.
-    pub fn cores(&self) -> f64 {
+    /// The CPU quota, in cores.
+    pub fn cores(&self) -> Option<f64> {
         self.cores
     }
 
-    /// The group's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// The groups' directories (a process joins a host by writing its PID into each).
+    pub fn dirs(&self) -> Vec<&Path> {
+        self.groups.iter().map(|g| g.dir.as_path()).collect()
     }
 
-    /// What the quota did so far.
-    pub fn stats(&self) -> io::Result<CpuStats> {
-        Ok(parse_cpu_stat(&fs::read_to_string(self.dir.join("cpu.stat"))?))
+    /// What the CPU quota did so far (None without one).
+    pub fn cpu_stats(&self) -> Option<CpuStats> {
+        Some(parse_cpu_stat(&fs::read_to_string(self.cpu_dir.as_ref()?.join("cpu.stat")).ok()?))
     }
 
-    /// Processes in the group now.
+    /// What reached the limited disks so far (None without disk limits).
+    pub fn disk_stats(&self) -> Option<DiskStats> {
+        let (dir, v2) = self.io_dir.as_ref()?;
+        let file = if *v2 { "io.stat" } else { "blkio.throttle.io_service_bytes" };
+        Some(parse_io_stat(&fs::read_to_string(dir.join(file)).ok()?, &self.disks))
+    }
+
+    /// The disks the limits apply to, `MAJ:MIN`.
+    pub fn disks(&self) -> &[String] {
+        &self.disks
+    }
+
+    /// Processes in the groups now.
     pub fn pids(&self) -> Vec<i32> {
-        pids(&self.dir)
+        let mut v: Vec<i32> = self.groups.iter().flat_map(|g| pids(&g.dir)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 }
 
-fn offers_cpu(list: &str) -> bool {
-    list.split_whitespace().any(|c| c == "cpu")
+fn write(f: &Path, text: &str) -> Result<(), CgroupError> {
+    fs::write(f, text).map_err(io_err("writing", f))
+}
+
+/// A new group under `parent` for host `clean`, its `cgroup.procs` open.
+fn make_group(parent: &Path, clean: &str) -> Result<Group, CgroupError> {
+    sweep_stale(parent);
+    // A number of its own for every group this process makes: two hosts whose names clean
+    // up alike (`a-b`, `a_b`), or a study's successive cells, never share one.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = parent.join(format!("{PREFIX}{}-{n}-{clean}", std::process::id()));
+    // A directory already there belongs to someone else (another PID namespace's wanperf
+    // with this PID): refused, not shared.
+    fs::create_dir(&dir).map_err(io_err("making", &dir))?;
+    match OpenOptions::new().write(true).open(dir.join("cgroup.procs")) {
+        Ok(procs) => Ok(Group { dir, parent: parent.to_path_buf(), procs }),
+        Err(e) => {
+            let _ = fs::remove_dir(&dir);
+            Err(io_err("opening", &dir.join("cgroup.procs"))(e))
+        }
+    }
 }
 
 fn pids(dir: &Path) -> Vec<i32> {
@@ -258,12 +403,6 @@ fn sweep_stale(parent: &Path) {
         if !Path::new(&format!("/proc/{pid}")).exists() {
             remove(&e.path(), parent);
         }
-    }
-}
-
-impl Drop for CpuQuota {
-    fn drop(&mut self) {
-        remove(&self.dir, &self.parent);
     }
 }
 
@@ -301,6 +440,18 @@ mod tests {
         assert_eq!(quota_cores("25000", "100000"), Some(0.25));
         assert_eq!(quota_cores("max", "100000"), None);
         assert_eq!(quota_cores("-1", "100000"), None);
+    }
+
+    #[test]
+    fn io_stat_of_either_version_for_the_limited_disks() {
+        let d = vec!["254:0".to_string()];
+        let v2 = "254:0 rbytes=4096 wbytes=25165824 rios=1 wios=96 dbytes=0 dios=0\n7:0 rbytes=9 wbytes=9\n";
+        assert_eq!(parse_io_stat(v2, &d), DiskStats { read_bytes: 4096, write_bytes: 25_165_824 });
+        let v1 = "254:0 Read 8192\n254:0 Write 1048576\n254:0 Sync 0\n254:0 Total 1056768\n7:0 Read 5\nTotal 1056773\n";
+        assert_eq!(parse_io_stat(v1, &d), DiskStats { read_bytes: 8192, write_bytes: 1_048_576 });
+        let info = "34 30 0:30 / /sys/fs/cgroup/blkio rw,nosuid - cgroup cgroup rw,blkio\n";
+        assert_eq!(v1_mount(info, "blkio"), Some(PathBuf::from("/sys/fs/cgroup/blkio")));
+        assert_eq!(v1_mount(info, "cpu"), None);
     }
 
     #[test]

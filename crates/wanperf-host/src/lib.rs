@@ -3,9 +3,10 @@
 //! scaling, timestamps, buffer limits, congestion control; seed 003's Reno).
 //!
 //! [`model`] is pure: a [`HostModel`] from the text users write (`cpu=0.25,sack=off`), checked,
-//! and the per-network-namespace settings it means. [`cgroup`] is the shell for the CPU quota:
-//! a control group per host (cgroup v2 `cpu.max`, or v1 `cpu.cfs_quota_us`), its processes,
-//! and what the quota did (throttled periods and time, from the kernel's `cpu.stat`).
+//! and the per-network-namespace settings it means. [`cgroup`] is the shell for the CPU quota
+//! and disk rates: control groups per host (cgroup v2 `cpu.max` and `io.max`, or v1
+//! `cpu.cfs_quota_us` and `blkio.throttle.*`), its processes, and what the limits did
+//! (throttled periods and time from `cpu.stat`; bytes that reached the disks from `io.stat`).
 
 #![forbid(unsafe_code)]
 

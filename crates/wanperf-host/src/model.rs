@@ -44,6 +44,11 @@ pub struct HostModel {
     pub wmem: Option<[u64; 3]>,
     /// Congestion control (`net.ipv4.tcp_congestion_control`), e.g. `reno`.
     pub cc: Option<String>,
+    /// The most its processes read from the machine's disks together, bit/s (cgroup `io.max`
+    /// rbps, v1 `blkio.throttle.read_bps_device`).
+    pub disk_read: Option<u64>,
+    /// The most they write, bit/s (`io.max` wbps, v1 `blkio.throttle.write_bps_device`).
+    pub disk_write: Option<u64>,
 }
 
 /// The keys of the text form, with what each takes.
@@ -55,7 +60,13 @@ pub const KEYS: &[(&str, &str)] = &[
     ("rmem", "MAX or MIN:DEFAULT:MAX, sizes (also tcp_rmem)"),
     ("wmem", "MAX or MIN:DEFAULT:MAX, sizes (also tcp_wmem)"),
     ("cc", "a congestion control, e.g. reno"),
+    ("disk_read", "a rate in bit/s, e.g. 400M (50 MB/s)"),
+    ("disk_write", "a rate in bit/s, e.g. 400M (50 MB/s)"),
 ];
+
+/// The slowest disk a model may have: 64 kbit/s (the kernel's throttling needs a few KB a
+/// second to make progress at all).
+const MIN_DISK_BPS: u64 = 64_000;
 
 fn switch(key: &str, v: &str) -> Result<bool, ModelError> {
     match v {
@@ -125,6 +136,17 @@ impl HostModel {
                 }
                 self.cc = Some(v.to_string());
             }
+            "disk_read" | "disk_write" => {
+                let r = units::parse_rate(v).map_err(|e| bad(format!("`{key}`: {e}")))?;
+                if r < MIN_DISK_BPS {
+                    return Err(bad(format!("`{key}` is at least 64k (bit/s), not `{v}`")));
+                }
+                if key == "disk_read" {
+                    self.disk_read = Some(r);
+                } else {
+                    self.disk_write = Some(r);
+                }
+            }
             _ => return Err(bad(format!("unknown host key `{key}` (keys: {})", key_list()))),
         }
         Ok(())
@@ -138,6 +160,12 @@ impl HostModel {
     /// The CPU quota as the kernel takes it: (quota, period) in µs a period.
     pub fn cpu_quota_us(&self) -> Option<(u64, u64)> {
         self.cpu.map(|c| (((c * PERIOD_US as f64).round() as u64).max(1000), PERIOD_US))
+    }
+
+    /// The disk limits as the kernel takes them, bytes a second (read, write); None: neither.
+    pub fn disk_bytes_s(&self) -> Option<(Option<u64>, Option<u64>)> {
+        let b = |r: Option<u64>| r.map(|r| (r / 8).max(1));
+        (self.disk_read.is_some() || self.disk_write.is_some()).then(|| (b(self.disk_read), b(self.disk_write)))
     }
 
     /// The network namespace's settings this model means, as (`/proc/sys` key, value), to be
@@ -193,6 +221,13 @@ impl HostModel {
         }
         if let Some(c) = &self.cc {
             v.push((format!("cc={c}"), c.clone()));
+        }
+        for (key, words, r) in
+            [("disk_read", "disk reads", self.disk_read), ("disk_write", "disk writes", self.disk_write)]
+        {
+            if let Some(r) = r {
+                v.push((format!("{key}={r}"), format!("{words} ≤ {}", units::fmt_rate(r as f64))));
+            }
         }
         v
     }
@@ -253,6 +288,12 @@ mod tests {
         assert_eq!(HostModel::default().to_string(), "none");
         // Two cores is a quota of two periods a period.
         assert_eq!(HostModel::parse("cpu=2").unwrap().cpu_quota_us(), Some((200_000, 100_000)));
+        // Disk rates are bit/s like every rate; the kernel takes bytes a second.
+        let d = HostModel::parse("disk_write=80M").unwrap();
+        assert_eq!(d.disk_bytes_s(), Some((None, Some(10_000_000))));
+        assert_eq!(d.describe(), "disk writes ≤ 80.0 Mbit/s");
+        assert_eq!(HostModel::parse(&d.to_string()).unwrap(), d);
+        assert!(d.sysctls().is_empty() && m.disk_bytes_s().is_none());
     }
 
     #[test]
@@ -265,6 +306,8 @@ mod tests {
             ("wmem=1:2", "MAX or MIN:DEFAULT:MAX"),
             ("rmem=512", "from 1 KiB"),
             ("cc=bbr;rm", "congestion control's name"),
+            ("disk_read=fast", "`disk_read`"),
+            ("disk_write=1k", "`disk_write` is at least 64k"),
             ("speed=1", "unknown host key `speed`"),
             ("cpu", "not key=value"),
         ] {

@@ -268,12 +268,12 @@ pub fn serve(sock: &Path, mut idle: impl FnMut(), mut handle: impl FnMut(&Reques
 /// Joins the network namespace behind descriptor `fd` of daemon `pid` (and the daemon's user
 /// namespace first, when it runs in one of its own: unprivileged paths and networks), keeps
 /// this process on the hosts' CPUs (`host_cpus`; none: any) at the hosts' `nice`.
-pub fn join(pid: u32, fd: i32, nice: i32, host_cpus: &[usize], cgroup: Option<&str>) -> Result<()> {
-    // The host's CPU quota first, while this process may still write the hierarchy.
-    if let Some(dir) = cgroup {
+pub fn join(pid: u32, fd: i32, nice: i32, host_cpus: &[usize], cgroups: &[String]) -> Result<()> {
+    // The host's limits (CPU quota, disk rates) first, while this process may still write the
+    // hierarchies.
+    for dir in cgroups {
         let procs = std::path::Path::new(dir).join("cgroup.procs");
-        std::fs::write(&procs, "0")
-            .with_context(|| format!("cannot join the host's CPU quota ({})", procs.display()))?;
+        std::fs::write(&procs, "0").with_context(|| format!("cannot join the host's limits ({})", procs.display()))?;
     }
     let theirs = std::fs::metadata(format!("/proc/{pid}/ns/user"));
     let ours = std::fs::metadata("/proc/self/ns/user");

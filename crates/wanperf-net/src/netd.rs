@@ -367,9 +367,9 @@ pub struct NetInfo {
     pub nodes: Vec<String>,
     /// Each node's environment (`WANPERF_ADDR_…`), as `net run` gives it.
     pub env: Vec<Vec<(String, String)>>,
-    /// Each node's CPU quota's control group (none without one).
+    /// Each node's limits' control groups (CPU quota, disk rates; none without any).
     #[serde(default)]
-    pub cgroups: Vec<Option<String>>,
+    pub cgroups: Vec<Vec<String>>,
 }
 
 /// The reply to [`Request::Stats`] and [`Request::Down`].
@@ -413,8 +413,8 @@ impl NetInfo {
             self.nodes.iter().position(|n| n == node).ok_or_else(|| {
                 anyhow!("no node `{node}` in network `{}` (nodes: {})", self.name, self.nodes.join(", "))
             })?;
-        let cgroup = self.cgroups.get(i).cloned().flatten();
-        daemon::join(self.pid, self.fds[i], self.nice, &self.host_cpus, cgroup.as_deref())?;
+        let cgroups = self.cgroups.get(i).cloned().unwrap_or_default();
+        daemon::join(self.pid, self.fds[i], self.nice, &self.host_cpus, &cgroups)?;
         Ok(self.env.get(i).cloned().unwrap_or_default())
     }
 }

@@ -96,7 +96,7 @@ impl Path {
     }
 
     /// The control group of a host's CPU quota, if its model has one.
-    pub fn cgroup_dir(&self, host: Host) -> Option<String> {
+    pub fn cgroup_dir(&self, host: Host) -> Vec<String> {
         self.net.cgroup_dir(node(host))
     }
 

@@ -18,15 +18,15 @@ pub struct PathInfo {
     pub host_cpus: Vec<usize>,
     pub uptime_s: f64,
     pub config: PathConfig,
-    /// The hosts' CPU quotas' control groups, left and right (none without one).
+    /// The hosts' limits' control groups (CPU quota, disk rates), left and right.
     #[serde(default)]
-    pub cgroups: [Option<String>; 2],
+    pub cgroups: [Vec<String>; 2],
 }
 
 impl PathInfo {
-    /// The control group of `host`'s CPU quota, if it has one.
-    pub fn cgroup(&self, host: Host) -> Option<&str> {
-        self.cgroups[usize::from(host != Host::Left)].as_deref()
+    /// The control groups of `host`'s limits (none without any).
+    pub fn cgroup(&self, host: Host) -> &[String] {
+        &self.cgroups[usize::from(host != Host::Left)]
     }
 
     /// The namespace descriptor of `host`.

@@ -19,7 +19,7 @@ use wanperf_emu::config::{DirConfig, LossModel};
 use wanperf_emu::fabric::{Control, End, Fabric, IcmpShape, Injection, Injector, LinkSpec, LinkStats, Tap};
 use wanperf_emu::netns::{self, EnvError, Netns};
 use wanperf_emu::packet;
-use wanperf_host::cgroup::CpuQuota;
+use wanperf_host::cgroup::HostGroup;
 
 const ETHERNET_HEADER: usize = 14;
 
@@ -49,9 +49,9 @@ pub struct Network {
     /// Current link configurations (what `set` changes).
     configs: Vec<(DirConfig, DirConfig)>,
     export: Option<Arc<Mutex<ExportStats>>>,
-    /// Each node's CPU quota, if its model has one (after `nodes`: dropped once the
-    /// namespaces are gone).
-    quotas: Vec<Option<CpuQuota>>,
+    /// Each node's limits (CPU quota, disk rates), if its model has any (after `nodes`:
+    /// dropped once the namespaces are gone).
+    quotas: Vec<Option<HostGroup>>,
 }
 
 /// What a host's model did: the model, and its CPU quota's accounting when it has one.
@@ -67,11 +67,47 @@ pub struct HostReport {
     pub cpu: Option<wanperf_host::cgroup::CpuStats>,
     /// The quota, cores.
     pub cpu_cores: Option<f64>,
+    /// The host's disk limits and what reached the machine's disks under them (none without
+    /// any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk: Option<DiskReport>,
     /// The TCP settings as the host's kernel reports them now (`/proc/sys` key, value).
     pub settings: Vec<(String, String)>,
     /// The settings whose value in the kernel is not the one the model set (key, the kernel's
     /// value, the model's).
     pub not_held: Vec<(String, String, String)>,
+    /// Its interfaces' transmit queues as the kernel counts them (a host with `txqueuelen`):
+    /// seed 003's "SendStall", a full queue's drops on the sending host itself.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<IfaceQueue>,
+}
+
+/// A host's disk limits (bit/s, as its model set them) and the bytes that reached the disks.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DiskReport {
+    /// The read limit.
+    pub read_bps: Option<u64>,
+    /// The write limit.
+    pub write_bps: Option<u64>,
+    /// What the kernel counted under them.
+    #[serde(flatten)]
+    pub done: wanperf_host::cgroup::DiskStats,
+    /// The disks they apply to, `MAJ:MIN`.
+    pub disks: Vec<String>,
+}
+
+/// One host interface's transmit queue: its length and what its queueing discipline did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IfaceQueue {
+    /// The device (`wan0`).
+    pub dev: String,
+    /// Its `txqueuelen`, packets.
+    pub txqueuelen: Option<u32>,
+    /// The kernel's counters of its root queueing discipline.
+    pub qdisc: wanperf_emu::netns::QdiscStats,
+    /// Packets the device itself dropped on transmit (`ip -s link`'s TX dropped): where a TUN
+    /// device's full queue of `txqueuelen` packets drops.
+    pub tx_dropped: u64,
 }
 
 impl Injector for Generator {
@@ -216,12 +252,13 @@ impl Network {
             let (kind, ecmp, model) = (n.kind.clone(), topo.ecmp, n.model.sysctls());
             ns.run(move || configure_node(&kind, ecmp, &model))??;
             nodes.push(ns);
-            quotas.push(match n.model.cpu_quota_us() {
-                Some((quota, period)) => Some(CpuQuota::create(&n.name, quota, period).map_err(|e| EnvError::Sys {
-                    what: "setting up a host's CPU quota",
+            let (cpu, disk) = (n.model.cpu_quota_us(), n.model.disk_bytes_s());
+            quotas.push(match cpu.is_some() || disk.is_some() {
+                true => Some(HostGroup::create(&n.name, cpu, disk).map_err(|e| EnvError::Sys {
+                    what: "setting up a host's limits",
                     err: std::io::Error::other(e.to_string()),
                 })?),
-                None => None,
+                false => None,
             });
         }
         // Devices: TUN where this user may open /dev/net/tun, else veth pairs into a middle
@@ -354,10 +391,11 @@ impl Network {
         self.nodes[node].raw_fd()
     }
 
-    /// The control group of a node's CPU quota (none without one): what a process joining the
+    /// The control groups of a node's limits (none without any): what a process joining the
     /// node joins too.
-    pub fn cgroup_dir(&self, node: usize) -> Option<String> {
-        self.quotas.get(node)?.as_ref().map(|q| q.dir().display().to_string())
+    pub fn cgroup_dir(&self, node: usize) -> Vec<String> {
+        let g = self.quotas.get(node).and_then(|q| q.as_ref());
+        g.map(|g| g.dirs().iter().map(|d| d.display().to_string()).collect()).unwrap_or_default()
     }
 
     /// The environment commands on the network get: `WANPERF_ADDR_<NAME>` (each node's first
@@ -380,12 +418,12 @@ impl Network {
         cmd.envs(self.env(node));
         let nice = self.host_nice;
         let cpus = self.host_cpus.clone();
-        let cgroup = self.quotas.get(node).and_then(|q| q.as_ref()).map(CpuQuota::procs_fd);
+        let cgroups = self.quotas.get(node).and_then(|q| q.as_ref()).map(HostGroup::procs_fds).unwrap_or_default();
         // The namespace's descriptor stays open until exec (the node owns it), and so does the
         // quota's `cgroup.procs`.
         wanperf_sys::process::set_up_child(
             cmd,
-            wanperf_sys::process::ChildSetup { netns: Some(fd), nice, cpus, die_with_parent: true, cgroup },
+            wanperf_sys::process::ChildSetup { netns: Some(fd), nice, cpus, die_with_parent: true, cgroups },
         );
     }
 
@@ -393,7 +431,7 @@ impl Network {
     pub fn host_reports(&self) -> Vec<HostReport> {
         let mut out = Vec::new();
         for (i, n) in self.topo.nodes.iter().enumerate() {
-            if n.model.is_default() {
+            if n.model.is_default() && n.txqueuelen.is_none() {
                 continue;
             }
             let quota = self.quotas.get(i).and_then(|q| q.as_ref());
@@ -417,14 +455,44 @@ impl Network {
                 .filter(|((_, want), (_, have))| words(want) != *have)
                 .map(|((_, want), (k, have))| (k.clone(), have.clone(), words(want)))
                 .collect();
+            let queues = match n.txqueuelen {
+                None => Vec::new(),
+                Some(_) => {
+                    let devs: Vec<(String, Option<u32>)> =
+                        self.plan.ifaces_of(i).map(|f| (f.dev.clone(), f.txqueuelen)).collect();
+                    self.nodes[i]
+                        .run(move || {
+                            let stats = netns::qdisc_stats().unwrap_or_default();
+                            let dropped = netns::tx_dropped().unwrap_or_default();
+                            devs.into_iter()
+                                .filter_map(|(dev, txqueuelen)| {
+                                    let idx = netns::ifindex(&dev).ok()?;
+                                    let qdisc = stats.iter().find(|q| q.ifindex == idx)?.clone();
+                                    let tx_dropped = dropped.iter().find(|d| d.0 == idx).map_or(0, |d| d.1);
+                                    Some(IfaceQueue { dev, txqueuelen, qdisc, tx_dropped })
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                }
+            };
             out.push(HostReport {
                 host: n.name.clone(),
                 model: n.model.to_string(),
                 described: n.model.describe(),
-                cpu: quota.and_then(|q| q.stats().ok()),
-                cpu_cores: quota.map(CpuQuota::cores),
+                cpu: quota.and_then(HostGroup::cpu_stats),
+                cpu_cores: quota.and_then(HostGroup::cores),
+                disk: quota.and_then(|g| {
+                    Some(DiskReport {
+                        read_bps: n.model.disk_read,
+                        write_bps: n.model.disk_write,
+                        done: g.disk_stats()?,
+                        disks: g.disks().to_vec(),
+                    })
+                }),
                 settings,
                 not_held,
+                queues,
             });
         }
         out

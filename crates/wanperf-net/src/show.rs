@@ -354,6 +354,14 @@ pub fn print_hosts(reports: &[crate::run::HostReport], json: bool, out: &mut dyn
     }
     for r in reports {
         let mut parts = vec![r.described.clone()];
+        if let Some(d) = &r.disk {
+            parts.push(format!(
+                "disks {}: {} read, {} written",
+                d.disks.join(" "),
+                fmt_bytes(d.done.read_bytes),
+                fmt_bytes(d.done.write_bytes)
+            ));
+        }
         if let (Some(c), Some(cores)) = (&r.cpu, r.cpu_cores) {
             parts.push(format!(
                 "CPU quota {cores} cores: throttled in {} of {} periods ({:.2} s waiting)",
@@ -364,12 +372,26 @@ pub fn print_hosts(reports: &[crate::run::HostReport], json: bool, out: &mut dyn
             let s: Vec<String> = r.settings.iter().map(|(k, v)| format!("{} = {v}", k.replace('/', "."))).collect();
             parts.push(format!("kernel: {}", s.join(", ")));
         }
+        for q in &r.queues {
+            parts.push(format!(
+                "{} queue ({}, txqueuelen {}): {} pkts sent, {} dropped when full (device {}, qdisc {}), {} requeued",
+                q.dev,
+                q.qdisc.kind,
+                q.txqueuelen.map_or("default".into(), |n| n.to_string()),
+                q.qdisc.packets,
+                q.tx_dropped + q.qdisc.drops,
+                q.tx_dropped,
+                q.qdisc.drops,
+                q.qdisc.requeues
+            ));
+        }
         let _ = writeln!(out, "host {}: {}", r.host, parts.join("; "));
     }
 }
 
 /// What a host's model never did: a CPU quota the host never ran into (no throttled period:
-/// nothing it ran needed more), a setting the host's kernel does not hold.
+/// nothing it ran needed more), a disk limit no byte reached a disk under, a setting the
+/// host's kernel does not hold.
 pub fn hosts_not_acted(reports: &[crate::run::HostReport]) -> Vec<String> {
     let mut out = Vec::new();
     for r in reports {
@@ -379,6 +401,21 @@ pub fn hosts_not_acted(reports: &[crate::run::HostReport]) -> Vec<String> {
                     "host {}: its CPU quota ({cores} cores) never throttled in {} periods: nothing it ran needed more, it never acted",
                     r.host, c.periods
                 ));
+            }
+        }
+        if let Some(d) = &r.disk {
+            for (what, limit, bytes) in
+                [("read", d.read_bps, d.done.read_bytes), ("write", d.write_bps, d.done.write_bytes)]
+            {
+                if let (Some(l), 0) = (limit, bytes) {
+                    out.push(format!(
+                        "host {}: its disk {what} limit ({}) never acted: no byte was {} a disk under it \
+                         (page-cache hits, or buffered writes a v1 cgroup's writeback does not charge)",
+                        r.host,
+                        fmt_rate(l as f64),
+                        if what == "read" { "read from" } else { "written to" },
+                    ));
+                }
             }
         }
         for (k, have, want) in &r.not_held {
@@ -436,4 +473,42 @@ pub fn net_presets(name: Option<&str>, json_out: bool) -> Result<Vec<String>, St
         }
         None => crate::presets::all().iter().map(|p| format!("{:<24} {}", p.name, p.source)).collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{DiskReport, HostReport};
+
+    fn host(disk: Option<DiskReport>) -> HostReport {
+        HostReport {
+            host: "right".into(),
+            model: String::new(),
+            described: String::new(),
+            cpu: None,
+            cpu_cores: None,
+            disk,
+            settings: Vec::new(),
+            not_held: Vec::new(),
+            queues: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_disk_limit_no_byte_reached_never_acted() {
+        let stats = |r, w| wanperf_host::cgroup::DiskStats { read_bytes: r, write_bytes: w };
+        let d = |r, w| DiskReport {
+            read_bps: Some(80_000_000),
+            write_bps: None,
+            done: stats(r, w),
+            disks: vec!["254:0".into()],
+        };
+        let said = hosts_not_acted(&[host(Some(d(0, 25 << 20)))]);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0]
+            .starts_with("host right: its disk read limit (80.0 Mbit/s) never acted: no byte was read from a disk"));
+        // Reads reached the disk: it acted; no write limit was set: nothing to say about writes.
+        assert!(hosts_not_acted(&[host(Some(d(4096, 0)))]).is_empty());
+        assert!(hosts_not_acted(&[host(None)]).is_empty());
+    }
 }

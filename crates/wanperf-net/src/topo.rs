@@ -383,8 +383,8 @@ fn host(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
 }
 
 /// A host table's keys for its model (`wanperf_host::HostModel`).
-pub(crate) const HOST_MODEL_KEYS: [&str; 7] =
-    ["cpu", "sack", "timestamps", "window_scaling", "tcp_rmem", "tcp_wmem", "cc"];
+pub(crate) const HOST_MODEL_KEYS: [&str; 9] =
+    ["cpu", "sack", "timestamps", "window_scaling", "tcp_rmem", "tcp_wmem", "cc", "disk_read", "disk_write"];
 
 /// A `[[router]]` table.
 fn router(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
@@ -850,7 +850,11 @@ rate = "3M"
         assert!(t.nodes[1].model.is_default());
         let e = bad(&pair("cpu = 0.25\nsack = \"sometimes\"\n"));
         assert_eq!((e.line, e.message.as_str()), (4, "`sack` is on or off, not `sometimes`"));
-        let e = bad(&pair("disk_read = \"10M\"\n"));
-        assert!(e.message.starts_with("unknown key `disk_read`"), "{e}");
+        let t = Topology::parse(&pair("disk_read = \"400M\"\n"), &none).unwrap();
+        assert_eq!(t.nodes[0].model.disk_read, Some(400_000_000));
+        let e = bad(&pair("disk_write = \"fast\"\n"));
+        assert!(e.message.starts_with("`disk_write`"), "{e}");
+        let e = bad(&pair("memory = \"1G\"\n"));
+        assert!(e.message.starts_with("unknown key `memory`"), "{e}");
     }
 }

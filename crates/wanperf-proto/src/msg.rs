@@ -404,6 +404,15 @@ pub struct TcpInfo {
     /// [`Self::snd_mss`]), and it is written only when set.
     #[serde(alias = "cwnd_bytes", skip_serializing_if = "Option::is_none")]
     pub snd_cwnd_bytes: Option<u64>,
+    /// Whether the connection negotiated SACK (`tcpi_options`); both ends must allow it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sack: Option<bool>,
+    /// Whether it negotiated timestamps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamps: Option<bool>,
+    /// The window scale shifts it negotiated, [send, receive]; `None` without window scaling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wscale: Option<[u8; 2]>,
 }
 
 /// UDP counters for one flow, as seen by one end.

@@ -72,6 +72,7 @@ pub fn all(v: &View) -> Vec<Item> {
     distributions(v, &mut out);
     rtt_vs_throughput(v, &mut out);
     time_series(v, &mut out);
+    interval_scatter(v, &mut out);
     policer_envelope(v, &mut out);
     tcp_state(v, &mut out);
     tcp_counters(v, &mut out);
@@ -347,6 +348,9 @@ fn axis_of(key: &str) -> (String, f64, bool) {
         "rtt" => ("path RTT (ms)".into(), 1000.0, false),
         "loss" => ("path loss (%)".into(), 100.0, false),
         "queue" => ("queue (KiB)".into(), 1.0 / 1024.0, false),
+        "txqueuelen" => ("host interface queue, txqueuelen (packets, log scale)".into(), 1.0, true),
+        "duration" => ("duration (s)".into(), 1.0, false),
+        "bitrate" => ("target bitrate (Mbit/s)".into(), 1e-6, false),
         k => (format!("{k} (study units)"), 1.0, false),
     }
 }
@@ -848,6 +852,12 @@ fn time_series(v: &View, out: &mut Vec<Item>) {
             picks.push((g, "the cell with the most added delay"));
         }
     }
+    // A small study gets every cell's series (seed 002 drew each reservation's), in the
+    // study's order; a larger one the two above.
+    let with: Vec<&Group> = v.groups.iter().filter(with_data).collect();
+    if with.len() > 2 && with.len() <= MAX_SERIES_CELLS {
+        picks = with.into_iter().map(|g| (g, "")).collect();
+    }
     if picks.is_empty() {
         return skip(out, "timeseries", "No time series: the run stored neither intervals nor probes.");
     }
@@ -862,6 +872,63 @@ fn time_series(v: &View, out: &mut Vec<Item>) {
         let (drawn, finding) = cell_series(cell, &title);
         push(out, numbered("timeseries", k), &title, drawn, finding);
     }
+}
+
+/// Most cells a study may have for every one to get its own time series.
+const MAX_SERIES_CELLS: usize = 8;
+
+/// Most cells drawn as series of their own in the scatter; the rest are pooled.
+const MAX_SCATTER_SERIES: usize = 6;
+
+/// Every interval of every TCP cell as a point, its goodput against its streams' mean smoothed
+/// RTT (seed 002's thrulay scatter): a queue that fills shows as RTT rising with goodput, a
+/// policer as goodput capped whatever the RTT. One series per cell (the first few), with a
+/// linear fit over all points.
+fn interval_scatter(v: &View, out: &mut Vec<Item>) {
+    let mut per_cell: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for g in &v.groups {
+        let mut pts = Vec::new();
+        for c in &g.cells {
+            // Per interval end: the sum of the streams' goodput and the mean of their srtt.
+            let mut by_end: std::collections::BTreeMap<u64, (f64, f64, u32)> = Default::default();
+            for r in c.cell.intervals.iter().filter(|r| r.stream >= 0) {
+                let e = by_end.entry((r.end_s * 1000.0).round() as u64).or_default();
+                e.0 += r.throughput_bps / 1e6;
+                if let Some(t) = r.srtt_us {
+                    e.1 += f64::from(t) / 1000.0;
+                    e.2 += 1;
+                }
+            }
+            pts.extend(by_end.values().filter(|e| e.2 > 0).map(|e| (e.0, e.1 / f64::from(e.2))));
+        }
+        if !pts.is_empty() {
+            per_cell.push((group_label(v, g), pts));
+        }
+    }
+    let n: usize = per_cell.iter().map(|c| c.1.len()).sum();
+    if n < 10 {
+        return skip(out, "interval-scatter", "No per-interval scatter: fewer than ten TCP intervals with an RTT.");
+    }
+    let all: Vec<(f64, f64)> = per_cell.iter().flat_map(|c| c.1.iter().copied()).collect();
+    let mut series = Vec::new();
+    for (i, (label, pts)) in per_cell.iter().enumerate().take(MAX_SCATTER_SERIES) {
+        let thin: Vec<(f64, f64)> = thin_indices(pts.len(), MAX_POINTS).into_iter().map(|k| pts[k]).collect();
+        series.push(Series::new(label.clone(), thin, Mark::Points, i));
+    }
+    if per_cell.len() > MAX_SCATTER_SERIES {
+        let rest: Vec<(f64, f64)> = per_cell[MAX_SCATTER_SERIES..].iter().flat_map(|c| c.1.iter().copied()).collect();
+        let thin: Vec<(f64, f64)> = thin_indices(rest.len(), MAX_POINTS).into_iter().map(|k| rest[k]).collect();
+        series.push(Series::new(format!("{} more cells", per_cell.len() - MAX_SCATTER_SERIES), thin, Mark::Points, 7));
+    }
+    let (x, y): (Vec<f64>, Vec<f64>) = all.iter().copied().unzip();
+    let mut finding = format!("{n} intervals of {} cell(s).", per_cell.len());
+    if let Ok(l) = fit::linear(&x, &y) {
+        finding += &format!(" Linear fit: RTT ≈ {} + {}·x ms with x in Mbit/s (R² = {:.2}).", sig(l.a), sig(l.b), l.r2);
+    }
+    let title = "Per-interval goodput against smoothed RTT".to_string();
+    let mut axes = Axes::new(&title, "goodput in the interval (Mbit/s)", "mean smoothed RTT of the streams (ms)");
+    axes.y_zero = true;
+    push(out, "interval-scatter".into(), &title, plot::xy(&axes, &series), finding);
 }
 
 /// Thrulay-style series of one cell: goodput per interval (sum and streams), the streams'

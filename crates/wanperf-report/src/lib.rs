@@ -311,6 +311,9 @@ mod tests {
         let names: Vec<&str> = r.figures.iter().map(|f| f.name.as_str()).collect();
         assert!(names.contains(&"throughput") && !names.contains(&"throughput-heatmap"), "{names:?}");
         assert!(names.contains(&"tcp-counters") && names.contains(&"timeseries"), "{names:?}");
+        // Four cells: each its own series; every interval in the goodput–RTT scatter.
+        assert_eq!(names.iter().filter(|n| n.starts_with("timeseries")).count(), 4, "{names:?}");
+        assert!(figure(&r.html, "interval-scatter").contains("mean smoothed RTT of the streams (ms)"));
         let skipped: Vec<&str> = r.skipped.iter().map(|s| s.0.as_str()).collect();
         for s in ["rtt-window", "rtt-histogram", "rtt-cdf", "rtt-throughput"] {
             assert!(skipped.contains(&s), "{s} not skipped: {skipped:?}");
@@ -323,7 +326,7 @@ mod tests {
         // One load cell (seed 000's first experiment): distributions and a time series only.
         let one = report(&synthetic::load_study("one", &[10], &[262_144], 100, false));
         let names: Vec<&str> = one.figures.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(names, ["rtt-histogram", "rtt-cdf", "timeseries"]);
+        assert_eq!(names, ["rtt-histogram", "rtt-cdf", "timeseries", "interval-scatter"]);
         assert!(
             one.figures[0].finding.contains("+93.0 ms ≈ 291 kB queued at 25.0 Mbit/s"),
             "{}",

@@ -24,6 +24,11 @@ fn tdi(x: u64) -> String {
     format!("<td>{x}</td>")
 }
 
+/// A table cell with a count, or a dash where there is none.
+fn td_opt(x: Option<u64>) -> String {
+    x.map_or_else(|| "<td>–</td>".to_string(), tdi)
+}
+
 fn tdl(s: &str) -> String {
     format!("<td class=\"l\">{}</td>", esc(s))
 }
@@ -683,7 +688,7 @@ fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
     let mut h = format!(
         "<h3>What the {what}'s elements did</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th>\
          <th class=\"l\">direction</th><th>packets in</th><th>queue drops</th><th>policed</th><th>policer drops</th>\
-         <th>re-marked</th><th>random losses</th><th class=\"l\">hosts</th></tr>\n",
+         <th>re-marked</th><th>random losses</th><th>sender's queue drops</th><th class=\"l\">hosts</th></tr>\n",
     );
     for (c, e) in emu {
         let params = c.cell.params.iter().map(|(k, v)| crate::fmt::param(k, v)).collect::<Vec<_>>().join(", ");
@@ -697,7 +702,13 @@ fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
                     (Some(t), Some(p)) => format!(": CPU quota throttled in {t} of {p} periods"),
                     _ => String::new(),
                 };
-                format!("{} ({}){cpu}", x["host"].as_str().unwrap_or("?"), x["model"].as_str().unwrap_or(""))
+                let queues: String = x["queues"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|q| format!(", txqueuelen {}", q["txqueuelen"].as_u64().unwrap_or(0)))
+                    .collect();
+                format!("{} ({}){cpu}{queues}", x["host"].as_str().unwrap_or("?"), x["model"].as_str().unwrap_or(""))
             })
             .collect::<Vec<_>>()
             .join("; ");
@@ -743,12 +754,29 @@ fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
                 dirs.push(("right → left".into(), &e["stats"]["down"]));
             }
         }
+        // The sending host's own interface-queue drops (device and qdisc; seed 003's
+        // SendStall), where it reports them: a path's left host sends up, a network's the
+        // direction's first node.
+        let host_drops = |name: &str| -> Option<u64> {
+            let x = e["hosts"].as_array()?.iter().find(|x| x["host"] == name)?;
+            let qs = x["queues"].as_array().filter(|q| !q.is_empty())?;
+            Some(
+                qs.iter()
+                    .map(|q| q["qdisc"]["drops"].as_u64().unwrap_or(0) + q["tx_dropped"].as_u64().unwrap_or(0))
+                    .sum(),
+            )
+        };
         for (n, (dir, d)) in dirs.iter().enumerate() {
+            let sender = match dir.as_str() {
+                "left → right" => "left",
+                "right → left" => "right",
+                d => d.split(' ').nth(1).unwrap_or(""),
+            };
             let classes = d["classes"].as_object();
             let sum = |f: &str| -> u64 { classes.map_or(0, |m| m.values().filter_map(|x| x[f].as_u64()).sum()) };
             let _ = writeln!(
                 h,
-                "<tr>{}{}{}{}{}{}{}{}{}</tr>",
+                "<tr>{}{}{}{}{}{}{}{}{}{}</tr>",
                 tdl(&format!(
                     "{} (repeat {})",
                     if params.is_empty() { "the cell".to_string() } else { params.clone() },
@@ -761,6 +789,7 @@ fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
                 tdi(sum("policer_drops")),
                 tdi(sum("remarks")),
                 tdi(sum("random_losses")),
+                td_opt(host_drops(sender)),
                 tdl(if n == 0 { &hosts } else { "" })
             );
         }

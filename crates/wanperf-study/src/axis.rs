@@ -94,7 +94,16 @@ pub fn fmt_value(key: &str, v: &serde_json::Value) -> String {
     match (unit_key(key), v.as_f64()) {
         ("window" | "queue" | "queue_up" | "queue_down" | "size" | "block", Some(b)) => units::fmt_bytes(b as u64),
         ("rate" | "rate_up" | "rate_down" | "bitrate", Some(r)) => units::fmt_rate(r),
-        ("rtt" | "delay" | "delay_up" | "delay_down" | "duration", Some(s)) => format!("{:.0} ms", s * 1000.0),
+        // Whole milliseconds where that says it all; sub-millisecond values keep their digits
+        // (trend lines are grouped by this text).
+        ("rtt" | "delay" | "delay_up" | "delay_down" | "duration", Some(s)) => {
+            let ms = s * 1000.0;
+            if (ms - ms.round()).abs() < 1e-9 {
+                format!("{ms:.0} ms")
+            } else {
+                format!("{} ms", (ms * 1000.0).round() / 1000.0)
+            }
+        }
         _ => v.as_str().map_or_else(|| v.to_string(), str::to_string),
     }
 }

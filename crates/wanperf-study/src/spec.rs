@@ -521,6 +521,19 @@ impl Study {
             }
         }
         v.entry("streams".to_string()).or_insert(1.0);
+        // A cell measured right → left (`direction = "down"`, `reverse`) is bounded by that
+        // direction's path: its rate, queue and loss; the policer values describe left → right.
+        let args = self.measure_args(cell);
+        if args.iter().any(|(k, x)| (k == "direction" && x == "down") || (k == "reverse" && x == "true")) {
+            for (k, from) in [("rate", "rate_down"), ("queue", "queue_down"), ("loss", "loss_down")] {
+                match v.get(from).copied() {
+                    Some(x) => v.insert(k.to_string(), x),
+                    None => v.remove(k),
+                };
+            }
+            v.remove("policer_rate");
+            v.remove("burst");
+        }
         v
     }
 
@@ -856,6 +869,40 @@ mod expect_tests {
         fn link_values(&self, _: &[String]) -> BTreeMap<String, f64> {
             cfg(&[("rate", 1e7), ("rtt", 0.1), ("queue", 1e6)])
         }
+    }
+
+    /// A path 10 Mbit/s up and 2 Mbit/s down, with a policer up.
+    struct Asym;
+    impl Flags for Asym {
+        fn check_command(&self, _: &[String]) -> Result<(), String> {
+            Ok(())
+        }
+        fn check_link(&self, _: &[String]) -> Result<(), String> {
+            Ok(())
+        }
+        fn bottleneck_bps(&self, _: &[String]) -> Option<f64> {
+            None
+        }
+        fn link_values(&self, _: &[String]) -> BTreeMap<String, f64> {
+            cfg(&[
+                ("rate", 1e7),
+                ("rate_up", 1e7),
+                ("rate_down", 2e6),
+                ("queue", 1e6),
+                ("queue_down", 2e5),
+                ("burst", 8e6),
+            ])
+        }
+    }
+
+    #[test]
+    fn a_cell_measured_down_is_bounded_by_the_down_direction() {
+        let text = "name = \"s\"\n[measure]\nkind = \"tput\"\n[sweep]\ndirection = [\"up\", \"down\"]\n";
+        let s = Study::parse(text, &Asym).unwrap();
+        let cells = s.cells();
+        let (up, down) = (s.config(&cells[0], &Asym), s.config(&cells[1], &Asym));
+        assert_eq!((up["rate"], up["queue"], up.get("burst")), (1e7, 1e6, Some(&8e6)));
+        assert_eq!((down["rate"], down["queue"], down.get("burst")), (2e6, 2e5, None));
     }
 
     const BASE: &str = "name = \"s\"\n[path]\nrate = \"10M\"\n[measure]\nkind = \"tput\"\n[sweep]\nwindow = [\"64K\", \"1M\"]\nstreams = [1, 4]\n";

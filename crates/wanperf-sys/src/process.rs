@@ -36,22 +36,22 @@ pub struct ChildSetup {
     pub cpus: Vec<usize>,
     /// SIGKILL the child when this process (its parent) dies, kill -9 included.
     pub die_with_parent: bool,
-    /// A control group's `cgroup.procs`, open for writing: the child writes `0` to it (joins
-    /// the group) before it execs. It must stay open until the command is spawned.
-    pub cgroup: Option<RawFd>,
+    /// Control groups' `cgroup.procs`, open for writing: the child writes `0` to each (joins
+    /// the groups) before it execs. They must stay open until the command is spawned.
+    pub cgroups: Vec<RawFd>,
 }
 
 /// Makes `cmd`'s process do `setup` before it execs (a failed step fails the spawn).
 pub fn set_up_child(cmd: &mut Command, setup: ChildSetup) {
     use std::os::unix::process::CommandExt;
-    let ChildSetup { netns, nice, cpus, die_with_parent, cgroup } = setup;
+    let ChildSetup { netns, nice, cpus, die_with_parent, cgroups } = setup;
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
     // (write, setns, setpriority, sched_setaffinity, prctl) that allocate nothing: the CPU list
-    // was allocated before the fork, and the CPU set, the written byte and errors live on the
-    // stack or in static memory.
+    // and the groups' descriptors were allocated before the fork, and the CPU set, the written
+    // byte and errors live on the stack or in static memory.
     unsafe {
         cmd.pre_exec(move || {
-            if let Some(fd) = cgroup {
+            for &fd in &cgroups {
                 // "0": the writing process itself.
                 if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
                     return Err(io::Error::last_os_error());

@@ -38,6 +38,11 @@ pub struct TcpInfoBytes {
 }
 
 impl TcpInfoBytes {
+    /// The byte at offset `off`, if the kernel wrote it.
+    pub fn u8_at(&self, off: usize) -> Option<u8> {
+        (off < self.len).then(|| self.buf[off])
+    }
+
     /// The u32 at byte offset `off`, if the kernel wrote it.
     pub fn u32_at(&self, off: usize) -> Option<u32> {
         let b = &self.buf;

@@ -520,10 +520,32 @@ fn txqueuelen_acts_on_the_senders_interface_queue() {
             bps / 1e6
         );
         assert_eq!(bottleneck_drops, 0, "the backlog must wait in the host's interface queue, not the bottleneck");
-        results.push((q, bps, retrans));
+        // The kernel's own count of that queue's overflow (`tc -s qdisc`'s dropped) on the
+        // sending host: seed 003's SendStall.
+        let err = String::from_utf8_lossy(&out.stderr);
+        let hosts: Value = err
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["event"] == "hosts")
+            .unwrap_or_else(|| panic!("no hosts record: {err}"));
+        let queue = &hosts["hosts"][0]["queues"][0];
+        assert_eq!(
+            (&hosts["hosts"][0]["host"], &queue["txqueuelen"]),
+            (&Value::from("left"), &Value::from(q.parse::<u32>().unwrap())),
+            "{hosts}"
+        );
+        assert_eq!(queue["qdisc"]["kind"], "pfifo_fast", "{queue}");
+        assert!(u(&queue["qdisc"]["packets"]) > 1000, "{queue}");
+        // A TUN device's queue of txqueuelen packets drops in the device (`ip -s link`'s TX
+        // dropped), after the qdisc: the two together are the host's own drops.
+        let host_drops = u(&queue["tx_dropped"]) + u(&queue["qdisc"]["drops"]);
+        eprintln!("  left host's wan0 queue dropped {host_drops}");
+        results.push((q, bps, retrans, host_drops));
     }
     let (small, large) = (&results[0], &results[3]);
     assert!(small.2 > 0, "txqueuelen 100 overflows: TCP must retransmit");
+    assert!(small.3 > 0, "txqueuelen 100 overflows: the host's queue drops");
+    assert!(large.3 < small.3, "a queue of 50000 drops less than one of 100: {results:?}");
     assert!(large.1 > 5.0 * small.1, "txqueuelen 50000 ({}) not far above 100 ({})", large.1, small.1);
     assert!(large.2 < small.2, "fewer retransmits with the long queue");
 }
@@ -544,4 +566,30 @@ fn unprivileged_user_gets_a_path_too() {
     assert_eq!(rtts.len(), 7);
     // The first probe also waits for address resolution across the path.
     assert!(rtt_fits(least(&rtts), 20.0, 2), "{rtts:?}");
+}
+
+/// SACK switched off on the sending host shows in the sender's own TCP_INFO (what the
+/// connection negotiated), as the host's other TCP options do; on the default stack it is on.
+#[test]
+fn a_hosts_tcp_options_show_in_the_senders_tcp_info() {
+    let _serial = serial();
+    if !paths_available() {
+        return;
+    }
+    let negotiated = |model: &str| -> Value {
+        let mut link = vec!["--rtt", "10ms", "--rate", "50M"];
+        if !model.is_empty() {
+            link.extend(["--host-left", model]);
+        }
+        let out = on_path(&link, &["tput", "198.18.0.2", "-t", "1", "--json"], Duration::from_secs(60));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let intervals: Vec<Value> = records(&out).into_iter().filter(|r| r["event"] == "interval").collect();
+        intervals.iter().find_map(|i| i["streams"][0]["tcp"].as_object().cloned()).map(Value::Object).expect("TCP_INFO")
+    };
+    let open = negotiated("");
+    assert_eq!((&open["sack"], &open["timestamps"]), (&Value::Bool(true), &Value::Bool(true)), "{open}");
+    assert!(open["wscale"].is_array(), "{open}");
+    let old = negotiated("sack=off,timestamps=off,window_scaling=off");
+    assert_eq!((&old["sack"], &old["timestamps"]), (&Value::Bool(false), &Value::Bool(false)), "{old}");
+    assert!(old.get("wscale").is_none(), "{old}");
 }

@@ -650,6 +650,53 @@ host_left = ["none", "cpu=0.03"]
 }
 
 #[test]
+fn a_disk_write_limit_makes_a_direct_copy_disk_bound_as_the_kernel_counts_it() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("copydisk");
+    let db = d.join("a.sqlite").display().to_string();
+    // The receiving host's disk writes at most 80 Mbit/s (10 MB/s): its O_DIRECT writes reach
+    // the machine's disk, where the kernel's throttling (io.max, v1 blkio) holds them.
+    let file = write(
+        &d,
+        "s.toml",
+        r#"name = "copy-slow-disk"
+[path]
+rtt = "10ms"
+rate = "1G"
+[measure]
+kind = "copy"
+size = "24MB"
+direct = true
+[sweep]
+host_right = ["none", "disk_write=80M", "disk_read=80M"]
+"#,
+    );
+    let out = run(&["study", "run", &file, "--db", &db, "--json"], Duration::from_secs(180));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = data["cells"].as_array().unwrap();
+    let verdict = |i: usize| cells[i]["summary"]["verdict"]["text"].as_str().unwrap_or("").to_string();
+    let rate = |i: usize| f(&cells[i]["summary"]["copy"]["rate_bytes_s"]);
+    assert!(rate(1) <= 10e6 * 1.1, "capped at 10 MB/s: {} B/s ({})", rate(1), verdict(1));
+    assert!(verdict(1).starts_with("limited by disk write on the receiver"), "capped: {}", verdict(1));
+    assert!(rate(0) > 2.0 * rate(1), "uncapped {} B/s, capped {} B/s", rate(0), rate(1));
+    // The kernel counted the copy's bytes under the limit.
+    let host = &cells[1]["emulator"]["hosts"][0];
+    assert_eq!(host["host"], "right");
+    assert!(u(&host["disk"]["write_bytes"]) >= 24 << 20, "{host}");
+    // A read limit on a host that only writes has (next to) nothing to act on: the copy is not
+    // held to it, and the kernel counted at most a few metadata blocks read (none: the cell
+    // says the limit never acted).
+    assert!(rate(2) > 2.0 * rate(1), "read-limited {} B/s", rate(2));
+    let host = &cells[2]["emulator"]["hosts"][0];
+    assert!(u(&host["disk"]["read_bytes"]) < 1 << 20, "{host}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
 fn a_capacity_study_sweeps_the_link_rate_and_tables_each_estimate() {
     if !paths_available() {
         return;
