@@ -30,16 +30,16 @@ pub struct Preset {
 pub fn all() -> Vec<Preset> {
     let oscars = |rate| PolicerConfig {
         rate_bps: rate,
-        // seed 002 line 68: burst-size-limit "default to 1MByte" (taken as 1 MiB, the project's "1MB").
+        // seed 002 line 32: burst-size-limit "default to 1MByte" (taken as 1 MiB, the project's "1MB").
         burst_bytes: 1 << 20,
-        // seed 002 lines 54-62: the reservation covered the measured flow itself (its port 5011).
+        // seed 002 lines 18-26: the reservation covered the measured flow itself (its port 5011).
         selector: Some(Selector::Test),
-        // seed 002 lines 60-62: excess is dropped, not passed: the policed flow stayed under the
+        // seed 002 lines 24-26: excess is dropped, not passed: the policed flow stayed under the
         // rate (874 kbit/s, 0.961 Mbit/s) on a path where best effort got 7.6-8.2 Mbit/s.
         action: PolicerAction::Drop,
     };
-    // The OSCARS path SLAC→CERN (seed 002 lines 54-78), the same for both reservations.
-    // seed 002 line 56: "The RTT was about 170ms".
+    // The OSCARS path SLAC→CERN (seed 002 lines 18-42), the same for both reservations.
+    // seed 002 line 20: "The RTT was about 170ms".
     let oscars_rtt_ms = 170;
     // Assumed 1 Gbit/s (the seed bounds it only from below: more than 20 iperf streams
     // peaked at 450-500 Mbit/s, line 78).
@@ -55,10 +55,10 @@ pub fn all() -> Vec<Preset> {
         Preset {
             name: "slac-cern-2000",
             source: "seeds 000/004: SLAC→CERN, min RTT 166 ms; bottleneck ≈ 27 Mbit/s (pathchar); load adds ≈ 100 ms of queue; 0.04 % random loss each way (2 × 256 kB streams got 8.8 Mbit/s)",
-            // seed 000 line 65: min RTT 166 ms, loaded and idle (seed 004 line 107's "about 180"
+            // seed 000 line 65: min RTT 166 ms, loaded and idle (seed 004 line 46's "about 180"
             // is the typical RTT, not the minimum).
             rtt_ms: 166,
-            // seed 004 line 103: pathchar's bottleneck "about 27Mbps" (CERN→SLAC, "similar"
+            // seed 004 line 42: pathchar's bottleneck "about 27Mbps" (CERN→SLAC, "similar"
             // SLAC→CERN). The rate must carry seed 000's measured goodputs, 24.7 Mbit/s (line 82)
             // and 26 (line 57): 27 Mbit/s carries 26.1 at MSS 1448; 25 (line 67's round figure,
             // this preset's rate before) carries only 24.1.
@@ -71,7 +71,7 @@ pub fn all() -> Vec<Preset> {
             // seed 000 line 82: 2 streams × 256 kB (a 25.3 Mbit/s window limit) got 8.82 Mbit/s,
             // 4.41 a stream: Mathis at 166 ms gives p = 3.8e-4. The pings agree (round trips,
             // 2p = 0.08 %): unloaded 0.01 % and 0.07 % (line 80), "of the order of 0.1%"
-            // (seed 004 line 107), 0 of 2400 (line 57).
+            // (seed 004 line 46), 0 of 2400 (line 57).
             loss: 4e-4,
         },
         Preset {
@@ -98,7 +98,7 @@ pub fn all() -> Vec<Preset> {
             rtt_ms: oscars_rtt_ms,
             rate_bps: oscars_rate_bps,
             queue_bytes: oscars_queue,
-            // seed 002 line 54: "a 10Mbits/s reservation".
+            // seed 002 line 18: "a 10Mbits/s reservation".
             policer: Some(oscars(10_000_000)),
             txqueuelen: None,
             loss: oscars_loss,
@@ -109,7 +109,7 @@ pub fn all() -> Vec<Preset> {
             rtt_ms: oscars_rtt_ms,
             rate_bps: oscars_rate_bps,
             queue_bytes: oscars_queue,
-            // seed 002 line 60: "reduced the dedicated bandwith to 1 Mbits/s".
+            // seed 002 line 24: "reduced the dedicated bandwith to 1 Mbits/s".
             policer: Some(oscars(1_000_000)),
             txqueuelen: None,
             loss: oscars_loss,

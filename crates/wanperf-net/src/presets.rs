@@ -51,15 +51,15 @@ b = "slac-gw"
 rate = "100M"
 delay = "100us"
 
-[[link]]                      # seed 004 line 114: 43 Mbit/s ATM, 3.5 reserved, ~20 % overhead: ~32
+[[link]]                      # seed 004 line 53: 43 Mbit/s ATM, 3.5 reserved, ~20 % overhead: ~32
 a = "slac-gw"
 b = "esnet"
 rate = "32M"
 delay = "1ms"                 # assumed
-queue = "120kB"               # 30 ms at 32M. Seed 004 line 109: SLAC->CERN one-way 80 -> 110 ms
+queue = "120kB"               # 30 ms at 32M. Seed 004 line 48: SLAC->CERN one-way 80 -> 110 ms
                               # loaded; seed 000 line 50: Colorado->SLAC x3-4, (13.1 + 30) / 13.1 = 3.3
 
-[[link]]                      # ESnet to Chicago: assumed OC-3 (>= seed 004 line 91's FNAL->SLAC 29.6)
+[[link]]                      # ESnet to Chicago: assumed OC-3 (>= seed 004 line 30's FNAL->SLAC 29.6)
 a = "esnet"
 b = "chicago"
 rate = "155M"
@@ -69,12 +69,12 @@ queue = "1MB"                 # assumed
 [[link]]                      # transatlantic
 a = "chicago"
 b = "geneva"
-rate_ab = "45M"               # assumed (T3); must carry FNAL->CERN's 30.1 (seed 004 line 87)
-rate_ba = "27M"               # seed 004 line 103: CERN->SLAC bottleneck "about 27Mbps", in Chicago
+rate_ab = "45M"               # assumed (T3); must carry FNAL->CERN's 30.1 (seed 004 line 26)
+rate_ba = "27M"               # seed 004 line 42: CERN->SLAC bottleneck "about 27Mbps", in Chicago
                               # (CERN->FNAL then gets ~26, not line 88's 30.1: see docs/net.md)
 delay = "57.4ms"              # SLAC-CERN RTT 2 x (0.1 + 1 + 24 + 57.4 + 0.5) = 166 ms: seed 000 line 65
 queue_ab = "300kB"            # assumed
-queue_ba = "470kB"            # 140 ms at 27M: seed 004 line 109, CERN->SLAC one-way 80 -> 220 ms loaded
+queue_ba = "470kB"            # 140 ms at 27M: seed 004 line 48, CERN->SLAC one-way 80 -> 220 ms loaded
 loss = "0.04%"                # each way: seed 000 line 82, 2 x 256 kB got 8.82 Mbit/s (Mathis, as the
                               # slac-cern-2000 path preset); that it is on this link is assumed
 
@@ -84,9 +84,9 @@ b = "cern"
 rate = "100M"
 delay = "500us"
 
-[[link]]                      # seed 004 line 164: IN2P3 is reached via CERN (line 153: a CERN-IN2P3
-a = "geneva"                  # bottleneck). 34 Mbit/s (E3) and 4 ms assumed; line 164's 300-350 GB
-b = "in2p3"                   # a week needs only 4.6 Mbit/s
+[[link]]                      # assumed: the seeds name IN2P3 (seed 004 line 16, Gilles Farrache's
+a = "geneva"                  # CERN<->SLAC tests) but not its path; reached via CERN, 34 Mbit/s (E3)
+b = "in2p3"                   # and 4 ms, all assumed
 rate = "34M"
 delay = "4ms"
 

@@ -95,6 +95,64 @@ pub enum Metric {
     OwdRevLoaded,
     /// … loaded minus idle.
     OwdRevRise,
+    /// A statistic of the probes' RTTs in one phase, s (a plain number for none): seed 000's
+    /// and 002's tables (median, IQR, stdev, percentiles, extremes).
+    RttStat {
+        /// Under load (else idle).
+        loaded: bool,
+        /// Which statistic.
+        stat: Stat,
+    },
+}
+
+/// A statistic of a set of RTTs (`rtt_median`, `rtt_loaded_p95`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stat {
+    /// The median.
+    Median,
+    /// The interquartile range (75th − 25th percentile).
+    Iqr,
+    /// The standard deviation.
+    Stdev,
+    /// The 5th percentile.
+    P5,
+    /// The 25th.
+    P25,
+    /// The 75th.
+    P75,
+    /// The 95th.
+    P95,
+    /// The 99th.
+    P99,
+    /// The largest.
+    Max,
+    /// The smallest (loaded only: `rtt_min` is the idle one).
+    Min,
+}
+
+const STATS: &[(&str, Stat)] = &[
+    ("median", Stat::Median),
+    ("iqr", Stat::Iqr),
+    ("stdev", Stat::Stdev),
+    ("p5", Stat::P5),
+    ("p25", Stat::P25),
+    ("p75", Stat::P75),
+    ("p95", Stat::P95),
+    ("p99", Stat::P99),
+    ("max", Stat::Max),
+    ("min", Stat::Min),
+];
+
+/// `rtt_STAT` (idle) or `rtt_loaded_STAT`, as a metric.
+fn rtt_stat(name: &str) -> Option<Metric> {
+    let (loaded, stat) = match name.strip_prefix("rtt_loaded_") {
+        Some(s) => (true, s),
+        None => (false, name.strip_prefix("rtt_")?),
+    };
+    let stat = STATS.iter().find(|(n, _)| *n == stat)?.1;
+    // The idle minimum has its own name and meaning (rtt_min, from the aggregate).
+    (loaded || stat != Stat::Min).then_some(Metric::RttStat { loaded, stat })
 }
 
 /// Every metric: its name in files, its dimension, and the kinds of study that have it.
@@ -123,7 +181,10 @@ const METRICS: &[(&str, Metric, Dim, &[Kind])] = &[
 
 impl Metric {
     fn dim(self) -> Dim {
-        METRICS.iter().find(|m| m.1 == self).map_or(NONE, |m| m.2)
+        match self {
+            Metric::RttStat { .. } => SECS,
+            m => METRICS.iter().find(|x| x.1 == m).map_or(NONE, |x| x.2),
+        }
     }
 }
 
@@ -525,12 +586,21 @@ pub(crate) fn parse_all(
         let s = s.into_inner();
         let at = |sp: &Spanned<String>| lines.of(sp.span().start);
         let name = s.metric.get_ref().trim().to_string();
-        let Some(&(_, metric, dim, kinds)) = METRICS.iter().find(|m| m.0 == name) else {
+        let found = METRICS.iter().find(|m| m.0 == name).map(|&(_, m, d, k)| (m, d, k)).or_else(|| {
+            let loaded_kinds: &'static [Kind] = &[Kind::Load];
+            let idle_kinds: &'static [Kind] = &[Kind::Ping, Kind::Load];
+            rtt_stat(&name).map(|m| match m {
+                Metric::RttStat { loaded: true, .. } => (m, SECS, loaded_kinds),
+                _ => (m, SECS, idle_kinds),
+            })
+        });
+        let Some((metric, dim, kinds)) = found else {
             return Err(err(
                 at(&s.metric),
                 format!(
-                    "unknown metric `{name}` (one of {})",
-                    METRICS.iter().map(|m| m.0).collect::<Vec<_>>().join(", ")
+                    "unknown metric `{name}` (one of {}, or rtt_STAT / rtt_loaded_STAT with STAT one of {})",
+                    METRICS.iter().map(|m| m.0).collect::<Vec<_>>().join(", "),
+                    STATS.iter().map(|x| x.0).collect::<Vec<_>>().join(", ")
                 ),
             ));
         };
@@ -751,6 +821,31 @@ pub fn metric_value(metric: Metric, agg: &CellAggregate, cell: &StoredCell) -> O
         Metric::OwdFwdIdle | Metric::OwdFwdLoaded | Metric::OwdFwdRise => owd(s, "owd_fwd_ms", metric),
         Metric::OwdRevIdle | Metric::OwdRevLoaded | Metric::OwdRevRise => owd(s, "owd_rev_ms", metric),
         Metric::Available => s["available"]["bps"].as_f64().or_else(|| s["capacity"]["available"]["bps"].as_f64()),
+        Metric::RttStat { loaded, stat } => {
+            // From the cell's own probes: a ping study's carry no phase, a load study's idle
+            // ones are "unloaded".
+            let rtts: Vec<f64> = cell
+                .cell
+                .probes
+                .iter()
+                .filter(|p| if loaded { p.phase == "loaded" } else { p.phase == "unloaded" || p.phase.is_empty() })
+                .filter_map(|p| p.rtt_ms)
+                .collect();
+            let x = wanperf_stats::summary::Summary::of(&rtts)?;
+            let ms = match stat {
+                Stat::Median => x.median,
+                Stat::Iqr => x.iqr,
+                Stat::Stdev => x.stdev,
+                Stat::P5 => x.p5,
+                Stat::P25 => x.p25,
+                Stat::P75 => x.p75,
+                Stat::P95 => x.p95,
+                Stat::P99 => x.p99,
+                Stat::Max => x.max,
+                Stat::Min => x.min,
+            };
+            Some(ms / 1e3)
+        }
     }
 }
 

@@ -1047,6 +1047,42 @@ mod expect_tests {
     }
 
     #[test]
+    fn rtt_statistics_come_from_each_phases_own_probes() {
+        let text = "name = \"s\"\n[measure]\nkind = \"load\"\n[sweep]\nstreams = [1]\n\
+                    [[expect]]\nmetric = \"rtt_loaded_p95\"\nmax = \"rtt + 100 ms\"\n\
+                    [[expect]]\nmetric = \"rtt_median\"\nmax = \"rtt + 1 ms\"\n\
+                    [[expect]]\nmetric = \"rtt_loaded_min\"\nmin = \"rtt\"\n";
+        let st = Study::parse(text, &Any).unwrap();
+        let (a, mut c) = agg(0, 0, 65536, 1, Some(1e6));
+        c.cell.kind = "load".into();
+        // Idle probes at 100.0–100.9 ms, loaded ones at 150–249 ms.
+        for i in 0..100u32 {
+            let p = |phase: &str, ms: f64| wanperf_archive::ProbeRow {
+                seq: u64::from(i),
+                phase: phase.into(),
+                sent_s: f64::from(i),
+                rtt_ms: Some(ms),
+                late: false,
+            };
+            c.cell.probes.push(p("unloaded", 100.0 + f64::from(i % 10) / 10.0));
+            c.cell.probes.push(p("loaded", 150.0 + f64::from(i)));
+        }
+        let v = evaluate(&st.expects, &["streams".into()], &[a], &[c], &st.configs(&Any));
+        assert_eq!(v.len(), 3);
+        let m = |i: usize| v[i].measured.unwrap() * 1e3;
+        assert!((m(0) - 244.05).abs() < 0.1, "p95 of 150..249 ms: {}", line(&v[0]));
+        assert!(!v[0].pass, "244 ms is above rtt + 100 ms = 200 ms");
+        assert!((m(1) - 100.45).abs() < 0.01 && v[1].pass, "{}", line(&v[1]));
+        assert!((m(2) - 150.0).abs() < 1e-9 && v[2].pass, "{}", line(&v[2]));
+        for bad in ["rtt_mode", "rtt_loaded_avg"] {
+            let e = Study::parse(&text.replace("rtt_median", bad), &Any).unwrap_err();
+            assert!(e.message.contains("rtt_STAT / rtt_loaded_STAT"), "{e}");
+        }
+        let e = Study::parse(&text.replace("kind = \"load\"", "kind = \"ping\""), &Any).unwrap_err();
+        assert!(e.message.contains("a ping study has no `rtt_loaded_p95`"), "{e}");
+    }
+
+    #[test]
     fn vacuous_checks_fail_and_tolerance_follows_the_size() {
         let s = parse(
             "[[expect]]\nmetric = \"goodput\"\nmax = \"64K / rtt\"\n\

@@ -356,6 +356,16 @@ min = "2 * 64K / rtt"
     assert_eq!(hosts["model"], "wmem=4096:65536:65536", "{hosts}");
     assert!(hosts["settings"].to_string().contains("4096 65536 65536"), "{hosts}");
     assert!(data["cells"][0]["emulator"]["hosts"].as_array().unwrap().is_empty());
+    // The cap shows in the sender's own TCP_INFO: limited by its send buffer for a good share of
+    // the time it had data in flight (tcpi_sndbuf_limited against tcpi_busy_time, cumulative;
+    // about a third here, run after run), the uncapped sender never.
+    let limited = |i: usize| -> f64 {
+        let tcp = data["cells"][i]["intervals"].as_array().unwrap().iter().rev().find_map(|r| r["tcp"].as_object());
+        let tcp = tcp.unwrap_or_else(|| panic!("cell {i}: no TCP_INFO in its intervals"));
+        f(&tcp["sndbuf_limited_us"]) / f(&tcp["busy_time_us"]).max(1.0)
+    };
+    let (capped, open) = (limited(1), limited(0));
+    assert!(capped > 0.15 && open < 0.05, "send-buffer-limited share: capped {capped}, uncapped {open}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
