@@ -50,8 +50,8 @@ pub struct PingArgs {
     /// needed) or tcp (connect time).
     #[arg(long, default_value = "udp", value_parser = ["udp", "icmp", "tcp"])]
     mode: String,
-    /// The server's clock minus this host's, when known (`0`: one clock, as emulated hosts share;
-    /// `-1.5ms`): one-way delays use it, not the estimate that halves the fastest probe's RTT
+    /// The server's clock minus this host's, when known (`0` for one clock, as emulated hosts
+    /// share; `-1.5ms`): one-way delays use it, not an estimate that takes both ways as equal
     #[arg(long, allow_hyphen_values = true, value_parser = |s: &str| wanperf_proto::units::parse_signed_duration(s).map_err(|e| e.to_string()))]
     clock_offset: Option<f64>,
     /// Newline-delimited JSON.

@@ -134,6 +134,29 @@ fn probe_rtt_through_an_emulated_path() {
     assert!((fwd - 15.0).abs() < 0.5, "forward one-way {fwd} ms");
 }
 
+/// On an asymmetric path the offset estimate (both ways taken as equal) splits the RTT in two;
+/// a stated offset (`--clock-offset 0`: the hosts share this machine's clock) gives each
+/// direction its own delay, as the emulator set them.
+#[test]
+fn a_stated_clock_offset_gives_each_direction_its_own_delay() {
+    if !paths_available() {
+        return;
+    }
+    let owd = |extra: &[&str]| -> (f64, f64, f64) {
+        let mut cmd = vec!["ping", "198.18.0.2", "-c", "20", "-i", "20ms", "--json"];
+        cmd.extend_from_slice(extra);
+        let out = on_path(&["--delay-up", "30ms", "--delay-down", "10ms"], &cmd, Duration::from_secs(30));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let recs = records(&out);
+        let s = &end(&recs)["summary"];
+        (f(&s["owd_fwd_ms"]["median"]), f(&s["owd_rev_ms"]["median"]), f(&s["clock_offset_uncertainty_ms"]))
+    };
+    let (fwd, rev, unc) = owd(&[]);
+    assert!((fwd - 20.0).abs() < 2.0 && (rev - 20.0).abs() < 2.0 && unc > 19.0, "estimated: {fwd} / {rev} ± {unc} ms");
+    let (fwd, rev, unc) = owd(&["--clock-offset", "0"]);
+    assert!((fwd - 30.0).abs() < 2.0 && (rev - 10.0).abs() < 2.0 && unc == 0.0, "stated: {fwd} / {rev} ± {unc} ms");
+}
+
 #[test]
 fn probe_losses_match_the_emulators_drop_counters() {
     if !paths_available() {
