@@ -13,7 +13,6 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wanperf_emu::config::DirConfig;
 use wanperf_emu::fabric::LinkStats;
@@ -84,13 +83,13 @@ pub fn load_cell(
 ) -> Result<CellNet> {
     let src = Source::of(topology)?;
     let (read, label) = (|f: &str| src.read(f), &src.label);
-    let t = Topology::parse(&src.text, &read).map_err(|e| anyhow!("{label}: {e}"))?;
-    let t = if traffic.is_empty() {
-        t
-    } else {
-        let all = format!("{}\n{}", src.text, traffic.join("\n"));
-        Topology::parse(&all, &read).map_err(|e| anyhow!("cross traffic on {label}: {}", e.message))?
-    };
+    // The study's traffic after the file's: an error past the file's last line is in it.
+    let file_lines = src.text.lines().count();
+    let all = std::iter::once(src.text.as_str()).chain(traffic.iter().map(String::as_str)).collect::<Vec<_>>();
+    let t = Topology::parse(&all.join("\n"), &read).map_err(|e| match e.line > file_lines {
+        true => anyhow!("cross traffic on {label}: {}", e.message),
+        false => anyhow!("{label}: {e}"),
+    })?;
     let t = crate::vary::apply(&t, settings, &read).map_err(|e| anyhow!("{e}"))?;
     let plan = crate::plan::Plan::new(&t).map_err(|e| anyhow!("{label}: {e}"))?;
     let from = crate::vary::endpoint(&t, &plan, from).map_err(|e| anyhow!("from: {e}"))?;
@@ -154,8 +153,8 @@ struct Flow {
     child: Option<Child>,
     /// Whether it has run.
     done: bool,
-    /// What its `tput` has reported so far: bytes received and seconds covered.
-    got: Arc<Mutex<(u64, f64)>>,
+    /// The reader of its `tput`'s output: bytes received and seconds covered, when it ends.
+    tally: Option<std::thread::JoinHandle<(u64, f64)>>,
 }
 
 /// A running network with its cross-traffic processes.
@@ -168,19 +167,20 @@ pub struct Session {
     exe: PathBuf,
 }
 
-/// Sums the received bytes of a `tput --json`'s interval records and the seconds they cover.
-fn tally(out: impl Read, got: Arc<Mutex<(u64, f64)>>) {
+/// Sums the received bytes of a `tput --json`'s interval records and the seconds they cover,
+/// until its output ends.
+fn tally(out: impl Read) -> (u64, f64) {
+    let mut got = (0u64, 0.0f64);
     for line in BufReader::new(out).lines().map_while(|l| l.ok()) {
         let Ok(r) = serde_json::from_str::<Value>(&line) else { continue };
         if r["event"] != "interval" {
             continue;
         }
-        let bytes: u64 =
-            r["streams"].as_array().into_iter().flatten().filter_map(|s| s["received_bytes"].as_u64()).sum();
-        let mut g = got.lock().unwrap_or_else(|e| e.into_inner());
-        g.0 += bytes;
-        g.1 = r["end_s"].as_f64().unwrap_or(g.1);
+        got.0 +=
+            r["streams"].as_array().into_iter().flatten().filter_map(|s| s["received_bytes"].as_u64()).sum::<u64>();
+        got.1 = r["end_s"].as_f64().unwrap_or(got.1);
     }
+    got
 }
 
 impl Session {
@@ -208,7 +208,7 @@ impl Session {
         }
         for (index, x) in t.traffic.iter().enumerate() {
             if matches!(x, Traffic::Tcp { .. }) {
-                s.flows.push(Flow { index, child: None, done: false, got: Arc::default() });
+                s.flows.push(Flow { index, child: None, done: false, tally: None });
             }
         }
         s.started = Instant::now();
@@ -266,8 +266,7 @@ impl Session {
             match c.spawn() {
                 Ok(mut ch) => {
                     if let Some(out) = ch.stdout.take() {
-                        let got = f.got.clone();
-                        std::thread::spawn(move || tally(out, got));
+                        f.tally = Some(std::thread::spawn(move || tally(out)));
                     }
                     f.child = Some(ch);
                 }
@@ -335,14 +334,13 @@ impl Session {
             }
         }
         self.servers.iter_mut().for_each(stop_child);
-        // The tallies' readers end with their `tput`'s output; give the last lines a moment.
-        std::thread::sleep(Duration::from_millis(50));
         let t = self.net.topology().clone();
+        // Each reader ends with its `tput`'s output, which ended with the process.
         let tcp: Vec<(String, u64, f64)> = self
             .flows
-            .iter()
+            .iter_mut()
             .map(|f| {
-                let g = *f.got.lock().unwrap_or_else(|e| e.into_inner());
+                let g = f.tally.take().and_then(|h| h.join().ok()).unwrap_or((0, 0.0));
                 (t.traffic[f.index].name().to_string(), g.0, g.1)
             })
             .collect();

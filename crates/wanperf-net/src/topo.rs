@@ -364,7 +364,7 @@ fn node_ref(nodes: &[Node], l: usize, key: &str, name: &str) -> Result<usize, To
 fn host(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
     let mut r = Reader::new(lines, t, "host");
     let (_, name) = r.required_text("name")?;
-    let txq = r.uint("txqueuelen", 1..=1_000_000)?.map(|v| v as u32);
+    let txq = r.uint("txqueuelen", range::TXQUEUELEN)?.map(|v| v as u32);
     let line = r.line;
     // The host model's keys, each read as the text form reads it.
     let mut model = wanperf_host::HostModel::default();
@@ -383,6 +383,22 @@ fn host(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
 }
 
 /// A host table's keys for its model (`wanperf_host::HostModel`).
+/// The values a topology's numbers may take, as its tables and a study's settings
+/// (`crate::vary`) check them.
+pub(crate) mod range {
+    use std::ops::RangeInclusive;
+    /// A host's or router's transmit queue, packets.
+    pub const TXQUEUELEN: RangeInclusive<u64> = 1..=1_000_000;
+    /// A link's MTU, bytes.
+    pub const MTU: RangeInclusive<u64> = 576..=65_535;
+    /// A link's routing cost.
+    pub const COST: RangeInclusive<u64> = 1..=1_000_000;
+    /// A generator's packet, bytes.
+    pub const PACKET: RangeInclusive<u64> = 64..=65_535;
+    /// TCP cross traffic's flows.
+    pub const FLOWS: RangeInclusive<u64> = 1..=128;
+}
+
 pub(crate) const HOST_MODEL_KEYS: [&str; 9] =
     ["cpu", "sack", "timestamps", "window_scaling", "tcp_rmem", "tcp_wmem", "cc", "disk_read", "disk_write"];
 
@@ -390,7 +406,7 @@ pub(crate) const HOST_MODEL_KEYS: [&str; 9] =
 fn router(lines: &Lines<'_>, t: Spanned<Table>) -> Result<Node, TopoError> {
     let mut r = Reader::new(lines, t, "router");
     let (_, name) = r.required_text("name")?;
-    let txq = r.uint("txqueuelen", 1..=1_000_000)?.map(|v| v as u32);
+    let txq = r.uint("txqueuelen", range::TXQUEUELEN)?.map(|v| v as u32);
     let mut o = RouterOpts {
         icmp_ratelimit_ms: duration(&mut r, "icmp_ratelimit")?.map(|ns| (ns / 1_000_000) as u32),
         icmp_msgs_per_sec: r.uint("icmp_msgs_per_sec", 0..=1_000_000)?.map(|v| v as u32),
@@ -452,8 +468,8 @@ fn link(
             format!("a link called `{name}` is already defined on line {} (give it a `name`)", o.line),
         ));
     }
-    let mtu = r.uint("mtu", 576..=65_535)?.unwrap_or(1500) as u32;
-    let cost = r.uint("cost", 1..=1_000_000)?.unwrap_or(1) as u32;
+    let mtu = r.uint("mtu", range::MTU)?.unwrap_or(1500) as u32;
+    let cost = r.uint("cost", range::COST)?.unwrap_or(1) as u32;
     let offload = match r.take("offload") {
         None => true,
         Some((_, Value::Boolean(b))) => b,
@@ -554,7 +570,7 @@ fn traffic_table(
         };
         let (lr, rate) = r.required_text("rate")?;
         let rate_bps = parse_link_rate("rate", &rate).map_err(|e| err(lr, e.to_string()))?;
-        let packet = r.uint("packet", 64..=65_535)?.unwrap_or(1500) as usize;
+        let packet = r.uint("packet", range::PACKET)?.unwrap_or(1500) as usize;
         let pattern = match r.text("pattern")? {
             None => Pattern::Poisson,
             Some((_, p)) if p == "poisson" => Pattern::Poisson,
@@ -586,7 +602,7 @@ fn traffic_table(
         if from == to {
             return Err(err(lt, "`from` and `to` are the same host"));
         }
-        let flows = r.uint("flows", 1..=128)?.unwrap_or(1) as u32;
+        let flows = r.uint("flows", range::FLOWS)?.unwrap_or(1) as u32;
         let rate_bps = match r.text("rate")? {
             None => None,
             Some((lr, rate)) => Some(parse_link_rate("rate", &rate).map_err(|e| err(lr, e.to_string()))?),

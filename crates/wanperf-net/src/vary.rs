@@ -5,7 +5,7 @@
 
 use crate::linkopts;
 use crate::plan::Plan;
-use crate::topo::{Topology, Traffic, HOST_MODEL_KEYS};
+use crate::topo::{range, Topology, Traffic, HOST_MODEL_KEYS};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use wanperf_emu::config::{parse_delay, parse_link_rate, QueueLimit, Rate};
@@ -65,8 +65,8 @@ pub fn apply(
                 })?;
                 let l = &mut t.links[li];
                 match opt {
-                    "mtu" => l.mtu = uint(value, 576..=65_535).map_err(at)? as u32,
-                    "cost" => l.cost = uint(value, 1..=1_000_000).map_err(at)? as u32,
+                    "mtu" => l.mtu = uint(value, range::MTU).map_err(at)? as u32,
+                    "cost" => l.cost = uint(value, range::COST).map_err(at)? as u32,
                     _ => {
                         let values: Vec<String> = if opt.starts_with("priority") {
                             value.split(';').map(str::to_string).collect()
@@ -84,7 +84,7 @@ pub fn apply(
                 })?;
                 let node = &mut t.nodes[n];
                 match opt {
-                    "txqueuelen" => node.txqueuelen = Some(uint(value, 1..=1_000_000).map_err(at)? as u32),
+                    "txqueuelen" => node.txqueuelen = Some(uint(value, range::TXQUEUELEN).map_err(at)? as u32),
                     _ if HOST_MODEL_KEYS.contains(&opt) => node.model.set(opt, value).map_err(|e| at(e.to_string()))?,
                     _ => return Err(at(format!("unknown host option `{opt}` (known: {})", host_keys().join(", ")))),
                 }
@@ -105,11 +105,11 @@ pub fn apply(
     Ok(t)
 }
 
-fn uint(v: &str, range: std::ops::RangeInclusive<u64>) -> Result<u64, String> {
+fn uint(v: &str, within: std::ops::RangeInclusive<u64>) -> Result<u64, String> {
     v.parse::<u64>()
         .ok()
-        .filter(|n| range.contains(n))
-        .ok_or_else(|| format!("`{v}` is not a whole number in {}–{}", range.start(), range.end()))
+        .filter(|n| within.contains(n))
+        .ok_or_else(|| format!("`{v}` is not a whole number in {}–{}", within.start(), within.end()))
 }
 
 /// One option of a cross-traffic entry, as its [[traffic]] table writes it.
@@ -121,12 +121,12 @@ fn traffic(x: &mut Traffic, opt: &str, v: &str) -> Result<(), String> {
         (Traffic::Link { rate_bps, .. }, "rate") => {
             *rate_bps = parse_link_rate("rate", v).map_err(|e| e.to_string())?
         }
-        (Traffic::Link { packet, .. }, "packet") => *packet = uint(v, 64..=65_535)? as usize,
+        (Traffic::Link { packet, .. }, "packet") => *packet = uint(v, range::PACKET)? as usize,
         (Traffic::Tcp { rate_bps, .. }, "rate") => {
             *rate_bps =
                 if v == "unlimited" { None } else { Some(parse_link_rate("rate", v).map_err(|e| e.to_string())?) }
         }
-        (Traffic::Tcp { flows, .. }, "flows") => *flows = uint(v, 1..=128)? as u32,
+        (Traffic::Tcp { flows, .. }, "flows") => *flows = uint(v, range::FLOWS)? as u32,
         (Traffic::Link { start_ns, stop_ns, .. } | Traffic::Tcp { start_ns, stop_ns, .. }, "start" | "stop") => {
             let ns = secs(v)?;
             if opt == "start" {

@@ -889,17 +889,11 @@ fn interval_scatter(v: &View, out: &mut Vec<Item>) {
     for g in &v.groups {
         let mut pts = Vec::new();
         for c in &g.cells {
-            // Per interval end: the sum of the streams' goodput and the mean of their srtt.
-            let mut by_end: std::collections::BTreeMap<u64, (f64, f64, u32)> = Default::default();
-            for r in c.cell.intervals.iter().filter(|r| r.stream >= 0) {
-                let e = by_end.entry((r.end_s * 1000.0).round() as u64).or_default();
-                e.0 += r.throughput_bps / 1e6;
-                if let Some(t) = r.srtt_us {
-                    e.1 += f64::from(t) / 1000.0;
-                    e.2 += 1;
-                }
-            }
-            pts.extend(by_end.values().filter(|e| e.2 > 0).map(|e| (e.0, e.1 / f64::from(e.2))));
+            // Per interval: the goodput of all streams against their mean srtt at its end.
+            let srtt = srtt_points(c);
+            pts.extend(
+                sum_rows(c).filter_map(|r| Some((r.throughput_bps / 1e6, srtt.iter().find(|p| p.0 == r.end_s)?.1))),
+            );
         }
         if !pts.is_empty() {
             per_cell.push((group_label(v, g), pts));
@@ -931,6 +925,20 @@ fn interval_scatter(v: &View, out: &mut Vec<Item>) {
     push(out, "interval-scatter".into(), &title, plot::xy(&axes, &series), finding);
 }
 
+/// A cell's smoothed RTT per interval end, ms: the mean over its streams (over the sum rows
+/// where it has no per-stream rows).
+fn srtt_points(cell: &StoredCell) -> Vec<(f64, f64)> {
+    let per_stream = cell.cell.intervals.iter().any(|r| r.stream >= 0);
+    mean_points(
+        cell.cell
+            .intervals
+            .iter()
+            .filter(|r| r.stream >= 0 || !per_stream)
+            .filter_map(|r| Some((r.end_s, f64::from(r.srtt_us?) / 1000.0)))
+            .collect(),
+    )
+}
+
 /// Thrulay-style series of one cell: goodput per interval (sum and streams), the streams'
 /// smoothed RTT, and the probes' RTT by phase.
 fn cell_series(cell: &StoredCell, title: &str) -> (plot::Res<String>, String) {
@@ -956,15 +964,7 @@ fn cell_series(cell: &StoredCell, title: &str) -> (plot::Res<String>, String) {
             top.push(Series::new(label, bucket_means(&p, MAX_POINTS), Mark::Line, 7));
         }
     }
-    // Smoothed RTT: the mean over streams per interval end.
-    let srtt = mean_points(
-        cell.cell
-            .intervals
-            .iter()
-            .filter(|r| r.stream >= 0 || ids.is_empty())
-            .filter_map(|r| Some((r.end_s, f64::from(r.srtt_us?) / 1000.0)))
-            .collect(),
-    );
+    let srtt = srtt_points(cell);
     let mut bottom = Vec::new();
     if !srtt.is_empty() {
         bottom.push(Series::new("TCP smoothed RTT (mean of streams)", bucket_means(&srtt, MAX_POINTS), Mark::Line, 0));

@@ -713,7 +713,8 @@ fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
             .collect::<Vec<_>>()
             .join("; ");
         // A path's two directions, or each direction of a network's links that carried packets.
-        let mut dirs: Vec<(String, &Value)> = Vec::new();
+        // (what the row says, the sending node, the direction's counters)
+        let mut dirs: Vec<(String, &str, &Value)> = Vec::new();
         match e["links"].as_array() {
             Some(links) => {
                 // The links on the measured route (both ways), and any other that dropped,
@@ -744,14 +745,14 @@ fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
                             .as_object()
                             .is_some_and(|m| m.values().any(|x| x["packets_in"].as_u64().unwrap_or(0) > 0));
                         if carried {
-                            dirs.push((format!("{name} {from} → {to}"), &l[k]));
+                            dirs.push((format!("{name} {from} → {to}"), from, &l[k]));
                         }
                     }
                 }
             }
             None => {
-                dirs.push(("left → right".into(), &e["stats"]["up"]));
-                dirs.push(("right → left".into(), &e["stats"]["down"]));
+                dirs.push(("left → right".into(), "left", &e["stats"]["up"]));
+                dirs.push(("right → left".into(), "right", &e["stats"]["down"]));
             }
         }
         // The sending host's own interface-queue drops (device and qdisc; seed 003's
@@ -766,12 +767,7 @@ fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
                     .sum(),
             )
         };
-        for (n, (dir, d)) in dirs.iter().enumerate() {
-            let sender = match dir.as_str() {
-                "left → right" => "left",
-                "right → left" => "right",
-                d => d.split(' ').nth(1).unwrap_or(""),
-            };
+        for (n, (dir, sender, d)) in dirs.iter().enumerate() {
             let classes = d["classes"].as_object();
             let sum = |f: &str| -> u64 { classes.map_or(0, |m| m.values().filter_map(|x| x[f].as_u64()).sum()) };
             let _ = writeln!(

@@ -863,6 +863,68 @@ fn owd(s: &serde_json::Value, key: &str, metric: Metric) -> Option<f64> {
     }
 }
 
+/// The median of `g`'s baseline cell: the one with `value` on `axis` and `g`'s values on
+/// every other axis.
+fn baseline_of(groups: &BTreeMap<u32, Group<'_>>, g: &Group<'_>, axis: &str, value: &serde_json::Value) -> Option<f64> {
+    let twin = groups.values().find(|o| {
+        o.params.get(axis) == Some(value) && g.params.iter().all(|(k, v)| k == axis || o.params.get(k) == Some(v))
+    })?;
+    median(twin.values.clone())
+}
+
+/// A group's median judged against its bounds.
+struct Judged {
+    measured: f64,
+    /// The nearer bound.
+    bound: f64,
+    /// The margin to it, as a fraction of it.
+    margin: f64,
+    /// Whether every bound holds.
+    pass: bool,
+}
+
+/// A group's median against bounds evaluated in `config`, or why it cannot be judged (with
+/// what was measured, if anything).
+fn within(
+    g: &Group<'_>,
+    config: &BTreeMap<String, f64>,
+    min: Option<&(String, Expr)>,
+    max: Option<&(String, Expr)>,
+) -> Result<Judged, (Option<f64>, String)> {
+    let m = median(g.values.clone()).ok_or((None, "every repeat failed".to_string()))?;
+    let eval = |b: Option<&(String, Expr)>| b.map(|(_, x)| x.eval(config)).transpose();
+    let (lo, hi) = match (eval(min), eval(max)) {
+        (Ok(lo), Ok(hi)) => (lo, hi),
+        (Err(v), _) | (_, Err(v)) => return Err((Some(m), format!("no `{v}` in this cell"))),
+    };
+    // A bound that divides by a zero (`window / rtt` on a path without delay) bounds nothing:
+    // that is not a pass.
+    if lo.into_iter().chain(hi).any(|b| !b.is_finite()) {
+        let note = "the bound is not a finite number in this cell (a value it divides by is 0)";
+        return Err((Some(m), note.to_string()));
+    }
+    // Margin to each bound, as a fraction of it; the nearer bound is reported.
+    let rel = |d: f64, b: f64| {
+        if b.abs() > 0.0 {
+            d / b.abs()
+        } else if d == 0.0 {
+            0.0
+        } else {
+            d.signum() * 1e9
+        }
+    };
+    let mut cands = Vec::new();
+    if let Some(b) = lo {
+        cands.push((b, rel(m - b, b), m >= b));
+    }
+    if let Some(b) = hi {
+        cands.push((b, rel(b - m, b), m <= b));
+    }
+    let pass = cands.iter().all(|c| c.2);
+    let (b, margin, _) = cands.into_iter().min_by(|x, y| x.1.total_cmp(&y.1)).expect("a bounds check has min or max");
+    Ok(Judged { measured: m, bound: b, margin, pass })
+}
+
 fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -946,88 +1008,31 @@ pub fn evaluate(
                 for (idx, g) in &groups {
                     let mut config = configs.get(idx).cloned().unwrap_or_default();
                     if let Some((axis, value)) = &e.baseline {
+                        // The baseline's own cells are the reference, not checked.
                         if g.params.get(axis) == Some(value) {
                             continue;
                         }
-                        // The cell with the baseline's value on its axis and this one's elsewhere.
-                        let twin = groups.values().find(|o| {
-                            o.params.get(axis) == Some(value)
-                                && g.params.iter().all(|(k, v)| k == axis || o.params.get(k) == Some(v))
-                        });
-                        match twin.and_then(|o| median(o.values.clone())) {
-                            Some(b) => {
-                                config.insert("baseline".into(), b);
-                            }
-                            None => {
-                                out.push(verdict(
-                                    label(g.params, ""),
-                                    false,
-                                    median(g.values.clone()),
-                                    None,
-                                    None,
-                                    format!(
-                                        "its baseline cell ({axis} = {}) has no measured value",
-                                        fmt_value(axis, value)
-                                    ),
-                                ));
-                                continue;
-                            }
-                        }
-                    }
-                    let Some(m) = median(g.values.clone()) else {
-                        out.push(verdict(label(g.params, ""), false, None, None, None, "every repeat failed".into()));
-                        continue;
-                    };
-                    let lo = min.as_ref().map(|(_, x)| x.eval(&config));
-                    let hi = max.as_ref().map(|(_, x)| x.eval(&config));
-                    let (lo, hi) = match (lo.transpose(), hi.transpose()) {
-                        (Ok(lo), Ok(hi)) => (lo, hi),
-                        (Err(v), _) | (_, Err(v)) => {
-                            out.push(verdict(
-                                label(g.params, ""),
-                                false,
-                                Some(m),
-                                None,
-                                None,
-                                format!("no `{v}` in this cell"),
-                            ));
+                        let Some(b) = baseline_of(&groups, g, axis, value) else {
+                            let note = format!(
+                                "its baseline cell ({axis} = {}) has no measured value",
+                                fmt_value(axis, value)
+                            );
+                            out.push(verdict(label(g.params, ""), false, median(g.values.clone()), None, None, note));
                             continue;
-                        }
-                    };
-                    // A bound that divides by a zero (`window / rtt` on a path without delay)
-                    // bounds nothing: that is not a pass.
-                    if lo.into_iter().chain(hi).any(|b| !b.is_finite()) {
-                        out.push(verdict(
+                        };
+                        config.insert("baseline".into(), b);
+                    }
+                    out.push(match within(g, &config, min.as_ref(), max.as_ref()) {
+                        Ok(j) => verdict(
                             label(g.params, ""),
-                            false,
-                            Some(m),
-                            None,
-                            None,
-                            "the bound is not a finite number in this cell (a value it divides by is 0)".into(),
-                        ));
-                        continue;
-                    }
-                    // Margin to each bound, as a fraction of it; the nearer bound is reported.
-                    let rel = |d: f64, b: f64| {
-                        if b.abs() > 0.0 {
-                            d / b.abs()
-                        } else if d == 0.0 {
-                            0.0
-                        } else {
-                            d.signum() * 1e9
-                        }
-                    };
-                    let mut cands = Vec::new();
-                    if let Some(b) = lo {
-                        cands.push((b, rel(m - b, b), m >= b));
-                    }
-                    if let Some(b) = hi {
-                        cands.push((b, rel(b - m, b), m <= b));
-                    }
-                    let pass = cands.iter().all(|c| c.2);
-                    let (b, margin, _) =
-                        cands.into_iter().min_by(|x, y| x.1.total_cmp(&y.1)).expect("a bounds check has min or max");
-                    out.push(verdict(label(g.params, ""), pass, Some(m), Some(b), Some(margin), repeats_note(g)));
+                            j.pass,
+                            Some(j.measured),
+                            Some(j.bound),
+                            Some(j.margin),
+                            repeats_note(g),
+                        ),
+                        Err((m, note)) => verdict(label(g.params, ""), false, m, None, None, note),
+                    });
                 }
             }
             Check::Trend { axis, rises, tolerance, until } => {

@@ -349,15 +349,16 @@ pub fn dry_run(study: &Study, cells: &[CellPlan], json: bool, flags: &dyn Flags)
     }
     let mut lines = vec![format!("{} ({} study, {} cells)", study.name, study.kind.command(), cells.len())];
     for (n, c) in cells.iter().enumerate() {
-        let link = match study.net_cell(c) {
-            Some(n) => {
+        // Where it runs: a network and its pair, an emulated path's flags, or nothing (a host).
+        let link = match (study.net_cell(c), study.link_argv(c)) {
+            (Some(n), _) => {
                 let set: Vec<String> = n.settings.iter().map(|(k, v)| format!(" {k}={v}")).collect();
                 format!("net {} {} → {}{} · ", n.topology, n.from, n.to, set.concat())
             }
-            None => study.link_argv(c).join(" "),
+            (None, flags) if flags.is_empty() => String::new(),
+            (None, flags) => format!("path {} · ", flags.join(" ")),
         };
         let m = study.measure_argv(c, "PEER", None).join(" ");
-        let link = if link.is_empty() || link.starts_with("net ") { link } else { format!("path {link} · ") };
         lines.push(format!(
             "{:>4}. {:<40} {link}wanperf {m} (≈ {})",
             n + 1,

@@ -854,9 +854,9 @@ mod expect_tests {
         pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
     }
 
-    /// Takes every option; the path is 10 Mbit/s, 100 ms, a 125 kB queue.
-    struct Any;
-    impl Flags for Any {
+    /// Takes every option; the path has these values (its bottleneck is its `rate`).
+    struct Values(&'static [(&'static str, f64)]);
+    impl Flags for Values {
         fn check_command(&self, _: &[String]) -> Result<(), String> {
             Ok(())
         }
@@ -864,43 +864,32 @@ mod expect_tests {
             Ok(())
         }
         fn bottleneck_bps(&self, _: &[String]) -> Option<f64> {
-            Some(1e7)
+            self.0.iter().find(|v| v.0 == "rate").map(|v| v.1)
         }
         fn link_values(&self, _: &[String]) -> BTreeMap<String, f64> {
-            cfg(&[("rate", 1e7), ("rtt", 0.1), ("queue", 1e6)])
+            cfg(self.0)
         }
     }
 
+    /// A path of 10 Mbit/s, 100 ms, a 125 kB queue.
+    const ANY: Values = Values(&[("rate", 1e7), ("rtt", 0.1), ("queue", 1e6)]);
+
     /// A path 10 Mbit/s up and 2 Mbit/s down, with a policer up.
-    struct Asym;
-    impl Flags for Asym {
-        fn check_command(&self, _: &[String]) -> Result<(), String> {
-            Ok(())
-        }
-        fn check_link(&self, _: &[String]) -> Result<(), String> {
-            Ok(())
-        }
-        fn bottleneck_bps(&self, _: &[String]) -> Option<f64> {
-            None
-        }
-        fn link_values(&self, _: &[String]) -> BTreeMap<String, f64> {
-            cfg(&[
-                ("rate", 1e7),
-                ("rate_up", 1e7),
-                ("rate_down", 2e6),
-                ("queue", 1e6),
-                ("queue_down", 2e5),
-                ("burst", 8e6),
-            ])
-        }
-    }
+    const ASYM: Values = Values(&[
+        ("rate", 1e7),
+        ("rate_up", 1e7),
+        ("rate_down", 2e6),
+        ("queue", 1e6),
+        ("queue_down", 2e5),
+        ("burst", 8e6),
+    ]);
 
     #[test]
     fn a_cell_measured_down_is_bounded_by_the_down_direction() {
         let text = "name = \"s\"\n[measure]\nkind = \"tput\"\n[sweep]\ndirection = [\"up\", \"down\"]\n";
-        let s = Study::parse(text, &Asym).unwrap();
+        let s = Study::parse(text, &ASYM).unwrap();
         let cells = s.cells();
-        let (up, down) = (s.config(&cells[0], &Asym), s.config(&cells[1], &Asym));
+        let (up, down) = (s.config(&cells[0], &ASYM), s.config(&cells[1], &ASYM));
         assert_eq!((up["rate"], up["queue"], up.get("burst")), (1e7, 1e6, Some(&8e6)));
         assert_eq!((down["rate"], down["queue"], down.get("burst")), (2e6, 2e5, None));
     }
@@ -908,7 +897,7 @@ mod expect_tests {
     const BASE: &str = "name = \"s\"\n[path]\nrate = \"10M\"\n[measure]\nkind = \"tput\"\n[sweep]\nwindow = [\"64K\", \"1M\"]\nstreams = [1, 4]\n";
 
     fn parse(expects: &str) -> Result<Study, wanperf_toml::Error> {
-        Study::parse(&format!("{BASE}{expects}"), &Any)
+        Study::parse(&format!("{BASE}{expects}"), &ANY)
     }
 
     #[test]
@@ -991,7 +980,7 @@ mod expect_tests {
         .unwrap();
         assert_eq!(s.expects.len(), 2);
         assert_eq!(s.expects[0].text(), "goodput ≤ 1.05 * window / rtt where streams = 1");
-        let configs = s.configs(&Any);
+        let configs = s.configs(&ANY);
         // Cells: (64K,1) (64K,4) (1M,1) (1M,4). 64K/100 ms = 5.24 Mbit/s; 1M/100 ms = 83.9.
         let rows = [
             agg(0, 0, 65536, 1, Some(5.0e6)),
@@ -1030,7 +1019,7 @@ mod expect_tests {
     #[test]
     fn nothing_measured_is_not_a_pass_and_repeats_give_a_median() {
         let s = parse("[[expect]]\nmetric = \"goodput\"\nmin = \"1 Mbit/s\"\n").unwrap();
-        let configs = s.configs(&Any);
+        let configs = s.configs(&ANY);
         let rows = [
             agg(0, 0, 65536, 1, Some(1.0e6 * 0.5)),
             agg(0, 1, 65536, 1, Some(2.0e6)),
@@ -1052,7 +1041,7 @@ mod expect_tests {
                     [[expect]]\nmetric = \"rtt_loaded_p95\"\nmax = \"rtt + 100 ms\"\n\
                     [[expect]]\nmetric = \"rtt_median\"\nmax = \"rtt + 1 ms\"\n\
                     [[expect]]\nmetric = \"rtt_loaded_min\"\nmin = \"rtt\"\n";
-        let st = Study::parse(text, &Any).unwrap();
+        let st = Study::parse(text, &ANY).unwrap();
         let (a, mut c) = agg(0, 0, 65536, 1, Some(1e6));
         c.cell.kind = "load".into();
         // Idle probes at 100.0–100.9 ms, loaded ones at 150–249 ms.
@@ -1067,7 +1056,7 @@ mod expect_tests {
             c.cell.probes.push(p("unloaded", 100.0 + f64::from(i % 10) / 10.0));
             c.cell.probes.push(p("loaded", 150.0 + f64::from(i)));
         }
-        let v = evaluate(&st.expects, &["streams".into()], &[a], &[c], &st.configs(&Any));
+        let v = evaluate(&st.expects, &["streams".into()], &[a], &[c], &st.configs(&ANY));
         assert_eq!(v.len(), 3);
         let m = |i: usize| v[i].measured.unwrap() * 1e3;
         assert!((m(0) - 244.05).abs() < 0.1, "p95 of 150..249 ms: {}", line(&v[0]));
@@ -1075,10 +1064,10 @@ mod expect_tests {
         assert!((m(1) - 100.45).abs() < 0.01 && v[1].pass, "{}", line(&v[1]));
         assert!((m(2) - 150.0).abs() < 1e-9 && v[2].pass, "{}", line(&v[2]));
         for bad in ["rtt_mode", "rtt_loaded_avg"] {
-            let e = Study::parse(&text.replace("rtt_median", bad), &Any).unwrap_err();
+            let e = Study::parse(&text.replace("rtt_median", bad), &ANY).unwrap_err();
             assert!(e.message.contains("rtt_STAT / rtt_loaded_STAT"), "{e}");
         }
-        let e = Study::parse(&text.replace("kind = \"load\"", "kind = \"ping\""), &Any).unwrap_err();
+        let e = Study::parse(&text.replace("kind = \"load\"", "kind = \"ping\""), &ANY).unwrap_err();
         assert!(e.message.contains("a ping study has no `rtt_loaded_p95`"), "{e}");
     }
 
@@ -1091,7 +1080,7 @@ mod expect_tests {
         .unwrap();
         let axes = vec!["window".to_string(), "streams".to_string()];
         // A path without delay: 64K / rtt is no bound, and that is no pass.
-        let mut flat = s.configs(&Any);
+        let mut flat = s.configs(&ANY);
         flat.values_mut().for_each(|c| {
             c.insert("rtt".into(), 0.0);
         });
@@ -1106,7 +1095,7 @@ mod expect_tests {
         // One value of the axis along a line is no trend: a failed verdict, not silence.
         let rows = [agg(0, 0, 65536, 1, Some(5e6)), agg(2, 0, 1 << 20, 1, Some(9e6))];
         let (aggs, cells): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
-        let v = evaluate(&s.expects, &axes, &aggs, &cells, &s.configs(&Any));
+        let v = evaluate(&s.expects, &axes, &aggs, &cells, &s.configs(&ANY));
         let t: Vec<&Verdict> = v.iter().filter(|x| x.expect == 1).collect();
         assert_eq!(t.len(), 2, "{t:?}");
         assert!(t.iter().all(|x| !x.pass && x.note.contains("fewer than two")), "{t:?}");

@@ -43,6 +43,12 @@ fn runs_json(db: &str) -> Vec<Value> {
     records(&out)
 }
 
+/// The latest run of archive `db`, as `wanperf export --format json` writes it.
+fn exported(db: &str) -> Value {
+    let out = run(&["export", "latest", "--db", db, "--format", "json"], Duration::from_secs(20));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
@@ -126,8 +132,7 @@ fn a_real_host_study_is_stored_exported_and_reported() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(&std::fs::read(&pq).unwrap()[..4], b"PAR1");
-    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
-    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let data = exported(&db);
     let cells = data["cells"].as_array().unwrap();
     assert_eq!(cells[1]["params"]["size"], 200);
     assert_eq!(cells[0]["summary"]["received"], 20);
@@ -190,8 +195,7 @@ fn resume_after_kill_9_loses_and_duplicates_nothing() {
     assert_eq!(runs.len(), 1, "resume continues the same run");
     assert_eq!(runs[0]["status"], "complete");
     assert_eq!(runs[0]["cells_done"], 6);
-    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
-    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let data = exported(&db);
     let cells = data["cells"].as_array().unwrap();
     let mut idx: Vec<u64> = cells.iter().map(|c| c["index"].as_u64().unwrap()).collect();
     idx.sort();
@@ -288,8 +292,7 @@ why = "the way back carries only ACKs: no queue"
     assert!(page.contains("Stated expectations: 5 of 7 held"), "no expectations table");
     assert!(page.contains("One-way delays, loaded against unloaded"), "no one-way delay table");
     assert_eq!(page.matches("data-pass=\"false\"").count(), 2);
-    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
-    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let data = exported(&db);
     let cells = data["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
     let added: Vec<f64> = cells.iter().map(|c| f(&c["summary"]["added_rtt_ms"])).collect();
@@ -350,8 +353,7 @@ min = "2 * 64K / rtt"
     let end = records(&out).into_iter().find(|r| r["event"] == "end").unwrap_or_default();
     assert!(out.status.success(), "{}\n{end}", stderr(&out));
     assert!(end["verdicts"].as_array().unwrap().iter().all(|v| v["pass"] == true), "{end}");
-    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
-    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let data = exported(&db);
     let hosts = &data["cells"][1]["emulator"]["hosts"][0];
     assert_eq!(hosts["model"], "wmem=4096:65536:65536", "{hosts}");
     assert!(hosts["settings"].to_string().contains("4096 65536 65536"), "{hosts}");
@@ -487,8 +489,7 @@ min = "3 * (1 MiB / 4 s + 1 Mbit/s)"
     assert!(warnings.contains("warning: cell policer=1M,1MB,port=5011: left → right: its policer"), "{warnings}");
     // The stored cells carry the emulator's own counts: the policer decided on the test's
     // packets and dropped some where it was on the test's port, none where it was not.
-    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
-    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let data = exported(&db);
     let up = |i: usize, k: &str| -> f64 {
         data["cells"][i]["emulator"]["stats"]["up"]["classes"].as_object().unwrap().values().map(|c| f(&c[k])).sum()
     };
@@ -584,8 +585,7 @@ compress = ["off", "3"]
     // Every cell's data and the server's copy of it are gone with the cell.
     let left: Vec<String> = scratch().into_iter().filter(|n| !before.contains(n)).collect();
     assert!(left.is_empty(), "scratch directories left behind: {left:?}");
-    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
-    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let data = exported(&db);
     let cells = data["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
     let mut wire = Vec::new();
@@ -645,8 +645,7 @@ host_left = ["none", "cpu=0.03"]
     );
     let out = run(&["study", "run", &file, "--db", &db, "--json"], Duration::from_secs(120));
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
-    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let data = exported(&db);
     let cells = data["cells"].as_array().unwrap();
     let verdict = |i: usize| cells[i]["summary"]["verdict"]["text"].as_str().unwrap_or("").to_string();
     let rate = |i: usize| f(&cells[i]["summary"]["copy"]["rate_bytes_s"]);
@@ -685,8 +684,7 @@ host_right = ["none", "disk_write=80M", "disk_read=80M"]
     );
     let out = run(&["study", "run", &file, "--db", &db, "--json"], Duration::from_secs(180));
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
-    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let data = exported(&db);
     let cells = data["cells"].as_array().unwrap();
     let verdict = |i: usize| cells[i]["summary"]["verdict"]["text"].as_str().unwrap_or("").to_string();
     let rate = |i: usize| f(&cells[i]["summary"]["copy"]["rate_bytes_s"]);
@@ -733,8 +731,7 @@ rate = ["10M", "40M"]
     // The headline: one row per cell with each link's capacity.
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(text.contains("capacity") && text.contains("40.0 Mbit/s") && text.contains("10.0"), "{text}");
-    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
-    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let data = exported(&db);
     let cells = data["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
     for c in cells {
@@ -782,8 +779,7 @@ loss_down = ["0", "0.05"]
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(text.contains("forward") && text.contains("reverse"), "{text}");
-    let out = run(&["export", "latest", "--db", &db, "--format", "json"], Duration::from_secs(20));
-    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let data = exported(&db);
     let cells = data["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 4);
     for c in cells {
