@@ -616,8 +616,16 @@ fn run_datagram(
         .collect();
     let mut s = summarize(&records, duplicates, reordered);
     s.clock_offset_ms = offset_ns.map(|o| o / 1e6);
-    s.clock_offset_uncertainty_ms =
-        fastest.filter(|_| has_server_times).map(|f| if cfg.clock_offset_ns.is_some() { 0.0 } else { f.0 / 2.0 });
+    // The bound comes from the same four wall-clock stamps as the estimate: with t1 ≤ t2 and
+    // t3 ≤ t4 on a shared clock, |estimate| ≤ ((t4 − t1) − (t3 − t2)) / 2. The monotonic RTT
+    // is read a few µs apart from them and may not bound the estimate on a 30 µs loopback.
+    s.clock_offset_uncertainty_ms = fastest.filter(|_| has_server_times).map(|(_, _, t1, t2, t3, t4)| {
+        if cfg.clock_offset_ns.is_some() {
+            0.0
+        } else {
+            ((t4 as f64 - t1 as f64) - (t3 as f64 - t2 as f64)).max(0.0) / 2e6
+        }
+    });
     s.error = gone;
     Ok((records, s))
 }
