@@ -102,33 +102,45 @@ window.addEventListener('load', function () {
 
 /// Renders the run and says which figures it drew and which it left out.
 pub fn report(data: &RunData) -> Report {
-    let v = view::View::new(data);
-    let items = figures::all(&v);
     let run = &data.run;
-    let mut h = String::with_capacity(256 * 1024);
     let title = format!("{} — wanperf run {}", run.study, run.id);
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{}</title><style>{CSS}</style></head>\n<body>\n",
-        esc(&title)
-    );
-    let _ = writeln!(h, "<header><h1>{}</h1><p class=\"meta\">{}</p></header>", esc(&run.study), tables::run_line(&v));
+    let mut h = format!("<header><h1>{}</h1><p class=\"meta\">{}</p></header>\n", esc(&run.study), {
+        tables::run_line(&view::View::new(data))
+    });
     h += "<nav><a href=\"#findings\">Findings</a><a href=\"#figures\">Figures</a><a href=\"#tables\">Tables</a>\
           <a href=\"#analysis\">Analysis</a><a href=\"#failures\">Failures</a><a href=\"#study\">Study</a>\
           <a href=\"#hosts\">Hosts</a></nav>\n";
+    let body = sections(data);
+    h += &body.html;
+    Report { html: page(&title, &h), figures: body.figures, skipped: body.skipped }
+}
+
+/// The run's sections (what never acted, expectations, findings, figures, tables, analysis,
+/// failures, study, hosts) as a fragment for a page of several runs (`wanperf reproduce`).
+pub fn sections(data: &RunData) -> Report {
+    let v = view::View::new(data);
+    let items = figures::all(&v);
+    let mut h = String::with_capacity(256 * 1024);
     h += &tables::not_acted(&v);
     h += &tables::expectations(&v);
-
     let (figs, skipped) = figures_sections(&mut h, items);
     h += &tables::statistics(&v);
     h += &tables::analysis(&v);
     h += &tables::failures(&v);
     h += &tables::study(&v);
     h += &tables::hosts(&v);
-    let _ = write!(h, "<script>{SCRIPT}</script>\n</body></html>\n");
     Report { html: h, figures: figs, skipped }
+}
+
+/// One self-contained page: `body` (HTML) under `title`, with the reports' style and the
+/// script that counts the figures laid out.
+pub fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><style>{CSS}</style></head>\n<body>\n{body}<script>{SCRIPT}</script>\n</body></html>\n",
+        esc(title)
+    )
 }
 
 /// Renders the passive view of a site (`wanperf flows report`): utilization figures, each

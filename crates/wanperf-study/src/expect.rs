@@ -497,6 +497,8 @@ pub struct Expect {
     pub check: Check,
     /// Why it must hold (a seed's words, a formula's source), shown with its verdict.
     pub why: String,
+    /// The seed finding it checks (`002-3`), when it checks one (`wanperf reproduce`).
+    pub finding: Option<String>,
 }
 
 impl Expect {
@@ -554,6 +556,8 @@ pub(crate) struct ExpectSection {
     tolerance: Option<Spanned<String>>,
     #[serde(default)]
     why: String,
+    #[serde(default)]
+    finding: Option<String>,
 }
 
 /// The configuration of every cell of a study (by index): what bounds are evaluated in.
@@ -713,7 +717,8 @@ pub(crate) fn parse_all(
                 Check::Bounds { min, max }
             }
         };
-        let e = Expect { line, metric_name: name, metric, select, baseline, check, why: s.why };
+        let finding = s.finding.map(|f| f.trim().to_string()).filter(|f| !f.is_empty());
+        let e = Expect { line, metric_name: name, metric, select, baseline, check, why: s.why, finding };
         // Every selected cell must have every value its bounds use.
         let mut vars = Vec::new();
         match &e.check {
@@ -760,12 +765,21 @@ fn selects(select: &[(String, serde_json::Value)], params: &BTreeMap<String, ser
 
 /// A verdict's dimension, from its unit.
 fn verdict_dim(v: &Verdict) -> Dim {
-    match v.unit.as_str() {
+    unit_dim(&v.unit)
+}
+
+fn unit_dim(unit: &str) -> Dim {
+    match unit {
         "bit/s" => RATE,
         "s" => SECS,
         "bit" => BITS,
         _ => NONE,
     }
+}
+
+/// A value in base units (`bit/s`, `s`, `bit` or none) as verdicts print it: `9.45 Mbit/s`.
+pub fn fmt_in(unit: &str, x: f64) -> String {
+    unit_dim(unit).fmt(x)
 }
 
 /// A verdict in one line: `PASS  line 14  goodput ≤ … [streams = 1]: 4.98 Mbit/s, bound
@@ -794,6 +808,28 @@ fn unit_name(d: Dim) -> &'static str {
         (1, 0) => "bit",
         _ => "",
     }
+}
+
+/// The median of a metric (named as in `[[expect]]`) over the stored cells whose axes have the
+/// values in `select` (axis → value as written in the study), in base units with its unit name
+/// (`bit/s`, `s`, …); `None` when no selected cell measured it. What `wanperf reproduce` puts
+/// beside a seed's published number.
+pub fn median_where(
+    metric: &str,
+    select: &[(String, String)],
+    aggs: &[CellAggregate],
+    cells: &[StoredCell],
+) -> Result<Option<(f64, &'static str)>, String> {
+    let m = METRICS.iter().find(|m| m.0 == metric).map(|m| m.1).or_else(|| rtt_stat(metric));
+    let m = m.ok_or_else(|| format!("unknown metric `{metric}`"))?;
+    let select: Vec<(String, serde_json::Value)> = select.iter().map(|(k, v)| (k.clone(), normalize(k, v))).collect();
+    let by_key: BTreeMap<(u32, u32), &StoredCell> = cells.iter().map(|c| ((c.cell.index, c.cell.repeat), c)).collect();
+    let values: Vec<f64> = aggs
+        .iter()
+        .filter(|a| selects(&select, &a.params))
+        .filter_map(|a| by_key.get(&(a.index, a.repeat)).and_then(|c| metric_value(m, a, c)))
+        .collect();
+    Ok(median(values).map(|v| (v, unit_name(m.dim()))))
 }
 
 /// A metric's value in one stored cell (base units), if the cell has it.

@@ -240,6 +240,10 @@ struct File {
     run: Option<RunSection>,
     #[serde(default)]
     expect: Vec<Spanned<crate::expect::ExpectSection>>,
+    /// The reduced grid (`--quick`), merged by [`crate::quick::apply`] before parsing.
+    #[serde(default)]
+    #[allow(dead_code)]
+    quick: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(serde::Deserialize, Default)]

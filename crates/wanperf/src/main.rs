@@ -82,6 +82,9 @@ enum Command {
     /// Re-run seed 000 ("Effect of load on RTT and loss") on an emulated SLAC→CERN 2000 path,
     /// store it and write its report (about a minute and a half).
     Demo(study::DemoArgs),
+    /// Re-run the seed studies (000–004 or all) on their emulated paths and networks, check
+    /// every checkable finding, and write a report per seed beside the seed's own numbers.
+    Reproduce(study::ReproduceArgs),
     /// Make an Ed25519 key pair for `serve --authorized-keys` and clients' `--key`.
     Keygen(keys::KeygenArgs),
     /// Internal: run a command as init of a fresh PID namespace, so everything it starts dies
@@ -135,6 +138,7 @@ fn main() -> ExitCode {
         Command::Net(net::NetCmd::Run(_) | net::NetCmd::Up(_) | net::NetCmd::Daemon { .. }) => true,
         Command::Demo(_) => true,
         Command::Study(study::StudyCmd::Run(a)) => a.needs_path(),
+        Command::Reproduce(a) => a.needs_path(),
         _ => false,
     };
     if needs_namespaces {
@@ -191,6 +195,7 @@ fn main() -> ExitCode {
         Command::Report(a) => keep::report(a),
         Command::Calc(c) => calc::run(c),
         Command::Demo(a) => study::demo(a),
+        Command::Reproduce(a) => study::reproduce(a),
         Command::Keygen(a) => keys::keygen(a),
         Command::Contain { cmd } => wanperf_net::child::contain(&cmd),
     };

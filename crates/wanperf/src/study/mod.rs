@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use spec::{Study, Target};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use wanperf_study::run::{execute, fmt_secs, Env, Outcome};
+use wanperf_study::run::{execute, Env};
 
 /// `wanperf study` subcommands.
 #[derive(Subcommand, Debug)]
@@ -80,11 +80,19 @@ pub struct RunArgs {
     /// printed and stored).
     #[arg(long)]
     strict: bool,
+    /// Run the file's reduced grid: its `[quick]` table merged over it (shorter tests, fewer
+    /// cells; findings it drops are left to the full run).
+    #[arg(long)]
+    quick: bool,
 }
 
-/// Reads and parses a study file; errors name the file and line.
-pub fn load(file: &std::path::Path) -> Result<(String, Study)> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+/// Reads and parses a study file (its `[quick]` grid with `quick`); errors name the file and line.
+pub fn load(file: &std::path::Path, quick: bool) -> Result<(String, Study)> {
+    let mut text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    if quick {
+        let q = wanperf_study::quick::apply(&text).map_err(|e| anyhow!("{}: {e}", file.display()))?;
+        text = q.ok_or_else(|| anyhow!("{} has no [quick] table", file.display()))?;
+    }
     let study = flags::parse(&text).map_err(|e| anyhow!("{}: {e}", file.display()))?;
     Ok((text, study))
 }
@@ -92,13 +100,13 @@ pub fn load(file: &std::path::Path) -> Result<(String, Study)> {
 impl RunArgs {
     /// Whether this run needs network namespaces (an emulated path or network, not a dry run).
     pub fn needs_path(&self) -> bool {
-        !self.dry_run && load(&self.file).is_ok_and(|(_, s)| !matches!(s.target, Target::Host { .. }))
+        !self.dry_run && load(&self.file, self.quick).is_ok_and(|(_, s)| !matches!(s.target, Target::Host { .. }))
     }
 }
 
 /// `wanperf study run`.
 pub fn run(a: RunArgs) -> Result<ExitCode> {
-    let (text, study) = load(&a.file)?;
+    let (text, study) = load(&a.file, a.quick)?;
     if a.dry_run {
         for l in wanperf_study::run::dry_run(&study, &study.cells(), a.json, &flags::CliFlags) {
             outln!("{l}");
@@ -138,6 +146,68 @@ fn env() -> Env<'static> {
     }
 }
 
+/// Options of `wanperf reproduce`.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Each seed's studies (scenarios/seed00N-*.toml, listed in scenarios/seeds.toml) run on their
+emulated paths and networks into the archive; each [[expect]] names the seed finding it checks.
+A report per seed (reproduce/seed00N.html): the seed's published numbers beside the new run's,
+every finding with its checks and their measured values, or why it cannot be checked on an
+emulator, then each study's own report. Exits non-zero if a check fails or a study did not run.
+
+Examples:
+  wanperf reproduce 002 --dry-run     # its studies, cells and time
+  wanperf reproduce 002 --quick       # the reduced grid, the same checks (a few minutes)
+  wanperf reproduce all               # the five seeds in full
+  wanperf reproduce 002 --scenarios my-copy/   # edited copies of seeds.toml and the studies")]
+pub struct ReproduceArgs {
+    /// Seeds to re-run: 000, 001, 002, 003, 004 (or 0…4), or all.
+    #[arg(required = true, value_name = "SEED")]
+    seeds: Vec<String>,
+    /// The reduced grid: fewer cells and shorter tests (each study's `[quick]` table).
+    #[arg(long)]
+    quick: bool,
+    /// Read seeds.toml and the study files from DIR instead of the built-in copies.
+    #[arg(long, value_name = "DIR")]
+    scenarios: Option<PathBuf>,
+    /// Where the reports go (seed00N.html).
+    #[arg(short, long, value_name = "DIR", default_value = "reproduce")]
+    output: PathBuf,
+    /// List each seed's studies, cells and time; run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Archive: a SQLite file or a postgres:// URL.
+    #[arg(long, value_name = "DB")]
+    db: Option<String>,
+    /// Print each stored cell and each seed's findings as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ReproduceArgs {
+    /// Whether this run needs network namespaces.
+    pub fn needs_path(&self) -> bool {
+        !self.dry_run
+    }
+}
+
+/// `wanperf reproduce`.
+pub fn reproduce(a: ReproduceArgs) -> Result<ExitCode> {
+    use wanperf_reproduce::run::{Options, Source};
+    let o = Options {
+        seeds: a.seeds,
+        quick: a.quick,
+        source: a.scenarios.map_or(Source::Embedded, Source::Dir),
+        out_dir: a.output,
+        dry_run: a.dry_run,
+        json: a.json,
+        parse: &flags::parse,
+    };
+    let mut store = if a.dry_run { None } else { Some(open_store(a.db.as_deref())?) };
+    let outcomes = wanperf_reproduce::run::reproduce(store.as_mut().map(|s| s.as_mut() as _), &o, &env())?;
+    Ok(if wanperf_reproduce::run::all_ok(&outcomes) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
 /// Options of `wanperf demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -149,25 +219,10 @@ pub struct DemoArgs {
     output: PathBuf,
 }
 
-/// The demo study: seed 000 on the SLAC→CERN 2000 path, scaled down.
-pub const DEMO_STUDY: &str = include_str!("../../../../scenarios/demo.toml");
-
 /// `wanperf demo`: seed 000 ("Effect of load on RTT and loss") re-run on an emulated
 /// SLAC→CERN 2000 path, stored in the archive, with a report.
 pub fn demo(a: DemoArgs) -> Result<ExitCode> {
-    let study = flags::parse(DEMO_STUDY).map_err(|e| anyhow!("demo study: {e}"))?;
-    let est: f64 = study.cells().iter().map(|c| study.estimate_s(c, &flags::CliFlags) + study.pause_s).sum();
-    outln!("wanperf demo: seed 000 (\"Effect of load on RTT and loss\", SLAC → CERN, 2000) on an emulated path");
-    outln!("{}", study.description.trim());
-    outln!("{} cells, about {}\n", study.cells().len(), fmt_secs(est));
     let mut store = open_store(a.db.as_deref())?;
-    let out: Outcome = execute(store.as_mut(), DEMO_STUDY, &study, None, false, &env())?;
-    let figures = crate::keep::write_report(store.as_mut(), out.run_id, &a.output)?;
-    outln!("\nrun {} stored in {}", out.run_id, describe_db(a.db.as_deref()));
-    outln!("report: {} ({figures} figures, open it in a browser)", a.output.display());
-    if !out.complete || out.failures > 0 {
-        outln!("({} of {} cells measured, {} failed)", out.stored, out.planned, out.failures);
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
+    let ok = wanperf_reproduce::run::demo(store.as_mut(), &flags::parse, &env(), &a.output, &describe_db(a.db.as_deref()))?;
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

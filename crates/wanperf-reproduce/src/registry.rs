@@ -1,0 +1,218 @@
+//! The seed registry (`scenarios/seeds.toml`), pure: each seed's studies, its published
+//! numbers and every finding with its check or the reason it has none.
+
+use serde::Deserialize;
+use std::collections::BTreeSet;
+use wanperf_toml::err;
+
+/// One seed study.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Seed {
+    /// `000` … `004`.
+    pub id: String,
+    /// What it studied.
+    pub title: String,
+    /// Its file in the seeds folder.
+    pub file: String,
+    /// Its study files (in scenarios/), run in this order.
+    pub studies: Vec<String>,
+    /// The seed's own numbers, shown beside the new run's.
+    #[serde(default)]
+    pub published: Vec<Published>,
+    /// Every finding of the seed.
+    #[serde(default, rename = "finding")]
+    pub findings: Vec<Finding>,
+}
+
+/// A number the seed published, and where the new run measures the same thing.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Published {
+    /// The study file that measures it.
+    pub study: String,
+    /// The metric (an `[[expect]]` metric name).
+    pub metric: String,
+    /// The cells (axis → value as written in the study); the median over them is shown.
+    #[serde(rename = "where", default)]
+    pub select: toml::Table,
+    /// The seed's number, as it states it.
+    pub value: String,
+    /// Its line in the seed.
+    pub line: u32,
+    /// The seed's words.
+    pub quote: String,
+}
+
+impl Published {
+    /// The cells as (axis, value as written).
+    pub fn select(&self) -> Vec<(String, String)> {
+        self.select
+            .iter()
+            .map(|(k, v)| {
+                let s = match v {
+                    toml::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), s)
+            })
+            .collect()
+    }
+}
+
+/// A finding of a seed: checked by the `[[expect]]` entries whose `finding` is its id, or not
+/// checkable, with the reason.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Finding {
+    /// `002-3` (`002-N1` for findings the seed states without a result to check).
+    pub id: String,
+    /// Its line in the seed.
+    pub line: u32,
+    /// The finding in a sentence.
+    pub finding: String,
+    /// Why no check states it (on an emulator, or what wanperf lacks).
+    #[serde(default)]
+    pub unchecked: Option<String>,
+    /// What part of the finding its checks do not cover.
+    #[serde(default)]
+    pub partial: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    seed: Vec<Seed>,
+}
+
+/// Parses the registry; errors name their line.
+pub fn parse(text: &str) -> Result<Vec<Seed>, wanperf_toml::Error> {
+    let f: File = wanperf_toml::parse(text)?;
+    let mut ids = BTreeSet::new();
+    for s in &f.seed {
+        if !ids.insert(s.id.clone()) {
+            return Err(err(0, format!("seed {} is listed twice", s.id)));
+        }
+        if s.studies.is_empty() {
+            return Err(err(0, format!("seed {} names no study", s.id)));
+        }
+        let mut fids = BTreeSet::new();
+        for x in &s.findings {
+            if !fids.insert(x.id.clone()) {
+                return Err(err(0, format!("finding {} is listed twice", x.id)));
+            }
+        }
+        if let Some(p) = s.published.iter().find(|p| !s.studies.contains(&p.study)) {
+            return Err(err(0, format!("seed {}: a published number names {}, not one of its studies", s.id, p.study)));
+        }
+    }
+    Ok(f.seed)
+}
+
+/// The seeds named on the command line (`all` for every one), in the registry's order.
+pub fn select<'a>(seeds: &'a [Seed], names: &[String]) -> Result<Vec<&'a Seed>, String> {
+    if names.iter().any(|n| n == "all") {
+        return Ok(seeds.iter().collect());
+    }
+    let known = || seeds.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(", ");
+    for n in names {
+        if !seeds.iter().any(|s| s.id == *n || s.id.trim_start_matches('0') == n.trim_start_matches('0')) {
+            return Err(format!("no seed `{n}` (one of {}, or all)", known()));
+        }
+    }
+    Ok(seeds
+        .iter()
+        .filter(|s| names.iter().any(|n| s.id == *n || s.id.trim_start_matches('0') == n.trim_start_matches('0')))
+        .collect())
+}
+
+/// The `finding` ids of a study text's `[[expect]]` entries, in order (`None` for an untagged one).
+pub fn expect_findings(text: &str) -> Vec<Option<String>> {
+    let Ok(t) = text.parse::<toml::Table>() else { return Vec::new() };
+    t.get("expect")
+        .and_then(|e| e.as_array())
+        .map(|a| a.iter().map(|x| x.get("finding").and_then(|f| f.as_str()).map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// What is wrong between a seed's registry entry and its study files (`text` finds a study's
+/// text): a finding with neither a check nor a reason, a check of a finding not listed, a
+/// study missing. Empty when they agree.
+pub fn problems(seed: &Seed, text: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut tagged = BTreeSet::new();
+    for st in &seed.studies {
+        match text(st) {
+            None => out.push(format!("seed {}: study {st} not found", seed.id)),
+            Some(t) => tagged.extend(expect_findings(&t).into_iter().flatten()),
+        }
+    }
+    for f in &seed.findings {
+        match (&f.unchecked, tagged.contains(&f.id)) {
+            (None, false) => out.push(format!("finding {} has no check and no reason why", f.id)),
+            (Some(_), true) => out.push(format!("finding {} is checked and also said to be unchecked", f.id)),
+            _ => {}
+        }
+    }
+    for id in &tagged {
+        if !seed.findings.iter().any(|f| f.id == *id) {
+            out.push(format!("seed {}: a check names finding {id}, which the registry does not list", seed.id));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REG: &str = r#"
+[[seed]]
+id = "002"
+title = "OSCARS"
+file = "002_x.txt"
+studies = ["a.toml"]
+[[seed.published]]
+study = "a.toml"
+metric = "goodput"
+where = { policer = "1M,1MB,port=test", streams = 20 }
+value = "874 kbit/s"
+line = 24
+quote = "874 kbits/s"
+[[seed.finding]]
+id = "002-1"
+line = 20
+finding = "one stream"
+[[seed.finding]]
+id = "002-N1"
+line = 34
+finding = "correlation"
+unchecked = "sign not guaranteed"
+"#;
+
+    const STUDY: &str = "name = \"a\"\n[measure]\nkind = \"tput\"\n[[expect]]\nmetric = \"goodput\"\nfinding = \"002-1\"\nmax = \"rate\"\n[[expect]]\nmetric = \"goodput\"\nmax = \"rate\"\n";
+
+    #[test]
+    fn a_registry_and_its_studies_agree() {
+        let seeds = parse(REG).unwrap();
+        assert_eq!(seeds[0].published[0].select(), vec![
+            ("policer".to_string(), "1M,1MB,port=test".to_string()),
+            ("streams".to_string(), "20".to_string())
+        ]);
+        assert_eq!(expect_findings(STUDY), vec![Some("002-1".to_string()), None]);
+        assert!(problems(&seeds[0], &|_| Some(STUDY.to_string())).is_empty());
+        let p = problems(&seeds[0], &|_| Some(STUDY.replace("002-1", "002-9")));
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].contains("002-1") && p[1].contains("002-9"));
+        assert!(problems(&seeds[0], &|_| None)[0].contains("not found"));
+    }
+
+    #[test]
+    fn seeds_are_selected_by_id_or_all() {
+        let seeds = parse(REG).unwrap();
+        assert_eq!(select(&seeds, &["2".into()]).unwrap().len(), 1);
+        assert_eq!(select(&seeds, &["all".into()]).unwrap().len(), 1);
+        assert!(select(&seeds, &["007".into()]).unwrap_err().contains("one of 002"));
+        assert!(parse(&format!("{REG}{}", REG.replace("002_x", "y"))).unwrap_err().message.contains("twice"));
+    }
+}

@@ -1,0 +1,280 @@
+//! The shell: runs the selected seeds' studies into the archive (the study runner's own
+//! `execute`, each cell on a fresh emulated path or network), then writes each seed's report
+//! and prints its summary line.
+
+use crate::findings::{self, Counts, StudyResult};
+use crate::page::{self, PublishedRow, SeedPage};
+use crate::registry::{self, Seed};
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use wanperf_archive::Store;
+use wanperf_study::run::{execute, fmt_secs, Env};
+use wanperf_study::spec::{Study, StudyError};
+
+/// Where the registry and the study files come from.
+pub enum Source {
+    /// The copies built into the binary.
+    Embedded,
+    /// A folder with `seeds.toml` and the study files (edited copies).
+    Dir(PathBuf),
+}
+
+impl Source {
+    /// A file's text (`seeds.toml` or a study).
+    pub fn text(&self, name: &str) -> Result<String> {
+        match self {
+            Source::Embedded => crate::SCENARIOS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, t)| t.to_string())
+                .ok_or_else(|| anyhow!("no built-in scenario {name}")),
+            Source::Dir(d) => {
+                let p = d.join(name);
+                std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))
+            }
+        }
+    }
+}
+
+/// What to reproduce and how.
+pub struct Options<'a> {
+    /// Seeds by id, or `all`.
+    pub seeds: Vec<String>,
+    /// The reduced grid (each study's `[quick]` table).
+    pub quick: bool,
+    /// Where the files come from.
+    pub source: Source,
+    /// Where the reports go (`seedNNN.html`).
+    pub out_dir: PathBuf,
+    /// List the studies, cells and time; run nothing (also when no store is given).
+    pub dry_run: bool,
+    /// JSON records instead of lines.
+    pub json: bool,
+    /// The command line's study parser.
+    pub parse: &'a dyn Fn(&str) -> Result<Study, StudyError>,
+}
+
+/// How one seed went.
+pub struct SeedOutcome {
+    /// The seed.
+    pub id: String,
+    /// Its counts.
+    pub counts: Counts,
+    /// Its report.
+    pub report: Option<PathBuf>,
+}
+
+struct Planned {
+    file: String,
+    text: String,
+    study: Study,
+    dropped: Vec<String>,
+    estimate_s: f64,
+}
+
+/// Reads, merges (`--quick`) and parses a seed's studies: every error before anything runs.
+fn plan(seed: &Seed, o: &Options, env: &Env) -> Result<Vec<Planned>> {
+    let mut out = Vec::new();
+    for file in &seed.studies {
+        let full = o.source.text(file)?;
+        let (text, dropped) = match o.quick {
+            true => match wanperf_study::quick::apply(&full).map_err(|e| anyhow!("{file}: {e}"))? {
+                Some(t) => (t, wanperf_study::quick::dropped(&full)),
+                None => (full, Vec::new()),
+            },
+            false => (full, Vec::new()),
+        };
+        let study = (o.parse)(&text).map_err(|e| anyhow!("{file}{}: {e}", if o.quick { " (--quick)" } else { "" }))?;
+        let estimate_s = study.cells().iter().map(|c| study.estimate_s(c, env.flags) + study.pause_s).sum();
+        out.push(Planned { file: file.clone(), text, study, dropped, estimate_s });
+    }
+    Ok(out)
+}
+
+/// Runs the seeds into `store` (none for a dry run); the outcome of each (the caller decides
+/// the exit status).
+pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Result<Vec<SeedOutcome>> {
+    let reg = registry::parse(&o.source.text("seeds.toml")?).map_err(|e| anyhow!("seeds.toml: {e}"))?;
+    let seeds = registry::select(&reg, &o.seeds).map_err(|e| anyhow!(e))?;
+    let mut plans = Vec::new();
+    for s in &seeds {
+        let problems = registry::problems(s, &|f| o.source.text(f).ok());
+        if let Some(p) = problems.first() {
+            bail!("seeds.toml: {p}");
+        }
+        plans.push(plan(s, o, env)?);
+    }
+    let total: f64 = plans.iter().flatten().map(|p| p.estimate_s).sum();
+    let cells: usize = plans.iter().flatten().map(|p| p.study.cells().len()).sum();
+    let studies = plans.iter().map(Vec::len).sum::<usize>();
+    let say = |l: &str| if !o.json { (env.say)(l) };
+    say(&format!(
+        "reproduce: seed{} {}{}: {studies} studies, {cells} cells, about {}",
+        if seeds.len() > 1 { "s" } else { "" },
+        seeds.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(", "),
+        if o.quick { " (--quick)" } else { "" },
+        fmt_secs(total)
+    ));
+    let Some(store) = store.filter(|_| !o.dry_run) else {
+        for (s, ps) in seeds.iter().zip(&plans) {
+            say(&format!("seed {}: {}", s.id, s.title));
+            for p in ps {
+                say(&format!("  {}: {} cells, about {}", p.file, p.study.cells().len(), fmt_secs(p.estimate_s)));
+            }
+        }
+        return Ok(Vec::new());
+    };
+    std::fs::create_dir_all(&o.out_dir).with_context(|| format!("cannot create {}", o.out_dir.display()))?;
+    let started = std::time::Instant::now();
+    let mut left = total;
+    let mut done = 0usize;
+    let mut outcomes = Vec::new();
+    for (seed, ps) in seeds.iter().zip(plans) {
+        let mut results = Vec::new();
+        let mut runs = Vec::new();
+        for p in &ps {
+            done += 1;
+            if wanperf_sys::INTERRUPTED.load(Ordering::Acquire) {
+                results.push(result_of(p, None, Some("interrupted before it started".into()), Vec::new()));
+                continue;
+            }
+            say(&format!(
+                "\n[{done}/{studies}] seed {}: {} — {} cells, about {} ({} elapsed, about {} left)",
+                seed.id,
+                p.file,
+                p.study.cells().len(),
+                fmt_secs(p.estimate_s),
+                fmt_secs(started.elapsed().as_secs_f64()),
+                fmt_secs(left)
+            ));
+            left = (left - p.estimate_s).max(0.0);
+            match execute(store, &p.text, &p.study, None, o.json, env) {
+                Ok(out) => {
+                    let error = (!out.complete || out.failures > 0).then(|| {
+                        format!("{} of {} cells stored, {} failed (run {})", out.stored, out.planned, out.failures, out.run_id)
+                    });
+                    let data = store.run_data(out.run_id)?;
+                    results.push(result_of(p, Some(out.run_id), error, out.verdicts));
+                    runs.push((p.file.clone(), data));
+                }
+                Err(e) => results.push(result_of(p, None, Some(format!("{e:#}")), Vec::new())),
+            }
+        }
+        let rows = findings::rows(seed, &results);
+        let counts = findings::counts(&rows);
+        let published = seed
+            .published
+            .iter()
+            .map(|pb| {
+                let measured = match runs.iter().find(|(f, _)| *f == pb.study) {
+                    None => Err("not run".to_string()),
+                    Some((_, d)) => {
+                        let aggs = store.cell_aggregates(d.run.id).map_err(|e| e.to_string());
+                        aggs.and_then(|a| wanperf_study::expect::median_where(&pb.metric, &pb.select(), &a, &d.cells))
+                            .and_then(|m| m.ok_or_else(|| "no cell measured it".to_string()))
+                    }
+                };
+                PublishedRow { published: pb, measured }
+            })
+            .collect();
+        let report = o.out_dir.join(format!("seed{}.html", seed.id));
+        let html = page::render(&SeedPage {
+            seed,
+            rows: &rows,
+            published,
+            runs,
+            quick: o.quick,
+            software: env.software.clone(),
+        });
+        std::fs::write(&report, html).with_context(|| format!("cannot write {}", report.display()))?;
+        if o.json {
+            (env.say)(
+                &json!({"event": "seed", "id": seed.id, "ok": counts.ok(), "counts": counts, "findings": rows,
+                "report": report.display().to_string()})
+                .to_string(),
+            );
+        } else {
+            (env.say)(&format!("\n{} — report: {}", counts.line(&seed.id), report.display()));
+            for r in rows.iter().filter(|r| matches!(r.status, findings::Status::Fail | findings::Status::NotRun(_))) {
+                (env.say)(&format!("  {} (line {}): {}", r.id, r.line, r.finding));
+                for (file, v) in r.checks.iter().filter(|(_, v)| !v.pass) {
+                    (env.say)(&format!("    {file}: {}", wanperf_study::expect::line(v)));
+                }
+                if let findings::Status::NotRun(why) = &r.status {
+                    (env.say)(&format!("    not run: {why}"));
+                }
+            }
+        }
+        outcomes.push(SeedOutcome { id: seed.id.clone(), counts, report: Some(report) });
+    }
+    if !o.json && outcomes.len() > 1 {
+        (env.say)("");
+        for s in &outcomes {
+            (env.say)(&s.counts.line(&s.id));
+        }
+    }
+    Ok(outcomes)
+}
+
+fn result_of(
+    p: &Planned,
+    run_id: Option<i64>,
+    error: Option<String>,
+    verdicts: Vec<wanperf_archive::Verdict>,
+) -> StudyResult {
+    StudyResult {
+        file: p.file.clone(),
+        run_id,
+        findings: p.study.expects.iter().map(|e| e.finding.clone()).collect(),
+        verdicts,
+        dropped: p.dropped.clone(),
+        error,
+    }
+}
+
+/// Whether every seed reproduced.
+pub fn all_ok(outcomes: &[SeedOutcome]) -> bool {
+    outcomes.iter().all(|s| s.counts.ok())
+}
+
+/// The default folder for reports: `reproduce/` in the working directory.
+pub fn default_out_dir() -> &'static Path {
+    Path::new("reproduce")
+}
+
+/// The demo study: seed 000 on the SLAC→CERN 2000 path, scaled down.
+pub const DEMO_STUDY: &str = include_str!("../../../scenarios/demo.toml");
+
+/// `wanperf demo`: seed 000 ("Effect of load on RTT and loss") re-run on an emulated
+/// SLAC→CERN 2000 path into `store` (described as `db`), with its report at `out`. Whether
+/// every cell was measured.
+pub fn demo(
+    store: &mut dyn Store,
+    parse: &dyn Fn(&str) -> Result<Study, StudyError>,
+    env: &Env,
+    out: &Path,
+    db: &str,
+) -> Result<bool> {
+    let study = parse(DEMO_STUDY).map_err(|e| anyhow!("demo study: {e}"))?;
+    let est: f64 = study.cells().iter().map(|c| study.estimate_s(c, env.flags) + study.pause_s).sum();
+    (env.say)("wanperf demo: seed 000 (\"Effect of load on RTT and loss\", SLAC → CERN, 2000) on an emulated path");
+    (env.say)(study.description.trim());
+    (env.say)(&format!("{} cells, about {}\n", study.cells().len(), fmt_secs(est)));
+    let o = execute(store, DEMO_STUDY, &study, None, false, env)?;
+    let data = store.run_data(o.run_id)?;
+    if data.cells.is_empty() {
+        bail!("run {} has no cells: nothing to report", o.run_id);
+    }
+    let report = wanperf_report::report(&data);
+    std::fs::write(out, &report.html).with_context(|| format!("cannot write {}", out.display()))?;
+    (env.say)(&format!("\nrun {} stored in {db}", o.run_id));
+    (env.say)(&format!("report: {} ({} figures, open it in a browser)", out.display(), report.figures.len()));
+    (env.say)("next: `wanperf reproduce 002 --quick` re-runs a whole seed and checks its findings");
+    if !o.complete || o.failures > 0 {
+        (env.say)(&format!("({} of {} cells measured, {} failed)", o.stored, o.planned, o.failures));
+        return Ok(false);
+    }
+    Ok(true)
+}
