@@ -13,7 +13,8 @@ fn main() {
         .filter(|n| n.ends_with(".toml"))
         .collect();
     names.sort();
-    let mut out = String::from("/// Every file of scenarios/: (name, text).\npub const SCENARIOS: &[(&str, &str)] = &[\n");
+    let mut out =
+        String::from("/// Every file of scenarios/: (name, text).\npub const SCENARIOS: &[(&str, &str)] = &[\n");
     for n in &names {
         let path = dir.join(n).canonicalize().expect("a readable scenario file");
         println!("cargo:rerun-if-changed={}", path.display());

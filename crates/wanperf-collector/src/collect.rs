@@ -37,6 +37,24 @@ pub struct Config {
     pub duration: Option<Duration>,
 }
 
+impl Config {
+    /// The collector's flags in seconds, checked: the bin length (`--bin`, 1 s to a day), how
+    /// often to write (`--flush`, above 0, at most an hour) and the run's length
+    /// (`--duration`, positive; none: until `stop`).
+    pub fn from_flags(bin_s: f64, flush_s: f64, duration_s: Option<f64>) -> anyhow::Result<Config> {
+        let bin_ms = crate::util::check_bin(bin_s)?;
+        if !(flush_s > 0.0 && flush_s <= 3600.0) {
+            anyhow::bail!("--flush must be above 0 and at most 3600 seconds");
+        }
+        crate::util::check_duration(duration_s)?;
+        Ok(Config {
+            bin_ms,
+            flush: Duration::from_secs_f64(flush_s),
+            duration: duration_s.map(Duration::from_secs_f64),
+        })
+    }
+}
+
 /// What a collector session stored, at its end.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct End {
@@ -188,5 +206,21 @@ impl Collector {
             socket_drops,
             exporters: exporter_rows(&decoder, session, socket_drops, now_unix()),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_make_a_checked_config() {
+        let c = Config::from_flags(300.0, 10.0, Some(60.0)).unwrap();
+        assert_eq!((c.bin_ms, c.flush, c.duration), (300_000, Duration::from_secs(10), Some(Duration::from_secs(60))));
+        assert_eq!(Config::from_flags(0.5, 10.0, None).unwrap_err().to_string(), "--bin must be 1 to 86400 seconds");
+        let e = Config::from_flags(300.0, 0.0, None).unwrap_err().to_string();
+        assert_eq!(e, "--flush must be above 0 and at most 3600 seconds");
+        let e = Config::from_flags(300.0, 10.0, Some(-1.0)).unwrap_err().to_string();
+        assert_eq!(e, "--duration must be a positive number of seconds");
     }
 }

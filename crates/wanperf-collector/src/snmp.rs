@@ -28,6 +28,41 @@ pub enum Credentials {
     },
 }
 
+impl Credentials {
+    /// The credentials `util poll`'s flags give: v2c with `community` when there is no `user`,
+    /// else v3 with `auth` and `privacy` as PROTO:PASSPHRASE (`--auth`, `--priv`).
+    pub fn from_flags(
+        community: &str,
+        user: Option<&str>,
+        auth: Option<&str>,
+        privacy: Option<&str>,
+    ) -> Result<Credentials, PollError> {
+        Ok(match user {
+            None => Credentials::V2c(community.to_string()),
+            Some(u) => Credentials::V3 {
+                user: u.to_string(),
+                auth: split_pass("auth", auth)?,
+                privacy: split_pass("priv", privacy)?,
+            },
+        })
+    }
+}
+
+/// The protocol and passphrase of flag `--what`, PROTO:PASSPHRASE; the passphrase at least 8
+/// characters (RFC 3414).
+fn split_pass(what: &str, v: Option<&str>) -> Result<Option<(String, String)>, PollError> {
+    match v {
+        None => Ok(None),
+        Some(s) => match s.split_once(':') {
+            Some((p, pass)) if !p.is_empty() && pass.len() >= 8 => Ok(Some((p.to_string(), pass.to_string()))),
+            Some((p, _)) if !p.is_empty() => {
+                Err(PollError::Option(format!("--{what}: the passphrase must be at least 8 characters (RFC 3414)")))
+            }
+            _ => Err(PollError::Option(format!("--{what} {s:?}: expected PROTO:PASSPHRASE, e.g. sha:secret123"))),
+        },
+    }
+}
+
 /// Reads one agent's interfaces.
 pub struct SnmpReader {
     rt: tokio::runtime::Runtime,
@@ -153,6 +188,24 @@ mod tests {
         assert_eq!(e, "unknown SNMP authentication protocol \"sha9\"");
         let e = auth(&v3(None, Some(("aes", "privpass1")))).err().unwrap().to_string();
         assert_eq!(e, "SNMP v3 privacy needs authentication too");
+    }
+
+    #[test]
+    fn flags_give_credentials() {
+        assert_eq!(
+            Credentials::from_flags("public", None, Some("sha:x"), None).unwrap(),
+            Credentials::V2c("public".into())
+        );
+        let c = Credentials::from_flags("public", Some("mrtg"), Some("sha:SECRET12"), Some("aes:SECRET34")).unwrap();
+        let pair = |p: &str, s: &str| Some((p.to_string(), s.to_string()));
+        assert_eq!(
+            c,
+            Credentials::V3 { user: "mrtg".into(), auth: pair("sha", "SECRET12"), privacy: pair("aes", "SECRET34") }
+        );
+        let e = Credentials::from_flags("public", Some("u"), Some("sha:short"), None).unwrap_err().to_string();
+        assert_eq!(e, "--auth: the passphrase must be at least 8 characters (RFC 3414)");
+        let e = Credentials::from_flags("public", Some("u"), None, Some("secret123")).unwrap_err().to_string();
+        assert_eq!(e, "--priv \"secret123\": expected PROTO:PASSPHRASE, e.g. sha:secret123");
     }
 
     #[test]

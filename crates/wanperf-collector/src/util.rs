@@ -83,6 +83,29 @@ pub fn check_bin(bin: f64) -> Result<u64> {
     Ok((bin * 1000.0) as u64)
 }
 
+/// A run's length in seconds (`--duration`), when given: positive and finite.
+pub fn check_duration(duration_s: Option<f64>) -> Result<()> {
+    if let Some(d) = duration_s {
+        if !(d > 0.0 && d.is_finite()) {
+            bail!("--duration must be a positive number of seconds");
+        }
+    }
+    Ok(())
+}
+
+/// The poller's times in seconds: between readings (`--every`, 0.1 s to an hour), the run's
+/// length ([`check_duration`]) and the SNMP timeout (`--timeout`, above 0, at most a minute).
+pub fn check_times(every_s: f64, duration_s: Option<f64>, timeout_s: f64) -> Result<()> {
+    if !(0.1..=3600.0).contains(&every_s) {
+        bail!("--every must be 0.1 to 3600 seconds");
+    }
+    check_duration(duration_s)?;
+    if !(timeout_s > 0.0 && timeout_s <= 60.0) {
+        bail!("--timeout must be above 0 and at most 60 seconds");
+    }
+    Ok(())
+}
+
 /// One source of readings.
 pub enum Reader {
     /// This or another network namespace (rtnetlink), only the interfaces listed (none: all).
@@ -357,4 +380,29 @@ pub fn summary_lines(all: &BTreeMap<SeriesKey, Vec<IfCounters>>, bin_ms: u64, js
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_are_checked() {
+        assert_eq!(check_bin(300.0).unwrap(), 300_000);
+        assert_eq!(check_bin(0.5).unwrap_err().to_string(), "--bin must be 1 to 86400 seconds");
+        assert!(check_duration(None).is_ok() && check_duration(Some(60.0)).is_ok());
+        for bad in [0.0, -1.0, f64::INFINITY, f64::NAN] {
+            assert_eq!(
+                check_duration(Some(bad)).unwrap_err().to_string(),
+                "--duration must be a positive number of seconds"
+            );
+        }
+        assert!(check_times(10.0, None, 2.0).is_ok());
+        assert_eq!(check_times(0.05, None, 2.0).unwrap_err().to_string(), "--every must be 0.1 to 3600 seconds");
+        assert!(check_times(10.0, Some(0.0), 2.0).is_err());
+        assert_eq!(
+            check_times(10.0, None, 61.0).unwrap_err().to_string(),
+            "--timeout must be above 0 and at most 60 seconds"
+        );
+    }
 }

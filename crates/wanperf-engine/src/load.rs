@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wanperf_proto::msg::{Direction, TestSpec, DEFAULT_PORT};
 use wanperf_proto::record::{EndRecord, IntervalRecord, StartRecord};
-use wanperf_proto::units::{fmt_bytes, fmt_rate};
+use wanperf_proto::units::{fmt_bytes, fmt_rate, parse_size};
 
 /// Why a cell could not be measured.
 #[derive(Debug, thiserror::Error)]
@@ -167,7 +167,10 @@ pub fn run_cell(
 ) -> Result<(Cell, CellDetail, Option<String>), LoadError> {
     let a = cfg;
     let (load_s, idle_s, interval, timeout) = (cfg.load_s, cfg.idle_s, cfg.interval_s, cfg.timeout_s);
-    let cell_secs = cfg.cell_s();
+    // The probes run until the cell stops them; the count only bounds them. A loaded phase
+    // lasts longer than `load_s` (connecting and ending the streams: seconds with 40 streams
+    // at 70 ms), so a count of exactly the nominal cell time ran out before the idle phase.
+    let cell_secs = 2.0 * cfg.cell_s() + 30.0 * f64::from(cfg.cycles);
     let probes = (cell_secs / interval).ceil() as u64;
     let pcfg = PingConfig {
         clock_offset_ns: None,
@@ -277,6 +280,35 @@ pub fn run_cell(
     Ok((cell, detail, failure))
 }
 
+/// A comma-separated list of `--what` values (`--streams 1,2,5`), each read by `parse`; at
+/// least one. The command line checks it when it is parsed (and a study file when it is
+/// checked) with the same parsers the run uses.
+pub fn list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    let v: Vec<T> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(&parse).collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err(format!("--{what} needs at least one value"));
+    }
+    Ok(v)
+}
+
+/// One of `--streams`: a stream count, 1 to 128.
+pub fn parse_streams(x: &str) -> Result<u32, String> {
+    let n: u32 = x.parse().map_err(|_| format!("--streams: `{x}` is not a number"))?;
+    if !(1..=128).contains(&n) {
+        return Err(format!("--streams: {n} is not between 1 and 128"));
+    }
+    Ok(n)
+}
+
+/// One of `--window`: a size, or `auto` (none: the kernel's autotuning).
+pub fn parse_window(x: &str) -> Result<Option<u64>, String> {
+    if x == "auto" {
+        Ok(None)
+    } else {
+        parse_size(x).map(Some).map_err(|e| format!("--window: {e}"))
+    }
+}
+
 /// Measures every (streams, window) cell, streams outermost, until `cfg.stop` or the first
 /// failure: `starting` is told each cell before it runs, `measured` each cell (with its number)
 /// after. Returns the cells measured and the failure that ended the sweep early, if one did
@@ -356,4 +388,19 @@ pub fn table(cells: &[Cell]) -> Vec<String> {
     }
     out.push("RTTs in ms: loaded columns first, then idle; `added` is loaded minus idle median.".into());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_lists_are_read_and_checked() {
+        assert_eq!(list("1, 2,,5", "streams", parse_streams), Ok(vec![1, 2, 5]));
+        assert_eq!(list(" , ", "streams", parse_streams), Err("--streams needs at least one value".into()));
+        assert_eq!(list("1,x", "streams", parse_streams), Err("--streams: `x` is not a number".into()));
+        assert_eq!(parse_streams("129"), Err("--streams: 129 is not between 1 and 128".into()));
+        assert_eq!(list("auto,64k", "window", parse_window), Ok(vec![None, Some(65_536)]));
+        assert!(parse_window("big").unwrap_err().starts_with("--window: "));
+    }
 }

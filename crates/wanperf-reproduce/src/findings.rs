@@ -79,7 +79,8 @@ fn row(f: &Finding, results: &[StudyResult]) -> Row {
         } else {
             Status::Fail
         }
-    } else if let Some(r) = results.iter().find(|r| r.error.is_some() && r.findings.iter().flatten().any(|x| *x == f.id))
+    } else if let Some(r) =
+        results.iter().find(|r| r.error.is_some() && r.findings.iter().flatten().any(|x| *x == f.id))
     {
         Status::NotRun(format!("{}: {}", r.file, r.error.clone().unwrap_or_default()))
     } else if results.iter().any(|r| r.dropped.contains(&f.id)) {

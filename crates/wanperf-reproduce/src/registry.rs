@@ -195,10 +195,10 @@ unchecked = "sign not guaranteed"
     #[test]
     fn a_registry_and_its_studies_agree() {
         let seeds = parse(REG).unwrap();
-        assert_eq!(seeds[0].published[0].select(), vec![
-            ("policer".to_string(), "1M,1MB,port=test".to_string()),
-            ("streams".to_string(), "20".to_string())
-        ]);
+        assert_eq!(
+            seeds[0].published[0].select(),
+            vec![("policer".to_string(), "1M,1MB,port=test".to_string()), ("streams".to_string(), "20".to_string())]
+        );
         assert_eq!(expect_findings(STUDY), vec![Some("002-1".to_string()), None]);
         assert!(problems(&seeds[0], &|_| Some(STUDY.to_string())).is_empty());
         let p = problems(&seeds[0], &|_| Some(STUDY.replace("002-1", "002-9")));

@@ -109,7 +109,11 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
     let total: f64 = plans.iter().flatten().map(|p| p.estimate_s).sum();
     let cells: usize = plans.iter().flatten().map(|p| p.study.cells().len()).sum();
     let studies = plans.iter().map(Vec::len).sum::<usize>();
-    let say = |l: &str| if !o.json { (env.say)(l) };
+    let say = |l: &str| {
+        if !o.json {
+            (env.say)(l)
+        }
+    };
     say(&format!(
         "reproduce: seed{} {}{}: {studies} studies, {cells} cells, about {}",
         if seeds.len() > 1 { "s" } else { "" },
@@ -153,7 +157,10 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
             match execute(store, &p.text, &p.study, None, o.json, env) {
                 Ok(out) => {
                     let error = (!out.complete || out.failures > 0).then(|| {
-                        format!("{} of {} cells stored, {} failed (run {})", out.stored, out.planned, out.failures, out.run_id)
+                        format!(
+                            "{} of {} cells stored, {} failed (run {})",
+                            out.stored, out.planned, out.failures, out.run_id
+                        )
                     });
                     let data = store.run_data(out.run_id)?;
                     results.push(result_of(p, Some(out.run_id), error, out.verdicts));
@@ -173,7 +180,7 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
                     Some((_, d)) => {
                         let aggs = store.cell_aggregates(d.run.id).map_err(|e| e.to_string());
                         aggs.and_then(|a| wanperf_study::expect::median_where(&pb.metric, &pb.select(), &a, &d.cells))
-                            .and_then(|m| m.ok_or_else(|| "no cell measured it".to_string()))
+                            .and_then(|m| m.ok_or_else(|| "not measured in this run's grid".to_string()))
                     }
                 };
                 PublishedRow { published: pb, measured }

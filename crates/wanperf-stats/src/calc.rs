@@ -32,6 +32,66 @@ pub fn mathis_bps(mss_bytes: f64, rtt_s: f64, loss: f64) -> f64 {
     (mss_bytes * 8.0 / rtt_s) * (1.5f64).sqrt() / loss.sqrt()
 }
 
+/// A value of `wanperf calc` that cannot be used; the message names the flag.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadValue(
+    /// What is wrong, with the flag's name.
+    pub String,
+);
+
+/// A bottleneck rate as users write it (`--rate 25M`), in bit/s; above zero.
+pub fn parse_rate(s: &str) -> Result<f64, BadValue> {
+    let r = wanperf_units::parse_rate(s).map_err(|e| BadValue(format!("--rate: {e}")))? as f64;
+    if r <= 0.0 {
+        return Err(BadValue("--rate must be above zero".into()));
+    }
+    Ok(r)
+}
+
+/// A segment size (`--mss`), 1 to 65535 bytes.
+pub fn check_mss(m: f64) -> Result<f64, BadValue> {
+    if !(1.0..=65_535.0).contains(&m) {
+        return Err(BadValue("--mss must be 1–65535 bytes".into()));
+    }
+    Ok(m)
+}
+
+/// A queue size (`--queue`): bytes (300kB) or packets of `mss` bytes (2100p), in bytes; above
+/// zero.
+pub fn parse_queue(q: &str, mss: f64) -> Result<f64, BadValue> {
+    let b = match q.strip_suffix('p') {
+        Some(n) => n.trim().parse::<f64>().map_err(|_| BadValue(format!("--queue: bad packet count `{q}`")))? * mss,
+        None => wanperf_units::parse_size(q).map_err(|e| BadValue(format!("--queue: {e}")))? as f64,
+    };
+    if b <= 0.0 {
+        return Err(BadValue("--queue must be above zero".into()));
+    }
+    Ok(b)
+}
+
+/// A TCP window (`--window 64k`), in bytes; above zero.
+pub fn parse_window(s: &str) -> Result<f64, BadValue> {
+    let w = wanperf_units::parse_size(s).map_err(|e| BadValue(format!("--window: {e}")))? as f64;
+    if w <= 0.0 {
+        return Err(BadValue("--window must be above zero".into()));
+    }
+    Ok(w)
+}
+
+/// A loss probability (`--loss`): 0.001 or 0.1%, strictly between 0 and 1.
+pub fn parse_loss(s: &str) -> Result<f64, BadValue> {
+    let p = match s.strip_suffix('%') {
+        Some(pc) => pc.trim().parse::<f64>().map(|x| x / 100.0),
+        None => s.trim().parse::<f64>(),
+    }
+    .map_err(|_| BadValue(format!("--loss: `{s}` is not a probability (e.g. 0.001 or 0.1%)")))?;
+    if !(p > 0.0 && p < 1.0) {
+        return Err(BadValue("--loss must be between 0 and 1 (exclusive)".into()));
+    }
+    Ok(p)
+}
+
 /// Bytes in decimal units as the seeds wrote them, with the binary figure beside.
 fn bytes(b: f64) -> String {
     let dec = if b >= 1e9 {
@@ -119,5 +179,24 @@ mod tests {
         assert_eq!(w, "a 65.5 kB (64.0 KiB) window at 166.0 ms RTT allows at most 3.16 Mbit/s");
         assert!(explain_bdp(1e9, 0.17, 1448.0).contains("21.25 MB"));
         assert!(explain_mathis(1448.0, 0.1, 0.001).contains("loss 0.1000 %"));
+    }
+
+    #[test]
+    fn flag_values_are_read_and_checked() {
+        assert_eq!(parse_rate("25M"), Ok(25e6));
+        assert_eq!(parse_rate("0"), Err(BadValue("--rate must be above zero".into())));
+        assert!(parse_rate("fast").unwrap_err().0.starts_with("--rate: "));
+        assert_eq!(check_mss(1460.0), Ok(1460.0));
+        assert_eq!(check_mss(0.5).unwrap_err().to_string(), "--mss must be 1–65535 bytes");
+        assert_eq!(parse_queue("2100p", 1460.0), Ok(2100.0 * 1460.0));
+        assert_eq!(parse_queue("300k", 1460.0), Ok(307_200.0));
+        assert_eq!(parse_queue("xp", 1460.0).unwrap_err().0, "--queue: bad packet count `xp`");
+        assert_eq!(parse_queue("0p", 1460.0).unwrap_err().0, "--queue must be above zero");
+        assert_eq!(parse_window("64k"), Ok(65_536.0));
+        assert_eq!(parse_window("0").unwrap_err().0, "--window must be above zero");
+        assert_eq!(parse_loss("0.001"), Ok(0.001));
+        assert!((parse_loss("0.1%").unwrap() - 0.001).abs() < 1e-15);
+        assert_eq!(parse_loss("1").unwrap_err().0, "--loss must be between 0 and 1 (exclusive)");
+        assert_eq!(parse_loss("a lot").unwrap_err().0, "--loss: `a lot` is not a probability (e.g. 0.001 or 0.1%)");
     }
 }

@@ -1,11 +1,10 @@
 //! `wanperf calc`: the path arithmetic the seed studies did by hand.
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use std::process::ExitCode;
-use wanperf_proto::units::{parse_rate, parse_size};
-use wanperf_stats::calc;
+use wanperf_stats::calc::{self, check_mss, parse_loss, parse_queue, parse_rate, parse_window};
 
 /// `wanperf calc` subcommands.
 #[derive(Subcommand, Debug)]
@@ -95,45 +94,24 @@ pub struct MathisArgs {
     json: bool,
 }
 
-fn rate(s: &str) -> Result<f64> {
-    let r = parse_rate(s).map_err(|e| anyhow!("--rate: {e}"))? as f64;
-    if r <= 0.0 {
-        bail!("--rate must be above zero");
-    }
-    Ok(r)
-}
-
-fn mss(m: f64) -> Result<f64> {
-    if !(1.0..=65_535.0).contains(&m) {
-        bail!("--mss must be 1–65535 bytes");
-    }
-    Ok(m)
-}
-
 /// Runs `wanperf calc`.
 pub fn run(c: CalcCmd) -> Result<ExitCode> {
     let (json_out, text, v) = match c {
         CalcCmd::Bdp(a) => {
-            let (r, t, m) = (rate(&a.rate)?, crate::args::positive_secs("--rtt", &a.rtt)?, mss(a.mss)?);
+            let (r, t, m) = (parse_rate(&a.rate)?, crate::args::positive_secs("--rtt", &a.rtt)?, check_mss(a.mss)?);
             let b = calc::bdp_bytes(r, t);
             let text = calc::explain_bdp(r, t, m);
             (a.json, text, json!({"rate_bps": r, "rtt_s": t, "bdp_bytes": b, "packets": calc::packets(b, m)}))
         }
         CalcCmd::Queue(a) => {
-            let (r, m) = (rate(&a.rate)?, mss(a.mss)?);
+            let (r, m) = (parse_rate(&a.rate)?, check_mss(a.mss)?);
             let (qb, delay) = match (&a.delay, &a.queue) {
                 (Some(d), _) => {
                     let d = crate::args::positive_secs("--delay", d)?;
                     (calc::queue_bytes(d, r), d)
                 }
                 (None, Some(q)) => {
-                    let b = match q.strip_suffix('p') {
-                        Some(n) => n.trim().parse::<f64>().map_err(|_| anyhow!("--queue: bad packet count `{q}`"))? * m,
-                        None => parse_size(q).map_err(|e| anyhow!("--queue: {e}"))? as f64,
-                    };
-                    if b <= 0.0 {
-                        bail!("--queue must be above zero");
-                    }
+                    let b = parse_queue(q, m)?;
                     (b, calc::queue_delay_s(b, r))
                 }
                 (None, None) => bail!("give --delay or --queue"),
@@ -142,10 +120,7 @@ pub fn run(c: CalcCmd) -> Result<ExitCode> {
             (a.json, text, json!({"rate_bps": r, "delay_s": delay, "queue_bytes": qb, "packets": calc::packets(qb, m)}))
         }
         CalcCmd::Window(a) => {
-            let w = parse_size(&a.window).map_err(|e| anyhow!("--window: {e}"))? as f64;
-            if w <= 0.0 {
-                bail!("--window must be above zero");
-            }
+            let w = parse_window(&a.window)?;
             let t = crate::args::positive_secs("--rtt", &a.rtt)?;
             let r = calc::window_rate_bps(w, t);
             let text = calc::explain_window(w, t);
@@ -153,15 +128,8 @@ pub fn run(c: CalcCmd) -> Result<ExitCode> {
         }
         CalcCmd::Mathis(a) => {
             let t = crate::args::positive_secs("--rtt", &a.rtt)?;
-            let m = mss(a.mss)?;
-            let p = match a.loss.strip_suffix('%') {
-                Some(pc) => pc.trim().parse::<f64>().map(|x| x / 100.0),
-                None => a.loss.trim().parse::<f64>(),
-            }
-            .map_err(|_| anyhow!("--loss: `{}` is not a probability (e.g. 0.001 or 0.1%)", a.loss))?;
-            if !(p > 0.0 && p < 1.0) {
-                bail!("--loss must be between 0 and 1 (exclusive)");
-            }
+            let m = check_mss(a.mss)?;
+            let p = parse_loss(&a.loss)?;
             let r = calc::mathis_bps(m, t, p);
             let text = calc::explain_mathis(m, t, p);
             (a.json, text, json!({"mss_bytes": m, "rtt_s": t, "loss": p, "rate_bps": r}))

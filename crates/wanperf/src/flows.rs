@@ -3,13 +3,12 @@
 
 use crate::store::{describe_db, open_store, open_store_read_only};
 use crate::INTERRUPTED;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use ipnet::IpNet;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::time::Duration;
 use wanperf_collector::collect::{self, Collector};
 use wanperf_collector::rows::bin_row;
 use wanperf_flows::{BinRow, Dir, Key, Metric};
@@ -254,28 +253,13 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
 
 /// `wanperf flows collect`.
 pub fn collect(a: CollectArgs) -> Result<ExitCode> {
-    if !(a.bin >= 1.0 && a.bin <= 86_400.0) {
-        bail!("--bin must be 1 to 86400 seconds");
-    }
-    if !(a.flush > 0.0 && a.flush <= 3600.0) {
-        bail!("--flush must be above 0 and at most 3600 seconds");
-    }
-    if let Some(d) = a.duration {
-        if !(d > 0.0 && d.is_finite()) {
-            bail!("--duration must be a positive number of seconds");
-        }
-    }
+    let cfg = collect::Config::from_flags(a.bin, a.flush, a.duration)?;
     let mut store = open_store(a.db.as_deref())?;
     let c = Collector::bind(&a.listen)?;
     for local in c.local_addrs() {
         eprintln!("wanperf flows collect listening on {local} (udp), archive {}", describe_db(a.db.as_deref()));
     }
     let _ = std::io::stderr().flush();
-    let cfg = collect::Config {
-        bin_ms: (a.bin * 1000.0) as u64,
-        flush: Duration::from_secs_f64(a.flush),
-        duration: a.duration.map(Duration::from_secs_f64),
-    };
     let end = c.run(store.as_mut(), &cfg, &INTERRUPTED)?;
     if a.json {
         let mut v = serde_json::to_value(&end)?;

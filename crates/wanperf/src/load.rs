@@ -2,11 +2,11 @@
 //! alternating loaded and idle phases, swept over streams × windows.
 
 use crate::INTERRUPTED;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use std::process::ExitCode;
-use wanperf_engine::load::{sweep, table, LoadConfig};
-use wanperf_proto::units::{fmt_bytes, parse_size};
+use wanperf_engine::load::{list, parse_streams, parse_window, sweep, table, LoadConfig};
+use wanperf_proto::units::fmt_bytes;
 
 /// Flags of `wanperf load`.
 #[derive(Args, Debug)]
@@ -79,42 +79,15 @@ pub struct LoadArgs {
     json: bool,
 }
 
-fn list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
-    let v: Vec<T> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(&parse).collect::<Result<_>>()?;
-    if v.is_empty() {
-        bail!("--{what} needs at least one value");
-    }
-    Ok(v)
-}
-
-fn parse_streams(x: &str) -> Result<u32> {
-    let n: u32 = x.parse().map_err(|_| anyhow!("--streams: `{x}` is not a number"))?;
-    if !(1..=128).contains(&n) {
-        bail!("--streams: {n} is not between 1 and 128");
-    }
-    Ok(n)
-}
-
-fn parse_window(x: &str) -> Result<Option<u64>> {
-    if x == "auto" {
-        Ok(None)
-    } else {
-        parse_size(x).map(Some).map_err(|e| anyhow!("--window: {e}"))
-    }
-}
-
-/// Checks a comma-separated list when the command line is parsed (and a study file checked),
-/// with the same parser `run` uses.
-fn check_list<T>(s: &str, what: &str, f: fn(&str) -> Result<T>) -> std::result::Result<String, String> {
-    list(s, what, f).map(|_| s.to_string()).map_err(|e| e.to_string())
-}
-
+/// Checks `--streams` when the command line is parsed (and a study file checked), with the
+/// parser `run` uses.
 fn check_streams(s: &str) -> std::result::Result<String, String> {
-    check_list(s, "streams", parse_streams)
+    list(s, "streams", parse_streams).map(|_| s.to_string())
 }
 
+/// Checks `--window` as [`check_streams`] does `--streams`.
 fn check_windows(s: &str) -> std::result::Result<String, String> {
-    check_list(s, "window", parse_window)
+    list(s, "window", parse_window).map(|_| s.to_string())
 }
 
 fn check_duration(s: &str) -> std::result::Result<String, String> {
@@ -130,8 +103,8 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
         a.size = 100;
         a.timeout = "20s".into();
     }
-    let streams = list(&a.streams, "streams", parse_streams)?;
-    let windows = list(&a.window, "window", parse_window)?;
+    let streams = list(&a.streams, "streams", parse_streams).map_err(anyhow::Error::msg)?;
+    let windows = list(&a.window, "window", parse_window).map_err(anyhow::Error::msg)?;
     // Read once, before anything runs (a bad key file fails at once).
     let key = if a.iperf3 { None } else { wanperf_engine::keys::client_key(a.key.as_deref())? };
     let load_s = crate::args::positive_secs("--load-time", &a.load_time)?;

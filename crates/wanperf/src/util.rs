@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use std::process::ExitCode;
 use std::time::Duration;
 use wanperf_collector::snmp::Credentials;
-use wanperf_collector::util::{check_bin, select, series_json, series_lines, speeds, Poll, Reader};
+use wanperf_collector::util::{check_bin, check_times, select, series_json, series_lines, speeds, Poll, Reader};
 
 /// `wanperf util …`.
 #[derive(Subcommand, Debug)]
@@ -127,43 +127,15 @@ pub struct ShowArgs {
     json: bool,
 }
 
-fn split_pass(what: &str, v: &Option<String>) -> Result<Option<(String, String)>> {
-    match v {
-        None => Ok(None),
-        Some(s) => match s.split_once(':') {
-            Some((p, pass)) if !p.is_empty() && pass.len() >= 8 => Ok(Some((p.to_string(), pass.to_string()))),
-            Some((p, _)) if !p.is_empty() => bail!("--{what}: the passphrase must be at least 8 characters (RFC 3414)"),
-            _ => bail!("--{what} {s:?}: expected PROTO:PASSPHRASE, e.g. sha:secret123"),
-        },
-    }
-}
-
 /// `wanperf util poll`.
 pub fn poll(a: PollArgs) -> Result<ExitCode> {
     if !a.local && a.netns.is_empty() && a.snmp.is_empty() {
         bail!("nothing to read: give --local, --netns PATH or --snmp HOST");
     }
-    if !(a.every >= 0.1 && a.every <= 3600.0) {
-        bail!("--every must be 0.1 to 3600 seconds");
-    }
-    if let Some(d) = a.duration {
-        if !(d > 0.0 && d.is_finite()) {
-            bail!("--duration must be a positive number of seconds");
-        }
-    }
-    if !(a.timeout > 0.0 && a.timeout <= 60.0) {
-        bail!("--timeout must be above 0 and at most 60 seconds");
-    }
+    check_times(a.every, a.duration, a.timeout)?;
     let bin_ms = check_bin(a.bin)?;
     let sp = speeds(&a.speed)?;
-    let creds = match &a.user {
-        None => Credentials::V2c(a.community.clone()),
-        Some(u) => Credentials::V3 {
-            user: u.clone(),
-            auth: split_pass("auth", &a.auth)?,
-            privacy: split_pass("priv", &a.privacy)?,
-        },
-    };
+    let creds = Credentials::from_flags(&a.community, a.user.as_deref(), a.auth.as_deref(), a.privacy.as_deref())?;
     let store = if a.no_store { None } else { Some(open_store(a.db.as_deref())?) };
     let mut readers = Vec::new();
     if a.local {

@@ -223,6 +223,7 @@ pub struct DemoArgs {
 /// SLAC→CERN 2000 path, stored in the archive, with a report.
 pub fn demo(a: DemoArgs) -> Result<ExitCode> {
     let mut store = open_store(a.db.as_deref())?;
-    let ok = wanperf_reproduce::run::demo(store.as_mut(), &flags::parse, &env(), &a.output, &describe_db(a.db.as_deref()))?;
+    let ok =
+        wanperf_reproduce::run::demo(store.as_mut(), &flags::parse, &env(), &a.output, &describe_db(a.db.as_deref()))?;
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
