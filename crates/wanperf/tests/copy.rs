@@ -594,6 +594,18 @@ fn the_verdict_names_the_emulated_network_and_a_small_window() {
         let (limit, _, text) = verdict(&recs_ok(&out));
         assert!(limit == "receive_window" || limit == "send_buffer", "{limit}: {text}");
     }
+    // Ten streams: their first blocks cross together, and the copy's time still runs from the
+    // first bytes, so its rate never exceeds the bottleneck's (it read 34 Mbit/s on a 27 Mbit/s
+    // path when timed from the first complete block).
+    let out = copy_on_path(
+        &right,
+        &["--rtt", "20ms", "--rate", "100M"],
+        &["--force", "--no-fsync", "-P", "10", &f.to_string_lossy(), "198.18.0.2:p"],
+        Duration::from_secs(90),
+    );
+    let (_, got, text) = verdict(&recs_ok(&out));
+    let want = 100e6 / 8.0 * 0.965;
+    assert!(got <= 1.02 * want && got >= 0.8 * want, "{got} vs {want}: {text}");
 }
 
 #[test]
