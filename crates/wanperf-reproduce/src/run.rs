@@ -122,6 +122,20 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
         fmt_secs(total)
     ));
     let Some(store) = store.filter(|_| !o.dry_run) else {
+        if o.json {
+            let seeds: Vec<_> = seeds
+                .iter()
+                .zip(&plans)
+                .map(|(s, ps)| {
+                    let studies: Vec<_> = ps
+                        .iter()
+                        .map(|p| json!({"file": p.file, "cells": p.study.cells().len(), "estimate_s": p.estimate_s}))
+                        .collect();
+                    json!({"id": s.id, "title": s.title, "studies": studies})
+                })
+                .collect();
+            (env.say)(&json!({"event": "plan", "quick": o.quick, "estimate_s": total, "seeds": seeds}).to_string());
+        }
         for (s, ps) in seeds.iter().zip(&plans) {
             say(&format!("seed {}: {}", s.id, s.title));
             for p in ps {

@@ -95,6 +95,11 @@ pub enum Metric {
     OwdRevLoaded,
     /// … loaded minus idle.
     OwdRevRise,
+    /// A counter of the emulated path's elements in the measured direction (left → right on a
+    /// path, along the route from → to on a network), summed over the links and classes: the
+    /// counter's name in the emulator's records (`queue_drops`, `policer_drops`,
+    /// `random_losses`, `policed`).
+    Counter(&'static str),
     /// A statistic of the probes' RTTs in one phase, s (a plain number for none): seed 000's
     /// and 002's tables (median, IQR, stdev, percentiles, extremes).
     RttStat {
@@ -177,7 +182,14 @@ const METRICS: &[(&str, Metric, Dim, &[Kind])] = &[
     ("owd_rev_idle", Metric::OwdRevIdle, SECS, &[Kind::Ping, Kind::Load]),
     ("owd_rev_loaded", Metric::OwdRevLoaded, SECS, &[Kind::Load]),
     ("owd_rev_rise", Metric::OwdRevRise, SECS, &[Kind::Load]),
+    ("queue_drops", Metric::Counter("queue_drops"), NONE, EMULATED),
+    ("policer_drops", Metric::Counter("policer_drops"), NONE, EMULATED),
+    ("policed", Metric::Counter("policed"), NONE, EMULATED),
+    ("random_losses", Metric::Counter("random_losses"), NONE, EMULATED),
 ];
+
+/// The kinds whose cells store the emulator's counters.
+const EMULATED: &[Kind] = &[Kind::Tput, Kind::Load, Kind::Ping, Kind::Copy];
 
 impl Metric {
     fn dim(self) -> Dim {
@@ -832,6 +844,27 @@ pub fn median_where(
     Ok(median(values).map(|v| (v, unit_name(m.dim()))))
 }
 
+/// An emulator counter in the measured direction, summed over its classes and, on a network,
+/// over the links of the route (`"NAME a → b"`, each link's direction from its `a` end): a
+/// path cell stores `stats.up` (left → right), a network cell every link's `ab` and `ba`.
+fn forward_counter(e: &serde_json::Value, key: &str) -> Option<f64> {
+    let sum = |dir: &serde_json::Value| -> Option<f64> {
+        Some(dir["classes"].as_object()?.values().filter_map(|c| c[key].as_f64()).sum())
+    };
+    if let Some(up) = e.get("stats").and_then(|s| s.get("up")) {
+        return sum(up);
+    }
+    let links = e["links"].as_array()?;
+    let mut total = 0.0;
+    for hop in e["route"].as_array()? {
+        let mut words = hop.as_str()?.split_whitespace();
+        let (name, from) = (words.next()?, words.next()?);
+        let link = links.iter().find(|l| l["name"] == name)?;
+        total += sum(if link["a"] == from { &link["ab"] } else { &link["ba"] })?;
+    }
+    Some(total)
+}
+
 /// A metric's value in one stored cell (base units), if the cell has it.
 pub fn metric_value(metric: Metric, agg: &CellAggregate, cell: &StoredCell) -> Option<f64> {
     if !agg.ok {
@@ -857,6 +890,7 @@ pub fn metric_value(metric: Metric, agg: &CellAggregate, cell: &StoredCell) -> O
         Metric::OwdFwdIdle | Metric::OwdFwdLoaded | Metric::OwdFwdRise => owd(s, "owd_fwd_ms", metric),
         Metric::OwdRevIdle | Metric::OwdRevLoaded | Metric::OwdRevRise => owd(s, "owd_rev_ms", metric),
         Metric::Available => s["available"]["bps"].as_f64().or_else(|| s["capacity"]["available"]["bps"].as_f64()),
+        Metric::Counter(key) => forward_counter(cell.cell.emulator.as_ref()?, key),
         Metric::RttStat { loaded, stat } => {
             // From the cell's own probes: a ping study's carry no phase, a load study's idle
             // ones are "unloaded".
@@ -1211,5 +1245,25 @@ mod tests {
             line(&v),
             "PASS  line 12  goodput ≤ 1.05 * window / rtt [streams = 1]: 5.00 Mbit/s, bound 5.50 Mbit/s (9.1 % inside)"
         );
+    }
+
+    #[test]
+    fn counters_are_summed_along_the_measured_direction() {
+        let cls = |q: u64, p: u64| serde_json::json!({"classes": {"best_effort": {"queue_drops": q, "policer_drops": p}, "priority": {"queue_drops": 1, "policer_drops": 0}}});
+        let path = serde_json::json!({"stats": {"up": cls(5, 7), "down": cls(100, 100)}});
+        assert_eq!(forward_counter(&path, "queue_drops"), Some(6.0));
+        assert_eq!(forward_counter(&path, "policer_drops"), Some(7.0));
+        // A route slac → gw → cern over links written a→b and b→a.
+        let net = serde_json::json!({
+            "route": ["l1 slac → gw", "l2 gw → cern"],
+            "links": [
+                {"name": "l1", "a": "slac", "b": "gw", "ab": cls(2, 0), "ba": cls(50, 0)},
+                {"name": "l2", "a": "cern", "b": "gw", "ab": cls(60, 0), "ba": cls(3, 4)},
+                {"name": "l3", "a": "gw", "b": "x", "ab": cls(70, 70), "ba": cls(70, 70)}
+            ]
+        });
+        assert_eq!(forward_counter(&net, "queue_drops"), Some(2.0 + 1.0 + 3.0 + 1.0));
+        assert_eq!(forward_counter(&net, "policer_drops"), Some(4.0));
+        assert_eq!(forward_counter(&serde_json::json!({"idle": []}), "queue_drops"), None);
     }
 }
