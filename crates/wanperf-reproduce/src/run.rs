@@ -194,7 +194,7 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
                     Some((_, d)) => {
                         let aggs = store.cell_aggregates(d.run.id).map_err(|e| e.to_string());
                         aggs.and_then(|a| wanperf_study::expect::median_where(&pb.metric, &pb.select(), &a, &d.cells))
-                            .and_then(|m| m.ok_or_else(|| "not measured in this run's grid".to_string()))
+                            .and_then(|m| m.ok_or_else(|| "no cell of this run measured it".to_string()))
                     }
                 };
                 PublishedRow { published: pb, measured }
