@@ -10,8 +10,6 @@ use wanperf_archive::Verdict;
 pub struct StudyResult {
     /// Its file.
     pub file: String,
-    /// Its run in the archive (none if it did not run).
-    pub run_id: Option<i64>,
     /// The finding each `[[expect]]` states, by position (as run: after `--quick`).
     pub findings: Vec<Option<String>>,
     /// Its verdicts.
@@ -201,14 +199,12 @@ unchecked = "policy"
     fn each_finding_gets_its_checks_from_every_study() {
         let a = StudyResult {
             file: "a.toml".into(),
-            run_id: Some(1),
             findings: vec![Some("002-1".into()), Some("002-2".into()), None],
             verdicts: vec![v(0, true), v(1, true), v(2, false)],
             ..StudyResult::default()
         };
         let b = StudyResult {
             file: "b.toml".into(),
-            run_id: Some(2),
             findings: vec![Some("002-2".into())],
             verdicts: vec![v(0, false)],
             dropped: vec!["002-3".into()],

@@ -114,16 +114,13 @@ pub fn select<'a>(seeds: &'a [Seed], names: &[String]) -> Result<Vec<&'a Seed>, 
     if names.iter().any(|n| n == "all") {
         return Ok(seeds.iter().collect());
     }
-    let known = || seeds.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(", ");
-    for n in names {
-        if !seeds.iter().any(|s| s.id == *n || s.id.trim_start_matches('0') == n.trim_start_matches('0')) {
-            return Err(format!("no seed `{n}` (one of {}, or all)", known()));
-        }
+    // `2` names seed `002`.
+    let is = |s: &Seed, n: &str| s.id.trim_start_matches('0') == n.trim_start_matches('0');
+    if let Some(n) = names.iter().find(|n| !seeds.iter().any(|s| is(s, n))) {
+        let known = seeds.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(", ");
+        return Err(format!("no seed `{n}` (one of {known}, or all)"));
     }
-    Ok(seeds
-        .iter()
-        .filter(|s| names.iter().any(|n| s.id == *n || s.id.trim_start_matches('0') == n.trim_start_matches('0')))
-        .collect())
+    Ok(seeds.iter().filter(|s| names.iter().any(|n| is(s, n))).collect())
 }
 
 /// The `finding` ids of a study text's `[[expect]]` entries, in order (`None` for an untagged one).

@@ -48,8 +48,6 @@ pub struct Options<'a> {
     pub source: Source,
     /// Where the reports go (`seedNNN.html`).
     pub out_dir: PathBuf,
-    /// List the studies, cells and time; run nothing (also when no store is given).
-    pub dry_run: bool,
     /// JSON records instead of lines.
     pub json: bool,
     /// The command line's study parser.
@@ -62,8 +60,6 @@ pub struct SeedOutcome {
     pub id: String,
     /// Its counts.
     pub counts: Counts,
-    /// Its report.
-    pub report: Option<PathBuf>,
 }
 
 struct Planned {
@@ -71,6 +67,7 @@ struct Planned {
     text: String,
     study: Study,
     dropped: Vec<String>,
+    cells: usize,
     estimate_s: f64,
 }
 
@@ -79,22 +76,19 @@ fn plan(seed: &Seed, o: &Options, env: &Env) -> Result<Vec<Planned>> {
     let mut out = Vec::new();
     for file in &seed.studies {
         let full = o.source.text(file)?;
-        let (text, dropped) = match o.quick {
-            true => match wanperf_study::quick::apply(&full).map_err(|e| anyhow!("{file}: {e}"))? {
-                Some(t) => (t, wanperf_study::quick::dropped(&full)),
-                None => (full, Vec::new()),
-            },
-            false => (full, Vec::new()),
-        };
+        let quick =
+            if o.quick { wanperf_study::quick::apply(&full).map_err(|e| anyhow!("{file}: {e}"))? } else { None };
+        let (text, dropped) = quick.map_or((full, Vec::new()), |q| (q.text, q.dropped));
         let study = (o.parse)(&text).map_err(|e| anyhow!("{file}{}: {e}", if o.quick { " (--quick)" } else { "" }))?;
-        let estimate_s = study.cells().iter().map(|c| study.estimate_s(c, env.flags) + study.pause_s).sum();
-        out.push(Planned { file: file.clone(), text, study, dropped, estimate_s });
+        let cells = study.cells();
+        let estimate_s = study.time_s(&cells, env.flags);
+        out.push(Planned { file: file.clone(), text, study, dropped, cells: cells.len(), estimate_s });
     }
     Ok(out)
 }
 
-/// Runs the seeds into `store` (none for a dry run); the outcome of each (the caller decides
-/// the exit status).
+/// Runs the seeds into `store`, or without one lists their studies, cells and time (a dry
+/// run); the outcome of each (the caller decides the exit status).
 pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Result<Vec<SeedOutcome>> {
     let reg = registry::parse(&o.source.text("seeds.toml")?).map_err(|e| anyhow!("seeds.toml: {e}"))?;
     let seeds = registry::select(&reg, &o.seeds).map_err(|e| anyhow!(e))?;
@@ -107,7 +101,7 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
         plans.push(plan(s, o, env)?);
     }
     let total: f64 = plans.iter().flatten().map(|p| p.estimate_s).sum();
-    let cells: usize = plans.iter().flatten().map(|p| p.study.cells().len()).sum();
+    let cells: usize = plans.iter().flatten().map(|p| p.cells).sum();
     let studies = plans.iter().map(Vec::len).sum::<usize>();
     let say = |l: &str| {
         if !o.json {
@@ -121,7 +115,7 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
         if o.quick { " (--quick)" } else { "" },
         fmt_secs(total)
     ));
-    let Some(store) = store.filter(|_| !o.dry_run) else {
+    let Some(store) = store else {
         if o.json {
             let seeds: Vec<_> = seeds
                 .iter()
@@ -129,7 +123,7 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
                 .map(|(s, ps)| {
                     let studies: Vec<_> = ps
                         .iter()
-                        .map(|p| json!({"file": p.file, "cells": p.study.cells().len(), "estimate_s": p.estimate_s}))
+                        .map(|p| json!({"file": p.file, "cells": p.cells, "estimate_s": p.estimate_s}))
                         .collect();
                     json!({"id": s.id, "title": s.title, "studies": studies})
                 })
@@ -139,7 +133,7 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
         for (s, ps) in seeds.iter().zip(&plans) {
             say(&format!("seed {}: {}", s.id, s.title));
             for p in ps {
-                say(&format!("  {}: {} cells, about {}", p.file, p.study.cells().len(), fmt_secs(p.estimate_s)));
+                say(&format!("  {}: {} cells, about {}", p.file, p.cells, fmt_secs(p.estimate_s)));
             }
         }
         return Ok(Vec::new());
@@ -151,18 +145,20 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
     let mut outcomes = Vec::new();
     for (seed, ps) in seeds.iter().zip(plans) {
         let mut results = Vec::new();
+        // Each study's run and its cells' aggregates, in the same order.
         let mut runs = Vec::new();
+        let mut aggs = Vec::new();
         for p in &ps {
             done += 1;
             if wanperf_sys::INTERRUPTED.load(Ordering::Acquire) {
-                results.push(result_of(p, None, Some("interrupted before it started".into()), Vec::new()));
+                results.push(result_of(p, Some("interrupted before it started".into()), Vec::new()));
                 continue;
             }
             say(&format!(
                 "\n[{done}/{studies}] seed {}: {} — {} cells, about {} ({} elapsed, about {} left)",
                 seed.id,
                 p.file,
-                p.study.cells().len(),
+                p.cells,
                 fmt_secs(p.estimate_s),
                 fmt_secs(started.elapsed().as_secs_f64()),
                 fmt_secs(left)
@@ -177,10 +173,11 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
                         )
                     });
                     let data = store.run_data(out.run_id)?;
-                    results.push(result_of(p, Some(out.run_id), error, out.verdicts));
+                    aggs.push(store.cell_aggregates(out.run_id)?);
+                    results.push(result_of(p, error, out.verdicts));
                     runs.push((p.file.clone(), data));
                 }
-                Err(e) => results.push(result_of(p, None, Some(format!("{e:#}")), Vec::new())),
+                Err(e) => results.push(result_of(p, Some(format!("{e:#}")), Vec::new())),
             }
         }
         let rows = findings::rows(seed, &results);
@@ -189,11 +186,10 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
             .published
             .iter()
             .map(|pb| {
-                let measured = match runs.iter().find(|(f, _)| *f == pb.study) {
+                let measured = match runs.iter().position(|(f, _)| *f == pb.study) {
                     None => Err("not run".to_string()),
-                    Some((_, d)) => {
-                        let aggs = store.cell_aggregates(d.run.id).map_err(|e| e.to_string());
-                        aggs.and_then(|a| wanperf_study::expect::median_where(&pb.metric, &pb.select(), &a, &d.cells))
+                    Some(i) => {
+                        wanperf_study::expect::median_where(&pb.metric, &pb.select(), &aggs[i], &runs[i].1.cells)
                             .and_then(|m| m.ok_or_else(|| "no cell of this run measured it".to_string()))
                     }
                 };
@@ -228,7 +224,7 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
                 }
             }
         }
-        outcomes.push(SeedOutcome { id: seed.id.clone(), counts, report: Some(report) });
+        outcomes.push(SeedOutcome { id: seed.id.clone(), counts });
     }
     if !o.json && outcomes.len() > 1 {
         (env.say)("");
@@ -239,15 +235,9 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
     Ok(outcomes)
 }
 
-fn result_of(
-    p: &Planned,
-    run_id: Option<i64>,
-    error: Option<String>,
-    verdicts: Vec<wanperf_archive::Verdict>,
-) -> StudyResult {
+fn result_of(p: &Planned, error: Option<String>, verdicts: Vec<wanperf_archive::Verdict>) -> StudyResult {
     StudyResult {
         file: p.file.clone(),
-        run_id,
         findings: p.study.expects.iter().map(|e| e.finding.clone()).collect(),
         verdicts,
         dropped: p.dropped.clone(),
@@ -279,10 +269,11 @@ pub fn demo(
     db: &str,
 ) -> Result<bool> {
     let study = parse(DEMO_STUDY).map_err(|e| anyhow!("demo study: {e}"))?;
-    let est: f64 = study.cells().iter().map(|c| study.estimate_s(c, env.flags) + study.pause_s).sum();
+    let cells = study.cells();
+    let est = study.time_s(&cells, env.flags);
     (env.say)("wanperf demo: seed 000 (\"Effect of load on RTT and loss\", SLAC → CERN, 2000) on an emulated path");
     (env.say)(study.description.trim());
-    (env.say)(&format!("{} cells, about {}\n", study.cells().len(), fmt_secs(est)));
+    (env.say)(&format!("{} cells, about {}\n", cells.len(), fmt_secs(est)));
     let o = execute(store, DEMO_STUDY, &study, None, false, env)?;
     let data = store.run_data(o.run_id)?;
     if data.cells.is_empty() {

@@ -40,13 +40,18 @@ pub struct BadValue(
     pub String,
 );
 
-/// A bottleneck rate as users write it (`--rate 25M`), in bit/s; above zero.
-pub fn parse_rate(s: &str) -> Result<f64, BadValue> {
-    let r = wanperf_units::parse_rate(s).map_err(|e| BadValue(format!("--rate: {e}")))? as f64;
-    if r <= 0.0 {
-        return Err(BadValue("--rate must be above zero".into()));
+/// A parsed value of `flag` that must be above zero.
+fn above_zero(flag: &str, v: Result<u64, wanperf_units::UnitError>) -> Result<f64, BadValue> {
+    match v {
+        Err(e) => Err(BadValue(format!("{flag}: {e}"))),
+        Ok(0) => Err(BadValue(format!("{flag} must be above zero"))),
+        Ok(n) => Ok(n as f64),
     }
-    Ok(r)
+}
+
+/// A bottleneck rate as users write it (`--rate 25M`), in bit/s; above zero.
+pub fn rate_flag(s: &str) -> Result<f64, BadValue> {
+    above_zero("--rate", wanperf_units::parse_rate(s))
 }
 
 /// A segment size (`--mss`), 1 to 65535 bytes.
@@ -71,12 +76,8 @@ pub fn parse_queue(q: &str, mss: f64) -> Result<f64, BadValue> {
 }
 
 /// A TCP window (`--window 64k`), in bytes; above zero.
-pub fn parse_window(s: &str) -> Result<f64, BadValue> {
-    let w = wanperf_units::parse_size(s).map_err(|e| BadValue(format!("--window: {e}")))? as f64;
-    if w <= 0.0 {
-        return Err(BadValue("--window must be above zero".into()));
-    }
-    Ok(w)
+pub fn window_flag(s: &str) -> Result<f64, BadValue> {
+    above_zero("--window", wanperf_units::parse_size(s))
 }
 
 /// A loss probability (`--loss`): 0.001 or 0.1%, strictly between 0 and 1.
@@ -183,17 +184,17 @@ mod tests {
 
     #[test]
     fn flag_values_are_read_and_checked() {
-        assert_eq!(parse_rate("25M"), Ok(25e6));
-        assert_eq!(parse_rate("0"), Err(BadValue("--rate must be above zero".into())));
-        assert!(parse_rate("fast").unwrap_err().0.starts_with("--rate: "));
+        assert_eq!(rate_flag("25M"), Ok(25e6));
+        assert_eq!(rate_flag("0"), Err(BadValue("--rate must be above zero".into())));
+        assert!(rate_flag("fast").unwrap_err().0.starts_with("--rate: "));
         assert_eq!(check_mss(1460.0), Ok(1460.0));
         assert_eq!(check_mss(0.5).unwrap_err().to_string(), "--mss must be 1–65535 bytes");
         assert_eq!(parse_queue("2100p", 1460.0), Ok(2100.0 * 1460.0));
         assert_eq!(parse_queue("300k", 1460.0), Ok(307_200.0));
         assert_eq!(parse_queue("xp", 1460.0).unwrap_err().0, "--queue: bad packet count `xp`");
         assert_eq!(parse_queue("0p", 1460.0).unwrap_err().0, "--queue must be above zero");
-        assert_eq!(parse_window("64k"), Ok(65_536.0));
-        assert_eq!(parse_window("0").unwrap_err().0, "--window must be above zero");
+        assert_eq!(window_flag("64k"), Ok(65_536.0));
+        assert_eq!(window_flag("0").unwrap_err().0, "--window must be above zero");
         assert_eq!(parse_loss("0.001"), Ok(0.001));
         assert!((parse_loss("0.1%").unwrap() - 0.001).abs() < 1e-15);
         assert_eq!(parse_loss("1").unwrap_err().0, "--loss must be between 0 and 1 (exclusive)");

@@ -15,8 +15,17 @@ use crate::spec::StudyError;
 use toml_edit::{DocumentMut, Item, TableLike};
 use wanperf_toml::err;
 
-/// The study text with its `[quick]` table merged in and removed; `None` when it has none.
-pub fn apply(text: &str) -> Result<Option<String>, StudyError> {
+/// A study's reduced grid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quick {
+    /// The study text with its `[quick]` table merged in and removed.
+    pub text: String,
+    /// The findings whose `[[expect]]` entries it removed (`drop`): checked in the full run only.
+    pub dropped: Vec<String>,
+}
+
+/// The study's reduced grid; `None` when it has no `[quick]` table.
+pub fn apply(text: &str) -> Result<Option<Quick>, StudyError> {
     let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
         let line = e.span().map_or(0, |s| text[..s.start.min(text.len())].lines().count().max(1));
         err(line, e.message().trim().to_string())
@@ -25,21 +34,16 @@ pub fn apply(text: &str) -> Result<Option<String>, StudyError> {
     let Some(quick) = quick.as_table_like() else {
         return Err(err(0, "`quick` must be a table of the values a quick run changes"));
     };
+    let mut dropped = Vec::new();
     for (key, item) in quick.iter() {
         if key == "drop" {
-            let ids = strings(item).ok_or_else(|| err(0, "[quick] `drop` is a list of findings (e.g. [\"002-7\"])"))?;
-            drop_findings(&mut doc, &ids)?;
+            dropped = strings(item).ok_or_else(|| err(0, "[quick] `drop` is a list of findings (e.g. [\"002-7\"])"))?;
+            drop_findings(&mut doc, &dropped)?;
             continue;
         }
         merge(doc.as_table_mut(), key, item, key)?;
     }
-    Ok(Some(doc.to_string()))
-}
-
-/// The findings a study's `[quick]` table drops (empty without one).
-pub fn dropped(text: &str) -> Vec<String> {
-    let Ok(doc) = text.parse::<DocumentMut>() else { return Vec::new() };
-    doc.get("quick").and_then(|q| q.as_table_like()).and_then(|q| q.get("drop")).and_then(strings).unwrap_or_default()
+    Ok(Some(Quick { text: doc.to_string(), dropped }))
 }
 
 fn strings(item: &Item) -> Option<Vec<String>> {
@@ -128,7 +132,8 @@ drop = ["001-5"]
     #[test]
     fn quick_values_replace_the_files_and_dropped_findings_go() {
         let q = apply(FILE).unwrap().unwrap();
-        let doc: toml::Table = toml::from_str(&q).unwrap();
+        assert_eq!(q.dropped, vec!["001-5".to_string()]);
+        let doc: toml::Table = toml::from_str(&q.text).unwrap();
         assert_eq!(doc["measure"]["duration"].as_str(), Some("5s"));
         assert_eq!(doc["measure"]["kind"].as_str(), Some("tput"), "the rest stays");
         assert_eq!(doc["sweep"]["streams"].as_array().unwrap().len(), 2);
@@ -138,7 +143,6 @@ drop = ["001-5"]
         assert_eq!(ex.len(), 1);
         assert_eq!(ex[0]["finding"].as_str(), Some("001-4"));
         assert!(doc.get("quick").is_none());
-        assert_eq!(dropped(FILE), vec!["001-5".to_string()]);
     }
 
     #[test]

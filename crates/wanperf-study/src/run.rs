@@ -313,7 +313,7 @@ fn progress(
         b.set_style(st);
     }
     b.set_position(done as u64);
-    let est: f64 = todo.iter().map(|c| study.estimate_s(c, flags) + study.pause_s).sum();
+    let est = study.time_s(todo.iter().copied(), flags);
     b.println(format!("{}: {} cells to run, about {}", study.name, todo.len(), fmt_secs(est)));
     b.enable_steady_tick(Duration::from_millis(500));
     Some(b)
@@ -333,7 +333,7 @@ pub fn fmt_secs(s: f64) -> String {
 
 /// What `--dry-run` prints: the cells, what each runs, and the estimated time.
 pub fn dry_run(study: &Study, cells: &[CellPlan], json: bool, flags: &dyn Flags) -> Vec<String> {
-    let total: f64 = cells.iter().map(|c| study.estimate_s(c, flags)).sum::<f64>() + study.pause_s * cells.len() as f64;
+    let total = study.time_s(cells, flags);
     if json {
         let list: Vec<Value> = cells
             .iter()

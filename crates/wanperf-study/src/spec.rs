@@ -715,6 +715,12 @@ impl Study {
         flags(&self.link_args(cell))
     }
 
+    /// Expected wall time of `cells` run one after another, seconds: each cell's estimate and
+    /// the pause after it.
+    pub fn time_s<'a>(&self, cells: impl IntoIterator<Item = &'a CellPlan>, f: &dyn Flags) -> f64 {
+        cells.into_iter().map(|c| self.estimate_s(c, f) + self.pause_s).sum()
+    }
+
     /// Expected wall time of a cell, seconds (measurement only; path setup is quick); `f`
     /// knows the path's bottleneck.
     pub fn estimate_s(&self, cell: &CellPlan, f: &dyn Flags) -> f64 {

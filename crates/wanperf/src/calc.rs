@@ -4,7 +4,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use std::process::ExitCode;
-use wanperf_stats::calc::{self, check_mss, parse_loss, parse_queue, parse_rate, parse_window};
+use wanperf_stats::calc::{self, check_mss, parse_loss, parse_queue, rate_flag, window_flag};
 
 /// `wanperf calc` subcommands.
 #[derive(Subcommand, Debug)]
@@ -98,13 +98,13 @@ pub struct MathisArgs {
 pub fn run(c: CalcCmd) -> Result<ExitCode> {
     let (json_out, text, v) = match c {
         CalcCmd::Bdp(a) => {
-            let (r, t, m) = (parse_rate(&a.rate)?, crate::args::positive_secs("--rtt", &a.rtt)?, check_mss(a.mss)?);
+            let (r, t, m) = (rate_flag(&a.rate)?, crate::args::positive_secs("--rtt", &a.rtt)?, check_mss(a.mss)?);
             let b = calc::bdp_bytes(r, t);
             let text = calc::explain_bdp(r, t, m);
             (a.json, text, json!({"rate_bps": r, "rtt_s": t, "bdp_bytes": b, "packets": calc::packets(b, m)}))
         }
         CalcCmd::Queue(a) => {
-            let (r, m) = (parse_rate(&a.rate)?, check_mss(a.mss)?);
+            let (r, m) = (rate_flag(&a.rate)?, check_mss(a.mss)?);
             let (qb, delay) = match (&a.delay, &a.queue) {
                 (Some(d), _) => {
                     let d = crate::args::positive_secs("--delay", d)?;
@@ -120,7 +120,7 @@ pub fn run(c: CalcCmd) -> Result<ExitCode> {
             (a.json, text, json!({"rate_bps": r, "delay_s": delay, "queue_bytes": qb, "packets": calc::packets(qb, m)}))
         }
         CalcCmd::Window(a) => {
-            let w = parse_window(&a.window)?;
+            let w = window_flag(&a.window)?;
             let t = crate::args::positive_secs("--rtt", &a.rtt)?;
             let r = calc::window_rate_bps(w, t);
             let text = calc::explain_window(w, t);

@@ -4,21 +4,9 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::path::PathBuf;
 use std::time::Duration;
 
 const SCENARIOS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("wanperf-reproduce-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn the_plan_lists_every_seed_and_bad_input_is_one_line() {

@@ -8,13 +8,6 @@ use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn tmpdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("wanperf-study-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -47,10 +40,6 @@ fn runs_json(db: &str) -> Vec<Value> {
 fn exported(db: &str) -> Value {
     let out = run(&["export", "latest", "--db", db, "--format", "json"], Duration::from_secs(20));
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).to_string()
 }
 
 #[test]

@@ -91,7 +91,7 @@ pub fn load(file: &std::path::Path, quick: bool) -> Result<(String, Study)> {
     let mut text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     if quick {
         let q = wanperf_study::quick::apply(&text).map_err(|e| anyhow!("{}: {e}", file.display()))?;
-        text = q.ok_or_else(|| anyhow!("{} has no [quick] table", file.display()))?;
+        text = q.ok_or_else(|| anyhow!("{} has no [quick] table", file.display()))?.text;
     }
     let study = flags::parse(&text).map_err(|e| anyhow!("{}: {e}", file.display()))?;
     Ok((text, study))
@@ -199,7 +199,6 @@ pub fn reproduce(a: ReproduceArgs) -> Result<ExitCode> {
         quick: a.quick,
         source: a.scenarios.map_or(Source::Embedded, Source::Dir),
         out_dir: a.output,
-        dry_run: a.dry_run,
         json: a.json,
         parse: &flags::parse,
     };

@@ -386,6 +386,19 @@ impl Drop for Up {
     }
 }
 
+/// A fresh scratch directory for one test (`tag`), emptied if a killed run left it.
+pub fn tmpdir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("wanperf-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A command's stderr as text.
+pub fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 pub fn ok(out: &std::process::Output) -> String {
     assert!(
         out.status.success(),
