@@ -1,9 +1,10 @@
 //! A seed's findings table, pure: each finding with the verdicts of the checks that state it
 //! (from every study of the seed), or why it has none.
 
-use crate::registry::{Finding, Seed};
+use crate::registry::{Compare, Finding, Seed};
 use serde::Serialize;
 use wanperf_archive::Verdict;
+use wanperf_study::axis::fmt_value;
 
 /// What one study of a seed gave.
 #[derive(Debug, Clone, Default)]
@@ -91,6 +92,71 @@ fn row(f: &Finding, results: &[StudyResult]) -> Row {
     };
     Row { id: f.id.clone(), line: f.line, finding: f.finding.clone(), partial: f.partial.clone(), status, checks }
 }
+
+/// The verdicts of a seed's comparisons across studies ([`Compare`]), one per checked cell,
+/// with `expect` the comparison's position: each cell of `study` (its parameters, its
+/// metric's median) against the cell of `against` with its values on every axis both have.
+/// `medians` gives each study's cells by file (`None`: the study did not run).
+pub fn compare(
+    compares: &[Compare],
+    medians: &dyn Fn(&str, &str) -> Option<Vec<(Params, Option<f64>)>>,
+) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for (i, c) in compares.iter().enumerate() {
+        let text = format!(
+            "{} of {} {} × {} of {} at equal settings",
+            c.metric,
+            c.study,
+            match (c.min, c.max) {
+                (Some(lo), Some(hi)) => format!("within {lo}–{hi}"),
+                (Some(lo), None) => format!("≥ {lo}"),
+                (None, hi) => format!("≤ {}", hi.unwrap_or(f64::INFINITY)),
+            },
+            c.metric,
+            c.against
+        );
+        let verdict = |cells: String, pass, measured: Option<f64>, bound: Option<f64>, note: &str| Verdict {
+            expect: i as u32,
+            text: text.clone(),
+            cells,
+            pass,
+            measured,
+            bound,
+            margin: measured.zip(bound).map(|(m, b)| if c.min == Some(b) { m / b - 1.0 } else { 1.0 - m / b }),
+            note: [c.why.as_str(), note].iter().filter(|s| !s.is_empty()).cloned().collect::<Vec<_>>().join(" — "),
+            ..Verdict::default()
+        };
+        let (Some(a), Some(b)) = (medians(&c.study, &c.metric), medians(&c.against, &c.metric)) else {
+            out.push(verdict(String::new(), false, None, None, "a study of it did not run"));
+            continue;
+        };
+        if a.is_empty() {
+            out.push(verdict(String::new(), false, None, None, "no stored cell"));
+        }
+        for (params, x) in &a {
+            let label = params.iter().map(|(k, v)| format!("{k} = {}", fmt_value(k, v))).collect::<Vec<_>>().join(", ");
+            let twin = b.iter().find(|(o, _)| params.iter().all(|(k, v)| o.get(k).is_none_or(|w| w == v)));
+            let (Some(x), Some((_, Some(y)))) = (x, twin) else {
+                let why =
+                    if twin.is_none() { "no cell with these settings in the other study" } else { "not measured" };
+                out.push(verdict(label, false, None, None, why));
+                continue;
+            };
+            let r = x / y;
+            let pass = c.min.is_none_or(|lo| r >= lo) && c.max.is_none_or(|hi| r <= hi);
+            // The nearer bound is reported.
+            let bound = match (c.min, c.max) {
+                (Some(lo), Some(hi)) => Some(if r / lo < hi / r { lo } else { hi }),
+                (lo, hi) => lo.or(hi),
+            };
+            out.push(verdict(label, pass, Some(r), bound, ""));
+        }
+    }
+    out
+}
+
+/// A stored cell's parameters.
+pub type Params = std::collections::BTreeMap<String, serde_json::Value>;
 
 /// A seed's counts: (findings passed, failed, unchecked, full run only, not run) and
 /// (checks held, checks in all).
@@ -235,5 +301,41 @@ unchecked = "policy"
         let r = rows(&seed(), &[StudyResult { file: "a.toml".into(), ..StudyResult::default() }]);
         assert_eq!(r[0].status, Status::Fail);
         assert!(!counts(&r).ok());
+    }
+
+    #[test]
+    fn a_comparison_pairs_cells_of_equal_settings_and_bounds_their_ratio() {
+        let c = Compare {
+            finding: "001-8".into(),
+            metric: "goodput".into(),
+            study: "copy.toml".into(),
+            against: "tput.toml".into(),
+            min: Some(0.7),
+            max: Some(1.05),
+            why: "same windows".into(),
+        };
+        let p =
+            |s: u32, w: u32| -> Params { [("streams".to_string(), s.into()), ("window".to_string(), w.into())].into() };
+        let copy =
+            vec![(p(1, 65536), Some(9e6)), (p(3, 65536), Some(40e6)), (p(8, 65536), None), (p(1, 262144), Some(1e6))];
+        let tput = vec![(p(3, 65536), Some(30e6)), (p(1, 65536), Some(10e6)), (p(8, 65536), Some(80e6))];
+        let files = |f: &str, _: &str| match f {
+            "copy.toml" => Some(copy.clone()),
+            "tput.toml" => Some(tput.clone()),
+            _ => None,
+        };
+        let v = compare(std::slice::from_ref(&c), &files);
+        assert_eq!(v.len(), 4);
+        // 9 of 10: inside, nearer the ceiling (by ratio: 1.05 / 0.9 < 0.9 / 0.7).
+        assert!(v[0].pass && (v[0].measured.unwrap() - 0.9).abs() < 1e-12 && v[0].bound == Some(1.05), "{:?}", v[0]);
+        assert!((v[0].margin.unwrap() - (1.0 - 0.9 / 1.05)).abs() < 1e-12);
+        assert_eq!(v[0].cells, "streams = 1, window = 64.0 KiB");
+        // A copy faster than iperf at the same windows is a wrong measurement.
+        assert!(!v[1].pass && v[1].bound == Some(1.05), "{:?}", v[1]);
+        // Nothing measured, or nothing to compare with, is no pass.
+        assert!(!v[2].pass && v[2].note.contains("not measured"), "{:?}", v[2]);
+        assert!(!v[3].pass && v[3].note.contains("no cell with these settings"), "{:?}", v[3]);
+        let v = compare(&[Compare { against: "gone.toml".into(), ..c }], &files);
+        assert!(v.len() == 1 && !v[0].pass && v[0].note.contains("did not run"));
     }
 }

@@ -23,6 +23,33 @@ pub struct Seed {
     /// Every finding of the seed.
     #[serde(default, rename = "finding")]
     pub findings: Vec<Finding>,
+    /// Checks across two of its studies, cell by cell.
+    #[serde(default, rename = "compare")]
+    pub compares: Vec<Compare>,
+}
+
+/// A check across two studies of a seed: a metric of each cell of `study` against the same
+/// metric of the cell of `against` with the same values on the axes both have, as a ratio
+/// (`copy ≤ 1.05 × tput` at equal streams and windows, seed 001's bbcp against iperf).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compare {
+    /// The finding it states.
+    pub finding: String,
+    /// The metric (an `[[expect]]` metric name), of both.
+    pub metric: String,
+    /// The study whose cells are checked.
+    pub study: String,
+    /// The study they are compared with.
+    pub against: String,
+    /// The lowest ratio study / against that holds.
+    #[serde(default)]
+    pub min: Option<f64>,
+    /// The highest.
+    #[serde(default)]
+    pub max: Option<f64>,
+    /// Why it must hold.
+    pub why: String,
 }
 
 /// A number the seed published, and where the new run measures the same thing.
@@ -105,6 +132,14 @@ pub fn parse(text: &str) -> Result<Vec<Seed>, wanperf_toml::Error> {
         if let Some(p) = s.published.iter().find(|p| !s.studies.contains(&p.study)) {
             return Err(err(0, format!("seed {}: a published number names {}, not one of its studies", s.id, p.study)));
         }
+        for c in &s.compares {
+            if let Some(f) = [&c.study, &c.against].into_iter().find(|f| !s.studies.contains(f)) {
+                return Err(err(0, format!("seed {}: a comparison names {f}, not one of its studies", s.id)));
+            }
+            if c.min.is_none() && c.max.is_none() {
+                return Err(err(0, format!("seed {}: the comparison for {} has neither min nor max", s.id, c.finding)));
+            }
+        }
     }
     Ok(f.seed)
 }
@@ -144,6 +179,7 @@ pub fn problems(seed: &Seed, text: &dyn Fn(&str) -> Option<String>) -> Vec<Strin
             Some(t) => tagged.extend(expect_findings(&t).into_iter().flatten()),
         }
     }
+    tagged.extend(seed.compares.iter().map(|c| c.finding.clone()));
     for f in &seed.findings {
         match (&f.unchecked, tagged.contains(&f.id)) {
             (None, false) => out.push(format!("finding {} has no check and no reason why", f.id)),

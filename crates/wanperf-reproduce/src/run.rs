@@ -180,6 +180,25 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
                 Err(e) => results.push(result_of(p, Some(format!("{e:#}")), Vec::new())),
             }
         }
+        if !seed.compares.is_empty() {
+            // Cell by cell across two studies (e.g. copy against tput); a comparison whose
+            // finding the quick grid leaves to the full run is not made.
+            let dropped: Vec<String> = results.iter().flat_map(|r| r.dropped.clone()).collect();
+            let medians = |file: &str, metric: &str| {
+                let i = runs.iter().position(|(f, _)| f == file)?;
+                let m = wanperf_study::expect::medians_by_cell(metric, &aggs[i], &runs[i].1.cells).ok()?.0;
+                Some(m.into_iter().map(|(p, v)| (p.clone(), v)).collect())
+            };
+            let (made, left): (Vec<_>, Vec<_>) =
+                seed.compares.iter().cloned().partition(|c| !dropped.contains(&c.finding));
+            results.push(StudyResult {
+                file: "across studies".into(),
+                findings: made.iter().map(|c| Some(c.finding.clone())).collect(),
+                verdicts: findings::compare(&made, &medians),
+                dropped: left.into_iter().map(|c| c.finding).collect(),
+                error: None,
+            });
+        }
         let rows = findings::rows(seed, &results);
         let counts = findings::counts(&rows);
         let published = seed

@@ -108,6 +108,14 @@ pub enum Metric {
         /// Which statistic.
         stat: Stat,
     },
+    /// A statistic of a tput cell's per-interval goodput (all streams), bit/s: the fastest
+    /// second (`goodput_max`), the median second, the IQR — seed 002's thrulay tables. An
+    /// interval shorter than half the others (the last, cut short) is left out.
+    GoodputStat(Stat),
+    /// The most payload a tput cell's receiver had ahead of the policer's rate at any
+    /// interval's end: max over t of bytes(0..t) − policer_rate·t, bits. A token bucket of
+    /// `burst` bounds it by `burst` (the payload is less than the wire's bytes).
+    BurstUsed,
 }
 
 /// A statistic of a set of RTTs (`rtt_median`, `rtt_loaded_p95`, …).
@@ -149,15 +157,22 @@ const STATS: &[(&str, Stat)] = &[
     ("min", Stat::Min),
 ];
 
-/// `rtt_STAT` (idle) or `rtt_loaded_STAT`, as a metric.
-fn rtt_stat(name: &str) -> Option<Metric> {
-    let (loaded, stat) = match name.strip_prefix("rtt_loaded_") {
-        Some(s) => (true, s),
-        None => (false, name.strip_prefix("rtt_")?),
-    };
-    let stat = STATS.iter().find(|(n, _)| *n == stat)?.1;
+/// A metric by its name in files: one of [`METRICS`], `rtt_STAT` (idle), `rtt_loaded_STAT`
+/// or `goodput_STAT` (per interval), with its dimension and the kinds of study that have it.
+fn find_metric(name: &str) -> Option<(Metric, Dim, &'static [Kind])> {
+    if let Some(&(_, m, d, k)) = METRICS.iter().find(|m| m.0 == name) {
+        return Some((m, d, k));
+    }
+    let stat = |s: &str| STATS.iter().find(|(n, _)| *n == s).map(|x| x.1);
+    if let Some(s) = name.strip_prefix("goodput_") {
+        return Some((Metric::GoodputStat(stat(s)?), RATE, &[Kind::Tput]));
+    }
+    if let Some(s) = name.strip_prefix("rtt_loaded_") {
+        return Some((Metric::RttStat { loaded: true, stat: stat(s)? }, SECS, &[Kind::Load]));
+    }
     // The idle minimum has its own name and meaning (rtt_min, from the aggregate).
-    (loaded || stat != Stat::Min).then_some(Metric::RttStat { loaded, stat })
+    let s = stat(name.strip_prefix("rtt_")?).filter(|s| *s != Stat::Min)?;
+    Some((Metric::RttStat { loaded: false, stat: s }, SECS, &[Kind::Ping, Kind::Load]))
 }
 
 /// Every metric: its name in files, its dimension, and the kinds of study that have it.
@@ -186,6 +201,7 @@ const METRICS: &[(&str, Metric, Dim, &[Kind])] = &[
     ("policer_drops", Metric::Counter("policer_drops"), NONE, EMULATED),
     ("policed", Metric::Counter("policed"), NONE, EMULATED),
     ("random_losses", Metric::Counter("random_losses"), NONE, EMULATED),
+    ("burst_used", Metric::BurstUsed, BITS, &[Kind::Tput]),
 ];
 
 /// The kinds whose cells store the emulator's counters.
@@ -195,6 +211,7 @@ impl Metric {
     fn dim(self) -> Dim {
         match self {
             Metric::RttStat { .. } => SECS,
+            Metric::GoodputStat(_) => RATE,
             m => METRICS.iter().find(|x| x.1 == m).map_or(NONE, |x| x.2),
         }
     }
@@ -602,19 +619,12 @@ pub(crate) fn parse_all(
         let s = s.into_inner();
         let at = |sp: &Spanned<String>| lines.of(sp.span().start);
         let name = s.metric.get_ref().trim().to_string();
-        let found = METRICS.iter().find(|m| m.0 == name).map(|&(_, m, d, k)| (m, d, k)).or_else(|| {
-            let loaded_kinds: &'static [Kind] = &[Kind::Load];
-            let idle_kinds: &'static [Kind] = &[Kind::Ping, Kind::Load];
-            rtt_stat(&name).map(|m| match m {
-                Metric::RttStat { loaded: true, .. } => (m, SECS, loaded_kinds),
-                _ => (m, SECS, idle_kinds),
-            })
-        });
+        let found = find_metric(&name);
         let Some((metric, dim, kinds)) = found else {
             return Err(err(
                 at(&s.metric),
                 format!(
-                    "unknown metric `{name}` (one of {}, or rtt_STAT / rtt_loaded_STAT with STAT one of {})",
+                    "unknown metric `{name}` (one of {}, or rtt_STAT / rtt_loaded_STAT / goodput_STAT with STAT one of {})",
                     METRICS.iter().map(|m| m.0).collect::<Vec<_>>().join(", "),
                     STATS.iter().map(|x| x.0).collect::<Vec<_>>().join(", ")
                 ),
@@ -832,17 +842,37 @@ pub fn median_where(
     aggs: &[CellAggregate],
     cells: &[StoredCell],
 ) -> Result<Option<(f64, &'static str)>, String> {
-    let m = METRICS.iter().find(|m| m.0 == metric).map(|m| m.1).or_else(|| rtt_stat(metric));
-    let m = m.ok_or_else(|| format!("unknown metric `{metric}`"))?;
+    let m = find_metric(metric).ok_or_else(|| format!("unknown metric `{metric}`"))?.0;
     let select: Vec<(String, serde_json::Value)> = select.iter().map(|(k, v)| (k.clone(), normalize(k, v))).collect();
     let by_key: BTreeMap<(u32, u32), &StoredCell> = cells.iter().map(|c| ((c.cell.index, c.cell.repeat), c)).collect();
     let values: Vec<f64> = aggs
         .iter()
         .filter(|a| selects(&select, &a.params))
-        .filter_map(|a| by_key.get(&(a.index, a.repeat)).and_then(|c| metric_value(m, a, c)))
+        .filter_map(|a| by_key.get(&(a.index, a.repeat)).and_then(|c| metric_value(m, a, c, None)))
         .collect();
     Ok(median(values).map(|v| (v, unit_name(m.dim()))))
 }
+
+/// Each stored cell (one per index) with its parameters and the median of a metric (named as
+/// in `[[expect]]`) over its measured repeats (`None`: none measured it), and the metric's
+/// unit name. What `wanperf reproduce` compares across studies, cell by cell.
+pub fn medians_by_cell<'a>(
+    metric: &str,
+    aggs: &'a [CellAggregate],
+    cells: &[StoredCell],
+) -> Result<(CellMedians<'a>, &'static str), String> {
+    let m = find_metric(metric).ok_or_else(|| format!("unknown metric `{metric}`"))?.0;
+    let by_key: BTreeMap<(u32, u32), &StoredCell> = cells.iter().map(|c| ((c.cell.index, c.cell.repeat), c)).collect();
+    let mut out: BTreeMap<u32, (&BTreeMap<String, serde_json::Value>, Vec<f64>)> = BTreeMap::new();
+    for a in aggs {
+        let e = out.entry(a.index).or_insert((&a.params, Vec::new()));
+        e.1.extend(by_key.get(&(a.index, a.repeat)).and_then(|c| metric_value(m, a, c, None)));
+    }
+    Ok((out.into_values().map(|(p, v)| (p, median(v))).collect(), unit_name(m.dim())))
+}
+
+/// Cells' parameters with a metric's median in each ([`medians_by_cell`]).
+pub type CellMedians<'a> = Vec<(&'a BTreeMap<String, serde_json::Value>, Option<f64>)>;
 
 /// An emulator counter in the measured direction, summed over its classes and, on a network,
 /// over the links of the route (`"NAME a → b"`, each link's direction from its `a` end): a
@@ -865,8 +895,14 @@ fn forward_counter(e: &serde_json::Value, key: &str) -> Option<f64> {
     Some(total)
 }
 
-/// A metric's value in one stored cell (base units), if the cell has it.
-pub fn metric_value(metric: Metric, agg: &CellAggregate, cell: &StoredCell) -> Option<f64> {
+/// A metric's value in one stored cell (base units), if the cell has it; `config` is the
+/// cell's configuration (what [`Metric::BurstUsed`] needs the policer's rate from).
+pub fn metric_value(
+    metric: Metric,
+    agg: &CellAggregate,
+    cell: &StoredCell,
+    config: Option<&BTreeMap<String, f64>>,
+) -> Option<f64> {
     if !agg.ok {
         return None;
     }
@@ -901,22 +937,48 @@ pub fn metric_value(metric: Metric, agg: &CellAggregate, cell: &StoredCell) -> O
                 .filter(|p| if loaded { p.phase == "loaded" } else { p.phase == "unloaded" || p.phase.is_empty() })
                 .filter_map(|p| p.rtt_ms)
                 .collect();
-            let x = wanperf_stats::summary::Summary::of(&rtts)?;
-            let ms = match stat {
-                Stat::Median => x.median,
-                Stat::Iqr => x.iqr,
-                Stat::Stdev => x.stdev,
-                Stat::P5 => x.p5,
-                Stat::P25 => x.p25,
-                Stat::P75 => x.p75,
-                Stat::P95 => x.p95,
-                Stat::P99 => x.p99,
-                Stat::Max => x.max,
-                Stat::Min => x.min,
-            };
-            Some(ms / 1e3)
+            stat_of(&rtts, stat).map(|ms| ms / 1e3)
+        }
+        Metric::GoodputStat(stat) => {
+            let rates: Vec<f64> = whole_intervals(&cell.cell.intervals).map(|r| r.throughput_bps).collect();
+            stat_of(&rates, stat)
+        }
+        Metric::BurstUsed => {
+            let rate = *config?.get("policer_rate")?;
+            let mut bits = 0.0;
+            let mut most: f64 = 0.0;
+            for r in cell.cell.intervals.iter().filter(|r| r.stream == -1) {
+                bits += r.bytes as f64 * 8.0;
+                most = most.max(bits - rate * r.end_s);
+            }
+            Some(most)
         }
     }
+}
+
+/// One statistic of a set of values.
+fn stat_of(v: &[f64], stat: Stat) -> Option<f64> {
+    let x = wanperf_stats::summary::Summary::of(v)?;
+    Some(match stat {
+        Stat::Median => x.median,
+        Stat::Iqr => x.iqr,
+        Stat::Stdev => x.stdev,
+        Stat::P5 => x.p5,
+        Stat::P25 => x.p25,
+        Stat::P75 => x.p75,
+        Stat::P95 => x.p95,
+        Stat::P99 => x.p99,
+        Stat::Max => x.max,
+        Stat::Min => x.min,
+    })
+}
+
+/// A cell's all-stream interval rows, without one shorter than half the longest (the last
+/// interval, cut short by the test's end, says little of a rate).
+fn whole_intervals(rows: &[wanperf_archive::IntervalRow]) -> impl Iterator<Item = &wanperf_archive::IntervalRow> {
+    let sums = rows.iter().filter(|r| r.stream == -1);
+    let longest = sums.clone().map(|r| r.end_s - r.start_s).fold(0.0, f64::max);
+    sums.filter(move |r| r.end_s - r.start_s >= longest / 2.0)
 }
 
 /// A one-way delay metric from a cell's summary (a load cell's per phase, a ping's own), s:
@@ -1036,7 +1098,7 @@ pub fn evaluate(
             }
             let Some(c) = by_key.get(&(a.index, a.repeat)) else { continue };
             let g = groups.entry(a.index).or_insert(Group { params: &a.params, values: Vec::new(), failed: 0 });
-            match metric_value(e.metric, a, c) {
+            match metric_value(e.metric, a, c, configs.get(&a.index)) {
                 Some(v) => g.values.push(v),
                 None => g.failed += 1,
             }

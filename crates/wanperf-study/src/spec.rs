@@ -746,6 +746,13 @@ impl Study {
                     .bottleneck_bps(&self.link_argv(cell))
                     .filter(|_| matches!(self.target, Target::Path { .. }))
                     .unwrap_or(if matches!(self.target, Target::Host { .. }) { 1e8 } else { 1e9 });
+                // Or its windows' rate, when they are set and slower: streams × window / RTT.
+                let config = self.config(cell, f);
+                let windows = match (config.get("window"), config.get("rtt")) {
+                    (Some(w), Some(rtt)) if *rtt > 0.0 => config["streams"] * w / rtt,
+                    _ => f64::INFINITY,
+                };
+                let rate = rate.min(windows);
                 let probe = if get("probe") == Some("true") { 15.0 } else { 0.0 };
                 d.size as f64 * 8.0 / rate + f64::from(d.files) / 1000.0 + 3.0 + probe
             }
@@ -1079,6 +1086,49 @@ mod expect_tests {
         }
         let e = Study::parse(&text.replace("kind = \"load\"", "kind = \"ping\""), &ANY).unwrap_err();
         assert!(e.message.contains("a ping study has no `rtt_loaded_p95`"), "{e}");
+    }
+
+    #[test]
+    fn per_interval_goodput_and_the_burst_ahead_of_a_policer() {
+        // A 1 Mbit/s policer with a 100 KiB (819,200-bit) bucket.
+        const POLICED: Values = Values(&[("rate", 1e7), ("rtt", 0.1), ("policer_rate", 1e6), ("burst", 819_200.0)]);
+        let text = "name = \"s\"\n[measure]\nkind = \"tput\"\n[sweep]\nstreams = [1]\n\
+                    [[expect]]\nmetric = \"goodput_max\"\nmax = \"policer_rate + burst / 1 s\"\n\
+                    [[expect]]\nmetric = \"goodput_median\"\nmax = \"policer_rate\"\n\
+                    [[expect]]\nmetric = \"burst_used\"\nmax = \"burst\"\n";
+        let st = Study::parse(text, &POLICED).unwrap();
+        let (a, mut c) = agg(0, 0, 65536, 1, Some(1e6));
+        // Seconds of 1.7, 1.0 and 0.5 Mbit, then 0.1 s at 5 Mbit/s (cut short by the end).
+        for (i, (start, end, mbit)) in
+            [(0.0, 1.0, 1.7), (1.0, 2.0, 1.0), (2.0, 3.0, 0.5), (3.0, 3.1, 0.5)].iter().enumerate()
+        {
+            let bytes = (mbit * 1e6 / 8.0) as u64;
+            let row = |stream| wanperf_archive::IntervalRow {
+                stream,
+                start_s: *start,
+                end_s: *end,
+                bytes,
+                throughput_bps: mbit * 1e6 / (end - start),
+                ..Default::default()
+            };
+            c.cell.intervals.extend([row(i32::try_from(i).unwrap() + 10), row(-1)]);
+        }
+        let v = evaluate(&st.expects, &["streams".into()], &[a.clone()], &[c.clone()], &st.configs(&POLICED));
+        assert_eq!(v.len(), 3);
+        // The fastest whole second (the short last interval left out), under 1.82 Mbit/s.
+        assert!((v[0].measured.unwrap() - 1.7e6).abs() < 1.0 && v[0].pass, "{}", line(&v[0]));
+        assert!((v[1].measured.unwrap() - 1.0e6).abs() < 1.0 && v[1].pass, "{}", line(&v[1]));
+        // 1.7 Mbit at 1 s is 0.7 Mbit ahead of the rate; never more after.
+        assert!((v[2].measured.unwrap() - 0.7e6).abs() < 8.0 && v[2].pass, "{}", line(&v[2]));
+        // A receiver 1 Mbit ahead of a 100 KiB bucket is a policer that did not act.
+        c.cell.intervals.iter_mut().filter(|r| r.start_s == 0.0).for_each(|r| r.bytes = 2_000_000 / 8);
+        let v = evaluate(&st.expects, &["streams".into()], &[a], &[c], &st.configs(&POLICED));
+        assert!(!v[2].pass && (v[2].measured.unwrap() - 1.0e6).abs() < 8.0, "{}", line(&v[2]));
+        // Without a policer there is no rate to be ahead of: no value, not a pass.
+        let st = Study::parse(text, &ANY).unwrap_err();
+        assert!(st.message.contains("policer_rate"), "{st}");
+        let e = Study::parse(&text.replace("goodput_max", "goodput_avg"), &POLICED).unwrap_err();
+        assert!(e.message.contains("goodput_STAT"), "{e}");
     }
 
     #[test]
