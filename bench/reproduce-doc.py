@@ -35,6 +35,13 @@ for seed in reg['seed']:
         for e in t.get('expect',[]):
             if 'finding' in e: checks.setdefault(e['finding'],[]).append((st,check_text(e)))
         for d in t.get('quick',{}).get('drop',[]): quickdrop.setdefault(d,[]).append(st)
+    for c in seed.get('compare',[]):
+        lo,hi=c.get('min'),c.get('max')
+        r=f"{lo} ≤ ratio ≤ {hi}" if lo and hi else (f"ratio ≥ {lo}" if lo else f"ratio ≤ {hi}")
+        checks.setdefault(c['finding'],[]).append(('across studies',f"{c['metric']} of {c['study'].removesuffix('.toml')} / {c['metric']} of {c['against'].removesuffix('.toml')} at equal settings: {r}"))
+    for m in seed.get('mesh',[]):
+        checks.setdefault(m['finding'],[]).append((f"mesh on {m['net']}",f"net set {' '.join(m['change'])} at {m['at']*100:.0f} % of {m['seconds']} s: 1 throughput event on {m['pair']}, 0 on the others"))
+        quickdrop.setdefault(m['finding'],[]).append('mesh')
     out.append(f"\n### Seed {seed['id']}: {seed['title']}\n")
     out.append(f"Studies: {', '.join('`scenarios/'+s+'`' for s in seed['studies'])}.\n")
     out.append("| finding | line | what the seed found | check (study: bound) or why none |")

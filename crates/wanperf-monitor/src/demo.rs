@@ -1,6 +1,7 @@
-//! `wanperf mesh demo`: the monitoring mesh on an emulated network — the IEPM 2000 sites in
-//! `wanperf net`'s namespaces, an agent on every host, central on SLAC's with the dashboard
-//! on this machine's loopback, and a link that slows down part way through.
+//! A monitoring mesh on an emulated network ([`run_scenario`]): a `wanperf net` preset's
+//! hosts each with an agent, central on the first, a link changed part way through, and the
+//! events central raised. `wanperf mesh demo` is one (the IEPM 2000 sites, the dashboard on
+//! this machine's loopback); `wanperf reproduce` runs seed 001's drop as another.
 
 use anyhow::{anyhow, Context, Result};
 use std::io::BufRead;
@@ -15,22 +16,29 @@ use wanperf_sys::INTERRUPTED;
 /// The demo's sites: the IEPM 2000 network's hosts.
 pub const DEMO_SITES: [&str; 6] = ["slac", "cern", "in2p3", "colorado", "caltech", "fnal"];
 
-/// The demo's mesh file, with the sites' public keys and addresses.
-pub fn demo_mesh(keys: &[String], addrs: &[String]) -> String {
-    let mut m =
-        String::from("# wanperf mesh demo: the IEPM 2000 sites\n[mesh]\nname = \"iepm-2000\"\nsummary = \"10s\"\n\n");
-    for s in DEMO_SITES {
+/// A mesh file over `sites` (one `all` group of them), with their public keys and addresses,
+/// followed by `tests` (groups, tests and expectations as a mesh file writes them).
+pub fn mesh_file(name: &str, summary: &str, sites: &[&str], keys: &[String], addrs: &[String], tests: &str) -> String {
+    let mut m = format!("# wanperf: the {name} sites\n[mesh]\nname = \"{name}\"\nsummary = \"{summary}\"\n\n");
+    for s in sites {
         m.push_str(&format!("[[site]]\nname = \"{s}\"\n"));
     }
-    for (i, s) in DEMO_SITES.iter().enumerate() {
+    for (i, s) in sites.iter().enumerate() {
         m.push_str(&format!(
             "[[host]]\nname = \"{s}\"\nsite = \"{s}\"\naddress = \"{}\"\nkey = \"{}\"\n",
             addrs[i], keys[i]
         ));
     }
     m.push_str("[[group]]\nname = \"all\"\ntype = \"mesh\"\nmembers = [");
-    m.push_str(&DEMO_SITES.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", "));
+    m.push_str(&sites.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", "));
     m.push_str("]\n");
+    m.push_str(tests);
+    m
+}
+
+/// The demo's mesh file, with the sites' public keys and addresses.
+pub fn demo_mesh(keys: &[String], addrs: &[String]) -> String {
+    let mut m = String::new();
     m.push_str("[[test]]\nname = \"rtt\"\ntype = \"latency\"\ngroup = \"all\"\nrate = 10\n");
     // Two throughput pairs that share no host run side by side: SLAC↔CERN across the
     // Atlantic, FNAL↔Caltech within the US.
@@ -47,7 +55,7 @@ pub fn demo_mesh(keys: &[String], addrs: &[String]) -> String {
     // Every path traced every minute: the routers of the emulated network, hop by hop.
     m.push_str("[[test]]\nname = \"route\"\ntype = \"trace\"\ngroup = \"all\"\ninterval = \"60s\"\nslip = \"30s\"\n");
     m.push_str("[[expect]]\ngroup = \"all\"\nloss_max = 0.05\n");
-    m
+    mesh_file("iepm-2000", "10s", &DEMO_SITES, keys, addrs, &m)
 }
 
 /// The demo's processes and network, torn down whatever happens.
@@ -82,23 +90,65 @@ fn say(bar: &indicatif::ProgressBar, line: &str) {
     }
 }
 
+/// A mesh on an emulated network: what [`run_scenario`] brings up, changes and watches.
+pub struct Scenario<'a> {
+    /// The `wanperf net` preset.
+    pub preset: &'a str,
+    /// Its hosts that run an agent; central runs on the first.
+    pub sites: &'a [&'a str],
+    /// The mesh file from the sites' public keys and addresses (in `sites`' order).
+    pub mesh: &'a dyn Fn(&[String], &[String]) -> String,
+    /// How long the mesh runs, s.
+    pub seconds: f64,
+    /// When the link changes, as a share of the run.
+    pub change_at: f64,
+    /// `wanperf net set` arguments after the network's name: the link, then `key=value`s.
+    pub change: &'a [&'a str],
+    /// The line printed when it changed.
+    pub change_says: &'a str,
+    /// The archive central stores results in.
+    pub db: &'a str,
+    /// A listening socket on this machine that central also serves (the dashboard).
+    pub dashboard: Option<std::net::TcpListener>,
+}
+
 /// `wanperf mesh demo`: the IEPM 2000 network with an agent on every host and central on
 /// SLAC's, for `minutes`, the dashboard on 127.0.0.1:`port`, results into the archive `db`.
 pub fn run(minutes: f64, port: u16, db: &str) -> Result<()> {
-    let exe = std::env::current_exe().context("cannot find the wanperf binary")?;
-    let id = std::process::id();
-    let dir = std::env::temp_dir().join(format!("wanperf-mesh-demo-{id}"));
-    std::fs::create_dir_all(&dir)?;
-    let net = format!("meshdemo{id}");
-    let mut run = DemoRun { exe: exe.clone(), net: net.clone(), children: Vec::new(), dir: dir.clone() };
-    // The dashboard's socket on this machine's loopback, handed to central (which runs inside
-    // SLAC's emulated host) as an inherited descriptor.
     let listener = std::net::TcpListener::bind(("127.0.0.1", port))
         .with_context(|| format!("cannot listen on 127.0.0.1:{} (try --port 0)", port))?;
     let url = format!("http://{}/", listener.local_addr()?);
+    eprintln!("wanperf mesh demo: the IEPM 2000 network, 6 agents, central on slac (archive {db})");
+    eprintln!("dashboard: {url}  (open it now; the mesh runs {} min)", minutes);
+    let events = run_scenario(Scenario {
+        preset: "iepm-2000",
+        sites: &DEMO_SITES,
+        mesh: &demo_mesh,
+        seconds: minutes * 60.0,
+        change_at: 0.4,
+        change: &["geneva-cern", "rate_ab=2M"],
+        change_says: "the Geneva→CERN link now carries 2 Mbit/s (was 100 Mbit/s)",
+        db,
+        dashboard: Some(listener),
+    })?;
+    eprintln!("stopping: {} events; the results are in the archive ({db})", events.len());
+    Ok(())
+}
+
+/// Runs a [`Scenario`]: brings its network up, central and an agent on every site, changes
+/// the link part way through, and returns central's events (their one-line texts, as
+/// `ALERT` lines give them) when the time is up or on Ctrl-C (the caller tells them apart by
+/// `INTERRUPTED`); everything is torn down whatever happens. Progress on stderr.
+pub fn run_scenario(sc: Scenario<'_>) -> Result<Vec<String>> {
+    let exe = std::env::current_exe().context("cannot find the wanperf binary")?;
+    let id = std::process::id();
+    let dir = std::env::temp_dir().join(format!("wanperf-mesh-{}-{id}", sc.preset));
+    std::fs::create_dir_all(&dir)?;
+    let net = format!("mesh{id}");
+    let mut run = DemoRun { exe: exe.clone(), net: net.clone(), children: Vec::new(), dir: dir.clone() };
 
     let mut keys = Vec::new();
-    for s in DEMO_SITES {
+    for s in sc.sites {
         let mut seed = [0u8; 32];
         getrandom::fill(&mut seed).map_err(|e| anyhow!("no randomness for keys: {e}"))?;
         let k = wanperf_proto::auth::PrivateKey::from_seed(seed, s);
@@ -110,42 +160,44 @@ pub fn run(minutes: f64, port: u16, db: &str) -> Result<()> {
         }
         keys.push((path, k.public().to_line()));
     }
-    let ok = Command::new(&exe).args(["net", "up", "iepm-2000", &net]).stdout(Stdio::null()).output()?;
+    let ok = Command::new(&exe).args(["net", "up", sc.preset, &net]).stdout(Stdio::null()).output()?;
     if !ok.status.success() {
         return Err(anyhow!("cannot bring up the network: {}", String::from_utf8_lossy(&ok.stderr).trim()));
     }
     // Every host's first address, from the same plan `net up` builds.
-    let preset = wanperf_net::presets::find("iepm-2000").ok_or_else(|| anyhow!("no iepm-2000 preset"))?;
+    let preset = wanperf_net::presets::find(sc.preset).ok_or_else(|| anyhow!("no {} preset", sc.preset))?;
     let topo = wanperf_net::topo::Topology::parse(&preset.toml, &|f| Err(format!("no file {f} in a preset")))
-        .map_err(|e| anyhow!("iepm-2000: {e}"))?;
-    let plan = wanperf_net::plan::Plan::new(&topo).map_err(|e| anyhow!("iepm-2000: {e}"))?;
-    let addrs: Vec<String> = DEMO_SITES
+        .map_err(|e| anyhow!("{}: {e}", sc.preset))?;
+    let plan = wanperf_net::plan::Plan::new(&topo).map_err(|e| anyhow!("{}: {e}", sc.preset))?;
+    let addrs: Vec<String> = sc
+        .sites
         .iter()
         .map(|s| {
             topo.node(s)
                 .and_then(|n| plan.addr_of(n))
                 .map(|a| a.to_string())
-                .ok_or_else(|| anyhow!("no address for {s} in the iepm-2000 preset"))
+                .ok_or_else(|| anyhow!("no address for {s} in the {} preset", sc.preset))
         })
         .collect::<Result<_>>()?;
     let mesh_path = dir.join("mesh.toml");
-    std::fs::write(&mesh_path, demo_mesh(&keys.iter().map(|k| k.1.clone()).collect::<Vec<_>>(), &addrs))?;
+    std::fs::write(&mesh_path, (sc.mesh)(&keys.iter().map(|k| k.1.clone()).collect::<Vec<_>>(), &addrs))?;
     let central_addr = format!("{}:8080", addrs[0]);
 
-    // Central, with the loopback socket inherited (descriptor flags cleared for exec).
-    let fd = listener.as_raw_fd();
-    wanperf_sys::keep_across_exec(&listener).context("cannot hand the listening socket to central")?;
-    let alerts = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let mut central = Command::new(&exe)
-        .args(["net", "exec", &net, "slac", "--"])
+    // Central, with the dashboard's socket (if any) inherited (descriptor flags cleared for exec).
+    let mut central = Command::new(&exe);
+    central
+        .args(["net", "exec", &net, sc.sites[0], "--"])
         .arg(&exe)
         .args(["central", "--mesh"])
         .arg(&mesh_path)
-        .args(["--listen", &central_addr, "--db", db, "--reload", "2", "--listen-fd", &fd.to_string()])
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    drop(listener);
+        .args(["--listen", &central_addr, "--db", sc.db, "--reload", "2"]);
+    if let Some(l) = &sc.dashboard {
+        wanperf_sys::keep_across_exec(l).context("cannot hand the listening socket to central")?;
+        central.args(["--listen-fd", &l.as_raw_fd().to_string()]);
+    }
+    let alerts = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut central = central.stdin(Stdio::null()).stderr(Stdio::piped()).spawn()?;
+    drop(sc.dashboard);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let stderr = central.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
     let al = alerts.clone();
@@ -167,11 +219,11 @@ pub fn run(minutes: f64, port: u16, db: &str) -> Result<()> {
         Err(_) => return Err(anyhow!("central did not start within 30 s")),
     }
     let central_url = format!("http://{central_addr}");
-    for (i, s) in DEMO_SITES.iter().enumerate() {
+    for (i, s) in sc.sites.iter().enumerate() {
         let c = Command::new(&exe)
             .args(["net", "exec", &net, s, "--"])
             .arg(&exe)
-            // All the demo's hosts read one kernel clock: their one-way delays have no clock error.
+            // All the hosts read one kernel clock: their one-way delays have no clock error.
             .args(["agent", "--name", s, "--central", &central_url, "--poll", "5", "--clock-error", "0"])
             .arg("--key")
             .arg(&keys[i].0)
@@ -183,10 +235,8 @@ pub fn run(minutes: f64, port: u16, db: &str) -> Result<()> {
             .spawn()?;
         run.children.push((s.to_string(), c));
     }
-    eprintln!("wanperf mesh demo: the IEPM 2000 network, 6 agents, central on slac (archive {db})");
-    eprintln!("dashboard: {url}  (open it now; the mesh runs {} min)", minutes);
-    let total = minutes * 60.0;
-    let inject_at = 0.4 * total;
+    let total = sc.seconds;
+    let inject_at = sc.change_at * total;
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} s  {msg}")
@@ -200,10 +250,12 @@ pub fn run(minutes: f64, port: u16, db: &str) -> Result<()> {
         bar.set_position(t0.elapsed().as_secs());
         if !injected && t0.elapsed().as_secs_f64() >= inject_at {
             injected = true;
-            let o = Command::new(&exe).args(["net", "set", &net, "geneva-cern", "rate_ab=2M"]).output()?;
-            if o.status.success() {
-                say(&bar, "injected: the Geneva→CERN link now carries 2 Mbit/s (was 100 Mbit/s)");
+            let o = Command::new(&exe).args(["net", "set", &net]).args(sc.change).output()?;
+            if !o.status.success() {
+                bar.finish_and_clear();
+                return Err(anyhow!("cannot change the link: {}", String::from_utf8_lossy(&o.stderr).trim()));
             }
+            say(&bar, &format!("changed: {}", sc.change_says));
         }
         let new: Vec<String> = alerts.lock().unwrap()[shown_alerts..].to_vec();
         for a in new {
@@ -218,8 +270,7 @@ pub fn run(minutes: f64, port: u16, db: &str) -> Result<()> {
         }
     }
     bar.finish_and_clear();
-    let events = alerts.lock().unwrap().len();
-    eprintln!("stopping: {events} events; the results are in the archive ({db})");
     drop(run);
-    Ok(())
+    let events = alerts.lock().unwrap().clone();
+    Ok(events)
 }

@@ -1,7 +1,7 @@
 //! A seed's findings table, pure: each finding with the verdicts of the checks that state it
 //! (from every study of the seed), or why it has none.
 
-use crate::registry::{Compare, Finding, Seed};
+use crate::registry::{Compare, Finding, MeshRun, Seed};
 use serde::Serialize;
 use wanperf_archive::Verdict;
 use wanperf_study::axis::fmt_value;
@@ -97,10 +97,7 @@ fn row(f: &Finding, results: &[StudyResult]) -> Row {
 /// with `expect` the comparison's position: each cell of `study` (its parameters, its
 /// metric's median) against the cell of `against` with its values on every axis both have.
 /// `medians` gives each study's cells by file (`None`: the study did not run).
-pub fn compare(
-    compares: &[Compare],
-    medians: &dyn Fn(&str, &str) -> Option<Vec<(Params, Option<f64>)>>,
-) -> Vec<Verdict> {
+pub fn compare(compares: &[Compare], medians: &dyn Fn(&str, &str) -> Option<Vec<CellMedian>>) -> Vec<Verdict> {
     let mut out = Vec::new();
     for (i, c) in compares.iter().enumerate() {
         let text = format!(
@@ -155,8 +152,37 @@ pub fn compare(
     out
 }
 
+/// The verdicts of a mesh run from the events central raised (their texts, `src→dst metric
+/// …`): exactly one throughput event on the changed pair, none on any other.
+pub fn mesh_verdicts(m: &MeshRun, events: &[String]) -> Vec<Verdict> {
+    let throughput = |e: &&String| e.split_whitespace().nth(1) == Some("throughput");
+    let on_pair = |e: &&String| e.split_whitespace().next() == Some(m.pair.as_str());
+    let mine: Vec<&String> = events.iter().filter(throughput).filter(on_pair).collect();
+    let others: Vec<&String> = events.iter().filter(throughput).filter(|e| !on_pair(e)).collect();
+    let listed = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ");
+    let cells =
+        format!("mesh on {}, `net set {}` at {:.0} % of {:.0} s", m.net, m.change.join(" "), m.at * 100.0, m.seconds);
+    let v = |text: String, n: usize, want: usize, list: String| Verdict {
+        expect: 0,
+        text,
+        cells: cells.clone(),
+        pass: n == want,
+        measured: Some(n as f64),
+        bound: Some(want as f64),
+        note: [m.why.clone(), list].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" — "),
+        ..Verdict::default()
+    };
+    vec![
+        v(format!("throughput events on {} = 1", m.pair), mine.len(), 1, listed(&mine)),
+        v("throughput events on the other pairs = 0".into(), others.len(), 0, listed(&others)),
+    ]
+}
+
 /// A stored cell's parameters.
 pub type Params = std::collections::BTreeMap<String, serde_json::Value>;
+
+/// A stored cell's parameters and a metric's median in it (`None`: not measured).
+pub type CellMedian = (Params, Option<f64>);
 
 /// A seed's counts: (findings passed, failed, unchecked, full run only, not run) and
 /// (checks held, checks in all).
@@ -337,5 +363,32 @@ unchecked = "policy"
         assert!(!v[3].pass && v[3].note.contains("no cell with these settings"), "{:?}", v[3]);
         let v = compare(&[Compare { against: "gone.toml".into(), ..c }], &files);
         assert!(v.len() == 1 && !v[0].pass && v[0].note.contains("did not run"));
+    }
+
+    #[test]
+    fn a_mesh_run_needs_one_throughput_event_on_its_pair_and_none_elsewhere() {
+        let m = MeshRun {
+            finding: "001-6".into(),
+            net: "umich-2001".into(),
+            hosts: vec!["pharlap".into(), "speedy".into()],
+            interval: "12s".into(),
+            duration: "3s".into(),
+            seconds: 180.0,
+            at: 0.5,
+            change: vec!["abilene-umich-gw".into(), "rate_ab=800k".into()],
+            pair: "pharlap→speedy".into(),
+            why: "a level shift".into(),
+        };
+        let drop = "pharlap→speedy throughput 9.6 → 0.7 Mbit/s since 18:03 UTC (3 tests)".to_string();
+        let rtt = "speedy→pharlap rtt 67.1 → 90.2 ms since 18:03 UTC (5 summaries)".to_string();
+        let v = mesh_verdicts(&m, &[drop.clone(), rtt.clone()]);
+        assert!(v.iter().all(|x| x.pass), "{v:?}");
+        assert!(v[0].note.contains("9.6 → 0.7"), "{}", v[0].note);
+        // No event, two events, or one on the pair not changed: each fails.
+        assert!(!mesh_verdicts(&m, std::slice::from_ref(&rtt))[0].pass);
+        assert!(!mesh_verdicts(&m, &[drop.clone(), drop.clone()])[0].pass);
+        let other = "speedy→pharlap throughput 9.6 → 4.0 Mbit/s since 18:03 UTC (3 tests)".to_string();
+        let v = mesh_verdicts(&m, &[drop, other]);
+        assert!(v[0].pass && !v[1].pass && v[1].measured == Some(1.0), "{v:?}");
     }
 }

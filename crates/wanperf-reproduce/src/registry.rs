@@ -26,6 +26,38 @@ pub struct Seed {
     /// Checks across two of its studies, cell by cell.
     #[serde(default, rename = "compare")]
     pub compares: Vec<Compare>,
+    /// Monitoring meshes run after its studies, with the events they must raise.
+    #[serde(default, rename = "mesh")]
+    pub meshes: Vec<MeshRun>,
+}
+
+/// A monitoring mesh on an emulated network whose link changes part way through, and the
+/// event it must raise: throughput tests both ways between every pair of `hosts` (an agent
+/// on each, central on the first), `net set NET change…` at `at` of the run, then exactly
+/// one throughput event on `pair` and none on the others (seed 001's drop, seen as one).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeshRun {
+    /// The finding it states.
+    pub finding: String,
+    /// The `wanperf net` preset.
+    pub net: String,
+    /// Its hosts that run an agent.
+    pub hosts: Vec<String>,
+    /// How often each pair's throughput is tested (`12s`).
+    pub interval: String,
+    /// How long each test runs (`3s`).
+    pub duration: String,
+    /// How long the mesh runs, s.
+    pub seconds: f64,
+    /// When the link changes, as a share of the run.
+    pub at: f64,
+    /// `wanperf net set` arguments after the network: the link, then `key=value`s.
+    pub change: Vec<String>,
+    /// The pair the change must show on, `src→dst`.
+    pub pair: String,
+    /// Why.
+    pub why: String,
 }
 
 /// A check across two studies of a seed: a metric of each cell of `study` against the same
@@ -132,6 +164,32 @@ pub fn parse(text: &str) -> Result<Vec<Seed>, wanperf_toml::Error> {
         if let Some(p) = s.published.iter().find(|p| !s.studies.contains(&p.study)) {
             return Err(err(0, format!("seed {}: a published number names {}, not one of its studies", s.id, p.study)));
         }
+        for m in &s.meshes {
+            if m.hosts.len() < 2
+                || !(m.at > 0.0 && m.at < 1.0)
+                || m.seconds.is_nan()
+                || m.seconds < 30.0
+                || m.change.is_empty()
+            {
+                return Err(err(
+                    0,
+                    format!(
+                        "seed {}: the mesh for {} needs 2 hosts, 0 < at < 1, 30 s or more and a change",
+                        s.id, m.finding
+                    ),
+                ));
+            }
+            if !m
+                .pair
+                .split_once('→')
+                .is_some_and(|(a, b)| m.hosts.iter().any(|h| h == a) && m.hosts.iter().any(|h| h == b))
+            {
+                return Err(err(
+                    0,
+                    format!("seed {}: the mesh's pair `{}` is not two of its hosts (src→dst)", s.id, m.pair),
+                ));
+            }
+        }
         for c in &s.compares {
             if let Some(f) = [&c.study, &c.against].into_iter().find(|f| !s.studies.contains(f)) {
                 return Err(err(0, format!("seed {}: a comparison names {f}, not one of its studies", s.id)));
@@ -180,6 +238,7 @@ pub fn problems(seed: &Seed, text: &dyn Fn(&str) -> Option<String>) -> Vec<Strin
         }
     }
     tagged.extend(seed.compares.iter().map(|c| c.finding.clone()));
+    tagged.extend(seed.meshes.iter().map(|m| m.finding.clone()));
     for f in &seed.findings {
         match (&f.unchecked, tagged.contains(&f.id)) {
             (None, false) => out.push(format!("finding {} has no check and no reason why", f.id)),

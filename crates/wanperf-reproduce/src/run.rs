@@ -52,6 +52,8 @@ pub struct Options<'a> {
     pub json: bool,
     /// The command line's study parser.
     pub parse: &'a dyn Fn(&str) -> Result<Study, StudyError>,
+    /// The archive as central is told it (a mesh run's results go there too).
+    pub db: String,
 }
 
 /// How one seed went.
@@ -100,7 +102,10 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
         }
         plans.push(plan(s, o, env)?);
     }
-    let total: f64 = plans.iter().flatten().map(|p| p.estimate_s).sum();
+    // A mesh run takes its own time (not in --quick: its finding needs the full run).
+    let mesh_s = |s: &Seed| if o.quick { 0.0 } else { s.meshes.iter().map(|m| m.seconds + 15.0).sum::<f64>() };
+    let total: f64 =
+        plans.iter().flatten().map(|p| p.estimate_s).sum::<f64>() + seeds.iter().map(|s| mesh_s(s)).sum::<f64>();
     let cells: usize = plans.iter().flatten().map(|p| p.cells).sum();
     let studies = plans.iter().map(Vec::len).sum::<usize>();
     let say = |l: &str| {
@@ -134,6 +139,14 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
             say(&format!("seed {}: {}", s.id, s.title));
             for p in ps {
                 say(&format!("  {}: {} cells, about {}", p.file, p.cells, fmt_secs(p.estimate_s)));
+            }
+            for m in s.meshes.iter().filter(|_| !o.quick) {
+                say(&format!(
+                    "  a mesh on {}, `net set {}` part way: about {}",
+                    m.net,
+                    m.change.join(" "),
+                    fmt_secs(m.seconds + 15.0)
+                ));
             }
         }
         return Ok(Vec::new());
@@ -179,6 +192,41 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
                 }
                 Err(e) => results.push(result_of(p, Some(format!("{e:#}")), Vec::new())),
             }
+        }
+        for m in &seed.meshes {
+            let file = format!("mesh on {}", m.net);
+            if o.quick {
+                results.push(StudyResult { file, dropped: vec![m.finding.clone()], ..StudyResult::default() });
+                continue;
+            }
+            say(&format!(
+                "\nseed {}: a mesh on {} for {}, `net set {}` at {:.0} % ({} elapsed, about {} left)",
+                seed.id,
+                m.net,
+                fmt_secs(m.seconds),
+                m.change.join(" "),
+                m.at * 100.0,
+                fmt_secs(started.elapsed().as_secs_f64()),
+                fmt_secs(left)
+            ));
+            left = (left - m.seconds - 15.0).max(0.0);
+            let findings = vec![Some(m.finding.clone()); 2];
+            let outcome = mesh(m, &o.db).and_then(|events| {
+                if wanperf_sys::INTERRUPTED.load(Ordering::Acquire) {
+                    bail!("interrupted");
+                }
+                Ok(events)
+            });
+            results.push(match outcome {
+                Ok(events) => {
+                    let verdicts = findings::mesh_verdicts(m, &events);
+                    for v in &verdicts {
+                        say(&format!("  {}", wanperf_study::expect::line(v)));
+                    }
+                    StudyResult { file, findings, verdicts, ..StudyResult::default() }
+                }
+                Err(e) => StudyResult { file, findings, error: Some(format!("{e:#}")), ..StudyResult::default() },
+            });
         }
         if !seed.compares.is_empty() {
             // Cell by cell across two studies (e.g. copy against tput); a comparison whose
@@ -252,6 +300,32 @@ pub fn reproduce(store: Option<&mut dyn Store>, o: &Options, env: &Env) -> Resul
         }
     }
     Ok(outcomes)
+}
+
+/// Runs a [`MeshRun`] and returns the events central raised.
+fn mesh(m: &registry::MeshRun, db: &str) -> Result<Vec<String>> {
+    let hosts: Vec<&str> = m.hosts.iter().map(String::as_str).collect();
+    let tests = format!(
+        "[[test]]\nname = \"rtt\"\ntype = \"latency\"\ngroup = \"all\"\nrate = 10\n\
+         [[test]]\nname = \"bulk\"\ntype = \"throughput\"\ngroup = \"all\"\ninterval = \"{}\"\nduration = \"{}\"\n",
+        m.interval, m.duration
+    );
+    let file = |keys: &[String], addrs: &[String]| {
+        wanperf_monitor::demo::mesh_file(&m.net, "10s", &hosts, keys, addrs, &tests)
+    };
+    let change: Vec<&str> = m.change.iter().map(String::as_str).collect();
+    let says = format!("`net set {}`", m.change.join(" "));
+    wanperf_monitor::demo::run_scenario(wanperf_monitor::demo::Scenario {
+        preset: &m.net,
+        sites: &hosts,
+        mesh: &file,
+        seconds: m.seconds,
+        change_at: m.at,
+        change: &change,
+        change_says: &says,
+        db,
+        dashboard: None,
+    })
 }
 
 fn result_of(p: &Planned, error: Option<String>, verdicts: Vec<wanperf_archive::Verdict>) -> StudyResult {

@@ -2,9 +2,16 @@
 //! buffer describes normal behaviour; a point beyond β·σ of the history's mean goes to a
 //! trigger buffer instead; when the trigger buffer is full and its mean differs from the
 //! history's by more than δ %, an event fires and the trigger buffer becomes the new history.
+//! σ counts as at least 1 % of the mean ([`NOISE_FLOOR`]).
 
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
+
+/// The least σ a history is taken to have, as a share of its mean. No measurement repeats
+/// better than that; a history of identical values (an emulated path's 9.32, 9.32, …) would
+/// otherwise send a last-digit wobble (9.31) to the trigger buffer, where it dilutes the new
+/// level's mean and moves the event's start.
+pub const NOISE_FLOOR: f64 = 0.01;
 
 /// Detector settings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -100,7 +107,7 @@ impl Plateau {
             return None;
         }
         let (m, sd) = mean_sd(&self.history);
-        if (x - m).abs() > cfg.beta * sd.max(m.abs() * 1e-9) {
+        if (x - m).abs() > cfg.beta * sd.max(m.abs() * NOISE_FLOOR) {
             self.trigger.push((i, x));
             if self.trigger.len() < cfg.trigger.max(1) {
                 return None;
@@ -186,5 +193,16 @@ mod tests {
         small.extend([2.0; 5]);
         assert_eq!(plateau(&small, cfg).len(), 1);
         assert!(plateau(&small, PlateauConfig { min_change: 2.0, ..cfg }).is_empty());
+    }
+
+    #[test]
+    fn a_last_digit_wobble_on_a_flat_history_is_not_part_of_the_change() {
+        // Seed 001's drop on an emulated path: identical results, one a hundredth lower, then
+        // the drop. The new level is the drop's, and it starts at the drop.
+        let series = [9.32, 9.32, 9.32, 9.32, 9.32, 9.32, 9.31, 0.76, 0.75, 0.75];
+        let e = plateau(&series, PlateauConfig { min_history: 5, trigger: 3, ..PlateauConfig::default() });
+        assert_eq!(e.len(), 1);
+        assert_eq!((e[0].start, e[0].confirmed), (7, 9));
+        assert!((e[0].after - 0.7533).abs() < 1e-3, "{:?}", e[0]);
     }
 }

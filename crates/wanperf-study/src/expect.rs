@@ -53,6 +53,8 @@ impl Dim {
             (1, 0) if v >= 0.0 => units::fmt_bytes((v / 8.0).round() as u64),
             (0, 1) => format!("{:.3} ms", v * 1e3),
             (1, -1) => units::fmt_rate(v),
+            // Counts (drops, events) as whole numbers; fractions with four places.
+            (0, 0) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
             (0, 0) => format!("{v:.4}"),
             _ => format!("{v:.4e}"),
         }
@@ -60,7 +62,7 @@ impl Dim {
 }
 
 /// What an expectation measures in each cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Goodput, bit/s (a copy's data rate).
@@ -116,6 +118,17 @@ pub enum Metric {
     /// interval's end: max over t of bytes(0..t) − policer_rate·t, bits. A token bucket of
     /// `burst` bounds it by `burst` (the payload is less than the wire's bytes).
     BurstUsed,
+    /// A named link of a network cell (`link.NAME.util`, `link.NAME.util_max`), bit/s, in the
+    /// measured direction when the route crosses it (else its busier one), from the
+    /// emulator's per-second series (MRTG's view of the link): the bits it carried in the
+    /// cell over the measurement's `duration` (without one, over the seconds it carried at
+    /// least a tenth of its busiest second's bytes), or its busiest second.
+    LinkUtil {
+        /// The link's name.
+        link: String,
+        /// The busiest second (else the average).
+        peak: bool,
+    },
 }
 
 /// A statistic of a set of RTTs (`rtt_median`, `rtt_loaded_p95`, …).
@@ -160,8 +173,16 @@ const STATS: &[(&str, Stat)] = &[
 /// A metric by its name in files: one of [`METRICS`], `rtt_STAT` (idle), `rtt_loaded_STAT`
 /// or `goodput_STAT` (per interval), with its dimension and the kinds of study that have it.
 fn find_metric(name: &str) -> Option<(Metric, Dim, &'static [Kind])> {
-    if let Some(&(_, m, d, k)) = METRICS.iter().find(|m| m.0 == name) {
-        return Some((m, d, k));
+    if let Some((_, m, d, k)) = METRICS.iter().find(|m| m.0 == name) {
+        return Some((m.clone(), *d, k));
+    }
+    if let Some((link, what)) = name.strip_prefix("link.").and_then(|r| r.rsplit_once('.')) {
+        let peak = match what {
+            "util" => false,
+            "util_max" => true,
+            _ => return None,
+        };
+        return (!link.is_empty()).then(|| (Metric::LinkUtil { link: link.to_string(), peak }, RATE, EMULATED));
     }
     let stat = |s: &str| STATS.iter().find(|(n, _)| *n == s).map(|x| x.1);
     if let Some(s) = name.strip_prefix("goodput_") {
@@ -208,11 +229,11 @@ const METRICS: &[(&str, Metric, Dim, &[Kind])] = &[
 const EMULATED: &[Kind] = &[Kind::Tput, Kind::Load, Kind::Ping, Kind::Copy];
 
 impl Metric {
-    fn dim(self) -> Dim {
+    fn dim(&self) -> Dim {
         match self {
             Metric::RttStat { .. } => SECS,
-            Metric::GoodputStat(_) => RATE,
-            m => METRICS.iter().find(|x| x.1 == m).map_or(NONE, |x| x.2),
+            Metric::GoodputStat(_) | Metric::LinkUtil { .. } => RATE,
+            m => METRICS.iter().find(|x| x.1 == *m).map_or(NONE, |x| x.2),
         }
     }
 }
@@ -239,6 +260,7 @@ pub const VARIABLES: &[(&str, Dim, &str)] = &[
     ("streams", NONE, "parallel streams"),
     ("duration", SECS, "the measurement's duration"),
     ("bitrate", RATE, "the measurement's target bitrate"),
+    ("goodput", RATE, "the cell's own measured goodput (to bound another metric by it)"),
 ];
 
 fn variable(name: &str) -> Option<Dim> {
@@ -624,7 +646,7 @@ pub(crate) fn parse_all(
             return Err(err(
                 at(&s.metric),
                 format!(
-                    "unknown metric `{name}` (one of {}, or rtt_STAT / rtt_loaded_STAT / goodput_STAT with STAT one of {})",
+                    "unknown metric `{name}` (one of {}, link.NAME.util, link.NAME.util_max, or rtt_STAT / rtt_loaded_STAT / goodput_STAT with STAT one of {})",
                     METRICS.iter().map(|m| m.0).collect::<Vec<_>>().join(", "),
                     STATS.iter().map(|x| x.0).collect::<Vec<_>>().join(", ")
                 ),
@@ -756,6 +778,19 @@ pub(crate) fn parse_all(
             }
         }
         vars.retain(|v| v != "baseline");
+        // `goodput` is the cell's own measurement, not its configuration.
+        if vars.iter().any(|v| v == "goodput") {
+            if e.metric == Metric::Goodput {
+                return Err(err(line, "`goodput` bounded by itself says nothing: bound another metric by it"));
+            }
+            if !matches!(kind, Kind::Tput | Kind::Load | Kind::Copy) {
+                return Err(err(line, format!("a {} study measures no `goodput` to bound by", kind.command())));
+            }
+            if matches!(e.check, Check::Trend { .. }) {
+                return Err(err(line, "`until` is a configured value: `goodput` goes in `min`/`max`"));
+            }
+            vars.retain(|v| v != "goodput");
+        }
         for cell in cells {
             if !selects(&e.select, &cell.params) {
                 continue;
@@ -820,7 +855,9 @@ pub fn line(v: &Verdict) -> String {
         _ => "nothing measured".into(),
     };
     let cells = if v.cells.is_empty() { String::new() } else { format!(" [{}]", v.cells) };
-    format!("{}  line {}  {}{cells}: {value}", if v.pass { "PASS" } else { "FAIL" }, v.line, v.text)
+    // A check from no study file's line (reproduce's comparisons and mesh runs) has none.
+    let at = if v.line > 0 { format!("line {}  ", v.line) } else { String::new() };
+    format!("{}  {at}{}{cells}: {value}", if v.pass { "PASS" } else { "FAIL" }, v.text)
 }
 
 fn unit_name(d: Dim) -> &'static str {
@@ -848,7 +885,7 @@ pub fn median_where(
     let values: Vec<f64> = aggs
         .iter()
         .filter(|a| selects(&select, &a.params))
-        .filter_map(|a| by_key.get(&(a.index, a.repeat)).and_then(|c| metric_value(m, a, c, None)))
+        .filter_map(|a| by_key.get(&(a.index, a.repeat)).and_then(|c| metric_value(&m, a, c, None)))
         .collect();
     Ok(median(values).map(|v| (v, unit_name(m.dim()))))
 }
@@ -866,7 +903,7 @@ pub fn medians_by_cell<'a>(
     let mut out: BTreeMap<u32, (&BTreeMap<String, serde_json::Value>, Vec<f64>)> = BTreeMap::new();
     for a in aggs {
         let e = out.entry(a.index).or_insert((&a.params, Vec::new()));
-        e.1.extend(by_key.get(&(a.index, a.repeat)).and_then(|c| metric_value(m, a, c, None)));
+        e.1.extend(by_key.get(&(a.index, a.repeat)).and_then(|c| metric_value(&m, a, c, None)));
     }
     Ok((out.into_values().map(|(p, v)| (p, median(v))).collect(), unit_name(m.dim())))
 }
@@ -895,10 +932,42 @@ fn forward_counter(e: &serde_json::Value, key: &str) -> Option<f64> {
     Some(total)
 }
 
+/// A named link's utilization in a network cell's emulator record, bit/s ([`Metric::LinkUtil`]).
+fn link_util(e: &serde_json::Value, name: &str, peak: bool, duration: Option<f64>) -> Option<f64> {
+    let link = e["links"].as_array()?.iter().find(|l| l["name"] == name)?;
+    let series = |dir: &str| -> Vec<f64> {
+        link[dir]["per_second_bytes"]
+            .as_array()
+            .map_or_else(Vec::new, |s| s.iter().filter_map(|b| b.as_f64()).collect())
+    };
+    // The measured direction where the route crosses the link ("NAME a → b").
+    let on_route = e["route"].as_array().into_iter().flatten().filter_map(|h| h.as_str()).find_map(|h| {
+        let mut w = h.split_whitespace();
+        (w.next() == Some(name)).then(|| w.next().map(|from| link["a"] == from))?
+    });
+    let (ab, ba) = (series("ab"), series("ba"));
+    let v = match on_route {
+        Some(true) => ab,
+        Some(false) => ba,
+        None if ab.iter().sum::<f64>() >= ba.iter().sum::<f64>() => ab,
+        None => ba,
+    };
+    let most = v.iter().copied().fold(0.0, f64::max);
+    if peak {
+        return Some(most * 8.0);
+    }
+    let total = v.iter().sum::<f64>() * 8.0;
+    let busy = v.iter().filter(|b| **b > 0.0 && **b >= most / 10.0).count();
+    match duration {
+        Some(d) if d > 0.0 => Some(total / d),
+        _ => Some(if busy == 0 { 0.0 } else { total / busy as f64 }),
+    }
+}
+
 /// A metric's value in one stored cell (base units), if the cell has it; `config` is the
 /// cell's configuration (what [`Metric::BurstUsed`] needs the policer's rate from).
 pub fn metric_value(
-    metric: Metric,
+    metric: &Metric,
     agg: &CellAggregate,
     cell: &StoredCell,
     config: Option<&BTreeMap<String, f64>>,
@@ -927,6 +996,9 @@ pub fn metric_value(
         Metric::OwdRevIdle | Metric::OwdRevLoaded | Metric::OwdRevRise => owd(s, "owd_rev_ms", metric),
         Metric::Available => s["available"]["bps"].as_f64().or_else(|| s["capacity"]["available"]["bps"].as_f64()),
         Metric::Counter(key) => forward_counter(cell.cell.emulator.as_ref()?, key),
+        Metric::LinkUtil { link, peak } => {
+            link_util(cell.cell.emulator.as_ref()?, link, *peak, config.and_then(|c| c.get("duration").copied()))
+        }
         Metric::RttStat { loaded, stat } => {
             // From the cell's own probes: a ping study's carry no phase, a load study's idle
             // ones are "unloaded".
@@ -934,14 +1006,14 @@ pub fn metric_value(
                 .cell
                 .probes
                 .iter()
-                .filter(|p| if loaded { p.phase == "loaded" } else { p.phase == "unloaded" || p.phase.is_empty() })
+                .filter(|p| if *loaded { p.phase == "loaded" } else { p.phase == "unloaded" || p.phase.is_empty() })
                 .filter_map(|p| p.rtt_ms)
                 .collect();
-            stat_of(&rtts, stat).map(|ms| ms / 1e3)
+            stat_of(&rtts, *stat).map(|ms| ms / 1e3)
         }
         Metric::GoodputStat(stat) => {
             let rates: Vec<f64> = whole_intervals(&cell.cell.intervals).map(|r| r.throughput_bps).collect();
-            stat_of(&rates, stat)
+            stat_of(&rates, *stat)
         }
         Metric::BurstUsed => {
             let rate = *config?.get("policer_rate")?;
@@ -984,7 +1056,7 @@ fn whole_intervals(rows: &[wanperf_archive::IntervalRow]) -> impl Iterator<Item 
 /// A one-way delay metric from a cell's summary (a load cell's per phase, a ping's own), s:
 /// the mean of the phase's one-way delays, each direction with the clock offset the probes
 /// estimated (on an emulated path both hosts share one clock).
-fn owd(s: &serde_json::Value, key: &str, metric: Metric) -> Option<f64> {
+fn owd(s: &serde_json::Value, key: &str, metric: &Metric) -> Option<f64> {
     let mean = |phase: &serde_json::Value| phase[key]["avg"].as_f64().map(|ms| ms / 1e3);
     // A ping study's summary is the phase itself.
     let idle = || if s["unloaded"].is_null() { mean(s) } else { mean(&s["unloaded"]) };
@@ -1074,6 +1146,8 @@ struct Group<'a> {
     params: &'a BTreeMap<String, serde_json::Value>,
     values: Vec<f64>,
     failed: usize,
+    /// Its repeats' goodput (what a bound's `goodput` is).
+    goodput: Vec<f64>,
 }
 
 /// Evaluates every expectation over a run's stored cells (`aggs` and `cells` matched by
@@ -1097,11 +1171,17 @@ pub fn evaluate(
                 continue;
             }
             let Some(c) = by_key.get(&(a.index, a.repeat)) else { continue };
-            let g = groups.entry(a.index).or_insert(Group { params: &a.params, values: Vec::new(), failed: 0 });
-            match metric_value(e.metric, a, c, configs.get(&a.index)) {
+            let g = groups.entry(a.index).or_insert(Group {
+                params: &a.params,
+                values: Vec::new(),
+                failed: 0,
+                goodput: Vec::new(),
+            });
+            match metric_value(&e.metric, a, c, configs.get(&a.index)) {
                 Some(v) => g.values.push(v),
                 None => g.failed += 1,
             }
+            g.goodput.extend(metric_value(&Metric::Goodput, a, c, None));
         }
         let label = |p: &BTreeMap<String, serde_json::Value>, skip: &str| -> String {
             axes.iter()
@@ -1131,6 +1211,15 @@ pub fn evaluate(
             out.push(verdict(String::new(), false, None, None, None, "no stored cell is selected".into()));
             continue;
         }
+        // A link the network does not have is a mistake in the file, not a failed cell.
+        if let Metric::LinkUtil { link, .. } = &e.metric {
+            let links = cells.iter().find_map(|c| c.cell.emulator.as_ref()?["links"].as_array().cloned());
+            if !links.is_some_and(|l| l.iter().any(|x| x["name"] == link.as_str())) {
+                let note = format!("no cell's network has a link `{link}`");
+                out.push(verdict(String::new(), false, None, None, None, note));
+                continue;
+            }
+        }
         let repeats_note = |g: &Group<'_>| match (g.values.len(), g.failed) {
             (_, 0) | (0, _) => String::new(),
             (n, f) => format!("median of {n} repeats; {f} failed"),
@@ -1139,6 +1228,9 @@ pub fn evaluate(
             Check::Bounds { min, max } => {
                 for (idx, g) in &groups {
                     let mut config = configs.get(idx).cloned().unwrap_or_default();
+                    if let Some(gp) = median(g.goodput.clone()) {
+                        config.insert("goodput".into(), gp);
+                    }
                     if let Some((axis, value)) = &e.baseline {
                         // The baseline's own cells are the reference, not checked.
                         if g.params.get(axis) == Some(value) {

@@ -10,13 +10,32 @@ fn axis_cells(axes: &[String], params: &std::collections::BTreeMap<String, Value
     axes.iter().map(|a| params.get(a).map_or("-".into(), |v| crate::axis::fmt_value(a, v))).collect()
 }
 
+/// Right-aligned columns at least `min` wide, each wider where a value needs it (a pair
+/// `pharlap->speedy@speedy-ge`, a policer `1M,100K,port=test`), then each row's free text.
+fn columns(rows: &[(Vec<String>, String)], min: usize) -> Vec<String> {
+    let n = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let width: Vec<usize> = (0..n)
+        .map(|i| rows.iter().filter_map(|r| r.0.get(i)).map(|v| v.chars().count() + 2).max().unwrap_or(0).max(min))
+        .collect();
+    rows.iter()
+        .map(|(cells, text)| {
+            let mut line: String = cells.iter().zip(&width).map(|(v, w)| format!("{v:>w$}")).collect();
+            if !text.is_empty() {
+                line.push_str("  ");
+                line.push_str(text);
+            }
+            line
+        })
+        .collect()
+}
+
 /// The headline table of a copy study: per cell, the data rate, the bytes on the wire, the
 /// time and what limited the copy (its verdict).
 pub fn copy(study: &Study, cells: &[StoredCell]) -> Vec<String> {
     let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
     let mut head: Vec<String> = axes.clone();
     head.extend(["rep", "data rate", "on the wire", "time"].map(String::from));
-    let mut out = vec![format!("{}  limited by", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""))];
+    let mut out = vec![(head, "limited by".to_string())];
     for c in cells.iter().map(|c| &c.cell) {
         let copy = &c.summary["copy"];
         let mut row = axis_cells(&axes, &c.params);
@@ -29,9 +48,9 @@ pub fn copy(study: &Study, cells: &[StoredCell]) -> Vec<String> {
             Some(f) => format!("(failed: {f})"),
             None => text.split(": ").next().unwrap_or("").trim_start_matches("limited by ").to_string(),
         };
-        out.push(format!("{}  {why}", row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join("")));
+        out.push((row, why));
     }
-    out
+    columns(&out, 12)
 }
 
 /// The headline table of a capacity study: per cell, the capacity, the available bandwidth,
@@ -41,8 +60,7 @@ pub fn capacity(study: &Study, cells: &[StoredCell]) -> Vec<String> {
     let mut head: Vec<String> = axes.clone();
     head.extend(["rep", "capacity", "available", "back"].map(String::from));
     // Rates are up to 13 characters ("999.00 Mbit/s"): wider columns than the other tables'.
-    let line = |row: &[String]| row.iter().map(|h| format!("{h:>14}")).collect::<Vec<_>>().join("");
-    let mut out = vec![format!("{}  bottleneck", line(&head))];
+    let mut out = vec![(head, "bottleneck".to_string())];
     for c in cells.iter().map(|c| &c.cell) {
         let r = &c.summary["capacity"];
         let rate = |v: &Value| v.as_f64().map_or("-".into(), wanperf_units::fmt_rate);
@@ -57,9 +75,9 @@ pub fn capacity(study: &Study, cells: &[StoredCell]) -> Vec<String> {
             (None, Some(t)) => format!("hop {t} ({})", r["bottleneck"]["address"].as_str().unwrap_or("no answer")),
             (None, None) => "-".into(),
         };
-        out.push(format!("{}  {at}", line(&row)));
+        out.push((row, at));
     }
-    out
+    columns(&out, 14)
 }
 
 /// The headline table of a trace study: per cell, the hops, the destination's RTT and the
@@ -69,7 +87,7 @@ pub fn trace(study: &Study, cells: &[StoredCell]) -> Vec<String> {
     let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
     let mut head: Vec<String> = axes.clone();
     head.extend(["rep", "hops", "RTT min", "RTT median", "loss", "forward", "reverse"].map(String::from));
-    let mut out = vec![format!("{}  found", head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""))];
+    let mut out = vec![(head, "found".to_string())];
     for c in cells.iter().map(|c| &c.cell) {
         let t = &c.summary["trace"];
         let hops = t["hops"].as_array().map(Vec::as_slice).unwrap_or(&[]);
@@ -109,13 +127,9 @@ pub fn trace(study: &Study, cells: &[StoredCell]) -> Vec<String> {
         if let Some(m) = t["path_mtu"].as_u64() {
             found.push(format!("path MTU {m} B"));
         }
-        out.push(format!(
-            "{}  {}",
-            row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""),
-            found.join("; ")
-        ));
+        out.push((row, found.join("; ")));
     }
-    out
+    columns(&out, 12)
 }
 
 /// The headline table: per cell, throughput and (for probes) loaded/unloaded RTT and loss.
@@ -123,7 +137,7 @@ pub fn measured(study: &Study, aggs: &[CellAggregate]) -> Vec<String> {
     let axes: Vec<String> = study.axes.iter().map(|a| spec::param_key(&a.name)).collect();
     let mut head: Vec<String> = axes.clone();
     head.extend(["rep", "goodput", "RTT idle", "RTT loaded", "loss"].map(String::from));
-    let mut out = vec![head.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join("")];
+    let mut out = vec![(head, String::new())];
     for c in aggs {
         let mut row = axis_cells(&axes, &c.params);
         row.push((c.repeat + 1).to_string());
@@ -135,10 +149,7 @@ pub fn measured(study: &Study, aggs: &[CellAggregate]) -> Vec<String> {
         row.push(ms(loaded));
         let lossy = if loaded == "-" { idle } else { loaded };
         row.push(c.phases.get(lossy).map_or("-".into(), |x| format!("{:.1} %", x.loss_pct)));
-        if !c.ok {
-            row.push("  (failed)".into());
-        }
-        out.push(row.iter().map(|h| format!("{h:>12}")).collect::<Vec<_>>().join(""));
+        out.push((row, if c.ok { String::new() } else { "(failed)".into() }));
     }
-    out
+    columns(&out, 12)
 }

@@ -1113,7 +1113,13 @@ mod expect_tests {
             };
             c.cell.intervals.extend([row(i32::try_from(i).unwrap() + 10), row(-1)]);
         }
-        let v = evaluate(&st.expects, &["streams".into()], &[a.clone()], &[c.clone()], &st.configs(&POLICED));
+        let v = evaluate(
+            &st.expects,
+            &["streams".into()],
+            std::slice::from_ref(&a),
+            std::slice::from_ref(&c),
+            &st.configs(&POLICED),
+        );
         assert_eq!(v.len(), 3);
         // The fastest whole second (the short last interval left out), under 1.82 Mbit/s.
         assert!((v[0].measured.unwrap() - 1.7e6).abs() < 1.0 && v[0].pass, "{}", line(&v[0]));
@@ -1129,6 +1135,47 @@ mod expect_tests {
         assert!(st.message.contains("policer_rate"), "{st}");
         let e = Study::parse(&text.replace("goodput_max", "goodput_avg"), &POLICED).unwrap_err();
         assert!(e.message.contains("goodput_STAT"), "{e}");
+    }
+
+    #[test]
+    fn a_links_utilization_is_read_in_the_measured_direction_and_bounded_by_the_goodput() {
+        let text = "name = \"s\"\n[measure]\nkind = \"tput\"\nduration = \"4s\"\n[sweep]\nstreams = [1]\n\
+                    [[expect]]\nmetric = \"link.esnet.util\"\nmin = \"goodput\"\nmax = \"1.1 * goodput\"\n\
+                    [[expect]]\nmetric = \"link.esnet.util_max\"\nmax = \"rate\"\n\
+                    [[expect]]\nmetric = \"link.nowhere.util\"\nmax = \"rate\"\n";
+        let st = Study::parse(text, &ANY).unwrap();
+        let (a, mut c) = agg(0, 0, 65536, 1, Some(8e6));
+        // The route crosses `esnet` from its b end: its b → a series is the test's (four
+        // seconds of 1.05 MB: 8.4 Mbit/s), a → b the acknowledgements.
+        c.cell.emulator = Some(serde_json::json!({
+            "route": ["lan slac → gw", "esnet esnet → gw"],
+            "links": [{"name": "esnet", "a": "gw", "b": "esnet",
+                "ab": {"per_second_bytes": [0, 50_000, 50_000, 50_000, 50_000, 0]},
+                "ba": {"per_second_bytes": [0, 1_050_000, 1_050_000, 1_050_000, 1_050_000, 0]}}]
+        }));
+        let v = evaluate(
+            &st.expects,
+            &["streams".into()],
+            std::slice::from_ref(&a),
+            std::slice::from_ref(&c),
+            &st.configs(&ANY),
+        );
+        assert_eq!(v.len(), 3);
+        // 4.2 MB over the 4-s test: 8.4 Mbit/s, 1.05 × the 8 Mbit/s goodput.
+        assert!((v[0].measured.unwrap() - 8.4e6).abs() < 1.0 && v[0].pass, "{}", line(&v[0]));
+        assert!((v[0].bound.unwrap() - 8.8e6).abs() < 1.0, "the nearer bound is 1.1 × goodput: {}", line(&v[0]));
+        assert!((v[1].measured.unwrap() - 8.4e6).abs() < 1.0 && v[1].pass, "{}", line(&v[1]));
+        assert!(!v[2].pass && v[2].note.contains("no cell's network has a link `nowhere`"), "{}", line(&v[2]));
+        // A link carrying less than the test's own goodput is a wrong measurement.
+        let (a, c) = (CellAggregate { mean_throughput_bps: Some(9e6), ..a }, c);
+        let v = evaluate(&st.expects, &["streams".into()], &[a], &[c], &st.configs(&ANY));
+        assert!(!v[0].pass && (v[0].bound.unwrap() - 9e6).abs() < 1.0, "{}", line(&v[0]));
+        // goodput bounds another metric, not itself, and only where it is measured.
+        let bad = text.replace("link.esnet.util\"", "goodput\"");
+        assert!(Study::parse(&bad, &ANY).unwrap_err().message.contains("bounded by itself"));
+        let ping =
+            "name = \"s\"\n[measure]\nkind = \"ping\"\n[[expect]]\nmetric = \"rtt\"\nmax = \"1500B / goodput\"\n";
+        assert!(Study::parse(ping, &ANY).unwrap_err().message.contains("a ping study measures no `goodput`"));
     }
 
     #[test]

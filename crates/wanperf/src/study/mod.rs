@@ -201,6 +201,7 @@ pub fn reproduce(a: ReproduceArgs) -> Result<ExitCode> {
         out_dir: a.output,
         json: a.json,
         parse: &flags::parse,
+        db: describe_db(a.db.as_deref()),
     };
     let mut store = if a.dry_run { None } else { Some(open_store(a.db.as_deref())?) };
     let outcomes = wanperf_reproduce::run::reproduce(store.as_mut().map(|s| s.as_mut() as _), &o, &env())?;
