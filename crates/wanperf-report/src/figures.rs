@@ -74,6 +74,7 @@ pub fn all(v: &View) -> Vec<Item> {
     time_series(v, &mut out);
     interval_scatter(v, &mut out);
     policer_envelope(v, &mut out);
+    link_utilization(v, &mut out);
     tcp_state(v, &mut out);
     tcp_counters(v, &mut out);
     traces(v, &mut out);
@@ -205,6 +206,52 @@ fn policer_envelope(v: &View, out: &mut Vec<Item>) {
             Series::new("burst + rate × t", envelope, Mark::Dashed, 1),
         ];
         push(out, numbered("token-bucket", k), &title, plot::xy(&axes, &series), finding);
+        k += 1;
+    }
+}
+
+/// On a network, each cell's route link by link: the bits each link carried in each second in
+/// the measured direction (MRTG's view of the links during the test, cross traffic included),
+/// and which link was the busiest.
+fn link_utilization(v: &View, out: &mut Vec<Item>) {
+    let mut k = 0;
+    for g in &v.groups {
+        let Some(e) = g.cells.iter().filter_map(|c| c.cell.emulator.as_ref()).find(|e| e["route"].is_array()) else {
+            continue;
+        };
+        if k == MAX_FACETS {
+            break;
+        }
+        let links = e["links"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        let mut series = Vec::new();
+        let mut busiest: Option<(String, f64)> = None;
+        for hop in e["route"].as_array().into_iter().flatten().filter_map(|h| h.as_str()) {
+            let mut w = hop.split_whitespace();
+            let (Some(name), Some(from)) = (w.next(), w.next()) else { continue };
+            let Some(l) = links.iter().find(|l| l["name"] == name) else { continue };
+            let dir = if l["a"] == from { "ab" } else { "ba" };
+            let pts: Vec<(f64, f64)> = l[dir]["per_second_bytes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .filter_map(|(s, b)| Some((s as f64 + 1.0, b.as_f64()? * 8.0 / 1e6)))
+                .collect();
+            let peak = pts.iter().map(|p| p.1).fold(0.0, f64::max);
+            if busiest.as_ref().is_none_or(|b| peak > b.1) {
+                busiest = Some((hop.to_string(), peak));
+            }
+            let i = series.len();
+            series.push(Series::new(hop, bucket_means(&pts, MAX_POINTS), Mark::Line, i));
+        }
+        let Some((hop, peak)) = busiest else { continue };
+        let label = group_label(v, g);
+        let title = format!("Link utilization along the route, {label}");
+        let finding =
+            format!("{label}: the route's busiest link was {hop}, {} Mbit/s in its busiest second.", sig(peak));
+        let mut axes = Axes::new(title.clone(), "seconds since the network came up", "carried (Mbit/s)");
+        axes.y_zero = true;
+        push(out, numbered("link-utilization", k), &title, plot::xy(&axes, &series), finding);
         k += 1;
     }
 }

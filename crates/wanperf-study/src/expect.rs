@@ -1045,12 +1045,13 @@ fn stat_of(v: &[f64], stat: Stat) -> Option<f64> {
     })
 }
 
-/// A cell's all-stream interval rows, without one shorter than half the longest (the last
-/// interval, cut short by the test's end, says little of a rate).
+/// A cell's all-stream interval rows, without one shorter than half the median interval (the
+/// last, cut short by the test's end, says little of a rate; a last interval that ran long,
+/// as one that waited for the end's tail, stays).
 fn whole_intervals(rows: &[wanperf_archive::IntervalRow]) -> impl Iterator<Item = &wanperf_archive::IntervalRow> {
     let sums = rows.iter().filter(|r| r.stream == -1);
-    let longest = sums.clone().map(|r| r.end_s - r.start_s).fold(0.0, f64::max);
-    sums.filter(move |r| r.end_s - r.start_s >= longest / 2.0)
+    let typical = median(sums.clone().map(|r| r.end_s - r.start_s).collect()).unwrap_or(0.0);
+    sums.filter(move |r| r.end_s - r.start_s >= typical / 2.0)
 }
 
 /// A one-way delay metric from a cell's summary (a load cell's per phase, a ping's own), s:

@@ -1126,6 +1126,15 @@ mod expect_tests {
         assert!((v[1].measured.unwrap() - 1.0e6).abs() < 1.0 && v[1].pass, "{}", line(&v[1]));
         // 1.7 Mbit at 1 s is 0.7 Mbit ahead of the rate; never more after.
         assert!((v[2].measured.unwrap() - 0.7e6).abs() < 8.0 && v[2].pass, "{}", line(&v[2]));
+        // A last interval that ran long (the test's tail, 2 s at 0.25 Mbit/s) is a rate like the
+        // others: it stays, and it does not hide the fastest second.
+        let mut long = c.clone();
+        long.cell.intervals.iter_mut().filter(|r| r.start_s == 3.0).for_each(|r| {
+            r.end_s = 5.0;
+            r.throughput_bps = 0.25e6;
+        });
+        let v = evaluate(&st.expects, &["streams".into()], std::slice::from_ref(&a), &[long], &st.configs(&POLICED));
+        assert!((v[0].measured.unwrap() - 1.7e6).abs() < 1.0, "{}", line(&v[0]));
         // A receiver 1 Mbit ahead of a 100 KiB bucket is a policer that did not act.
         c.cell.intervals.iter_mut().filter(|r| r.start_s == 0.0).for_each(|r| r.bytes = 2_000_000 / 8);
         let v = evaluate(&st.expects, &["streams".into()], &[a], &[c], &st.configs(&POLICED));
