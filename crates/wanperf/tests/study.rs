@@ -83,8 +83,8 @@ fn dry_run_lists_cells_and_time() {
     assert!(out.status.success(), "{}", stderr(&out));
     let v = &records(&out)[0];
     assert_eq!(v["cells"].as_array().unwrap().len(), 35);
-    // 35 cells × (20 s loaded + 10 s idle + 2 s probe timeout + 1 s) + 35 × 1 s pause.
-    assert_eq!(v["estimate_s"].as_f64().unwrap(), 35.0 * 33.0 + 35.0);
+    // 35 cells × (18 s loaded + 8 s idle + 2 s probe timeout + 1 s), no pause.
+    assert_eq!(v["estimate_s"].as_f64().unwrap(), 35.0 * 29.0);
     // Every study file parses, and its reduced grid too (seeds.toml is the seed registry).
     for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios")).unwrap() {
         let p = f.unwrap().path().display().to_string();
