@@ -115,6 +115,40 @@ pub struct CellRecord {
     pub probes: Vec<ProbeRow>,
 }
 
+/// One link of a network cell's measured route, as its emulator record (`CellRecord::emulator`)
+/// has it: the route's `"NAME a → b"` entry, the link's record, and the counters of the
+/// direction the route crosses it in (its `ab` when it leaves from the link's `a` end).
+#[derive(Debug, Clone, Copy)]
+pub struct RouteLink<'a> {
+    /// The route's entry (`slac-gw-esnet slac-gw → esnet`).
+    pub hop: &'a str,
+    /// The link's name.
+    pub name: &'a str,
+    /// The link's record (`name`, `a`, `b`, `ab`, `ba`).
+    pub link: &'a Value,
+    /// The crossed direction's counters (`classes`, `per_second_bytes`, …).
+    pub dir: &'a Value,
+}
+
+/// The links a network cell's route crosses, in order (none for a path's record, which has no
+/// route, or for a route entry naming no link of the record).
+pub fn route_links(emulator: &Value) -> Vec<RouteLink<'_>> {
+    let links = emulator["links"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    emulator["route"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| {
+            let hop = h.as_str()?;
+            let mut w = hop.split_whitespace();
+            let (name, from) = (w.next()?, w.next()?);
+            let link = links.iter().find(|l| l["name"] == name)?;
+            let dir = if link["a"] == from { &link["ab"] } else { &link["ba"] };
+            Some(RouteLink { hop, name, link, dir })
+        })
+        .collect()
+}
+
 /// One interval of one stream (or of all streams together, `stream = -1`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IntervalRow {

@@ -222,15 +222,10 @@ fn link_utilization(v: &View, out: &mut Vec<Item>) {
         if k == MAX_FACETS {
             break;
         }
-        let links = e["links"].as_array().map(Vec::as_slice).unwrap_or(&[]);
         let mut series = Vec::new();
         let mut busiest: Option<(String, f64)> = None;
-        for hop in e["route"].as_array().into_iter().flatten().filter_map(|h| h.as_str()) {
-            let mut w = hop.split_whitespace();
-            let (Some(name), Some(from)) = (w.next(), w.next()) else { continue };
-            let Some(l) = links.iter().find(|l| l["name"] == name) else { continue };
-            let dir = if l["a"] == from { "ab" } else { "ba" };
-            let pts: Vec<(f64, f64)> = l[dir]["per_second_bytes"]
+        for h in wanperf_archive::route_links(e) {
+            let pts: Vec<(f64, f64)> = h.dir["per_second_bytes"]
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -239,10 +234,10 @@ fn link_utilization(v: &View, out: &mut Vec<Item>) {
                 .collect();
             let peak = pts.iter().map(|p| p.1).fold(0.0, f64::max);
             if busiest.as_ref().is_none_or(|b| peak > b.1) {
-                busiest = Some((hop.to_string(), peak));
+                busiest = Some((h.hop.to_string(), peak));
             }
             let i = series.len();
-            series.push(Series::new(hop, bucket_means(&pts, MAX_POINTS), Mark::Line, i));
+            series.push(Series::new(h.hop, bucket_means(&pts, MAX_POINTS), Mark::Line, i));
         }
         let Some((hop, peak)) = busiest else { continue };
         let label = group_label(v, g);

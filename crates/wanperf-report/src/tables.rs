@@ -719,8 +719,7 @@ fn element_counters(emu: &[(&StoredCell, &Value)]) -> String {
             Some(links) => {
                 // The links on the measured route (both ways), and any other that dropped,
                 // policed or carried cross traffic: not the stray neighbour discovery elsewhere.
-                let on_route: Vec<&str> =
-                    e["route"].as_array().into_iter().flatten().filter_map(|r| r.as_str()?.split(' ').next()).collect();
+                let on_route: Vec<&str> = wanperf_archive::route_links(e).iter().map(|h| h.name).collect();
                 let acted = |d: &Value| {
                     d["injected"].as_u64().unwrap_or(0) > 0
                         || d["classes"].as_object().is_some_and(|m| {

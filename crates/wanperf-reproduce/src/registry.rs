@@ -60,6 +60,14 @@ pub struct MeshRun {
     pub why: String,
 }
 
+impl MeshRun {
+    /// How long it takes, s: its run and about 15 s to bring the network, central and the
+    /// agents up and down.
+    pub fn estimate_s(&self) -> f64 {
+        self.seconds + 15.0
+    }
+}
+
 /// A check across two studies of a seed: a metric of each cell of `study` against the same
 /// metric of the cell of `against` with the same values on the axes both have, as a ratio
 /// (`copy ≤ 1.05 × tput` at equal streams and windows, seed 001's bbcp against iperf).

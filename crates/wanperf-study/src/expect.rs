@@ -921,47 +921,42 @@ fn forward_counter(e: &serde_json::Value, key: &str) -> Option<f64> {
     if let Some(up) = e.get("stats").and_then(|s| s.get("up")) {
         return sum(up);
     }
-    let links = e["links"].as_array()?;
-    let mut total = 0.0;
-    for hop in e["route"].as_array()? {
-        let mut words = hop.as_str()?.split_whitespace();
-        let (name, from) = (words.next()?, words.next()?);
-        let link = links.iter().find(|l| l["name"] == name)?;
-        total += sum(if link["a"] == from { &link["ab"] } else { &link["ba"] })?;
+    // Every hop of the route must be in the record: a counter summed over part of it is no sum.
+    let hops = wanperf_archive::route_links(e);
+    if hops.len() != e["route"].as_array()?.len() {
+        return None;
     }
-    Some(total)
+    hops.iter().map(|h| sum(h.dir)).sum()
 }
 
 /// A named link's utilization in a network cell's emulator record, bit/s ([`Metric::LinkUtil`]).
 fn link_util(e: &serde_json::Value, name: &str, peak: bool, duration: Option<f64>) -> Option<f64> {
     let link = e["links"].as_array()?.iter().find(|l| l["name"] == name)?;
-    let series = |dir: &str| -> Vec<f64> {
-        link[dir]["per_second_bytes"]
-            .as_array()
-            .map_or_else(Vec::new, |s| s.iter().filter_map(|b| b.as_f64()).collect())
+    let series = |dir: &serde_json::Value| -> Vec<f64> {
+        dir["per_second_bytes"].as_array().map_or_else(Vec::new, |s| s.iter().filter_map(|b| b.as_f64()).collect())
     };
-    // The measured direction where the route crosses the link ("NAME a → b").
-    let on_route = e["route"].as_array().into_iter().flatten().filter_map(|h| h.as_str()).find_map(|h| {
-        let mut w = h.split_whitespace();
-        (w.next() == Some(name)).then(|| w.next().map(|from| link["a"] == from))?
-    });
-    let (ab, ba) = (series("ab"), series("ba"));
-    let v = match on_route {
-        Some(true) => ab,
-        Some(false) => ba,
-        None if ab.iter().sum::<f64>() >= ba.iter().sum::<f64>() => ab,
-        None => ba,
+    // The measured direction where the route crosses the link, else the busier one.
+    let v = match wanperf_archive::route_links(e).into_iter().find(|h| h.name == name) {
+        Some(h) => series(h.dir),
+        None => {
+            let (ab, ba) = (series(&link["ab"]), series(&link["ba"]));
+            if ab.iter().sum::<f64>() >= ba.iter().sum::<f64>() {
+                ab
+            } else {
+                ba
+            }
+        }
     };
     let most = v.iter().copied().fold(0.0, f64::max);
     if peak {
         return Some(most * 8.0);
     }
     let total = v.iter().sum::<f64>() * 8.0;
-    let busy = v.iter().filter(|b| **b > 0.0 && **b >= most / 10.0).count();
-    match duration {
-        Some(d) if d > 0.0 => Some(total / d),
-        _ => Some(if busy == 0 { 0.0 } else { total / busy as f64 }),
-    }
+    let over = match duration {
+        Some(d) if d > 0.0 => d,
+        _ => v.iter().filter(|b| **b > 0.0 && **b >= most / 10.0).count() as f64,
+    };
+    Some(if over > 0.0 { total / over } else { 0.0 })
 }
 
 /// A metric's value in one stored cell (base units), if the cell has it; `config` is the
@@ -1214,7 +1209,7 @@ pub fn evaluate(
         }
         // A link the network does not have is a mistake in the file, not a failed cell.
         if let Metric::LinkUtil { link, .. } = &e.metric {
-            let links = cells.iter().find_map(|c| c.cell.emulator.as_ref()?["links"].as_array().cloned());
+            let links = cells.iter().find_map(|c| c.cell.emulator.as_ref()?["links"].as_array());
             if !links.is_some_and(|l| l.iter().any(|x| x["name"] == link.as_str())) {
                 let note = format!("no cell's network has a link `{link}`");
                 out.push(verdict(String::new(), false, None, None, None, note));
