@@ -4,8 +4,8 @@
 # docs/reproduce.md ("Measured"). MODE=--quick runs the reduced grids. Needs root (or
 # unprivileged user namespaces). Reports go to $OUT (default /tmp/wanperf-reproduce).
 #
-#   bench/reproduce.sh              # about 53 minutes
-#   MODE=--quick bench/reproduce.sh # about 7 minutes
+#   bench/reproduce.sh              # about 57 minutes
+#   MODE=--quick bench/reproduce.sh # about 8 minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p wanperf
