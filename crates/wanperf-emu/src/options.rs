@@ -22,37 +22,98 @@ macro_rules! err {
     };
 }
 
-/// Every option of `wanperf path` (see `wanperf path run --help`); `None`: the preset's or the
-/// default.
+/// Every option of `wanperf path` as users write it (`None`: the preset's or the default).
+/// With the `cli` feature these are the command line's own flags (clap), their help the docs
+/// below, so a study's link axes and `path run` take exactly the same options.
 #[derive(Debug, Clone, Default)]
-#[allow(missing_docs)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct LinkOptions {
+    /// Start from a seed study's path (see `wanperf path presets`); explicit options override it.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub preset: Option<String>,
+    /// Round-trip propagation delay, split evenly (e.g. 166ms).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DURATION"))]
     pub rtt: Option<String>,
+    /// One-way delay left → right.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DURATION"))]
     pub delay_up: Option<String>,
+    /// One-way delay right → left.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DURATION"))]
     pub delay_down: Option<String>,
+    /// Random extra delay per packet, 0..=J (never reorders unless --reorder).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DURATION"))]
     pub jitter: Option<String>,
+    /// Let jitter reorder packets.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub reorder: bool,
+    /// Bottleneck rate both ways (e.g. 25M).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "RATE"))]
     pub rate: Option<String>,
+    /// Bottleneck rate left → right.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "RATE"))]
     pub rate_up: Option<String>,
+    /// Bottleneck rate right → left.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "RATE"))]
     pub rate_down: Option<String>,
+    /// Left → right capacity from a mahimahi trace (ms timestamps of 1500-byte opportunities).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub trace_up: Option<std::path::PathBuf>,
+    /// Right → left capacity from a mahimahi trace.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub trace_down: Option<std::path::PathBuf>,
+    /// Bottleneck buffer per direction and class: bytes (300kB) or packets (2100p).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "SIZE|Np"))]
     pub queue: Option<String>,
+    /// Bottleneck queue left → right alone (as --queue).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "SIZE|Np"))]
     pub queue_up: Option<String>,
+    /// Bottleneck queue right → left alone (as --queue).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "SIZE|Np"))]
     pub queue_down: Option<String>,
+    /// Queue discipline: droptail, codel (RFC 8289), fq (per-flow queues, deficit round robin,
+    /// drop from the longest flow) or fq_codel (fq with CoDel per flow, RFC 8290).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "NAME"))]
     pub aqm: Option<String>,
+    /// Random loss probability in each direction (0.01 or 1%).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "P"))]
     pub loss: Option<String>,
+    /// Random loss left → right only (overrides --loss that way).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "P"))]
     pub loss_up: Option<String>,
+    /// Random loss right → left only (overrides --loss that way).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "P"))]
     pub loss_down: Option<String>,
+    /// Loss model in each direction: Gilbert-Elliott ge:p,r[,h,k], or bit errors ber:P (a packet
+    /// of L bytes lost with probability 1 − (1 − P)^(8L)).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "MODEL"))]
     pub loss_model: Option<String>,
+    /// Token-bucket policer left → right: RATE,BURST[,dscp=N|port=N|port=test][,action=drop|remark]
+    /// (port=test: the measurement's own traffic, ports 5301 and 5201; none: a preset's off).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "SPEC"))]
     pub policer: Option<String>,
+    /// Serve these packets first at the bottleneck (dscp=N, port=N or port=test; repeatable).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "SELECTOR"))]
     pub priority: Vec<String>,
+    /// Transmit queue length of both hosts' interfaces.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub txqueuelen: Option<u32>,
+    /// MTU of both hosts' interfaces.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "BYTES"))]
     pub mtu: Option<u32>,
+    /// Seed for random loss and jitter.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub seed: Option<u64>,
+    /// Niceness of the hosts' commands, 0–19 (default 10). The emulator keeps normal
+    /// priority, so on a busy machine the hosts wait for a core, not the packets on the wire.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub host_nice: Option<i32>,
+    /// The left host's model: cpu=CORES (a CPU quota for everything it runs), sack=on|off,
+    /// timestamps=on|off, window_scaling=on|off, rmem=/wmem=MAX or MIN:DEFAULT:MAX (TCP
+    /// buffers), cc=NAME; e.g. cpu=0.25,sack=off. See docs/emulator.md, "Host models".
+    #[cfg_attr(feature = "cli", arg(long, value_name = "MODEL"))]
     pub host_left: Option<String>,
+    /// The right host's model (as --host-left).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "MODEL"))]
     pub host_right: Option<String>,
 }
 

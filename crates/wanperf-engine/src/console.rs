@@ -546,5 +546,62 @@ pub fn ping_summary(host: &str, summary: &crate::ping::PingSummary) -> Vec<Strin
             f.median, b.median
         ));
     }
+    if let Some(c) = &summary.clocks {
+        out.push(format!(
+            "clocks (error estimates): this host {}, ± {:.3} ms; reflector {}, {}",
+            if c.sender_synchronized { "synchronized" } else { "not synchronized" },
+            c.sender_error_ms,
+            if c.reflector_synchronized { "synchronized" } else { "not synchronized" },
+            c.reflector_error_ms.map_or("no estimate".to_string(), |e| format!("± {e:.3} ms"))
+        ));
+    }
+    match (&summary.loss_each_way, &summary.clocks) {
+        (Some(l), _) => out.push(format!(
+            "loss each way (probes 0–{}): forward {} ({:.2} %), reverse {} ({:.2} %); {} after the last answer, direction unknown",
+            l.basis.saturating_sub(1),
+            l.forward,
+            l.forward_pct,
+            l.reverse,
+            l.reverse_pct,
+            l.unknown
+        )),
+        (None, Some(_)) if summary.received < summary.sent => out.push(
+            "loss each way: not known (a stateless reflector without counters echoes the sender's numbers)".into(),
+        ),
+        _ => {}
+    }
+    out
+}
+
+/// `ping --owamp`'s lines: per direction, the counts, the one-way delays and the clocks.
+pub fn owamp_summary(host: &str, s: &crate::owamp::OwampSummary) -> Vec<String> {
+    let mut out = vec![];
+    for (dir, w) in [("to", &s.to), ("from", &s.from)] {
+        let Some(w) = w else { continue };
+        out.push(format!(
+            "--- {dir} {host}: {} sent, {} received, {:.1} % loss, {} duplicates{}",
+            w.sent,
+            w.received,
+            w.loss_pct,
+            w.duplicates,
+            if w.skipped > 0 { format!(", {} skipped by the sender", w.skipped) } else { String::new() }
+        ));
+        if let Some(d) = &w.owd_ms {
+            out.push(format!(
+                "one-way ms: min {:.3} / median {:.3} / max {:.3} / p95 {:.3}; ipdv iqr {:.3} ms",
+                d.min,
+                d.median,
+                d.max,
+                d.p95,
+                w.ipdv_ms.as_ref().map_or(0.0, |x| x.iqr)
+            ));
+        }
+        out.push(format!(
+            "clocks: {}, ± {:.3} ms{}",
+            if w.synchronized { "both synchronized" } else { "not both synchronized" },
+            w.error_ms,
+            w.hops.map_or(String::new(), |h| format!("; {h} hops"))
+        ));
+    }
     out
 }

@@ -21,18 +21,64 @@ fn listener(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(s.into())
 }
 
-/// Serves tests on `listen` (and iperf3 clients on `iperf3_port`) until `stop`; says what it
-/// does on `log`.
+/// What a server offers besides wanperf's tests and probes on its port.
+#[derive(Debug, Clone, Default)]
+pub struct Services<'a> {
+    /// iperf3 clients on this port (TCP and UDP).
+    pub iperf3_port: Option<u16>,
+    /// A STAMP and TWAMP-Light reflector.
+    pub stamp: Option<crate::stamp::StampServe>,
+    /// An OWAMP server on this TCP port.
+    pub owamp_port: Option<u16>,
+    /// Copies into and out of this directory.
+    pub root: Option<&'a Path>,
+}
+
+/// Serves tests on `listen` (and the other `services`) until `stop`; says what it does on
+/// `log`.
 pub fn run(
     listen: SocketAddr,
-    iperf3_port: Option<u16>,
-    root: Option<&Path>,
+    services: Services<'_>,
     cfg: ServerConfig,
     stop: Arc<AtomicBool>,
     log: Log,
 ) -> io::Result<()> {
+    let Services { iperf3_port, stamp, owamp_port, root } = services;
     let allow = &cfg.allow;
     let auth = cfg.auth.clone();
+    // The STAMP reflector's socket is bound before the listener: whoever sees the server
+    // listen (a study waits for its TCP port) may send test packets at once.
+    let reflector = match stamp {
+        Some(st) => {
+            let sock = crate::stamp::bind(listen.ip(), st.port)?;
+            let at = sock.local_addr().map_or_else(|_| st.port.to_string(), |x| x.to_string());
+            log(&format!(
+                "STAMP and TWAMP-Light reflector on {at} (UDP; {}, {})",
+                if st.cfg.stateful { "stateful" } else { "stateless" },
+                if matches!(st.cfg.auth, wanperf_stamp::packet::Auth::Open) {
+                    "unauthenticated"
+                } else {
+                    "authenticated"
+                }
+            ));
+            let (c, stop) = (cfg.clone(), stop.clone());
+            Some(std::thread::spawn(move || crate::stamp::run_reflector(sock, |ip| c.allowed(ip), st.cfg, stop)))
+        }
+        None => None,
+    };
+    // The OWAMP server's listener likewise.
+    let owamp = match owamp_port {
+        Some(port) => {
+            let lo = listener(SocketAddr::new(listen.ip(), port))?;
+            let at = lo.local_addr().map_or_else(|_| port.to_string(), |x| x.to_string());
+            log(&format!("OWAMP server on {at} (TCP control; unauthenticated mode)"));
+            let c = cfg.clone();
+            let allowed: Arc<dyn Fn(std::net::IpAddr) -> bool + Send + Sync> = Arc::new(move |ip| c.allowed(ip));
+            let (stop, log) = (stop.clone(), log.clone());
+            Some(std::thread::spawn(move || crate::owamp::serve(lo, allowed, stop, log)))
+        }
+        None => None,
+    };
     let l = listener(listen)?;
     let mut who = if allow.is_empty() {
         "loopback clients only (use --allow CIDR for others)".to_string()
@@ -72,6 +118,15 @@ pub fn run(
     stop.store(true, Ordering::Release);
     if let Some(h) = iperf3 {
         let _ = h.join();
+    }
+    if let Some(h) = owamp {
+        let _ = h.join();
+    }
+    if let Some(c) = reflector.and_then(|h| h.join().ok()) {
+        log(&format!(
+            "STAMP reflector: {} packets reflected; dropped {} not allowed, {} malformed, {} with a wrong HMAC, {} over their source's rate",
+            c.reflected, c.not_allowed, c.malformed, c.bad_hmac, c.limited
+        ));
     }
     log("server stopped");
     Ok(())

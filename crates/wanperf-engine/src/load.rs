@@ -30,6 +30,8 @@ pub struct LoadConfig {
     pub port: Option<u16>,
     /// The server is an iperf3 one (probes by ICMP).
     pub iperf3: bool,
+    /// Probe with STAMP to this port of the server's host instead.
+    pub stamp_port: Option<u16>,
     /// Congestion control of the load.
     pub cc: Option<String>,
     /// The load flows from the server.
@@ -175,13 +177,18 @@ pub fn run_cell(
     let pcfg = PingConfig {
         clock_offset_ns: None,
         host: a.host.clone(),
-        port: a.port.unwrap_or(DEFAULT_PORT),
+        port: a.stamp_port.or(a.port).unwrap_or(DEFAULT_PORT),
         count: probes,
         interval: Duration::from_secs_f64(interval),
         size: a.size as usize,
         timeout: Duration::from_secs_f64(timeout),
         dscp: a.dscp,
-        mode: if a.iperf3 { PingMode::Icmp } else { PingMode::Udp },
+        mode: match (a.stamp_port, a.iperf3) {
+            (Some(_), _) => PingMode::Stamp,
+            (None, true) => PingMode::Icmp,
+            (None, false) => PingMode::Udp,
+        },
+        stamp_key: None,
         wake: ping::WAKE,
     };
     let stop_probes = Arc::new(AtomicBool::new(false));

@@ -26,6 +26,12 @@ pub enum PingMode {
     Tcp,
     /// ICMP echo (raw socket: root or CAP_NET_RAW).
     Icmp,
+    /// STAMP (RFC 8762) to any Session-Reflector: a Direct Measurement TLV asks for its
+    /// counters, so loss is split by direction.
+    Stamp,
+    /// TWAMP-Light (RFC 5357 appendix I): STAMP's unauthenticated packet without TLVs.
+    #[serde(rename = "twamp-light")]
+    TwampLight,
 }
 
 /// A ping run.
@@ -50,6 +56,8 @@ pub struct PingConfig {
     /// The server's clock minus this host's, ns, when it is known (0 for hosts that share a
     /// clock); None: estimated from the fastest probe.
     pub clock_offset_ns: Option<f64>,
+    /// STAMP's authenticated mode: the shared key (HMAC-SHA-256); None: unauthenticated.
+    pub stamp_key: Option<Vec<u8>>,
     /// Longest sleep between two looks at the interrupt flag when nothing else is due
     /// ([`WAKE`] for a command a person stops; a daemon probing hundreds of peers may take
     /// longer, for fewer wake-ups).
@@ -170,9 +178,31 @@ pub struct PingSummary {
     /// One-way delays server → client, ms (UDP).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owd_rev_ms: Option<DelayStats>,
+    /// Losses split by direction (STAMP: a stateful reflector's numbers or its counters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_each_way: Option<wanperf_stamp::loss::Split>,
+    /// Both ends' clocks as their error estimates state them (STAMP, TWAMP-Light).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clocks: Option<Clocks>,
     /// Why the run ended early (the server went away), if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// The clocks of a STAMP or TWAMP-Light run, as each end's Error Estimate field states them.
+/// When both say they are synchronized (and no offset was given), one-way delays use them
+/// as they are, and the offset's uncertainty is the sum of the two errors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Clocks {
+    /// This host's clock is synchronized (the kernel's clock discipline says so).
+    pub sender_synchronized: bool,
+    /// Its stated error, ms.
+    pub sender_error_ms: f64,
+    /// The reflector's S flag.
+    pub reflector_synchronized: bool,
+    /// Its stated error, ms (none when its field was malformed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reflector_error_ms: Option<f64>,
 }
 
 /// Summary statistics from probe records (pure; the tests recompute them independently).
@@ -199,6 +229,8 @@ pub fn summarize(records: &[ProbeRecord], duplicates: u64, reordered: u64) -> Pi
         clock_offset_uncertainty_ms: None,
         owd_fwd_ms: (!fwd.is_empty()).then(|| stats(&fwd)),
         owd_rev_ms: (!rev.is_empty()).then(|| stats(&rev)),
+        loss_each_way: None,
+        clocks: None,
         error: None,
     }
 }
@@ -240,6 +272,9 @@ pub fn run(
     match cfg.mode {
         PingMode::Udp => run_datagram(cfg, addr, &mut UdpProber::new(cfg, addr)?, sink, interrupt),
         PingMode::Icmp => run_datagram(cfg, addr, &mut IcmpProber::new(cfg, addr)?, sink, interrupt),
+        PingMode::Stamp | PingMode::TwampLight => {
+            run_datagram(cfg, addr, &mut crate::stamp::StampProber::new(cfg, addr)?, sink, interrupt)
+        }
         PingMode::Tcp => run_tcp(cfg, addr, sink, interrupt),
     }
 }
@@ -299,7 +334,7 @@ fn run_tcp(
 }
 
 /// A probe transport: sends numbered probes and recognises their answers.
-trait Prober {
+pub(crate) trait Prober {
     fn fd(&self) -> std::os::fd::RawFd;
     fn send(&mut self, seq: u64, wall_ns: u64) -> std::io::Result<()>;
     /// Kernel transmit timestamps that have come in: (probe number, ns since the epoch).
@@ -308,12 +343,20 @@ trait Prober {
     }
     /// The probe number an answer belongs to, and the server's receive and send times if
     /// the answer carries them.
-    fn parse(&self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)>;
+    fn parse(&mut self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)>;
+    /// The server's clock minus ours and its uncertainty, ns, when both clocks state it
+    /// (synchronized clocks: 0 ± their errors); None: estimate it from the fastest probe.
+    fn stated_offset(&self) -> Option<(f64, f64)> {
+        None
+    }
+    /// Adds what only this transport knows to the run's summary.
+    fn finish(&self, _summary: &mut PingSummary) {}
 }
 
-struct UdpProber {
-    sock: UdpSocket,
-    out: Vec<u8>,
+/// A connected UDP socket for probes, with the kernel's receive stamps (and transmit stamps
+/// where it gives them) — the same for wanperf's probes and STAMP's.
+pub(crate) struct ProbeSocket {
+    pub(crate) sock: UdpSocket,
     /// Kernel transmit timestamps are on; the probe number of each datagram sent, in order
     /// (the kernel numbers the stamps by send).
     tx: Option<Vec<u64>>,
@@ -321,8 +364,8 @@ struct UdpProber {
     awaiting: usize,
 }
 
-impl UdpProber {
-    fn new(cfg: &PingConfig, addr: SocketAddr) -> Result<Self, PingError> {
+impl ProbeSocket {
+    pub(crate) fn connect(cfg: &PingConfig, addr: SocketAddr) -> Result<Self, PingError> {
         let bind: SocketAddr =
             if addr.is_ipv6() { "[::]:0".parse().expect("addr") } else { "0.0.0.0:0".parse().expect("addr") };
         let sock = UdpSocket::bind(bind)?;
@@ -333,25 +376,21 @@ impl UdpProber {
         }
         sys::enable_rx_timestamps(sock.as_raw_fd())?;
         let tx = sys::enable_tx_timestamps(sock.as_raw_fd()).ok().map(|()| Vec::new());
-        Ok(UdpProber { sock, out: vec![0u8; cfg.size.max(PROBE_HEADER_LEN)], tx, awaiting: 0 })
+        Ok(ProbeSocket { sock, tx, awaiting: 0 })
     }
-}
 
-impl Prober for UdpProber {
-    fn fd(&self) -> std::os::fd::RawFd {
-        self.sock.as_raw_fd()
-    }
-    fn send(&mut self, seq: u64, wall_ns: u64) -> std::io::Result<()> {
-        Probe { reply: false, short: false, seq, client_tx_ns: wall_ns, server_rx_ns: 0, server_tx_ns: 0 }
-            .write(&mut self.out);
-        self.sock.send(&self.out)?;
+    /// Sends probe `seq`'s datagram.
+    pub(crate) fn send(&mut self, seq: u64, b: &[u8]) -> std::io::Result<()> {
+        self.sock.send(b)?;
         if let Some(sent) = self.tx.as_mut() {
             sent.push(seq);
             self.awaiting += 1;
         }
         Ok(())
     }
-    fn tx_stamps(&mut self) -> Vec<(u64, u64)> {
+
+    /// The transmit stamps that have come in.
+    pub(crate) fn tx_stamps(&mut self) -> Vec<(u64, u64)> {
         let mut v = Vec::new();
         if let Some(sent) = &self.tx {
             while self.awaiting > 0 {
@@ -364,7 +403,32 @@ impl Prober for UdpProber {
         }
         v
     }
-    fn parse(&self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)> {
+}
+
+struct UdpProber {
+    sock: ProbeSocket,
+    out: Vec<u8>,
+}
+
+impl UdpProber {
+    fn new(cfg: &PingConfig, addr: SocketAddr) -> Result<Self, PingError> {
+        Ok(UdpProber { sock: ProbeSocket::connect(cfg, addr)?, out: vec![0u8; cfg.size.max(PROBE_HEADER_LEN)] })
+    }
+}
+
+impl Prober for UdpProber {
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.sock.sock.as_raw_fd()
+    }
+    fn send(&mut self, seq: u64, wall_ns: u64) -> std::io::Result<()> {
+        Probe { reply: false, short: false, seq, client_tx_ns: wall_ns, server_rx_ns: 0, server_tx_ns: 0 }
+            .write(&mut self.out);
+        self.sock.send(seq, &self.out)
+    }
+    fn tx_stamps(&mut self) -> Vec<(u64, u64)> {
+        self.sock.tx_stamps()
+    }
+    fn parse(&mut self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)> {
         let p = Probe::read(buf)?;
         p.reply.then_some((p.seq, Some((p.server_rx_ns, p.server_tx_ns))))
     }
@@ -429,7 +493,7 @@ impl Prober for IcmpProber {
         }
         self.sock.send(b).map(|_| ())
     }
-    fn parse(&self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)> {
+    fn parse(&mut self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)> {
         // IPv4 raw sockets deliver the IP header too.
         let icmp = if self.v6 { buf } else { buf.get(usize::from(buf.first()? & 0x0f) * 4..)? };
         let want = if self.v6 { 129 } else { 0 };
@@ -558,7 +622,13 @@ fn run_datagram(
         }
         if refused && !answered_any {
             return Err(PingError::NoServer(format!(
-                "no wanperf server answers probes at {addr} (UDP port unreachable; start one with `wanperf serve`)"
+                "no {} answers probes at {addr} (UDP port unreachable; start one with `wanperf serve{}`)",
+                if matches!(cfg.mode, PingMode::Stamp | PingMode::TwampLight) {
+                    "STAMP or TWAMP-Light reflector"
+                } else {
+                    "wanperf server"
+                },
+                if matches!(cfg.mode, PingMode::Stamp | PingMode::TwampLight) { " --stamp-port PORT" } else { "" }
             )));
         }
         // The server answered before and now its port is closed: it went away. Stop sending,
@@ -582,8 +652,11 @@ fn run_datagram(
     let fastest = answers.iter().flatten().min_by(|a, b| a.0.total_cmp(&b.0)).copied();
     // A stated offset (hosts sharing a clock) is used as it is, with no uncertainty: the
     // estimate splits any asymmetry of the fastest probe's path evenly between the directions.
+    // Clocks that state their synchronization (STAMP's error estimates) are taken at their
+    // word, with their errors as the uncertainty.
+    let stated = cfg.clock_offset_ns.map(|o| (o, 0.0)).or_else(|| prober.stated_offset());
     let offset_ns = fastest.filter(|_| has_server_times).map(|(_, _, t1, t2, t3, t4)| {
-        cfg.clock_offset_ns.unwrap_or(((t2 as f64 - t1 as f64) + (t3 as f64 - t4 as f64)) / 2.0)
+        stated.map_or(((t2 as f64 - t1 as f64) + (t3 as f64 - t4 as f64)) / 2.0, |s| s.0)
     });
     let sent = next_seq as usize;
     let records: Vec<ProbeRecord> = (0..sent)
@@ -620,12 +693,13 @@ fn run_datagram(
     // t3 ≤ t4 on a shared clock, |estimate| ≤ ((t4 − t1) − (t3 − t2)) / 2. The monotonic RTT
     // is read a few µs apart from them and may not bound the estimate on a 30 µs loopback.
     s.clock_offset_uncertainty_ms = fastest.filter(|_| has_server_times).map(|(_, _, t1, t2, t3, t4)| {
-        if cfg.clock_offset_ns.is_some() {
-            0.0
+        if let Some((_, u)) = stated {
+            u / 1e6
         } else {
             ((t4 as f64 - t1 as f64) - (t3 as f64 - t2 as f64)).max(0.0) / 2e6
         }
     });
     s.error = gone;
+    prober.finish(&mut s);
     Ok((records, s))
 }

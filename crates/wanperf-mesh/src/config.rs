@@ -230,6 +230,10 @@ pub enum TestKind {
         size: u32,
         /// DSCP of the probes.
         dscp: Option<u8>,
+        /// Probe with STAMP (RFC 8762) to this UDP port on each destination (its agent
+        /// reflects there; a router or perfSONAR node may be a destination too); None:
+        /// wanperf's own probes to the agent's port.
+        stamp_port: Option<u16>,
     },
     /// A bulk transfer.
     Throughput {
@@ -746,8 +750,9 @@ pub fn parse(text: &str) -> Result<Mesh, MeshError> {
                     rate: r.float("rate", 0.1..=1000.0)?.unwrap_or(10.0),
                     size: r.size("size", 40..=9000)?.unwrap_or(64) as u32,
                     dscp: r.uint("dscp", 0..=63)?.map(|d| d as u8),
+                    stamp_port: r.uint("stamp_port", 1..=65_535)?.map(|p| p as u16),
                 };
-                (kind, vec!["rate", "size", "dscp"])
+                (kind, vec!["rate", "size", "dscp", "stamp_port"])
             }
             "throughput" => {
                 let kind = TestKind::Throughput {
@@ -997,7 +1002,7 @@ rtt_max = "180ms"
         assert_eq!(m.hosts[0].key.as_deref(), Some(key_line(1, "slac1").as_str()));
         assert_eq!(m.site_of("cern2"), Some("cern"));
         assert_eq!(m.site_of("nope"), None);
-        assert_eq!(m.tests[0].kind, TestKind::Latency { rate: 5.0, size: 128, dscp: Some(46) });
+        assert_eq!(m.tests[0].kind, TestKind::Latency { rate: 5.0, size: 128, dscp: Some(46), stamp_port: None });
         assert_eq!(m.tests[0].schedule, None);
         assert_eq!(
             m.tests[1].kind,
@@ -1031,7 +1036,7 @@ rtt_max = "180ms"
         ))
         .unwrap();
         assert!(matches!(m.groups[0].kind, GroupKind::Mesh(_)));
-        assert_eq!(m.tests[0].kind, TestKind::Latency { rate: 10.0, size: 64, dscp: None });
+        assert_eq!(m.tests[0].kind, TestKind::Latency { rate: 10.0, size: 64, dscp: None, stamp_port: None });
         assert_eq!(
             m.tests[1].kind,
             TestKind::Throughput { duration_s: 10.0, streams: 1, window: None, reverse: false, udp_rate: None }

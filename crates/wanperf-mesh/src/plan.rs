@@ -378,7 +378,7 @@ mod tests {
         let lat = Test {
             name: "rtt".into(),
             group: "all".into(),
-            kind: TestKind::Latency { rate: 10.0, size: 64, dscp: None },
+            kind: TestKind::Latency { rate: 10.0, size: 64, dscp: None, stamp_port: None },
             schedule: None,
         };
         let m = mesh(&["a", "b"], vec![g], vec![trace, lat]);

@@ -198,19 +198,53 @@ impl Server {
     }
 }
 
+/// The UDP ports the mesh's STAMP latency tests probe (each agent reflects on them).
+fn stamp_ports(mesh: &Mesh) -> Vec<u16> {
+    let mut v: Vec<u16> = mesh
+        .tests
+        .iter()
+        .filter_map(|t| match t.kind {
+            TestKind::Latency { stamp_port, .. } => stamp_port,
+            _ => None,
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// What a running server was started for: a change means a new one.
+fn server_key(cfg: &ServerConfig, mesh: &Mesh) -> String {
+    format!("{:?}|{:?}|{:?}", cfg.allow, cfg.auth, stamp_ports(mesh))
+}
+
 fn start_server(listen: SocketAddr, mesh: &Mesh, log: &crate::Log) -> Result<(Server, SocketAddr), AgentError> {
     let cfg = server_config(mesh).map_err(AgentError::Mesh)?;
-    let key = format!("{:?}|{:?}", cfg.allow, cfg.auth);
+    let key = server_key(&cfg, mesh);
     let listener = TcpListener::bind(listen)?;
     let addr = listener.local_addr()?;
     let udp = wanperf_engine::server::bind_udp_like(&listener)?;
     let stop = Arc::new(AtomicBool::new(false));
+    // STAMP reflectors for the mesh's STAMP latency tests, on the listener's address.
+    let mut reflectors = Vec::new();
+    for port in stamp_ports(mesh) {
+        let sock = wanperf_engine::stamp::bind(addr.ip(), port)?;
+        let (c, s) = (cfg.clone(), stop.clone());
+        let rc = wanperf_engine::stamp::reflector_config(wanperf_stamp::packet::Auth::Open, true);
+        reflectors.push(std::thread::spawn(move || {
+            wanperf_engine::stamp::run_reflector(sock, |ip| c.allowed(ip), rc, s);
+        }));
+        log(&format!("serve: STAMP reflector on {}", SocketAddr::new(addr.ip(), port)));
+    }
     let (s, l) = (stop.clone(), log.clone());
     let join = std::thread::Builder::new().name("wanperf-serve".into()).spawn(move || {
         let log2 = l.clone();
         let log: wanperf_engine::server::Log = Arc::new(move |m: &str| log2(&format!("serve: {m}")));
         if let Err(e) = wanperf_engine::server::serve_with(listener, Some(udp), cfg, s, log) {
             l(&format!("serve stopped: {e}"));
+        }
+        for r in reflectors {
+            let _ = r.join();
         }
     })?;
     Ok((Server { stop, join, key }, addr))
@@ -325,7 +359,7 @@ pub fn run(
             }
             // A changed allow list or key set: a new server on the same address.
             if let Ok(sc) = server_config(&mesh) {
-                let key = format!("{:?}|{:?}", sc.allow, sc.auth);
+                let key = server_key(&sc, &mesh);
                 if server.as_ref().is_some_and(|s| s.key != key) {
                     if let Some(s) = server.take() {
                         s.stop();
@@ -408,7 +442,7 @@ fn probe_peer(
     stop: &Arc<AtomicBool>,
     log: &crate::Log,
 ) {
-    let TestKind::Latency { rate, size, dscp } = test.kind else { return };
+    let TestKind::Latency { rate, size, dscp, stamp_port } = test.kind else { return };
     let interval = Duration::from_secs_f64(1.0 / rate);
     let timeout = Duration::from_secs(1).min(Duration::from_secs_f64(period / 4.0));
     let mut failures = 0u32;
@@ -420,13 +454,14 @@ fn probe_peer(
         let cfg = PingConfig {
             clock_offset_ns: None,
             host: dst.address.clone(),
-            port: dst.port,
+            port: stamp_port.unwrap_or(dst.port),
             count,
             interval,
             size: size as usize,
             timeout,
             dscp,
-            mode: PingMode::Udp,
+            stamp_key: None,
+            mode: if stamp_port.is_some() { PingMode::Stamp } else { PingMode::Udp },
             // One thread per peer: wake for sends, answers and timeouts only (a mesh change or
             // shutdown is noticed within a second).
             wake: Duration::from_secs(1),

@@ -539,8 +539,12 @@ fn server_argv(study: &Study, exe: &std::path::Path, root: Option<&std::path::Pa
         return (["iperf3", "-s", "-p", "5201", "--forceflush"].map(String::from).to_vec(), true);
     }
     let exe = exe.display().to_string();
+    // The STAMP reflector on its standard port answers `stamp = true` pings and
+    // `stamp_port = 862` loads.
     let mut v: Vec<String> =
-        [exe.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15"].map(String::from).to_vec();
+        [exe.as_str(), "serve", "--listen", "0.0.0.0:5301", "--allow", "198.18.0.0/15", "--stamp-port", "862"]
+            .map(String::from)
+            .to_vec();
     if let Some(r) = root {
         v.extend(["--root".to_string(), r.display().to_string()]);
     }

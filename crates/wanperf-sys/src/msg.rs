@@ -180,6 +180,10 @@ pub struct Received {
     pub from: Option<SocketAddr>,
     /// Kernel receive timestamp, if the socket asked for one.
     pub kernel_ns: Option<u64>,
+    /// TTL or hop limit on arrival, if the socket asked ([`crate::sockopt::enable_rx_ttl_tos`]).
+    pub ttl: Option<u8>,
+    /// TOS or traffic class (DSCP and ECN) on arrival, likewise.
+    pub tos: Option<u8>,
 }
 
 /// recvmsg into `buf` with `flags`: the bytes read and the address the kernel gave (the
@@ -236,14 +240,57 @@ unsafe fn timestamp_ns(d: *const u8) -> u64 {
 
 /// recvmsg with the sender's address and the SO_TIMESTAMPNS control message.
 pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<Received> {
-    let mut kernel_ns = None;
+    let (mut kernel_ns, mut ttl, mut tos) = (None, None, None);
     let (len, from) = recvmsg_into(fd, buf, 0, |level, kind, d| {
-        if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
-            // SAFETY: its level and type say it is a timespec.
-            kernel_ns = Some(unsafe { timestamp_ns(d) });
+        // SAFETY (each arm): the level and type say what the data is — a timespec, an int
+        // (IP_TTL, IPV6_HOPLIMIT, IPV6_TCLASS) or one byte (IP_TOS).
+        match (level, kind) {
+            (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => kernel_ns = Some(unsafe { timestamp_ns(d) }),
+            (libc::SOL_IP, libc::IP_TTL) | (libc::SOL_IPV6, libc::IPV6_HOPLIMIT) => {
+                ttl = Some(unsafe { std::ptr::read_unaligned(d.cast::<libc::c_int>()) } as u8);
+            }
+            (libc::SOL_IP, libc::IP_TOS) => tos = Some(unsafe { *d }),
+            (libc::SOL_IPV6, libc::IPV6_TCLASS) => {
+                tos = Some(unsafe { std::ptr::read_unaligned(d.cast::<libc::c_int>()) } as u8);
+            }
+            _ => {}
         }
     })?;
-    Ok(Received { len, from, kernel_ns })
+    Ok(Received { len, from, kernel_ns, ttl, tos })
+}
+
+/// Sends `buf` to `to` with this TOS (IPv4) or traffic class (IPv6) when one is given (a
+/// control message: the socket's own is unchanged).
+pub fn send_to_tos(fd: RawFd, buf: &[u8], to: SocketAddr, tos: Option<u8>) -> io::Result<usize> {
+    let dst = socket2::SockAddr::from(to);
+    let mut iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    let mut ctl = [0u64; 4];
+    // SAFETY: a zeroed msghdr is valid; its pointers go to `dst`, `iov` and `ctl`, which
+    // outlive the call, and the one control message is written within `ctl`'s 32 bytes.
+    let rc = unsafe {
+        let mut h: libc::msghdr = std::mem::zeroed();
+        h.msg_name = dst.as_ptr() as *mut libc::c_void;
+        h.msg_namelen = dst.len();
+        h.msg_iov = &mut iov;
+        h.msg_iovlen = 1;
+        if let Some(tos) = tos {
+            // An IPv4 client of a dual-stack socket (a mapped address) takes IPv4's option.
+            let v6 = matches!(to.ip(), IpAddr::V6(a) if a.to_ipv4_mapped().is_none());
+            let (level, kind) = if v6 { (libc::SOL_IPV6, libc::IPV6_TCLASS) } else { (libc::SOL_IP, libc::IP_TOS) };
+            h.msg_control = ctl.as_mut_ptr().cast();
+            h.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as _;
+            let c = libc::CMSG_FIRSTHDR(&h);
+            (*c).cmsg_level = level;
+            (*c).cmsg_type = kind;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), libc::c_int::from(tos));
+        }
+        libc::sendmsg(fd, &h, 0)
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc as usize)
 }
 
 /// The address and port in a sockaddr the kernel wrote.

@@ -120,6 +120,20 @@ pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
     setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int).to_ne_bytes())
 }
 
+/// Asks the kernel to hand each received datagram's TTL (hop limit) and TOS (traffic class)
+/// to [`crate::msg::recv_timestamped`]; an IPv6 socket asks for both families' (its IPv4
+/// clients arrive as mapped addresses).
+pub fn enable_rx_ttl_tos(fd: RawFd, v6: bool) -> io::Result<()> {
+    let on = (1 as libc::c_int).to_ne_bytes();
+    setsockopt_raw(fd, libc::SOL_IP, libc::IP_RECVTTL, &on)?;
+    setsockopt_raw(fd, libc::SOL_IP, libc::IP_RECVTOS, &on)?;
+    if v6 {
+        setsockopt_raw(fd, libc::SOL_IPV6, libc::IPV6_RECVHOPLIMIT, &on)?;
+        setsockopt_raw(fd, libc::SOL_IPV6, libc::IPV6_RECVTCLASS, &on)?;
+    }
+    Ok(())
+}
+
 /// Asks the kernel for a software transmit timestamp of every datagram sent on `fd`, taken
 /// when the packet leaves for the device and numbered in send order (SOF_TIMESTAMPING_OPT_ID);
 /// they arrive on the socket's error queue without the packet (OPT_TSONLY).

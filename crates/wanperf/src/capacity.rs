@@ -135,14 +135,8 @@ pub fn run(a: CapacityArgs) -> Result<ExitCode> {
     // A wrong --db fails before anything is sent.
     let mut store = a.save.open()?;
     let started = std::time::SystemTime::now();
-    let bar = (!a.json && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
-        let b = indicatif::ProgressBar::new(1000);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} {msg:20} {wide_bar} {elapsed}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
+    let show = !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let bar = crate::output::bar(show, 1000, "{spinner} {msg:20} {wide_bar} {elapsed}");
     let report = measure::measure(dst, &o, |phase, share| {
         if let Some(b) = &bar {
             b.set_message(phase.to_string());

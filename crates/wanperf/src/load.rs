@@ -34,6 +34,11 @@ pub struct LoadArgs {
     /// Phase lengths must be whole seconds.
     #[arg(long)]
     iperf3: bool,
+    /// Probe with STAMP (RFC 8762) to the reflector on this UDP port of the server's host
+    /// (`wanperf serve --stamp-port`, a router's or a perfSONAR node's) instead of
+    /// wanperf's echo: the same statistics, and the losses split by direction.
+    #[arg(long, value_name = "PORT")]
+    stamp_port: Option<u16>,
     /// Private key to prove to servers started with --authorized-keys (default:
     /// ~/.config/wanperf/key when it exists).
     #[arg(long, value_name = "FILE", env = "WANPERF_KEY")]
@@ -122,6 +127,7 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
         host: a.host.clone(),
         port: a.port,
         iperf3: a.iperf3,
+        stamp_port: a.stamp_port,
         cc: a.cc.clone(),
         reverse: a.reverse,
         cycles: a.cycles,
@@ -135,14 +141,8 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
         software: crate::software(),
         stop: &INTERRUPTED,
     };
-    let bar = (!a.json || std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
-        let b =
-            indicatif::ProgressBar::with_draw_target(Some(cells_total as u64), indicatif::ProgressDrawTarget::stderr());
-        if let Ok(st) = indicatif::ProgressStyle::with_template("{bar:30} cell {pos}/{len} {msg} (ETA {eta})") {
-            b.set_style(st);
-        }
-        b
-    });
+    let show = !a.json || std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let bar = crate::output::bar(show, cells_total as u64, "{bar:30} cell {pos}/{len} {msg} (ETA {eta})");
     let json = a.json;
     let (cells, error) = sweep(
         &cfg,

@@ -4,6 +4,18 @@
 use std::io;
 pub use wanperf_engine::console::{line, JsonSink, Recorder, TableSink};
 
+/// A progress bar on stderr with `template` when `show`, counting to `len`.
+pub fn bar(show: bool, len: u64, template: &str) -> Option<indicatif::ProgressBar> {
+    show.then(|| {
+        let b = indicatif::ProgressBar::with_draw_target(Some(len), indicatif::ProgressDrawTarget::stderr());
+        b.set_style(
+            indicatif::ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    })
+}
+
 /// Whether an error chain ends in a closed pipe (`wanperf ... | head`), a clean exit.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe))

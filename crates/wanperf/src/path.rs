@@ -43,97 +43,8 @@ pub enum PathCmd {
     Presets,
 }
 
-/// Link options.
-#[derive(Args, Debug, Clone)]
-pub struct LinkArgs {
-    /// Start from a seed study's path (see `wanperf path presets`); explicit options override it.
-    #[arg(long)]
-    preset: Option<String>,
-    /// Round-trip propagation delay, split evenly (e.g. 166ms).
-    #[arg(long, value_name = "DURATION")]
-    rtt: Option<String>,
-    /// One-way delay left → right.
-    #[arg(long, value_name = "DURATION")]
-    delay_up: Option<String>,
-    /// One-way delay right → left.
-    #[arg(long, value_name = "DURATION")]
-    delay_down: Option<String>,
-    /// Random extra delay per packet, 0..=J (never reorders unless --reorder).
-    #[arg(long, value_name = "DURATION")]
-    jitter: Option<String>,
-    /// Let jitter reorder packets.
-    #[arg(long)]
-    reorder: bool,
-    /// Bottleneck rate both ways (e.g. 25M).
-    #[arg(long, value_name = "RATE")]
-    rate: Option<String>,
-    /// Bottleneck rate left → right.
-    #[arg(long, value_name = "RATE")]
-    rate_up: Option<String>,
-    /// Bottleneck rate right → left.
-    #[arg(long, value_name = "RATE")]
-    rate_down: Option<String>,
-    /// Left → right capacity from a mahimahi trace (ms timestamps of 1500-byte opportunities).
-    #[arg(long, value_name = "FILE")]
-    trace_up: Option<std::path::PathBuf>,
-    /// Right → left capacity from a mahimahi trace.
-    #[arg(long, value_name = "FILE")]
-    trace_down: Option<std::path::PathBuf>,
-    /// Bottleneck buffer per direction and class: bytes (300kB) or packets (2100p).
-    #[arg(long, value_name = "SIZE|Np")]
-    queue: Option<String>,
-    /// Bottleneck queue left → right alone (as --queue).
-    #[arg(long, value_name = "SIZE|Np")]
-    queue_up: Option<String>,
-    /// Bottleneck queue right → left alone (as --queue).
-    #[arg(long, value_name = "SIZE|Np")]
-    queue_down: Option<String>,
-    /// Queue discipline: droptail, codel (RFC 8289), fq (per-flow queues, deficit round robin,
-    /// drop from the longest flow) or fq_codel (fq with CoDel per flow, RFC 8290).
-    #[arg(long, value_name = "NAME")]
-    aqm: Option<String>,
-    /// Random loss probability in each direction (0.01 or 1%).
-    #[arg(long, value_name = "P")]
-    loss: Option<String>,
-    /// Random loss left → right only (overrides --loss that way).
-    #[arg(long, value_name = "P")]
-    loss_up: Option<String>,
-    /// Random loss right → left only (overrides --loss that way).
-    #[arg(long, value_name = "P")]
-    loss_down: Option<String>,
-    /// Loss model in each direction: Gilbert-Elliott ge:p,r[,h,k], or bit errors ber:P (a packet
-    /// of L bytes lost with probability 1 − (1 − P)^(8L)).
-    #[arg(long, value_name = "MODEL")]
-    loss_model: Option<String>,
-    /// Token-bucket policer left → right: RATE,BURST[,dscp=N|port=N|port=test][,action=drop|remark]
-    /// (port=test: the measurement's own traffic, ports 5301 and 5201; none: a preset's off).
-    #[arg(long, value_name = "SPEC")]
-    policer: Option<String>,
-    /// Serve these packets first at the bottleneck (dscp=N, port=N or port=test; repeatable).
-    #[arg(long, value_name = "SELECTOR")]
-    priority: Vec<String>,
-    /// Transmit queue length of both hosts' interfaces.
-    #[arg(long, value_name = "N")]
-    txqueuelen: Option<u32>,
-    /// MTU of both hosts' interfaces.
-    #[arg(long, value_name = "BYTES")]
-    mtu: Option<u32>,
-    /// Seed for random loss and jitter.
-    #[arg(long, value_name = "N")]
-    seed: Option<u64>,
-    /// Niceness of the hosts' commands, 0–19 (default 10). The emulator keeps normal
-    /// priority, so on a busy machine the hosts wait for a core, not the packets on the wire.
-    #[arg(long, value_name = "N")]
-    host_nice: Option<i32>,
-    /// The left host's model: cpu=CORES (a CPU quota for everything it runs), sack=on|off,
-    /// timestamps=on|off, window_scaling=on|off, rmem=/wmem=MAX or MIN:DEFAULT:MAX (TCP
-    /// buffers), cc=NAME; e.g. cpu=0.25,sack=off. See docs/emulator.md, "Host models".
-    #[arg(long, value_name = "MODEL")]
-    host_left: Option<String>,
-    /// The right host's model (as --host-left).
-    #[arg(long, value_name = "MODEL")]
-    host_right: Option<String>,
-}
+/// Link options: the emulator's own (`wanperf_emu::options::LinkOptions`), as flags.
+pub type LinkArgs = LinkOptions;
 
 /// `wanperf path run`.
 #[derive(Args, Debug)]
@@ -179,36 +90,7 @@ pub struct RunArgs {
 
 /// Builds the path configuration from a preset and explicit options.
 pub fn config_from(a: &LinkArgs) -> Result<PathConfig> {
-    let o = LinkOptions {
-        preset: a.preset.clone(),
-        rtt: a.rtt.clone(),
-        delay_up: a.delay_up.clone(),
-        delay_down: a.delay_down.clone(),
-        jitter: a.jitter.clone(),
-        reorder: a.reorder,
-        rate: a.rate.clone(),
-        rate_up: a.rate_up.clone(),
-        rate_down: a.rate_down.clone(),
-        trace_up: a.trace_up.clone(),
-        trace_down: a.trace_down.clone(),
-        queue: a.queue.clone(),
-        queue_up: a.queue_up.clone(),
-        queue_down: a.queue_down.clone(),
-        aqm: a.aqm.clone(),
-        loss: a.loss.clone(),
-        loss_up: a.loss_up.clone(),
-        loss_down: a.loss_down.clone(),
-        loss_model: a.loss_model.clone(),
-        policer: a.policer.clone(),
-        priority: a.priority.clone(),
-        txqueuelen: a.txqueuelen,
-        mtu: a.mtu,
-        seed: a.seed,
-        host_nice: a.host_nice,
-        host_left: a.host_left.clone(),
-        host_right: a.host_right.clone(),
-    };
-    o.config().map_err(|e| anyhow!("{e}"))
+    a.config().map_err(|e| anyhow!("{e}"))
 }
 
 /// `wanperf path run`.

@@ -92,6 +92,23 @@ pub struct ServeArgs {
     /// iperf3's own server; --allow and the --max-* limits apply to them.
     #[arg(long, value_name = "PORT")]
     iperf3_port: Option<u16>,
+    /// Also reflect STAMP (RFC 8762) and TWAMP-Light on this UDP port (862 needs root; 0: any
+    /// free port, printed at start). --allow applies; 10 000 packets/s per source at most.
+    #[arg(long, value_name = "PORT")]
+    stamp_port: Option<u16>,
+    /// The reflector's authenticated mode: the key shared with its senders, as hex digits in
+    /// FILE (16 octets or more); unauthenticated packets are then dropped.
+    #[arg(long, value_name = "FILE", requires = "stamp_port")]
+    stamp_key: Option<std::path::PathBuf>,
+    /// Reflect statelessly (senders cannot then tell forward from reverse loss); by default
+    /// each session is numbered and counted (RFC 8972).
+    #[arg(long, requires = "stamp_port")]
+    stamp_stateless: bool,
+    /// Also serve OWAMP (RFC 4656, unauthenticated mode) on this TCP port (861 is its own and
+    /// needs root; 0: any free port, printed at start), for perfSONAR's `owping` and `wanperf
+    /// ping --owamp`. --allow applies; test packets go only to the client itself.
+    #[arg(long, value_name = "PORT")]
+    owamp_port: Option<u16>,
     /// Take copies (`wanperf copy`) into and out of DIR: clients read and write only inside
     /// it (`..`, absolute paths and symbolic links out of it are refused). Without it the
     /// server refuses copies. --allow, --authorized-keys and the --max-* limits apply to
@@ -253,7 +270,22 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     let log: wanperf_engine::server::Log = crate::output::stderr_log(a.json);
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = wanperf_sys::stop_on_interrupt(stop.clone());
-    let run = wanperf_engine::daemon::run(a.listen, a.iperf3_port, a.root.as_deref(), cfg, stop.clone(), log);
+    let stamp = a
+        .stamp_port
+        .map(|p| wanperf_engine::stamp::serve_at(p, a.stamp_key.as_deref(), a.stamp_stateless))
+        .transpose()?;
+    let run = wanperf_engine::daemon::run(
+        a.listen,
+        wanperf_engine::daemon::Services {
+            iperf3_port: a.iperf3_port,
+            stamp,
+            owamp_port: a.owamp_port,
+            root: a.root.as_deref(),
+        },
+        cfg,
+        stop.clone(),
+        log,
+    );
     stop.store(true, Ordering::Release);
     let _ = watcher.join();
     run?;

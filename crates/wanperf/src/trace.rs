@@ -164,14 +164,8 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
     // A wrong --db fails before anything is sent.
     let mut store = a.save.open()?;
     let started = std::time::SystemTime::now();
-    let bar = (!a.json && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
-        let b = indicatif::ProgressBar::new(u64::from(a.rounds));
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} round {pos}/{len} {wide_bar} {eta} left")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
+    let show = !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let bar = crate::output::bar(show, u64::from(a.rounds), "{spinner} round {pos}/{len} {wide_bar} {eta} left");
     let json = a.json;
     let report = run::trace(dst, &o, |round, t| {
         if let Some(b) = &bar {

@@ -36,6 +36,8 @@ const TARGETS: &[(&str, Replay)] = &[
     ("iperf3_control", wanperf_iperf3::exercise),
     ("copy_data", wanperf_copy::exercise),
     ("flow_export", wanperf_flows::exercise),
+    ("stamp_packet", wanperf_stamp::exercise),
+    ("owamp_control", wanperf_owamp::exercise),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -439,6 +441,16 @@ fn corpus_copy_data() {
 #[test]
 fn corpus_flow_export() {
     replay("flow_export");
+}
+
+#[test]
+fn corpus_stamp_packet() {
+    replay("stamp_packet");
+}
+
+#[test]
+fn corpus_owamp_control() {
+    replay("owamp_control");
 }
 
 /// Writes the seeds made by the protocol's own encoders (run with `--ignored`).

@@ -170,8 +170,7 @@ fn probe_losses_match_the_emulators_drop_counters() {
     let recs = records(&out);
     let sum = &end(&recs)["summary"];
     let lost = u(&sum["sent"]) - u(&sum["received"]);
-    let st = path_stats(&out.stderr);
-    let drops = |d: &str| st[d]["classes"]["best_effort"]["random_losses"].as_u64().unwrap();
+    let drops = |d: &str| random_losses(&out.stderr, d);
     let emu = drops("up") + drops("down");
     // Every lost probe is a request or a reply the loss model dropped; the interfaces' own
     // chatter (router solicitations) may add a few more drops.

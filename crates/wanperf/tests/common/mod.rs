@@ -21,6 +21,10 @@ pub struct Server {
     pub log: Arc<Mutex<Vec<String>>>,
     /// The port for iperf3 clients, when started with --iperf3-port.
     pub iperf3_port: Option<u16>,
+    /// The STAMP reflector's port, when started with --stamp-port.
+    pub stamp_port: Option<u16>,
+    /// The OWAMP server's port, when started with --owamp-port.
+    pub owamp_port: Option<u16>,
 }
 
 impl Server {
@@ -46,15 +50,21 @@ impl Server {
                 .and_then(|a| a.rsplit_once(':'))
                 .and_then(|(_, p)| p.parse::<u16>().ok())
         };
-        // With --iperf3-port, "iperf3 clients on ADDR:PORT (...)" comes before the banner.
+        // With --iperf3-port, "iperf3 clients on ADDR:PORT (...)", with --stamp-port "STAMP
+        // and TWAMP-Light reflector on ADDR:PORT (...)" and with --root "copies into and out
+        // of DIR" come before the banner.
         let mut first = lines.next().expect("server printed nothing").unwrap();
-        let mut iperf3_port = None;
-        if first.starts_with("iperf3 clients on ") {
-            iperf3_port = port_of(&first, "iperf3 clients on ");
-            first = lines.next().expect("server printed no banner").unwrap();
-        }
-        // "copies into and out of DIR" (with --root) comes before the banner too.
-        while first.starts_with("copies into") {
+        let (mut iperf3_port, mut stamp_port, mut owamp_port) = (None, None, None);
+        loop {
+            if first.starts_with("iperf3 clients on ") {
+                iperf3_port = port_of(&first, "iperf3 clients on ");
+            } else if first.starts_with("STAMP and TWAMP-Light reflector on ") {
+                stamp_port = port_of(&first, "reflector on ");
+            } else if first.starts_with("OWAMP server on ") {
+                owamp_port = port_of(&first, "OWAMP server on ");
+            } else if !first.starts_with("copies into") {
+                break;
+            }
             first = lines.next().expect("server printed no banner").unwrap();
         }
         // "wanperf X listening on ADDR:PORT for ..."
@@ -66,7 +76,7 @@ impl Server {
                 l2.lock().unwrap().push(line);
             }
         });
-        Server { child, port, log, iperf3_port }
+        Server { child, port, log, iperf3_port, stamp_port, owamp_port }
     }
 
     pub fn port_s(&self) -> String {
@@ -79,6 +89,19 @@ impl Server {
 
     pub fn log_text(&self) -> String {
         self.log.lock().unwrap().join("\n")
+    }
+
+    /// Stops the server as Ctrl-C does; everything it logged, up to "server stopped".
+    pub fn interrupt(mut self) -> String {
+        wanperf_sys::signal::send_signal(self.child.id(), libc::SIGINT).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "the server ended with {status}: {}", self.log_text());
+        // The log reader sees the pipe's end just after the process's.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !self.log_text().contains("server stopped") && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.log_text()
     }
 }
 
@@ -196,12 +219,23 @@ pub fn right_server() -> String {
 
 /// `wanperf path run LINK --right '<wanperf serve>' -- wanperf CMD`, with a time limit.
 pub fn on_path(link: &[&str], cmd: &[&str], limit: Duration) -> Output {
-    let right = right_server();
+    on_path_serving(&[], link, cmd, limit)
+}
+
+/// [`on_path`] with more of `serve`'s flags (`--stamp-port 862`, …).
+pub fn on_path_serving(serve: &[&str], link: &[&str], cmd: &[&str], limit: Duration) -> Output {
+    let right = [right_server()].into_iter().chain(serve.iter().map(|s| s.to_string())).collect::<Vec<_>>().join(" ");
     let mut args = vec!["path", "run"];
     args.extend_from_slice(link);
     args.extend(["--right", &right, "--", BIN]);
     args.extend_from_slice(cmd);
     run(&args, limit)
+}
+
+/// The packets the emulator's random loss dropped in direction `dir` (`up`, `down`), from
+/// `path run --json`'s stderr.
+pub fn random_losses(stderr: &[u8], dir: &str) -> u64 {
+    u(&path_stats(stderr)[dir]["classes"]["best_effort"]["random_losses"])
 }
 
 /// The emulator's counters from `path run --json`'s stderr.
