@@ -1025,6 +1025,17 @@ rtt_max = "180ms"
     }
 
     #[test]
+    fn a_latency_test_may_probe_with_stamp() {
+        let base = "[mesh]\nname = \"x\"\n[[site]]\nname = \"s\"\n[[host]]\nname = \"a\"\nsite = \"s\"\naddress = \"10.0.0.1\"\n\
+                    [[host]]\nname = \"b\"\nsite = \"s\"\naddress = \"10.0.0.2\"\n[[group]]\nname = \"g\"\nmembers = [\"a\", \"b\"]\n\
+                    [[test]]\nname = \"l\"\ntype = \"latency\"\ngroup = \"g\"\n";
+        let m = parse(&format!("{base}stamp_port = 862\n")).unwrap();
+        assert_eq!(m.tests[0].kind, TestKind::Latency { rate: 10.0, size: 64, dscp: None, stamp_port: Some(862) });
+        let e = parse(&format!("{base}stamp_port = 0\n")).unwrap_err().to_string();
+        assert!(e.contains("stamp_port"), "{e}");
+    }
+
+    #[test]
     fn defaults_apply() {
         let m = parse("[mesh]\nname = \"x\"\n").unwrap();
         assert_eq!((m.summary_s, m.silent_after), (60.0, 2));

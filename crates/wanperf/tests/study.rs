@@ -903,3 +903,36 @@ min = "5 * baseline"
     assert!(stderr(&out).contains("warning: cell pair=pharlap->speedy: traffic idle"), "{}", stderr(&out));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A ping study sweeps wanperf's own probes against STAMP's on one path (the far end's server
+/// reflects STAMP on 862): both see the path's one-way delays, and the STAMP cell stores what
+/// only its reflector tells (each clock's stated error, the loss split by direction).
+#[test]
+fn a_ping_study_sweeps_wanperfs_probes_against_stamp_on_one_path() {
+    if !paths_available() {
+        return;
+    }
+    let d = tmpdir("stamp-study");
+    let db = d.join("a.sqlite").display().to_string();
+    let file = write(
+        &d,
+        "s.toml",
+        "name = \"stamp\"\n[path]\ndelay_up = \"15ms\"\ndelay_down = \"5ms\"\n[measure]\nkind = \"ping\"\ncount = 20\n\
+         interval = \"10ms\"\n[sweep]\nstamp = [false, true]\n",
+    );
+    let out = run(&["study", "run", &file, "--db", &db], Duration::from_secs(120));
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    let x = exported(&db);
+    let cells = x["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    for c in cells {
+        let s = &c["summary"];
+        assert_eq!(u(&s["received"]), 20, "{c}");
+        let (fwd, rev) = (f(&s["owd_fwd_ms"]["median"]), f(&s["owd_rev_ms"]["median"]));
+        assert!((fwd - 15.0).abs() < 0.5 && (rev - 5.0).abs() < 0.5, "{fwd} / {rev} ms: {c}");
+        let stamp = c["params"]["stamp"] == true || c["params"]["stamp"] == "true";
+        assert_eq!(s.get("loss_each_way").is_some(), stamp, "{c}");
+        assert_eq!(s.get("clocks").is_some(), stamp, "{c}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
