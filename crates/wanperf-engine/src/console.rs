@@ -572,36 +572,3 @@ pub fn ping_summary(host: &str, summary: &crate::ping::PingSummary) -> Vec<Strin
     }
     out
 }
-
-/// `ping --owamp`'s lines: per direction, the counts, the one-way delays and the clocks.
-pub fn owamp_summary(host: &str, s: &crate::owamp::OwampSummary) -> Vec<String> {
-    let mut out = vec![];
-    for (dir, w) in [("to", &s.to), ("from", &s.from)] {
-        let Some(w) = w else { continue };
-        out.push(format!(
-            "--- {dir} {host}: {} sent, {} received, {:.1} % loss, {} duplicates{}",
-            w.sent,
-            w.received,
-            w.loss_pct,
-            w.duplicates,
-            if w.skipped > 0 { format!(", {} skipped by the sender", w.skipped) } else { String::new() }
-        ));
-        if let Some(d) = &w.owd_ms {
-            out.push(format!(
-                "one-way ms: min {:.3} / median {:.3} / max {:.3} / p95 {:.3}; ipdv iqr {:.3} ms",
-                d.min,
-                d.median,
-                d.max,
-                d.p95,
-                w.ipdv_ms.as_ref().map_or(0.0, |x| x.iqr)
-            ));
-        }
-        out.push(format!(
-            "clocks: {}, ± {:.3} ms{}",
-            if w.synchronized { "both synchronized" } else { "not both synchronized" },
-            w.error_ms,
-            w.hops.map_or(String::new(), |h| format!("; {h} hops"))
-        ));
-    }
-    out
-}

@@ -37,6 +37,7 @@ pub mod load;
 pub mod opts;
 pub mod owamp;
 pub mod ping;
+mod probe;
 pub mod server;
 pub mod stamp;
 pub mod stream;

@@ -6,9 +6,11 @@
 //! (wall clock) only corrects for the time between arrival and the program reading it, so a
 //! clock step during a run cannot distort them. TCP mode times `connect()`.
 
+pub use crate::probe::Clocks;
+use crate::probe::{ProbeSocket, Prober};
 use crate::sys;
 use serde::{Deserialize, Serialize};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -189,22 +191,6 @@ pub struct PingSummary {
     pub error: Option<String>,
 }
 
-/// The clocks of a STAMP or TWAMP-Light run, as each end's Error Estimate field states them.
-/// When both say they are synchronized (and no offset was given), one-way delays use them
-/// as they are, and the offset's uncertainty is the sum of the two errors.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Clocks {
-    /// This host's clock is synchronized (the kernel's clock discipline says so).
-    pub sender_synchronized: bool,
-    /// Its stated error, ms.
-    pub sender_error_ms: f64,
-    /// The reflector's S flag.
-    pub reflector_synchronized: bool,
-    /// Its stated error, ms (none when its field was malformed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reflector_error_ms: Option<f64>,
-}
-
 /// Summary statistics from probe records (pure; the tests recompute them independently).
 pub fn summarize(records: &[ProbeRecord], duplicates: u64, reordered: u64) -> PingSummary {
     let sent = records.len() as u64;
@@ -273,7 +259,10 @@ pub fn run(
         PingMode::Udp => run_datagram(cfg, addr, &mut UdpProber::new(cfg, addr)?, sink, interrupt),
         PingMode::Icmp => run_datagram(cfg, addr, &mut IcmpProber::new(cfg, addr)?, sink, interrupt),
         PingMode::Stamp | PingMode::TwampLight => {
-            run_datagram(cfg, addr, &mut crate::stamp::StampProber::new(cfg, addr)?, sink, interrupt)
+            let twamp_light = cfg.mode == PingMode::TwampLight;
+            let key = cfg.stamp_key.clone();
+            let mut p = crate::stamp::StampProber::new(addr, cfg.dscp, cfg.size, cfg.count, twamp_light, key)?;
+            run_datagram(cfg, addr, &mut p, sink, interrupt)
         }
         PingMode::Tcp => run_tcp(cfg, addr, sink, interrupt),
     }
@@ -333,78 +322,6 @@ fn run_tcp(
     Ok((records, s))
 }
 
-/// A probe transport: sends numbered probes and recognises their answers.
-pub(crate) trait Prober {
-    fn fd(&self) -> std::os::fd::RawFd;
-    fn send(&mut self, seq: u64, wall_ns: u64) -> std::io::Result<()>;
-    /// Kernel transmit timestamps that have come in: (probe number, ns since the epoch).
-    fn tx_stamps(&mut self) -> Vec<(u64, u64)> {
-        Vec::new()
-    }
-    /// The probe number an answer belongs to, and the server's receive and send times if
-    /// the answer carries them.
-    fn parse(&mut self, buf: &[u8]) -> Option<(u64, Option<(u64, u64)>)>;
-    /// The server's clock minus ours and its uncertainty, ns, when both clocks state it
-    /// (synchronized clocks: 0 ± their errors); None: estimate it from the fastest probe.
-    fn stated_offset(&self) -> Option<(f64, f64)> {
-        None
-    }
-    /// Adds what only this transport knows to the run's summary.
-    fn finish(&self, _summary: &mut PingSummary) {}
-}
-
-/// A connected UDP socket for probes, with the kernel's receive stamps (and transmit stamps
-/// where it gives them) — the same for wanperf's probes and STAMP's.
-pub(crate) struct ProbeSocket {
-    pub(crate) sock: UdpSocket,
-    /// Kernel transmit timestamps are on; the probe number of each datagram sent, in order
-    /// (the kernel numbers the stamps by send).
-    tx: Option<Vec<u64>>,
-    /// Stamps still to come (the error queue is read only while some are).
-    awaiting: usize,
-}
-
-impl ProbeSocket {
-    pub(crate) fn connect(cfg: &PingConfig, addr: SocketAddr) -> Result<Self, PingError> {
-        let bind: SocketAddr =
-            if addr.is_ipv6() { "[::]:0".parse().expect("addr") } else { "0.0.0.0:0".parse().expect("addr") };
-        let sock = UdpSocket::bind(bind)?;
-        sock.connect(addr)?;
-        sock.set_nonblocking(true)?;
-        if let Some(d) = cfg.dscp {
-            sys::set_dscp(&socket2::SockRef::from(&sock), addr.is_ipv6(), d)?;
-        }
-        sys::enable_rx_timestamps(sock.as_raw_fd())?;
-        let tx = sys::enable_tx_timestamps(sock.as_raw_fd()).ok().map(|()| Vec::new());
-        Ok(ProbeSocket { sock, tx, awaiting: 0 })
-    }
-
-    /// Sends probe `seq`'s datagram.
-    pub(crate) fn send(&mut self, seq: u64, b: &[u8]) -> std::io::Result<()> {
-        self.sock.send(b)?;
-        if let Some(sent) = self.tx.as_mut() {
-            sent.push(seq);
-            self.awaiting += 1;
-        }
-        Ok(())
-    }
-
-    /// The transmit stamps that have come in.
-    pub(crate) fn tx_stamps(&mut self) -> Vec<(u64, u64)> {
-        let mut v = Vec::new();
-        if let Some(sent) = &self.tx {
-            while self.awaiting > 0 {
-                let Ok(Some((id, ns))) = sys::recv_tx_timestamp(self.sock.as_raw_fd()) else { break };
-                self.awaiting -= 1;
-                if let Some(&seq) = sent.get(id as usize) {
-                    v.push((seq, ns));
-                }
-            }
-        }
-        v
-    }
-}
-
 struct UdpProber {
     sock: ProbeSocket,
     out: Vec<u8>,
@@ -412,7 +329,7 @@ struct UdpProber {
 
 impl UdpProber {
     fn new(cfg: &PingConfig, addr: SocketAddr) -> Result<Self, PingError> {
-        Ok(UdpProber { sock: ProbeSocket::connect(cfg, addr)?, out: vec![0u8; cfg.size.max(PROBE_HEADER_LEN)] })
+        Ok(UdpProber { sock: ProbeSocket::connect(cfg.dscp, addr)?, out: vec![0u8; cfg.size.max(PROBE_HEADER_LEN)] })
     }
 }
 
@@ -700,6 +617,7 @@ fn run_datagram(
         }
     });
     s.error = gone;
-    prober.finish(&mut s);
+    let x = prober.finish(s.sent);
+    (s.loss_each_way, s.clocks) = (x.loss_each_way, x.clocks);
     Ok((records, s))
 }

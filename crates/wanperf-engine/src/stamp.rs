@@ -3,7 +3,7 @@
 //! delays are wanperf's own), and the Session-Reflector behind `wanperf serve --stamp-port`.
 //! The packets, the reflector's decisions and the loss split are `wanperf_stamp`'s, pure.
 
-use crate::ping::{Clocks, PingConfig, PingError, PingMode, PingSummary, ProbeSocket, Prober};
+use crate::probe::{Clocks, Extras, ProbeSocket, Prober};
 use crate::sys;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -45,29 +45,36 @@ pub(crate) struct StampProber {
 }
 
 impl StampProber {
-    pub(crate) fn new(cfg: &PingConfig, addr: SocketAddr) -> Result<Self, PingError> {
-        let twamp_light = cfg.mode == PingMode::TwampLight;
-        let auth = match (&cfg.stamp_key, twamp_light) {
-            (Some(_), true) => return Err(PingError::NoServer(
-                "TWAMP-Light has no authenticated mode here (its keys come from TWAMP-Control): use --stamp with a key"
-                    .into(),
+    /// A sender to `addr` of `count` probes of `size` octets (DSCP `dscp`), TWAMP-Light's
+    /// packets or STAMP's, authenticated with `key`.
+    pub(crate) fn new(
+        addr: SocketAddr,
+        dscp: Option<u8>,
+        size: usize,
+        count: u64,
+        twamp_light: bool,
+        key: Option<Vec<u8>>,
+    ) -> std::io::Result<Self> {
+        let auth = match (key, twamp_light) {
+            (Some(_), true) => return Err(std::io::Error::other(
+                "TWAMP-Light has no authenticated mode here (its keys come from TWAMP-Control): use --stamp with a key",
             )),
-            (Some(k), false) => Auth::Hmac(k.clone()),
+            (Some(k), false) => Auth::Hmac(k),
             (None, _) => Auth::Open,
         };
-        if cfg.count > u64::from(u32::MAX) {
-            return Err(PingError::NoServer("STAMP numbers packets with 32 bits: at most 4294967295 per run".into()));
+        if count > u64::from(u32::MAX) {
+            return Err(std::io::Error::other("STAMP numbers packets with 32 bits: at most 4294967295 per run"));
         }
         let mut ssid = [0u8; 2];
         let _ = getrandom::fill(&mut ssid);
         Ok(StampProber {
-            sock: ProbeSocket::connect(cfg, addr)?,
+            sock: ProbeSocket::connect(dscp, addr)?,
             // TWAMP-Light reflectors keep the sender's SSID octets as MBZ: none is sent.
             ssid: if twamp_light { 0 } else { u16::from_be_bytes(ssid).max(1) },
-            size: cfg.size.max(auth.base_len()),
+            size: size.max(auth.base_len()),
             auth,
             twamp_light,
-            dscp: cfg.dscp,
+            dscp,
             error: local_error_estimate(),
             sent: 0,
             out: Vec::new(),
@@ -134,15 +141,15 @@ impl Prober for StampProber {
         Some((0.0, (self.error.seconds()? + theirs.seconds()?) * 1e9))
     }
 
-    fn finish(&self, s: &mut PingSummary) {
+    fn finish(&self, sent: u64) -> Extras {
         let answered: Vec<Answered> = self.answered.values().copied().collect();
-        s.loss_each_way = split(s.sent, &answered);
-        s.clocks = self.reflector_error.map(|e| Clocks {
+        let clocks = self.reflector_error.map(|e| Clocks {
             sender_synchronized: self.error.synchronized,
             sender_error_ms: self.error.seconds().unwrap_or(1.0) * 1e3,
             reflector_synchronized: e.synchronized,
             reflector_error_ms: e.seconds().map(|x| x * 1e3),
         });
+        Extras { loss_each_way: split(sent, &answered), clocks }
     }
 }
 
