@@ -4,7 +4,7 @@
 //! `wanperf_owamp`'s, pure; the test packets `wanperf_stamp`'s.
 
 use crate::ping::DelayStats;
-use crate::server::Log;
+use crate::server::{canonical, Log};
 use crate::sys;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
@@ -112,11 +112,7 @@ fn receive_session(sock: &UdpSocket, from: SocketAddr, mut r: Receiver, stop: &A
     while ntp_now() < end && !stop.load(Ordering::Acquire) {
         let Ok(got) = sys::recv_timestamped(sock.as_raw_fd(), &mut buf) else { continue };
         let Some(src) = got.from else { continue };
-        let src_ip = match src.ip() {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(src.ip(), IpAddr::V4),
-            ip => ip,
-        };
-        if src_ip != from.ip() || (from.port() != 0 && src.port() != from.port()) {
+        if canonical(src.ip()) != from.ip() || (from.port() != 0 && src.port() != from.port()) {
             continue;
         }
         let at = to_wire(got.kernel_ns.unwrap_or_else(sys::realtime_ns), Format::Ntp);
@@ -194,7 +190,7 @@ pub struct OwampSummary {
     pub from: Option<OneWay>,
 }
 
-/// An OWAMP run: `count` packets each way `interval` apart (fixed), `size` octets of UDP
+/// An OWAMP run: one session each way, `count` packets each `interval` apart (fixed), `size` octets of UDP
 /// payload (at least 14), lost after `timeout`.
 #[derive(Debug, Clone)]
 pub struct OwampConfig {
@@ -212,10 +208,6 @@ pub struct OwampConfig {
     pub timeout: Duration,
     /// DSCP of the test packets.
     pub dscp: Option<u8>,
-    /// Client → server.
-    pub to: bool,
-    /// Server → client.
-    pub from: bool,
 }
 
 /// `ping --owamp`: a session each way with `cfg`'s packets, interval, size, timeout and DSCP,
@@ -235,8 +227,6 @@ pub fn ping(cfg: &crate::ping::PingConfig, json: bool, stop: &AtomicBool) -> io:
         size: cfg.size.max(14),
         timeout: cfg.timeout,
         dscp: cfg.dscp,
-        to: true,
-        from: true,
     };
     let s = run_client(&c, stop)?;
     if json {
@@ -302,8 +292,7 @@ pub fn run_client(cfg: &OwampConfig, stop: &AtomicBool) -> io::Result<OwampSumma
         slots,
     };
     // The session the server receives.
-    let mut to = None;
-    if cfg.to {
+    let to = {
         let sock = test_socket(local, cfg.dscp)?;
         let req = RequestSession { conf_receiver: true, sender: (local, sock.local_addr()?.port()), ..base.clone() };
         c.write_all(&req.encode())?;
@@ -315,11 +304,10 @@ pub fn run_client(cfg: &OwampConfig, stop: &AtomicBool) -> io::Result<OwampSumma
             ));
         }
         let req = RequestSession { sid: a.sid, ..req };
-        to = Some((sock, SocketAddr::new(far, a.port), req));
-    }
+        (sock, SocketAddr::new(far, a.port), req)
+    };
     // The session the server sends.
-    let mut from = None;
-    if cfg.from {
+    let from = {
         let sock = test_socket(local, None)?;
         let mut sid = [0u8; 16];
         let _ = getrandom::fill(&mut sid);
@@ -338,23 +326,21 @@ pub fn run_client(cfg: &OwampConfig, stop: &AtomicBool) -> io::Result<OwampSumma
                 format!("refused the session from it ({})", control::accept_text(a.accept)),
             ));
         }
-        from = Some((sock, SocketAddr::new(far, a.port), req));
-    }
+        (sock, SocketAddr::new(far, a.port), req)
+    };
     c.write_all(&control::start_sessions())?;
     let ack = read_msg(&mut c, &mut buf, control::parse_ack, step())?;
     if ack != ACCEPT_OK {
         return Err(owamp_err("OWAMP server", format!("did not start the sessions ({})", control::accept_text(ack))));
     }
+    let (to_sock, to_dest, to_req) = &to;
+    let (from_sock, from_src, from_req) = &from;
     let (sent_end, received) = std::thread::scope(|sc| {
-        let tx = to.as_ref().map(|(sock, dest, req)| {
-            let s = Sender::new(req).expect("bounded count");
-            sc.spawn(move || send_session(sock, *dest, s, padding as usize, stop))
-        });
-        let rx = from.as_ref().map(|(sock, src, req)| {
-            let r = Receiver::new(req).expect("bounded count");
-            sc.spawn(move || receive_session(sock, *src, r, stop))
-        });
-        (tx.and_then(|h| h.join().ok()), rx.and_then(|h| h.join().ok()))
+        let s = Sender::new(to_req).expect("bounded count");
+        let tx = sc.spawn(move || send_session(to_sock, *to_dest, s, padding as usize, stop));
+        let r = Receiver::new(from_req).expect("bounded count");
+        let rx = sc.spawn(move || receive_session(from_sock, *from_src, r, stop));
+        (tx.join().ok(), rx.join().ok())
     });
     // Stop-Sessions both ways: ours (what we sent), then the server's (what it sent).
     let ours = StopSessions {
@@ -365,8 +351,8 @@ pub fn run_client(cfg: &OwampConfig, stop: &AtomicBool) -> io::Result<OwampSumma
     let wait = Instant::now() + cfg.timeout + Duration::from_secs(15);
     let theirs = read_msg(&mut c, &mut buf, StopSessions::parse, wait)?;
     let mut summary = OwampSummary { to: None, from: None };
-    if let (Some((_, _, req)), Some(end)) = (&to, &sent_end) {
-        c.write_all(&FetchSession { begin: 0, end: u32::MAX, sid: req.sid }.encode())?;
+    if let Some(end) = &sent_end {
+        c.write_all(&FetchSession { begin: 0, end: u32::MAX, sid: to_req.sid }.encode())?;
         let f = read_msg(&mut c, &mut buf, Fetched::parse, Instant::now() + Duration::from_secs(60))?;
         if f.accept != ACCEPT_OK {
             return Err(owamp_err(
@@ -376,8 +362,8 @@ pub fn run_client(cfg: &OwampConfig, stop: &AtomicBool) -> io::Result<OwampSumma
         }
         summary.to = Some(OneWay::of(&f.records, end.next_seq, &end.skips, 0));
     }
-    if let (Some((_, _, req)), Some(r)) = (&from, &received) {
-        let end = theirs.sessions.iter().find(|e| e.sid == req.sid);
+    if let Some(r) = &received {
+        let end = theirs.sessions.iter().find(|e| e.sid == from_req.sid);
         let next = end.map_or(cfg.count, |e| e.next_seq);
         let skips = end.map_or(&[][..], |e| &e.skips[..]);
         summary.from = Some(OneWay::of(&r.records(Some(next)), next, skips, r.duplicates));
@@ -414,14 +400,10 @@ fn refuse(req: &RequestSession, peer: IpAddr) -> Option<String> {
         return Some("a start more than 5 minutes ahead".into());
     }
     // The open mode sends only to the client itself (no reflection to a third party).
-    let norm = |ip: IpAddr| match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    };
-    if req.conf_sender && norm(req.receiver.0) != norm(peer) {
+    if req.conf_sender && canonical(req.receiver.0) != canonical(peer) {
         return Some("the receiver is not the client".into());
     }
-    if req.conf_receiver && norm(req.sender.0) != norm(peer) {
+    if req.conf_receiver && canonical(req.sender.0) != canonical(peer) {
         return Some("the sender is not the client".into());
     }
     None

@@ -70,13 +70,18 @@ const CONN_STACK: usize = 256 * 1024;
 /// Largest control frame accepted before a test is admitted (a request is about 1 kB).
 pub const PRE_ADMISSION_MAX_FRAME: usize = 64 * 1024;
 
+/// An IPv4 client of a dual-stack socket as IPv4 (its IPv4-mapped IPv6 address unmapped).
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
 impl ServerConfig {
     /// Whether a client address may run tests.
     pub fn allowed(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
+        let ip = canonical(ip);
         if self.allow.is_empty() {
             return ip.is_loopback();
         }
@@ -309,7 +314,11 @@ pub fn serve_with(
 
 /// A UDP socket on the listener's address and port (dual stack like it).
 pub fn bind_udp_like(listener: &TcpListener) -> io::Result<UdpSocket> {
-    let addr = listener.local_addr()?;
+    bind_udp(listener.local_addr()?)
+}
+
+/// A UDP socket on `addr`, dual stack on an IPv6 address.
+pub fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     let s =
         socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
     if addr.is_ipv6() {

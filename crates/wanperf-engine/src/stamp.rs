@@ -157,20 +157,14 @@ impl Prober for StampProber {
 /// one (the caller reads it back).
 pub fn bind(ip: IpAddr, port: u16) -> std::io::Result<UdpSocket> {
     let addr = SocketAddr::new(ip, port);
-    let s =
-        socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
-    if addr.is_ipv6() {
-        let _ = s.set_only_v6(false);
-    }
-    s.bind(&addr.into()).map_err(|e| {
+    crate::server::bind_udp(addr).map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
             " (ports below 1024 need root or CAP_NET_BIND_SERVICE; take another with --stamp-port)"
         } else {
             ""
         };
         std::io::Error::new(e.kind(), format!("cannot bind the STAMP reflector to UDP {addr}: {e}{hint}"))
-    })?;
-    Ok(s.into())
+    })
 }
 
 /// A STAMP key from `path` (hex digits, 16 octets or more); the error names the file.

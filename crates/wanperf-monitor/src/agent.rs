@@ -155,7 +155,7 @@ fn server_config(mesh: &Mesh) -> Result<ServerConfig, String> {
     let mut allow = Vec::new();
     for h in &mesh.hosts {
         for a in (h.address.as_str(), h.port).to_socket_addrs().map_err(|e| format!("host {}: {e}", h.name))? {
-            allow.push(ipnet::IpNet::from(canonical(a.ip())));
+            allow.push(ipnet::IpNet::from(wanperf_engine::server::canonical(a.ip())));
         }
     }
     allow.push("127.0.0.0/8".parse().expect("net"));
@@ -175,13 +175,6 @@ fn server_config(mesh: &Mesh) -> Result<ServerConfig, String> {
         gate: Gate::default(),
         copy_root: None,
     })
-}
-
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
 }
 
 struct Server {

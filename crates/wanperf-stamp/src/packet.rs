@@ -182,15 +182,12 @@ fn finish(out: &mut Vec<u8>, auth: &Auth, tlvs: &[Tlv], len: usize) {
 
 /// Checks the base packet's HMAC; `Err` if it does not match.
 fn check_base_hmac(b: &[u8], auth: &Auth) -> Result<(), PacketError> {
-    if matches!(auth, Auth::Open) {
-        return Ok(());
+    // Unauthenticated packets carry no HMAC (and may be shorter than its place).
+    let Auth::Hmac(_) = auth else { return Ok(()) };
+    match auth.mac(&[&b[..AUTH_COVERED]]) {
+        Some(h) if b[AUTH_COVERED..AUTH_LEN] != h => Err(PacketError::Hmac),
+        _ => Ok(()),
     }
-    if let Some(h) = auth.mac(&[&b[..AUTH_COVERED]]) {
-        if b[AUTH_COVERED..AUTH_LEN] != h {
-            return Err(PacketError::Hmac);
-        }
-    }
-    Ok(())
 }
 
 /// The TLVs after the base packet; in authenticated mode an HMAC TLV that does not match
