@@ -50,6 +50,9 @@ pub struct LoadConfig {
     pub size: u32,
     /// Probes' DSCP.
     pub dscp: Option<u8>,
+    /// The server's clock minus this host's, ns, when known (one clock: 0); none: estimated
+    /// from the fastest probe, as `ping` does.
+    pub clock_offset_ns: Option<f64>,
     /// The client's key.
     pub key: Option<Arc<wanperf_proto::auth::PrivateKey>>,
     /// Software name, sent to the server.
@@ -175,7 +178,7 @@ pub fn run_cell(
     let cell_secs = 2.0 * cfg.cell_s() + 30.0 * f64::from(cfg.cycles);
     let probes = (cell_secs / interval).ceil() as u64;
     let pcfg = PingConfig {
-        clock_offset_ns: None,
+        clock_offset_ns: a.clock_offset_ns,
         host: a.host.clone(),
         port: a.stamp_port.or(a.port).unwrap_or(DEFAULT_PORT),
         count: probes,
@@ -249,12 +252,15 @@ pub fn run_cell(
     // meanwhile belong to neither phase), so none is counted lost just because the cell ended.
     wanperf_sys::sleep_unless_interrupted(timeout);
     stop_probes.store(true, Ordering::Release);
-    let (records, _) = prober.join().map_err(|_| LoadError::ProbeThread)??;
+    let (records, all) = prober.join().map_err(|_| LoadError::ProbeThread)??;
     let within = |w: &[(f64, f64)], r: &ProbeRecord| w.iter().any(|(s, e)| r.sent_s >= *s && r.sent_s < *e);
     let loaded: Vec<ProbeRecord> = records.iter().filter(|r| within(&loaded_windows, r)).cloned().collect();
     let idle: Vec<ProbeRecord> = records.iter().filter(|r| within(&idle_windows, r)).cloned().collect();
-    let ls = ping::summarize(&loaded, 0, 0);
-    let us = ping::summarize(&idle, 0, 0);
+    let (mut ls, mut us) = (ping::summarize(&loaded, 0, 0), ping::summarize(&idle, 0, 0));
+    // Both phases' one-way delays rest on the one clock offset of the whole cell: say which.
+    for s in [&mut ls, &mut us] {
+        (s.clock_offset_ms, s.clock_offset_uncertainty_ms) = (all.clock_offset_ms, all.clock_offset_uncertainty_ms);
+    }
     let lrtts: Vec<f64> = loaded.iter().filter_map(|r| r.rtt_ms).collect();
     let (rpm, rpm_foreign_ms, rpm_self_ms) = wanperf_stats::summary::rpm(&lrtts, &load_iv.srtt_ms());
     let cell = Cell {

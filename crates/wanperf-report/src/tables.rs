@@ -246,7 +246,7 @@ pub fn statistics(v: &View) -> String {
         h += "<h3>Probes</h3><div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th><th>sent</th><th>loss (%)</th>\
               <th>Average (ms)</th><th>Stdev (ms)</th><th>Median (ms)</th><th>IQR (ms)</th><th>p5 (ms)</th>\
               <th>p90 (ms)</th><th>p95 (ms)</th><th>Min (ms)</th><th>Max (ms)</th></tr>\n";
-        for g in ping {
+        for g in &ping {
             let p = &g.plain.as_ref().unwrap().stats;
             let r = p.rtt;
             let f = |f: Stat| td(r.as_ref().and_then(f));
@@ -268,6 +268,7 @@ pub fn statistics(v: &View) -> String {
             );
         }
         h += "</table></div>\n";
+        h += &ping_one_way(v, &ping);
     }
     if v.groups.is_empty() {
         h += "<p class=\"note\">No cell was measured successfully.</p>\n";
@@ -674,6 +675,48 @@ fn one_way(v: &View, load: &[&Group]) -> String {
             td(rl),
             td(ru),
             td(rl.zip(ru).map(|(a, b)| a - b))
+        );
+    }
+    h + "</table></div>\n"
+}
+
+/// One-way delays of ping cells (wanperf's or STAMP's probes), each way, with the clock offset
+/// they rest on: cells swept over a load (cross traffic on or off) show on which way the queue
+/// is. Means over the repeats; empty when no probe measured one (ICMP, TCP).
+fn ping_one_way(v: &View, ping: &[&Group]) -> String {
+    let m = |g: &Group, key: &str, field: Option<&str>| {
+        let x: Vec<f64> = g
+            .cells
+            .iter()
+            .filter_map(|c| {
+                let x = c.cell.summary.get(key);
+                num(match field {
+                    Some(f) => x.and_then(|d| d.get(f)),
+                    None => x,
+                })
+            })
+            .collect();
+        wanperf_stats::summary::mean(&x)
+    };
+    if !ping.iter().any(|g| m(g, "owd_fwd_ms", Some("avg")).is_some()) {
+        return String::new();
+    }
+    let mut h = String::from(
+        "<h3>One-way delays</h3><p class=\"note\">Mean one-way delay of the probes each way, and the \
+         clock offset (far end minus near end) they rest on: 0 on emulated hosts, which share one clock.</p>\
+         <div class=\"wide\"><table>\n<tr><th class=\"l\">cell</th><th>there, mean (ms)</th><th>there, median (ms)</th>\
+         <th>back, mean (ms)</th><th>back, median (ms)</th><th>clock offset (ms)</th></tr>\n",
+    );
+    for g in ping {
+        let _ = writeln!(
+            h,
+            "<tr>{}{}{}{}{}{}</tr>",
+            tdl(&group_label(v, g)),
+            td(m(g, "owd_fwd_ms", Some("avg"))),
+            td(m(g, "owd_fwd_ms", Some("median"))),
+            td(m(g, "owd_rev_ms", Some("avg"))),
+            td(m(g, "owd_rev_ms", Some("median"))),
+            td(m(g, "clock_offset_ms", None))
         );
     }
     h + "</table></div>\n"

@@ -318,7 +318,7 @@ pub fn parse_expr(text: &str) -> Result<(Expr, Dim), String> {
 /// dimension `baseline` (None: there is no baseline).
 fn parse_bound(text: &str, baseline: Option<Dim>) -> Result<(Expr, Dim), String> {
     let toks = tokens(text)?;
-    let mut p = Parser { toks, at: 0, baseline };
+    let mut p = Parser { toks, at: 0, depth: 0, baseline };
     let e = p.sum()?;
     if p.at < p.toks.len() {
         return Err(format!("unexpected `{}` in `{text}`", p.toks[p.at].show()));
@@ -362,6 +362,14 @@ fn unit(num: &str, unit: &str) -> Result<(f64, Dim), String> {
     if unit == "m" {
         return Err(format!("`{num}m` is ambiguous: write `{num} min` or `{num} MiB`"));
     }
+    // `kb/s` is kilobits a second, so a size in `b` would read as bytes beside it: refuse it.
+    if matches!(unit, "b" | "kb" | "Kb" | "mb" | "Mb" | "gb" | "Gb") {
+        return Err(format!(
+            "`{num} {unit}` is ambiguous: a size is bytes (`{num} {}B`, `{num} {}iB`), a rate bits a second (`{num} {unit}it/s`)",
+            unit.trim_end_matches('b').to_uppercase(),
+            unit.trim_end_matches('b').to_uppercase()
+        ));
+    }
     if unit.ends_with("bit") {
         return Err(format!("`{num}{unit}`: a rate is written with /s (`{num} {unit}/s`); a size in bytes"));
     }
@@ -402,7 +410,9 @@ fn tokens(text: &str) -> Result<Vec<Tok>, String> {
                 && (cs[j].is_ascii_alphabetic() || cs[j] == 'µ' || cs[j] == '%' || (cs[j] == '/' && j > u0))
             {
                 // "/" belongs to the unit only as in bit/s, b/s.
-                if cs[j] == '/' && !cs[j + 1..].starts_with(&['s']) {
+                let per_second = cs[j + 1..].starts_with(&['s'])
+                    && !cs.get(j + 2).is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_');
+                if cs[j] == '/' && !per_second {
                     break;
                 }
                 j += 1;
@@ -435,9 +445,14 @@ fn tokens(text: &str) -> Result<Vec<Tok>, String> {
     Ok(out)
 }
 
+/// Deepest nesting of parentheses and signs a bound may have.
+const MAX_DEPTH: usize = 32;
+
 struct Parser {
     toks: Vec<Tok>,
     at: usize,
+    /// Parentheses and signs open around the current atom.
+    depth: usize,
     /// The dimension of `baseline`, when the expectation has one.
     baseline: Option<Dim>,
 }
@@ -471,6 +486,18 @@ impl Parser {
     fn atom(&mut self) -> Result<(Expr, Dim), String> {
         let t = self.peek().cloned().ok_or("the bound ends too early")?;
         self.at += 1;
+        if matches!(t, Tok::Sym('(' | '-')) {
+            if self.depth >= MAX_DEPTH {
+                return Err(format!("nested more than {MAX_DEPTH} deep"));
+            }
+            self.depth += 1;
+            let r = self.atom_inner(t);
+            self.depth -= 1;
+            return r;
+        }
+        self.atom_inner(t)
+    }
+    fn atom_inner(&mut self, t: Tok) -> Result<(Expr, Dim), String> {
         match t {
             Tok::Num(v, d) => Ok((Expr::Num(v), d)),
             Tok::Name(n) => match variable(&n).or_else(|| self.baseline.filter(|_| n == "baseline")) {
@@ -725,8 +752,8 @@ pub(crate) fn parse_all(
                         "a trend compares neighbouring cells itself: `baseline` goes with `min`/`max`",
                     ));
                 }
-                if s.min.is_some() || s.max.is_some() {
-                    return Err(err(line, "a trend (`rises_with`/`falls_with`) takes no `min` or `max`"));
+                if let Some(m) = s.min.as_ref().or(s.max.as_ref()) {
+                    return Err(err(at(m), "a trend (`rises_with`/`falls_with`) takes no `min` or `max`"));
                 }
                 let axis = a.get_ref().trim().to_string();
                 if !axes.contains(&axis) {
@@ -798,8 +825,14 @@ pub(crate) fn parse_all(
             let config = configs.get(&cell.index).cloned().unwrap_or_default();
             if let Some(v) = vars.iter().find(|v| !config.contains_key(*v)) {
                 let which: Vec<String> = cell.values.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+                // The line of the bound that names it.
+                let bound_line = [s.min.as_ref(), s.max.as_ref(), s.until.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .find(|b| b.get_ref().contains(v.as_str()))
+                    .map_or(line, at);
                 return Err(err(
-                    line,
+                    bound_line,
                     format!(
                         "the bound uses `{v}`, which {} has no value of (set it in the study)",
                         if which.is_empty() {
@@ -818,6 +851,39 @@ pub(crate) fn parse_all(
 
 fn selects(select: &[(String, serde_json::Value)], params: &BTreeMap<String, serde_json::Value>) -> bool {
     select.iter().all(|(k, v)| params.get(k) == Some(v))
+}
+
+/// Verdicts for the planned cells that were never stored (a run stopped or cut short): each
+/// cell an expectation selects fails as not measured, so no bound is judged on part of its
+/// cells without saying so. `stored`: the indices of the cells the run stored.
+pub fn unmeasured(
+    expects: &[Expect],
+    axes: &[String],
+    planned: &[PlannedCell],
+    stored: &std::collections::BTreeSet<u32>,
+) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for (i, e) in expects.iter().enumerate() {
+        for c in planned.iter().filter(|c| !stored.contains(&c.index) && selects(&e.select, &c.params)) {
+            let cells = axes
+                .iter()
+                .filter(|a| !e.select.iter().any(|(k, _)| k == *a))
+                .filter_map(|a| c.params.get(a).map(|v| format!("{a} = {}", fmt_value(a, v))))
+                .collect::<Vec<_>>()
+                .join(", ");
+            out.push(Verdict {
+                expect: i as u32,
+                line: e.line as u32,
+                text: e.text(),
+                cells,
+                pass: false,
+                unit: unit_name(e.metric.dim()).into(),
+                note: "not measured: the run ended before this cell was stored".into(),
+                ..Verdict::default()
+            });
+        }
+    }
+    out
 }
 
 /// A verdict's dimension, from its unit.

@@ -8,11 +8,12 @@ use crate::data;
 use crate::spec::{self, CellPlan, Flags, Kind, Study, Target};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use wanperf_archive::{CellRecord, NewRun, ProbeRow, RunStatus, Store, Verdict};
+use wanperf_archive::{CellRecord, NewRun, ProbeRow, RunStatus, Store, StoredCell, Verdict};
 use wanperf_emu::path::{Host, PathConfig};
 use wanperf_net::child::{on_path, stop_child, wait_child, wait_ready};
 use wanperf_net::netd::Session;
@@ -95,7 +96,37 @@ fn evaluate(
     }
     let data = store.run_data(run_id)?;
     let axes: Vec<String> = study.axes.iter().map(|a| crate::spec::param_key(&a.name)).collect();
-    Ok(crate::expect::evaluate(&study.expects, &axes, aggs, &data.cells, &study.configs(flags)))
+    let mut verdicts =
+        crate::expect::evaluate(&study.expects, &axes, aggs, &data.cells, &stored_configs(study, &data.cells, flags));
+    let stored: std::collections::BTreeSet<u32> = data.cells.iter().map(|c| c.cell.index).collect();
+    verdicts.extend(crate::expect::unmeasured(&study.expects, &axes, &study.planned(), &stored));
+    // Each expectation's verdicts together, in the file's order.
+    verdicts.sort_by_key(|v| v.expect);
+    Ok(verdicts)
+}
+
+/// Each planned cell's configuration for the bounds: its path's values as stored with the cell
+/// (what the emulator ran: a run checked later is held to its own path, whatever today's
+/// presets say), else as the study makes them today.
+fn stored_configs(study: &Study, cells: &[StoredCell], flags: &dyn Flags) -> crate::expect::Configs {
+    let mut configs = study.configs(flags);
+    for plan in study.cells().iter().filter(|c| c.repeat == 0) {
+        let stored = cells.iter().find(|c| c.cell.index == plan.index).and_then(|c| c.cell.emulator.as_ref());
+        if let Some(path) = stored.and_then(stored_path_values) {
+            configs.insert(plan.index, study.config_with(plan, path));
+        }
+    }
+    configs
+}
+
+/// The path values a cell's stored emulator record holds: a network's route values, or an
+/// emulated path's configuration.
+fn stored_path_values(emulator: &Value) -> Option<BTreeMap<String, f64>> {
+    if let Some(v) = emulator.get("values") {
+        return serde_json::from_value(v.clone()).ok();
+    }
+    let cfg: PathConfig = serde_json::from_value(emulator.get("config")?.clone()).ok()?;
+    Some(cfg.values())
 }
 
 /// A stored run's expectations evaluated again (`study check`).
@@ -644,4 +675,25 @@ fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
 fn not_acted(rec: &CellRecord) -> Vec<String> {
     let idle = rec.emulator.as_ref().and_then(|e| e["idle"].as_array());
     idle.into_iter().flatten().filter_map(|l| l.as_str().map(str::to_string)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_cell_gives_the_path_it_ran_on() {
+        // An emulated path's stored configuration: its own values, whatever a preset says today.
+        let mut cfg = wanperf_emu::presets::find("slac-cern-2000").unwrap().path();
+        cfg.up.delay_ns = 7_000_000;
+        let em = json!({ "config": cfg, "stats": {} });
+        let v = stored_path_values(&em).unwrap();
+        assert_eq!(v["delay_up"], 0.007, "{v:?}");
+        assert_eq!(v, cfg.values());
+        // A network cell stores its route's values as they were.
+        let em = json!({ "net": "iepm-2000", "values": { "rtt": 0.166, "rate": 27e6 } });
+        assert_eq!(stored_path_values(&em).unwrap()["rtt"], 0.166);
+        // Nothing stored (a real host): today's configuration stands.
+        assert!(stored_path_values(&json!({})).is_none());
+    }
 }

@@ -483,16 +483,7 @@ impl Study {
         }
         if !file.expect.is_empty() {
             let configs = study.configs(flags);
-            let cells: Vec<crate::expect::PlannedCell> = study
-                .cells()
-                .iter()
-                .filter(|c| c.repeat == 0)
-                .map(|c| crate::expect::PlannedCell {
-                    index: c.index,
-                    params: study.params(c),
-                    values: c.values.clone(),
-                })
-                .collect();
+            let cells = study.planned();
             study.expects = crate::expect::parse_all(file.expect, &lines, study.kind, &study.axes, &cells, &configs)?;
         }
         Ok(study)
@@ -507,11 +498,18 @@ impl Study {
     /// make it) and its measurement's (`window`, `streams`, `duration`, `bitrate`), in bits,
     /// bit/s and seconds.
     pub fn config(&self, cell: &CellPlan, flags: &dyn Flags) -> BTreeMap<String, f64> {
-        let mut v = match &self.target {
+        let path = match &self.target {
             Target::Path { .. } => flags.link_values(&self.link_argv(cell)),
             Target::Net(_) => self.net_cell(cell).and_then(|c| flags.net_values(&c).ok()).unwrap_or_default(),
             Target::Host { .. } => BTreeMap::new(),
         };
+        self.config_with(cell, path)
+    }
+
+    /// A cell's configuration from its path's values as given (`path`: e.g. those stored with
+    /// a run, which today's presets may no longer give) and its measurement's.
+    pub fn config_with(&self, cell: &CellPlan, path: BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+        let mut v = path;
         for (k, val) in self.measure_args(cell) {
             let x = match param_key(&k).as_str() {
                 "window" => units::parse_size(&val).ok().map(|b| ("window", b as f64 * 8.0)),
@@ -678,9 +676,9 @@ impl Study {
         let opts: Vec<(String, String)> =
             self.measure_args(cell).into_iter().filter(|(k, _)| !self.is_data(k)).collect();
         argv.extend(flags(&opts));
-        // Emulated hosts share this machine's clock: a ping's one-way delays need no offset
-        // estimate (which would split a loaded direction's rise over both).
-        if self.kind == Kind::Ping
+        // Emulated hosts share this machine's clock: one-way delays need no offset estimate
+        // (which would split a loaded direction's rise over both).
+        if matches!(self.kind, Kind::Ping | Kind::Load)
             && !matches!(self.target, Target::Host { .. })
             && !opts.iter().any(|(k, _)| k == "clock-offset")
         {
@@ -766,6 +764,15 @@ impl Study {
 
     /// A cell's parameters for the archive: axis → value, numbers in base units (bytes, bit/s,
     /// seconds) where the axis has a unit.
+    /// Each planned cell (its first repeat) as expectations select it.
+    pub fn planned(&self) -> Vec<crate::expect::PlannedCell> {
+        self.cells()
+            .iter()
+            .filter(|c| c.repeat == 0)
+            .map(|c| crate::expect::PlannedCell { index: c.index, params: self.params(c), values: c.values.clone() })
+            .collect()
+    }
+
     pub fn params(&self, cell: &CellPlan) -> BTreeMap<String, serde_json::Value> {
         cell.values
             .iter()
@@ -933,10 +940,18 @@ mod expect_tests {
             ),
             ("[[expect]]\nmetric = \"goodput\"\n", 9, "say `min`, `max`"),
             ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"rtt\"\n", 11, "`rtt` is not a sweep axis"),
-            ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\nmax = \"rate\"\n", 9, "takes no `min`"),
+            ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\nmax = \"rate\"\n", 12, "takes no `min`"),
             ("[[expect]]\nmetric = \"goodput\"\nmax = \"rate\"\nuntil = \"rate\"\n", 12, "go with `rises_with`"),
             ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\ntolerance = \"2\"\n", 12, "fraction below 1"),
-            ("[[expect]]\nmetric = \"goodput\"\nmax = \"burst / rtt\"\n", 9, "uses `burst`"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"burst / rtt\"\n", 11, "uses `burst`"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"12000 b / rtt\"\n", 11, "is ambiguous"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"64 kb / rtt\"\n", 11, "is ambiguous"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"64K/streams\"\n", 11, "is a size"),
+            (
+                "[[expect]]\nmetric = \"goodput\"\nmax = \"((((((((((((((((((((((((((((((((((rate))))))))))))))))))))))))))))))))))\"\n",
+                11,
+                "nested more than 32 deep",
+            ),
             ("[[expect]]\nmetric = \"goodput\"\nmax = \"rate\"\ncolour = 1\n", 12, "unknown field `colour`"),
             ("[[expect]]\nmetric = \"goodput\"\nmin = \"2 * baseline\"\n", 11, "needs the expectation's `baseline`"),
             (
@@ -1050,6 +1065,23 @@ mod expect_tests {
         assert!(v[0].pass && v[0].measured == Some(2.0e6), "{:?}", v[0]);
         assert!(!v[1].pass && v[1].measured.is_none() && v[1].note.contains("every repeat failed"), "{:?}", v[1]);
         assert!(line(&v[1]).starts_with("FAIL  line 9  goodput ≥ 1 Mbit/s"), "{}", line(&v[1]));
+    }
+
+    #[test]
+    fn cells_a_stopped_run_never_stored_fail_as_not_measured() {
+        let s = parse("[[expect]]\nmetric = \"goodput\"\nmin = \"1 Mbit/s\"\n").unwrap();
+        let planned = s.planned();
+        assert!(planned.len() >= 2, "the test study plans several cells");
+        let axes = vec!["window".to_string(), "streams".to_string()];
+        let stored: std::collections::BTreeSet<u32> = [planned[0].index].into();
+        let v = crate::expect::unmeasured(&s.expects, &axes, &planned, &stored);
+        assert_eq!(v.len(), planned.len() - 1, "{v:?}");
+        assert!(v.iter().all(|v| !v.pass && v.measured.is_none() && v.note.starts_with("not measured")), "{v:?}");
+        // Each names its cell.
+        assert!(v.iter().all(|v| v.cells.contains("streams = ")), "{v:?}");
+        // Every cell stored: nothing to add.
+        let all: std::collections::BTreeSet<u32> = planned.iter().map(|c| c.index).collect();
+        assert!(crate::expect::unmeasured(&s.expects, &axes, &planned, &all).is_empty());
     }
 
     #[test]

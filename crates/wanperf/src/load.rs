@@ -76,6 +76,11 @@ pub struct LoadArgs {
     /// DSCP of the probes.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=63))]
     dscp: Option<u8>,
+    /// The server's clock minus this host's, when known (`0` for one clock, as emulated hosts
+    /// share): the probes' one-way delays use it instead of the fastest probe's estimate, which
+    /// takes both ways as equal
+    #[arg(long, allow_hyphen_values = true, value_parser = |s: &str| wanperf_proto::units::parse_signed_duration(s).map_err(|e| e.to_string()))]
+    clock_offset: Option<f64>,
     /// Seed 000's settings: 60 s loaded, 60 s idle, one 100-byte probe per second, 20 s timeout.
     #[arg(long)]
     seed000: bool,
@@ -137,6 +142,7 @@ pub fn run(mut a: LoadArgs) -> Result<ExitCode> {
         timeout_s: timeout,
         size: a.size,
         dscp: a.dscp,
+        clock_offset_ns: a.clock_offset.map(|s| s * 1e9),
         key,
         software: crate::software(),
         stop: &INTERRUPTED,

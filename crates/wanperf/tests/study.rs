@@ -307,6 +307,10 @@ why = "the way back carries only ACKs: no queue"
         // Both hosts' captures (kernel, buffers, congestion control).
         assert!(c["hosts"]["client"]["kernel"].is_string(), "{}", c["hosts"]);
         assert!(c["hosts"]["server"]["kernel"].is_string());
+        // Emulated hosts share one clock: the one-way delays rest on an offset of 0, stated.
+        for phase in ["loaded", "unloaded"] {
+            assert_eq!(c["summary"][phase]["clock_offset_ms"], 0.0, "{phase}: {}", c["summary"][phase]);
+        }
     }
     // A bigger queue adds more delay under load: about queue/rate.
     let want = 300.0 * 1024.0 * 8.0 / 25e6 * 1000.0;
@@ -847,6 +851,8 @@ fn a_network_study_sees_cross_traffic_raise_the_rtt_one_way_and_says_what_the_tr
     assert!(out.status.success(), "{}", stderr(&out));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("What the network's elements did") && page.contains("Cross traffic"));
+    // The one-way delays each way, per cell, with the clock offset they rest on.
+    assert!(page.contains("<h3>One-way delays</h3>"), "no one-way delay table");
     let _ = std::fs::remove_dir_all(&d);
 }
 
