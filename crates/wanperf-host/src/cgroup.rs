@@ -383,12 +383,21 @@ fn pids(dir: &Path) -> Vec<i32> {
         .collect()
 }
 
-/// Removes a group: what is still in it goes back to the parent first.
+/// Removes a group: what is still in it goes back to the parent first. A group whose last
+/// process is still exiting is busy (EBUSY) for a moment: tried again for up to 200 ms, so a
+/// host's group does not outlive its run.
 fn remove(dir: &Path, parent: &Path) {
-    for pid in pids(dir) {
-        let _ = fs::write(parent.join("cgroup.procs"), pid.to_string());
+    for attempt in 0..40 {
+        for pid in pids(dir) {
+            let _ = fs::write(parent.join("cgroup.procs"), pid.to_string());
+        }
+        match fs::remove_dir(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::ResourceBusy && attempt < 39 => {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            _ => return,
+        }
     }
-    let _ = fs::remove_dir(dir);
 }
 
 /// Groups left by wanperf processes that no longer exist (killed with -9): removed.
