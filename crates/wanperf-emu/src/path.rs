@@ -113,6 +113,12 @@ impl PathConfig {
             put("policer_rate", p.rate_bps as f64);
             put("burst", p.burst_bytes as f64 * 8.0);
         }
+        if let Some(q) = self.txqueuelen {
+            put("txqueuelen", f64::from(q));
+        }
+        for (k, x) in self.left_host.values("_left").into_iter().chain(self.right_host.values("_right")) {
+            put(&k, x);
+        }
         v
     }
 }

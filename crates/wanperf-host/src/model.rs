@@ -168,6 +168,27 @@ impl HostModel {
         (self.disk_read.is_some() || self.disk_write.is_some()).then(|| (b(self.disk_read), b(self.disk_write)))
     }
 
+    /// The model's limits as a study's bounds name them, each key with `suffix` (`_left`,
+    /// `_right`): `cpu` (cores), `wmem` and `rmem` (the TCP buffers' maximum, bits),
+    /// `disk_read` and `disk_write` (bit/s). What the model leaves alone is left out.
+    pub fn values(&self, suffix: &str) -> Vec<(String, f64)> {
+        let mut v = Vec::new();
+        if let Some(c) = self.cpu {
+            v.push((format!("cpu{suffix}"), c));
+        }
+        for (k, t) in [("wmem", self.wmem), ("rmem", self.rmem)] {
+            if let Some(t) = t {
+                v.push((format!("{k}{suffix}"), t[2] as f64 * 8.0));
+            }
+        }
+        for (k, r) in [("disk_read", self.disk_read), ("disk_write", self.disk_write)] {
+            if let Some(r) = r {
+                v.push((format!("{k}{suffix}"), r as f64));
+            }
+        }
+        v
+    }
+
     /// The network namespace's settings this model means, as (`/proc/sys` key, value), to be
     /// written after the emulator's defaults.
     pub fn sysctls(&self) -> Vec<(&'static str, String)> {
@@ -289,6 +310,12 @@ mod tests {
         // Two cores is a quota of two periods a period.
         assert_eq!(HostModel::parse("cpu=2").unwrap().cpu_quota_us(), Some((200_000, 100_000)));
         // Disk rates are bit/s like every rate; the kernel takes bytes a second.
+        let v = HostModel::parse("cpu=0.25,wmem=4096:16384:16384,disk_read=400M").unwrap().values("_left");
+        assert_eq!(
+            v,
+            [("cpu_left".to_string(), 0.25), ("wmem_left".into(), 16384.0 * 8.0), ("disk_read_left".into(), 400e6)]
+        );
+        assert!(HostModel::parse("sack=off").unwrap().values("_right").is_empty());
         let d = HostModel::parse("disk_write=80M").unwrap();
         assert_eq!(d.disk_bytes_s(), Some((None, Some(10_000_000))));
         assert_eq!(d.describe(), "disk writes ≤ 80.0 Mbit/s");

@@ -252,6 +252,13 @@ pub fn route_values(
         }
     }
     v.insert("rtt".into(), v["delay_up"] + v["delay_down"]);
+    // The pair's host models, named as on a path: the source is the left host.
+    for (k, x) in t.nodes[from.node].model.values("_left").into_iter().chain(t.nodes[to.node].model.values("_right")) {
+        v.insert(k, x);
+    }
+    if let Some(q) = t.nodes[from.node].txqueuelen {
+        v.insert("txqueuelen".into(), f64::from(q));
+    }
     if let Some(r) = v.get("rate_up").copied() {
         v.insert("rate".into(), r);
     }

@@ -945,6 +945,7 @@ mod expect_tests {
             ("[[expect]]\nmetric = \"goodput\"\nrises_with = \"streams\"\ntolerance = \"2\"\n", 12, "fraction below 1"),
             ("[[expect]]\nmetric = \"goodput\"\nmax = \"burst / rtt\"\n", 11, "uses `burst`"),
             ("[[expect]]\nmetric = \"goodput\"\nmax = \"12000 b / rtt\"\n", 11, "is ambiguous"),
+            ("[[expect]]\nmetric = \"goodput\"\nmax = \"wmem_left / rtt\"\n", 11, "uses `wmem_left`"),
             ("[[expect]]\nmetric = \"goodput\"\nmax = \"64 kb / rtt\"\n", 11, "is ambiguous"),
             ("[[expect]]\nmetric = \"goodput\"\nmax = \"64K/streams\"\n", 11, "is a size"),
             (
