@@ -900,6 +900,15 @@ fn time_series(v: &View, out: &mut Vec<Item>) {
     if with.len() > 2 && with.len() <= MAX_SERIES_CELLS {
         picks = with.into_iter().map(|g| (g, "")).collect();
     }
+    // The reader's choice (`report --series`) replaces the report's.
+    if let Some(chosen) = &v.series {
+        picks = chosen
+            .iter()
+            .filter_map(|i| v.groups.iter().filter(with_data).find(|g| g.cells.iter().any(|c| c.cell.index == *i)))
+            .map(|g| (g, "chosen"))
+            .collect();
+        picks.dedup_by(|a, b| std::ptr::eq(a.0, b.0));
+    }
     if picks.is_empty() {
         return skip(out, "timeseries", "No time series: the run stored neither intervals nor probes.");
     }

@@ -100,8 +100,21 @@ window.addEventListener('load', function () {
 });
 ";
 
+/// What the reader chose for a report.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Draw the time series of these cells (by index, in this order) instead of the ones the
+    /// report picks.
+    pub series: Option<Vec<u32>>,
+}
+
 /// Renders the run and says which figures it drew and which it left out.
 pub fn report(data: &RunData) -> Report {
+    report_with(data, &Options::default())
+}
+
+/// [`report`] with the reader's choices.
+pub fn report_with(data: &RunData, opts: &Options) -> Report {
     let run = &data.run;
     let title = format!("{} — wanperf run {}", run.study, run.id);
     let mut h = format!("<header><h1>{}</h1><p class=\"meta\">{}</p></header>\n", esc(&run.study), {
@@ -110,7 +123,7 @@ pub fn report(data: &RunData) -> Report {
     h += "<nav><a href=\"#findings\">Findings</a><a href=\"#figures\">Figures</a><a href=\"#tables\">Tables</a>\
           <a href=\"#analysis\">Analysis</a><a href=\"#failures\">Failures</a><a href=\"#study\">Study</a>\
           <a href=\"#hosts\">Hosts</a></nav>\n";
-    let body = sections(data);
+    let body = sections_with(data, opts);
     h += &body.html;
     Report { html: page(&title, &h), figures: body.figures, skipped: body.skipped }
 }
@@ -118,7 +131,12 @@ pub fn report(data: &RunData) -> Report {
 /// The run's sections (what never acted, expectations, findings, figures, tables, analysis,
 /// failures, study, hosts) as a fragment for a page of several runs (`wanperf reproduce`).
 pub fn sections(data: &RunData) -> Report {
-    let v = view::View::new(data);
+    sections_with(data, &Options::default())
+}
+
+fn sections_with(data: &RunData, opts: &Options) -> Report {
+    let mut v = view::View::new(data);
+    v.series.clone_from(&opts.series);
     let items = figures::all(&v);
     let mut h = String::with_capacity(256 * 1024);
     h += &tables::not_acted(&v);

@@ -61,6 +61,8 @@ pub struct View<'a> {
     pub rate: Option<(f64, &'static str)>,
     /// The base round trip, ms, and where it came from.
     pub base_rtt: Option<(f64, &'static str)>,
+    /// The cells (by index) whose time series the reader chose; none: the report picks.
+    pub series: Option<Vec<u32>>,
 }
 
 /// A number from JSON (integers and floats).
@@ -318,7 +320,7 @@ impl<'a> View<'a> {
                     .map(|s| (s * 1000.0, "the study's path RTT"))
             })
             .or_else(|| min_of(&|g| g.srtt_ms).map(|r| (r, "the smallest median TCP smoothed RTT")));
-        View { data, groups, failures, varying, rate, base_rtt }
+        View { data, groups, failures, varying, rate, base_rtt, series: None }
     }
 
     /// The rate to convert a group's added delay into queued bytes: its own path rate, else

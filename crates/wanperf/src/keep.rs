@@ -201,9 +201,54 @@ pub struct ReportArgs {
     output: PathBuf,
     #[command(flatten)]
     db: DbArgs,
+    /// Draw the time series of the cell these axis values select (`AXIS=VALUE`, several
+    /// separated by spaces, all must match), instead of the cells the report picks; repeat
+    /// for more cells: --series 'streams=4 window=64K' --series streams=1
+    #[arg(long, value_name = "AXIS=VALUE ...")]
+    series: Vec<String>,
     /// Say what was written as one JSON line.
     #[arg(long)]
     json: bool,
+}
+
+/// The cells (by index) that each `--series` selection names, in order; a selection that
+/// names no cell of the run is an error that lists the values the axis has.
+fn series_cells(data: &wanperf_archive::RunData, selections: &[String]) -> Result<Vec<u32>> {
+    use wanperf_study::axis::{fmt_value, normalize, param_key};
+    let mut out = Vec::new();
+    for sel in selections {
+        let mut want = Vec::new();
+        for pair in sel.split_whitespace() {
+            let Some((k, v)) = pair.split_once('=') else {
+                bail!("--series: `{pair}` is not AXIS=VALUE");
+            };
+            let key = param_key(k.trim());
+            want.push((key.clone(), normalize(&key, v.trim()), pair));
+        }
+        if want.is_empty() {
+            bail!("--series needs AXIS=VALUE");
+        }
+        let hit = data.cells.iter().find(|c| want.iter().all(|(k, v, _)| c.cell.params.get(k) == Some(v)));
+        match hit {
+            Some(c) => out.push(c.cell.index),
+            None => {
+                let (k, _, pair) = want
+                    .iter()
+                    .find(|(k, v, _)| !data.cells.iter().any(|c| c.cell.params.get(k) == Some(v)))
+                    .unwrap_or(&want[0]);
+                let mut have: Vec<String> =
+                    data.cells.iter().filter_map(|c| c.cell.params.get(k).map(|v| fmt_value(k, v))).collect();
+                have.sort();
+                have.dedup();
+                bail!(
+                    "--series `{sel}`: no cell of run {} has {pair} (`{k}`: {})",
+                    data.run.id,
+                    if have.is_empty() { "not an axis of this run".to_string() } else { have.join(", ") }
+                );
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Resolves `latest` or a number to a run id.
@@ -310,7 +355,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
 pub fn report(a: ReportArgs) -> Result<ExitCode> {
     let mut store = open_store_read_only(a.db.db.as_deref())?;
     let id = run_id(store.as_mut(), &a.run)?;
-    let figures = write_report(store.as_mut(), id, &a.output)?;
+    let figures = write_report(store.as_mut(), id, &a.output, &a.series)?;
     if a.json {
         outln!("{}", serde_json::json!({"run": id, "output": a.output, "figures": figures}));
     } else {
@@ -319,13 +364,16 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Renders run `id` into `out`; returns how many figures it holds.
-pub fn write_report(store: &mut dyn Store, id: i64, out: &std::path::Path) -> Result<usize> {
+/// Renders run `id` into `out` (with the time series of the cells `series` selects, if
+/// any); returns how many figures it holds.
+pub fn write_report(store: &mut dyn Store, id: i64, out: &std::path::Path, series: &[String]) -> Result<usize> {
     let data = store.run_data(id)?;
     if data.cells.is_empty() {
         bail!("run {id} has no cells yet");
     }
-    let report = wanperf_report::report(&data);
+    let opts =
+        wanperf_report::Options { series: if series.is_empty() { None } else { Some(series_cells(&data, series)?) } };
+    let report = wanperf_report::report_with(&data, &opts);
     std::fs::write(out, &report.html).with_context(|| format!("cannot write {}", out.display()))?;
     Ok(report.figures.len())
 }

@@ -292,6 +292,20 @@ why = "the way back carries only ACKs: no queue"
     assert!(page.contains("Stated expectations: 5 of 7 held"), "no expectations table");
     assert!(page.contains("One-way delays, loaded against unloaded"), "no one-way delay table");
     assert_eq!(page.matches("data-pass=\"false\"").count(), 2);
+    // The reader picks the cell whose time series is drawn; a selection no cell has is one line.
+    let out = run(
+        &["report", "latest", "--db", &db, "-o", html.to_str().unwrap(), "--series", "queue=300kB"],
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(page.matches("(chosen)</").count(), 1, "one chosen series");
+    assert!(page.contains("Per-interval throughput and RTT, queue 300 KiB (chosen)"), "the 300 KiB cell's series");
+    let out =
+        run(&["report", "latest", "--db", &db, "-o", "/dev/null", "--series", "queue=1MB"], Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr(&out);
+    assert!(e.contains("no cell of run") && e.contains("300 KiB") && e.trim().lines().count() == 1, "{e}");
     let data = exported(&db);
     let cells = data["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
