@@ -238,6 +238,14 @@ pub fn random_losses(stderr: &[u8], dir: &str) -> u64 {
     u(&path_stats(stderr)[dir]["classes"]["best_effort"]["random_losses"])
 }
 
+/// Whether a measured one-way delay `ms` is the configured `want_ms` within 0.1 ms, once the
+/// emulator's own stated median lateness in direction `dir` (`up`, `down`: how late it
+/// delivered packets, on a busy machine tenths of a millisecond) is allowed for.
+pub fn delay_matches(stderr: &[u8], dir: &str, ms: f64, want_ms: f64) -> bool {
+    let late_ms = path_stats(stderr)[dir]["lateness"]["p50_us"].as_f64().unwrap_or(0.0) / 1e3;
+    ms >= want_ms - 0.1 && ms <= want_ms + 0.1 + late_ms
+}
+
 /// The emulator's counters from `path run --json`'s stderr.
 pub fn path_stats(stderr: &[u8]) -> Value {
     let text = String::from_utf8_lossy(stderr);
