@@ -482,7 +482,12 @@ const SEND_PATTERN: usize = WriteSize::MAX;
 /// several streams, one buffer in the cores' caches instead of one per stream.
 fn send_pattern() -> &'static [u8] {
     static PATTERN: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    PATTERN.get_or_init(|| (0..SEND_PATTERN).map(|i| (i % 251) as u8).collect())
+    PATTERN.get_or_init(|| pattern(SEND_PATTERN))
+}
+
+/// `len` bytes of the payload pattern (a period of 251: no page repeats another's bytes).
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
 }
 
 fn tcp_send(p: &StreamPlan, mut s: Socket, c: &Counters, stop: &AtomicBool, start: Instant) -> io::Result<()> {
@@ -501,7 +506,7 @@ fn tcp_send(p: &StreamPlan, mut s: Socket, c: &Counters, stop: &AtomicBool, star
     } else if cap <= SEND_PATTERN {
         &send_pattern()[..cap]
     } else {
-        own = (0..cap).map(|i| (i % 251) as u8).collect();
+        own = pattern(cap);
         &own
     };
     let mut sent: u64 = 0;
@@ -611,7 +616,7 @@ fn udp_send(p: &StreamPlan, s: UdpSocket, c: &Counters, stop: &AtomicBool, start
     let rate = p.rate_bps.unwrap_or(1_000_000).max(1) as f64;
     let len = p.block.max(UDP_HEADER_LEN);
     let gap_ns = (len as f64 * 8.0 * 1e9 / rate).max(1.0);
-    let template: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    let template = pattern(len);
     let mut bufs: Vec<Vec<u8>> = (0..UDP_BATCH).map(|_| template.clone()).collect();
     let mut seq: u64 = 0;
     let mut sent_bytes: u64 = 0;

@@ -860,7 +860,45 @@ pub(crate) fn parse_all(
     Ok(out)
 }
 
-fn selects(select: &[(String, serde_json::Value)], params: &BTreeMap<String, serde_json::Value>) -> bool {
+/// The first of `cells` a selection as users write it picks (`streams=4 window=64K`: axis
+/// values separated by spaces, all must match, as `where` matches them); the error names the
+/// pair no cell has and the values its axis does have.
+pub fn select_cell(run: i64, cells: &[StoredCell], selection: &str) -> Result<u32, String> {
+    let mut want = Vec::new();
+    for pair in selection.split_whitespace() {
+        let (k, v) = pair.split_once('=').ok_or_else(|| format!("`{pair}` is not AXIS=VALUE"))?;
+        let key = param_key(k.trim());
+        want.push((key.clone(), normalize(&key, v.trim())));
+    }
+    if want.is_empty() {
+        return Err("it needs AXIS=VALUE".into());
+    }
+    if let Some(c) = cells.iter().find(|c| selects(&want, &c.cell.params)) {
+        return Ok(c.cell.index);
+    }
+    let (k, v) = want.iter().find(|(k, v)| !cells.iter().any(|c| c.cell.params.get(k) == Some(v))).unwrap_or(&want[0]);
+    let mut have: Vec<String> = cells.iter().filter_map(|c| c.cell.params.get(k).map(|x| fmt_value(k, x))).collect();
+    have.sort();
+    have.dedup();
+    Err(format!(
+        "no cell of run {run} has {k} = {} (`{k}`: {})",
+        fmt_value(k, v),
+        if have.is_empty() { "not an axis of this run".to_string() } else { have.join(", ") }
+    ))
+}
+
+/// A cell as a verdict names it: its values of the axes `e` does not fix (nor `skip`).
+fn cell_label(axes: &[String], e: &Expect, params: &BTreeMap<String, serde_json::Value>, skip: &str) -> String {
+    axes.iter()
+        .filter(|a| a.as_str() != skip && !e.select.iter().any(|(k, _)| k == *a))
+        .filter_map(|a| params.get(a).map(|v| format!("{a} = {}", fmt_value(a, v))))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Whether a cell's stored `params` hold every (axis, value) of `select` (`where`,
+/// `report --series`).
+pub fn selects(select: &[(String, serde_json::Value)], params: &BTreeMap<String, serde_json::Value>) -> bool {
     select.iter().all(|(k, v)| params.get(k) == Some(v))
 }
 
@@ -876,12 +914,7 @@ pub fn unmeasured(
     let mut out = Vec::new();
     for (i, e) in expects.iter().enumerate() {
         for c in planned.iter().filter(|c| !stored.contains(&c.index) && selects(&e.select, &c.params)) {
-            let cells = axes
-                .iter()
-                .filter(|a| !e.select.iter().any(|(k, _)| k == *a))
-                .filter_map(|a| c.params.get(a).map(|v| format!("{a} = {}", fmt_value(a, v))))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let cells = cell_label(axes, e, &c.params, "");
             out.push(Verdict {
                 expect: i as u32,
                 line: e.line as u32,
@@ -1256,13 +1289,7 @@ pub fn evaluate(
             }
             g.goodput.extend(metric_value(&Metric::Goodput, a, c, None));
         }
-        let label = |p: &BTreeMap<String, serde_json::Value>, skip: &str| -> String {
-            axes.iter()
-                .filter(|a| a.as_str() != skip && !e.select.iter().any(|(k, _)| k == *a))
-                .filter_map(|a| p.get(a).map(|v| format!("{a} = {}", fmt_value(a, v))))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let label = |p: &BTreeMap<String, serde_json::Value>, skip: &str| cell_label(axes, e, p, skip);
         let verdict = |cells: String, pass: bool, measured, bound, margin, note: String| Verdict {
             expect: i as u32,
             line: e.line as u32,

@@ -211,44 +211,15 @@ pub struct ReportArgs {
     json: bool,
 }
 
-/// The cells (by index) that each `--series` selection names, in order; a selection that
-/// names no cell of the run is an error that lists the values the axis has.
+/// The cells (by index) that each `--series` selection names, in order.
 fn series_cells(data: &wanperf_archive::RunData, selections: &[String]) -> Result<Vec<u32>> {
-    use wanperf_study::axis::{fmt_value, normalize, param_key};
-    let mut out = Vec::new();
-    for sel in selections {
-        let mut want = Vec::new();
-        for pair in sel.split_whitespace() {
-            let Some((k, v)) = pair.split_once('=') else {
-                bail!("--series: `{pair}` is not AXIS=VALUE");
-            };
-            let key = param_key(k.trim());
-            want.push((key.clone(), normalize(&key, v.trim()), pair));
-        }
-        if want.is_empty() {
-            bail!("--series needs AXIS=VALUE");
-        }
-        let hit = data.cells.iter().find(|c| want.iter().all(|(k, v, _)| c.cell.params.get(k) == Some(v)));
-        match hit {
-            Some(c) => out.push(c.cell.index),
-            None => {
-                let (k, _, pair) = want
-                    .iter()
-                    .find(|(k, v, _)| !data.cells.iter().any(|c| c.cell.params.get(k) == Some(v)))
-                    .unwrap_or(&want[0]);
-                let mut have: Vec<String> =
-                    data.cells.iter().filter_map(|c| c.cell.params.get(k).map(|v| fmt_value(k, v))).collect();
-                have.sort();
-                have.dedup();
-                bail!(
-                    "--series `{sel}`: no cell of run {} has {pair} (`{k}`: {})",
-                    data.run.id,
-                    if have.is_empty() { "not an axis of this run".to_string() } else { have.join(", ") }
-                );
-            }
-        }
-    }
-    Ok(out)
+    selections
+        .iter()
+        .map(|sel| {
+            wanperf_study::expect::select_cell(data.run.id, &data.cells, sel)
+                .map_err(|e| anyhow!("--series `{sel}`: {e}"))
+        })
+        .collect()
 }
 
 /// Resolves `latest` or a number to a run id.

@@ -64,13 +64,7 @@ fn one_way_delays_and_losses_on_an_emulated_path() {
     let o = owamp_summary(&out);
     let (to, from) = (&o["to"], &o["from"]);
     let (fwd, rev) = (f(&to["owd_ms"]["median"]), f(&from["owd_ms"]["median"]));
-    let late = path_stats(&out.stderr);
-    assert!(
-        delay_matches(&out.stderr, "up", fwd, 30.0) && delay_matches(&out.stderr, "down", rev, 10.0),
-        "one-way medians {fwd} / {rev} ms (emulator lateness up {}, down {}): {o}",
-        late["up"]["lateness"],
-        late["down"]["lateness"]
-    );
+    assert_one_way(&out.stderr, (fwd, rev), (30.0, 10.0), &o);
     let drops = |d: &str| random_losses(&out.stderr, d);
     let lost = |w: &Value| u(&w["sent"]) - u(&w["received"]);
     // The emulator's drops are the test packets' (and the control connection's and the hosts'

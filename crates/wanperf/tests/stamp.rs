@@ -127,13 +127,7 @@ fn one_way_delays_and_losses_each_way_on_an_emulated_path() {
     let out = on_path_serving(&["--stamp-port", "862"], &link, &ping, Duration::from_secs(60));
     let sum = summary(&out);
     let (fwd, rev) = (f(&sum["owd_fwd_ms"]["median"]), f(&sum["owd_rev_ms"]["median"]));
-    let late = path_stats(&out.stderr);
-    assert!(
-        delay_matches(&out.stderr, "up", fwd, 30.0) && delay_matches(&out.stderr, "down", rev, 10.0),
-        "one-way medians {fwd} / {rev} ms (emulator lateness up {}, down {}): {sum}",
-        late["up"]["lateness"],
-        late["down"]["lateness"]
-    );
+    assert_one_way(&out.stderr, (fwd, rev), (30.0, 10.0), &sum);
     let drops = |d: &str| random_losses(&out.stderr, d);
     let l = &sum["loss_each_way"];
     // Every probe the emulator dropped on the way there is a forward loss, every reflected

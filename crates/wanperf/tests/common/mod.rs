@@ -238,12 +238,21 @@ pub fn random_losses(stderr: &[u8], dir: &str) -> u64 {
     u(&path_stats(stderr)[dir]["classes"]["best_effort"]["random_losses"])
 }
 
-/// Whether a measured one-way delay `ms` is the configured `want_ms` within 0.1 ms, once the
-/// emulator's own stated median lateness in direction `dir` (`up`, `down`: how late it
-/// delivered packets, on a busy machine tenths of a millisecond) is allowed for.
-pub fn delay_matches(stderr: &[u8], dir: &str, ms: f64, want_ms: f64) -> bool {
-    let late_ms = path_stats(stderr)[dir]["lateness"]["p50_us"].as_f64().unwrap_or(0.0) / 1e3;
-    ms >= want_ms - 0.1 && ms <= want_ms + 0.1 + late_ms
+/// Asserts that the measured one-way medians (`fwd` left → right, `rev` back, ms) are the
+/// configured ones within 0.1 ms, once the emulator's own stated median lateness each way
+/// (how late it delivered packets: on a busy machine tenths of a millisecond) is allowed for.
+pub fn assert_one_way(stderr: &[u8], (fwd, rev): (f64, f64), (want_fwd, want_rev): (f64, f64), what: &Value) {
+    let stats = path_stats(stderr);
+    let ok = |dir: &str, ms: f64, want: f64| {
+        let late_ms = stats[dir]["lateness"]["p50_us"].as_f64().unwrap_or(0.0) / 1e3;
+        ms >= want - 0.1 && ms <= want + 0.1 + late_ms
+    };
+    assert!(
+        ok("up", fwd, want_fwd) && ok("down", rev, want_rev),
+        "one-way medians {fwd} / {rev} ms (emulator lateness up {}, down {}): {what}",
+        stats["up"]["lateness"],
+        stats["down"]["lateness"]
+    );
 }
 
 /// The emulator's counters from `path run --json`'s stderr.
