@@ -940,9 +940,21 @@ pub fn locate(trains: &[RptResult], dest_ttl: u8, at_capacity: Option<(TrainShap
 /// slowest and fastest train's, span 0). `None` when the trains agree with `c`. The later
 /// stretch is required: periodic cross traffic on the narrow link itself (paced TCP) can also
 /// make the trains equally long, at the available bandwidth's rate.
+///
+/// Without a tight link, a path whose forwarder fell behind (a late emulator or router thread
+/// releasing a train's packets at once, which a faster link after the narrow one spaces at
+/// its own rate) makes the same faster mode with no stretch anywhere. There the recursive
+/// trains' rate is still the capacity trains' own: `c` gives way to the agreed mode at that
+/// rate when it holds at least [`DOMINANT`] times `c`'s share of its span's estimates (CI,
+/// seed 004's SLAC→CERN: 45 Mbit/s from 18 of 91 windows beside the 32 Mbit/s ATM link the
+/// trains measured to 0.06 %). Paced cross traffic on the narrow link spreads the capacity
+/// trains' windows over modes that move with the span, none of them that dense.
 pub fn post_narrow(c: &Capacity, rivals: &Rivals, l: &Location) -> Option<Capacity> {
-    let n =
-        l.narrow_bps.filter(|n| *n < 0.95 * c.bps && l.narrow_spread.is_some_and(|s| s < 0.02) && l.tight.is_some())?;
+    let n = l.narrow_bps.filter(|n| *n < 0.95 * c.bps && l.narrow_spread.is_some_and(|s| s < 0.02))?;
+    if l.tight.is_none() {
+        let share = |m: &Capacity| m.in_mode as f64 / m.samples.max(1) as f64;
+        return mode_at(&rivals.modes, n).filter(|m| share(m) >= DOMINANT * share(c)).cloned();
+    }
     Some(mode_at(&rivals.modes, n).cloned().unwrap_or_else(|| {
         let (low_bps, high_bps) = l.narrow_range.unwrap_or((n, n));
         let k = l.gaps.iter().find(|g| g.ttl == l.ttl).map_or(0, |g| g.trains);
@@ -995,6 +1007,11 @@ pub fn sub_narrow(c: &Capacity, rivals: &Rivals, l: &Location, shape: TrainShape
         .min_by(f64::total_cmp)?;
     mode_at(&rivals.modes, r).or_else(|| mode_at(&rivals.single, r)).cloned()
 }
+
+/// How much denser (its share of its span's estimates) than the capacity estimate a slower
+/// mode the recursive trains confirm must be to replace it without a tight link
+/// ([`post_narrow`]).
+const DOMINANT: f64 = 2.0;
 
 /// The first of `modes` within 2 % of `bps`.
 fn mode_at(modes: &[Capacity], bps: f64) -> Option<&Capacity> {
@@ -1702,6 +1719,24 @@ mod tests {
         }
         let l2 = locate(&stalled, 5, Some((shape, 100.5e6))).unwrap();
         assert!(post_narrow(&cap(150e6, 2), &only(&[cap(100.2e6, 16)]), &l2).is_some(), "{l2:?}");
+        // Without a tight link (CI, seed 004's SLAC→CERN: a late forwarder's bursts spaced by
+        // the 45 Mbit/s link after the 32 Mbit/s one, 18 of 91 windows): the agreed mode at the
+        // trains' rate replaces the estimate when it is at least twice as dense, and nothing
+        // else does (not the trains' own rate, not a weaker mode).
+        let plain: Vec<RptResult> = (0..4)
+            .map(|k| {
+                let w = 1.0 + 0.0025 * (f64::from(k) - 2.0);
+                rpt(&[at(1, 1e9, 1.0), at(2, 100e6, w), at(3, 100e6, 1.0), at(4, 100e6, w)], at(5, 100e6, 1.0))
+            })
+            .collect();
+        let l3 = locate(&plain, 5, Some((shape, 140e6))).unwrap();
+        assert_eq!((l3.ttl, l3.tight.clone()), (2, None), "{l3:?}");
+        let late = Capacity { bps: 140e6, low_bps: 139e6, high_bps: 141e6, span: 8, in_mode: 18, samples: 91 };
+        let dense = Capacity { bps: 100.2e6, low_bps: 100e6, high_bps: 100.4e6, span: 16, in_mode: 59, samples: 78 };
+        assert_eq!(post_narrow(&late, &only(std::slice::from_ref(&dense)), &l3), Some(dense.clone()));
+        let weak = Capacity { in_mode: 30, samples: 78, ..dense.clone() };
+        assert_eq!(post_narrow(&late, &only(&[weak]), &l3), None);
+        assert_eq!(post_narrow(&late, &only(&[]), &l3), None);
         // Without the capacity, only where the train is longest: the tight link.
         assert_eq!(locate(&trains, 5, None).unwrap().ttl, 4);
         // Cross traffic on the narrow link itself: one link, narrow and tight.

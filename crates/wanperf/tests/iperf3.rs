@@ -41,12 +41,18 @@ fn wait_port(port: u16) -> String {
     )
 }
 
-/// The matrix both directions of interop run: (name, flags common to both clients).
+/// The matrix both directions of interop run: (name, flags common to both clients). The timed
+/// TCP tests leave their first second out (both tools' --omit): the start-up on a busy
+/// machine varies by a tenth of a second or more from run to run, either tool's, which is 3–5 %
+/// of a 3 s test (CI: iperf3's own client 89.2 Mbit/s against wanperf's 94.0, bidirectional;
+/// 92.0 against 95.2 with one stream, its first second at 91 where it is 104–106 in other
+/// runs). wanperf's -t includes the omitted second, iperf3's does not: both measure the
+/// steady rate the 100 Mbit/s link sets.
 const MATRIX: &[(&str, &str)] = &[
-    ("tcp1", "-t 3"),
-    ("tcp4", "-t 3 -P 4"),
-    ("reverse", "-t 3 -R"),
-    ("bidir", "-t 3 --bidir"),
+    ("tcp1", "-t 3 --omit 1"),
+    ("tcp4", "-t 3 -P 4 --omit 1"),
+    ("reverse", "-t 3 -R --omit 1"),
+    ("bidir", "-t 3 --bidir --omit 1"),
     ("bytes", "-n 20M"),
     ("udp", "-u -b 120M -l 1400 -t 3"),
 ];
