@@ -57,7 +57,8 @@ pub struct LinkStats {
 /// a read and a write per packet per link, carries on this machine; or other work took its CPU).
 pub const BEHIND_P99_US: f64 = 1000.0;
 
-/// Where the emulator fell furthest behind, if anywhere beyond [`BEHIND_P99_US`].
+/// Where the emulator fell furthest behind: packets its ends' devices dropped unread, or a
+/// lateness beyond [`BEHIND_P99_US`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Behind {
     /// The link's name.
@@ -66,6 +67,9 @@ pub struct Behind {
     pub dir: usize,
     /// Its lateness's 99th percentile, µs.
     pub p99_us: f64,
+    /// Packets the sending end's device dropped before the emulator read them
+    /// ([`DirStats::unread_drops`]), in that direction.
+    pub unread_drops: u64,
 }
 
 /// Fewest packets a direction must have carried for its p99 to say anything: over a few
@@ -73,15 +77,26 @@ pub struct Behind {
 /// machine's core stolen for a moment) is no pattern; over a thousand it is ten or more.
 pub const BEHIND_MIN_PACKETS: u64 = 1000;
 
-/// The direction whose lateness p99 is largest, when it is beyond [`BEHIND_P99_US`] over at
-/// least [`BEHIND_MIN_PACKETS`] packets.
+/// The direction that lost the most packets unread (any: each is a loss the configured
+/// network did not make), else the one whose lateness p99 is largest, when it is beyond
+/// [`BEHIND_P99_US`] over at least [`BEHIND_MIN_PACKETS`] packets.
 pub fn fell_behind(stats: &[LinkStats]) -> Option<Behind> {
+    let late = |d: &DirStats| d.lateness.p99_us > BEHIND_P99_US && d.total(|c| c.packets_out) >= BEHIND_MIN_PACKETS;
     stats
         .iter()
         .flat_map(|l| [(l, 0, &l.ab), (l, 1, &l.ba)])
-        .filter(|(_, _, d)| d.lateness.p99_us > BEHIND_P99_US && d.total(|c| c.packets_out) >= BEHIND_MIN_PACKETS)
-        .max_by(|a, b| a.2.lateness.p99_us.total_cmp(&b.2.lateness.p99_us))
-        .map(|(l, dir, d)| Behind { link: l.name.clone(), dir, p99_us: d.lateness.p99_us })
+        .filter(|(_, _, d)| d.unread_drops > 0 || late(d))
+        .max_by(|a, b| {
+            let key = |d: &DirStats| (d.unread_drops, if late(d) { d.lateness.p99_us } else { 0.0 });
+            let (ka, kb) = (key(a.2), key(b.2));
+            ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
+        })
+        .map(|(l, dir, d)| Behind {
+            link: l.name.clone(),
+            dir,
+            p99_us: d.lateness.p99_us,
+            unread_drops: d.unread_drops,
+        })
 }
 
 /// What a router does with the ICMP messages it sends (the kernel makes them).
@@ -417,6 +432,7 @@ impl Dir {
             injected: self.injected,
             icmp_delayed: self.icmp_delayed,
             icmp_dropped: self.icmp_dropped,
+            unread_drops: 0,
         }
     }
 }
@@ -904,11 +920,20 @@ mod tests {
         assert_eq!(fell_behind(&[link("a-r1", 40.0, 70.0), link("r1-b", 90.0, 30.0)]), None);
         assert_eq!(fell_behind(&[]), None);
         let got = fell_behind(&[link("a-r1", 52.0, 18.0), link("r1-r2", 1367.0, 40.0), link("r2-b", 30.0, 4927.0)]);
-        assert_eq!(got, Some(Behind { link: "r2-b".into(), dir: 1, p99_us: 4927.0 }));
+        assert_eq!(got, Some(Behind { link: "r2-b".into(), dir: 1, p99_us: 4927.0, unread_drops: 0 }));
         // The way back of a flood: 17 packets, the worst of them 21.6 ms late behind the
         // flood's backlog, is one packet's fate; the flood's own direction is the finding.
         let flood = LinkStats { name: "a-r1".into(), ab: dir(8126.0, 96_315), ba: dir(21_600.0, 17) };
-        assert_eq!(fell_behind(&[flood]), Some(Behind { link: "a-r1".into(), dir: 0, p99_us: 8126.0 }));
+        assert_eq!(
+            fell_behind(&[flood]),
+            Some(Behind { link: "a-r1".into(), dir: 0, p99_us: 8126.0, unread_drops: 0 })
+        );
+        // A packet a sending host's device dropped unread is a loss no configuration made:
+        // named however punctual the rest, and before a later direction.
+        let mut dropped = link("a-r1", 40.0, 70.0);
+        dropped.ab.unread_drops = 3;
+        let got = fell_behind(&[link("r1-b", 4927.0, 30.0), dropped]);
+        assert_eq!(got, Some(Behind { link: "a-r1".into(), dir: 0, p99_us: 40.0, unread_drops: 3 }));
     }
 
     #[test]

@@ -38,6 +38,12 @@ pub struct DirStats {
     /// The sending router's ICMP messages dropped (it never answers).
     #[serde(default)]
     pub icmp_dropped: u64,
+    /// Packets the sending end's device dropped before the emulator read them (its queue was
+    /// full: the emulator was behind, or a burst outran it), losses no configuration made.
+    /// Counted where the end's queue is not part of the model (no `txqueuelen` configured:
+    /// a configured one is the host's own queue, in its host report).
+    #[serde(default)]
+    pub unread_drops: u64,
 }
 
 impl DirStats {

@@ -192,20 +192,30 @@ fn configure_node(kind: &NodeKind, ecmp: bool, model: &[(&'static str, String)])
     Ok(())
 }
 
-fn configure_iface(dev: &str, i: &crate::plan::Iface) -> Result<u32, EnvError> {
+fn configure_iface(dev: &str, i: &crate::plan::Iface, ring: Option<u32>) -> Result<u32, EnvError> {
     let idx = netns::ifindex(dev)?;
-    netns::set_link(idx, Some(i.mtu), i.txqueuelen)?;
+    netns::set_link(idx, Some(i.mtu), i.txqueuelen.or(ring))?;
     netns::add_address(idx, IpAddr::V4(i.v4), 24)?;
     netns::add_address(idx, IpAddr::V6(i.v6), 64)?;
     Ok(idx)
 }
+
+/// A TUN device's queue where no `txqueuelen` is configured, packets. The kernel's default
+/// (500) is no host's: a TUN device frees what it queues, so TCP Small Queues never hold a
+/// sender back, and twenty Reno streams' slow-start bursts on the 170 ms OSCARS path
+/// overflowed it whenever the emulator was a few milliseconds late — 3008 packets in one
+/// run, goodput 92 Mbit/s where the path carries 228 (bench/host_ring.sh). A real host's
+/// queue holds such bursts: TSQ keeps each socket's share small, and fq_codel, Debian's
+/// default qdisc, holds 10 240 packets. Packets waiting here are late as in a busy host's
+/// queue, and whatever still overflows is counted as the link's `unread_drops`.
+const TUN_RING: u32 = 10_000;
 
 /// A TUN device for `iface`, made and configured inside its node.
 fn tun_end(nodes: &[Netns], iface: &crate::plan::Iface, offload: bool) -> Result<OwnedFd, EnvError> {
     let iface = iface.clone();
     nodes[iface.node].run(move || -> Result<OwnedFd, EnvError> {
         let fd = netns::create_tun(&iface.dev, offload)?;
-        configure_iface(&iface.dev, &iface)?;
+        configure_iface(&iface.dev, &iface, Some(TUN_RING))?;
         Ok(fd)
     })?
 }
@@ -230,7 +240,7 @@ fn veth_end(
         if !offload {
             netns::disable_segmentation(&iface.dev)?;
         }
-        configure_iface(&iface.dev, &iface).map(drop)
+        configure_iface(&iface.dev, &iface, None).map(drop)
     })??;
     let far = far.to_string();
     middle.run(move || netns::packet_socket(&far, offload))?
@@ -503,9 +513,53 @@ impl Network {
         self.export.as_ref().map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
 
-    /// Every link's counters so far (refreshed every 100 ms).
+    /// Every link's counters so far (refreshed every 100 ms), with what each end's device
+    /// dropped before the emulator read it.
     pub fn stats(&self) -> Vec<LinkStats> {
-        self.fabric.stats()
+        let mut links = self.fabric.stats();
+        self.add_unread_drops(&mut links);
+        links
+    }
+
+    /// Fills each direction's `unread_drops` from the kernel: the transmit drops of the TUN
+    /// device that feeds it (`ip -s link`'s TX dropped), where no `txqueuelen` is configured
+    /// (a configured queue is the host's model, in its host report). Through veth pairs (no
+    /// TUN access) the packet sockets' drops are not counted.
+    fn add_unread_drops(&self, links: &mut [LinkStats]) {
+        if self._middle.is_some() {
+            return;
+        }
+        for (ni, ns) in self.nodes.iter().enumerate() {
+            let ends: Vec<(usize, usize, String)> = self
+                .plan
+                .ends
+                .iter()
+                .enumerate()
+                .flat_map(|(li, &(ia, ib))| [(li, 0, ia), (li, 1, ib)])
+                .map(|(li, dir, ii)| (li, dir, &self.plan.ifaces[ii]))
+                .filter(|(_, _, f)| f.node == ni && f.txqueuelen.is_none())
+                .map(|(li, dir, f)| (li, dir, f.dev.clone()))
+                .collect();
+            if ends.is_empty() {
+                continue;
+            }
+            let counted = ns
+                .run(move || {
+                    let dropped = netns::tx_dropped().unwrap_or_default();
+                    ends.into_iter()
+                        .filter_map(|(li, dir, dev)| {
+                            let idx = netns::ifindex(&dev).ok()?;
+                            Some((li, dir, dropped.iter().find(|d| d.0 == idx).map_or(0, |d| d.1)))
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            for (li, dir, n) in counted {
+                if let Some(l) = links.get_mut(li) {
+                    if dir == 0 { &mut l.ab } else { &mut l.ba }.unread_drops = n;
+                }
+            }
+        }
     }
 
     /// A link's current configuration.
@@ -558,8 +612,14 @@ impl Network {
     /// Stops forwarding: every link's counters and, when the topology exports flows, what the
     /// exporter sent (every open record is exported as the links stop).
     pub fn finish(self) -> (Vec<LinkStats>, Option<ExportStats>) {
+        let mut drops = self.fabric.stats();
+        self.add_unread_drops(&mut drops);
         let Network { fabric, export, .. } = self;
-        let links = fabric.stop();
+        let mut links = fabric.stop();
+        for (l, d) in links.iter_mut().zip(&drops) {
+            l.ab.unread_drops = d.ab.unread_drops;
+            l.ba.unread_drops = d.ba.unread_drops;
+        }
         let export = export.map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).clone());
         (links, export)
     }

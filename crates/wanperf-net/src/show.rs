@@ -16,17 +16,35 @@ pub fn path_behind(s: &PathStats) -> Option<wanperf_emu::fabric::Behind> {
     wanperf_emu::fabric::fell_behind(std::slice::from_ref(&link))
 }
 
-/// The warning printed under the counters when the emulator fell behind (`dirs`: the names
-/// of the link's two directions).
+/// What is said when the emulator fell behind (`dirs`: the names of the link's two
+/// directions); printed under the counters after "warning: ", and stored with a study's cell.
 pub fn behind_warning(b: &wanperf_emu::fabric::Behind, dirs: [&str; 2]) -> String {
+    let what = if b.unread_drops > 0 {
+        format!(
+            "{} packet(s) were dropped by the sending device before the emulator read them (losses the configured \
+             network did not make; lateness p99 {:.1} ms)",
+            b.unread_drops,
+            b.p99_us / 1000.0
+        )
+    } else {
+        format!("1 % of the packets left {:.1} ms or more late", b.p99_us / 1000.0)
+    };
     format!(
-        "warning: the emulator fell behind its schedule on {} ({}): 1 % of the packets left {:.1} ms or more late. \
+        "the emulator fell behind its schedule on {} ({}): {what}. \
          The offered packet rate exceeded what this machine emulates, or other work took the emulator's CPU: \
          what was measured through it is slower than the configured network (docs/emulator.md, \"Packet-rate ceiling\")",
         b.link,
         dirs[b.dir.min(1)],
-        b.p99_us / 1000.0
     )
+}
+
+/// What is said when a network's emulator fell behind ([`behind_warning`], its directions
+/// named by their nodes), if it did.
+pub fn net_behind(t: &Topology, stats: &[wanperf_emu::fabric::LinkStats]) -> Option<String> {
+    let b = wanperf_emu::fabric::fell_behind(stats)?;
+    let l = t.links.iter().find(|l| l.name == b.link)?;
+    let (a, z) = (&t.nodes[l.a].name, &t.nodes[l.b].name);
+    Some(behind_warning(&b, [&format!("{a} → {z}"), &format!("{z} → {a}")]))
 }
 
 /// The counters as a readable table.
@@ -55,12 +73,12 @@ pub fn print_stats_to(s: &PathStats, out: &mut dyn std::io::Write) {
         }
         let _ = writeln!(
             out,
-            "  {name} emulator lateness: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
-            d.lateness.p50_us, d.lateness.p99_us, d.lateness.max_us
+            "  {name} emulator lateness: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs; dropped unread by the sending device: {} pkts",
+            d.lateness.p50_us, d.lateness.p99_us, d.lateness.max_us, d.unread_drops
         );
     }
     if let Some(b) = path_behind(s) {
-        let _ = writeln!(out, "{}", behind_warning(&b, ["left → right", "right → left"]));
+        let _ = writeln!(out, "warning: {}", behind_warning(&b, ["left → right", "right → left"]));
     }
 }
 
@@ -146,7 +164,7 @@ pub fn dir_counters(d: &wanperf_emu::fabric::DirStats) -> String {
     let maxq = d.classes.values().map(|c| c.max_queue_delay_ns).max().unwrap_or(0) as f64 / 1e6;
     let second = |b: Option<&u64>| fmt_rate(b.copied().unwrap_or(0) as f64 * 8.0);
     format!(
-        "{} pkts ({}) in, {} out; drops: queue {}, aqm {}, policer {}, random {}; queue delay mean {mean:.2} ms, max {maxq:.2} ms; peak {}, last second {}{}; emulator late p99 {:.0} µs, max {:.0} µs",
+        "{} pkts ({}) in, {} out; drops: queue {}, aqm {}, policer {}, random {}; queue delay mean {mean:.2} ms, max {maxq:.2} ms; peak {}, last second {}{}; emulator late p99 {:.0} µs, max {:.0} µs{}",
         d.total(|c| c.packets_in),
         fmt_bytes(d.total(|c| c.bytes_in)),
         d.total(|c| c.packets_out),
@@ -159,6 +177,7 @@ pub fn dir_counters(d: &wanperf_emu::fabric::DirStats) -> String {
         if d.injected > 0 { format!("; {} cross-traffic pkts", d.injected) } else { String::new() },
         d.lateness.p99_us,
         d.lateness.max_us,
+        if d.unread_drops > 0 { format!("; {} pkts dropped unread by the sending device", d.unread_drops) } else { String::new() },
     )
 }
 
@@ -207,11 +226,8 @@ pub fn print_stats(
         }
     }
     print_not_acted(&links_not_acted(t, stats), false, out);
-    if let Some(b) = wanperf_emu::fabric::fell_behind(stats) {
-        if let Some(l) = t.links.iter().find(|l| l.name == b.link) {
-            let (a, z) = (&t.nodes[l.a].name, &t.nodes[l.b].name);
-            let _ = writeln!(out, "{}", behind_warning(&b, [&format!("{a} → {z}"), &format!("{z} → {a}")]));
-        }
+    if let Some(w) = net_behind(t, stats) {
+        let _ = writeln!(out, "warning: {w}");
     }
 }
 
@@ -259,7 +275,7 @@ pub fn print_links(name: &str, stats: &[LinkStats], export: Option<&ExportStats>
         }
     }
     if let Some(b) = wanperf_emu::fabric::fell_behind(stats) {
-        let _ = writeln!(out, "{}", behind_warning(&b, ["a → b", "b → a"]));
+        let _ = writeln!(out, "warning: {}", behind_warning(&b, ["a → b", "b → a"]));
     }
 }
 

@@ -140,6 +140,7 @@ fn sections_with(data: &RunData, opts: &Options) -> Report {
     let items = figures::all(&v);
     let mut h = String::with_capacity(256 * 1024);
     h += &tables::not_acted(&v);
+    h += &tables::fell_behind(&v);
     h += &tables::expectations(&v);
     let (figs, skipped) = figures_sections(&mut h, items);
     h += &tables::statistics(&v);
@@ -264,6 +265,19 @@ mod tests {
         assert!(html.contains("<td>120 ms</td><td>100 ms</td><td>-20.0 %</td>"));
         assert!(html.contains("&lt;script&gt;") && !html.contains("<script>\""));
         assert_eq!(html.matches("data-pass=\"false\"").count(), 1);
+    }
+
+    #[test]
+    fn cells_where_the_emulator_fell_behind_are_said_before_the_figures() {
+        let mut d = seed_like();
+        assert!(!report(&d).html.contains("id=\"fell-behind\""), "no section where it kept up");
+        let said = "the emulator fell behind its schedule on the path (left → right): 277 packet(s) were dropped <b>";
+        d.cells[1].cell.emulator = Some(serde_json::json!({ "idle": [], "behind": said }));
+        let html = report(&d).html;
+        let at = html.find("<section id=\"fell-behind\" class=\"warn\"><h2>The emulator fell behind</h2>").unwrap();
+        assert!(at < html.find("id=\"figures\"").unwrap());
+        assert!(html[at..].contains("277 packet(s) were dropped &lt;b&gt;"), "escaped, in its cell's row");
+        assert_eq!(html.matches("data-figure=\"").count(), report(&seed_like()).html.matches("data-figure=\"").count());
     }
 
     #[test]

@@ -607,27 +607,58 @@ pub fn failures(v: &View) -> String {
 /// from the emulator's counters (`emulator.idle`): shown first, because those cells did not
 /// measure the path that was configured. Empty when every element acted.
 pub fn not_acted(v: &View) -> String {
+    emulator_warnings(
+        v,
+        "idle",
+        "not-acted",
+        "Configured but never acted",
+        "In these cells part of the configured path saw none of the traffic: what they measured is the path \
+         without it.",
+        "what did not act",
+    )
+}
+
+/// The cells where the emulator fell behind its schedule (`emulator.behind`: packets the
+/// sending device dropped unread, or 1 % of them a millisecond late): what they measured is
+/// slower than the configured network. Empty when it kept up everywhere.
+pub fn fell_behind(v: &View) -> String {
+    emulator_warnings(
+        v,
+        "behind",
+        "fell-behind",
+        "The emulator fell behind",
+        "In these cells the emulator did not keep the configured network's schedule: the results are \
+         lower bounds of what that network carries, not measurements of it.",
+        "what happened",
+    )
+}
+
+/// A warning section listing the cells whose emulator record has sentences under `key` (an
+/// array of them, or one).
+fn emulator_warnings(v: &View, key: &str, id: &str, title: &str, intro: &str, column: &str) -> String {
     let cells: Vec<_> = v
         .data
         .cells
         .iter()
         .filter_map(|c| {
-            let idle = c.cell.emulator.as_ref()?["idle"].as_array()?;
-            (!idle.is_empty()).then_some((c, idle))
+            let said = &c.cell.emulator.as_ref()?[key];
+            let lines: Vec<&str> = match said.as_array() {
+                Some(a) => a.iter().filter_map(|x| x.as_str()).collect(),
+                None => said.as_str().into_iter().collect(),
+            };
+            (!lines.is_empty()).then_some((c, lines))
         })
         .collect();
     if cells.is_empty() {
         return String::new();
     }
-    let mut h = String::from(
-        "<section id=\"not-acted\" class=\"warn\"><h2>Configured but never acted</h2>\n\
-         <p>In these cells part of the configured path saw none of the traffic: what they measured \
-         is the path without it.</p>\n<table>\n<tr><th>cell</th><th>repeat</th>\
-         <th class=\"l\">parameters</th><th class=\"l\">what did not act</th></tr>\n",
+    let mut h = format!(
+        "<section id=\"{id}\" class=\"warn\"><h2>{title}</h2>\n<p>{intro}</p>\n<table>\n<tr><th>cell</th>\
+         <th>repeat</th><th class=\"l\">parameters</th><th class=\"l\">{column}</th></tr>\n"
     );
-    for (c, idle) in cells {
+    for (c, lines) in cells {
         let params = c.cell.params.iter().map(|(k, v)| crate::fmt::param(k, v)).collect::<Vec<_>>().join(", ");
-        let what: Vec<String> = idle.iter().filter_map(|x| x.as_str()).map(esc).collect();
+        let what: Vec<String> = lines.into_iter().map(esc).collect();
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td>{}<td class=\"w\">{}</td></tr>",

@@ -258,7 +258,7 @@ pub fn execute(
             (env.say)(
                 &json!({"event": "cell", "run": run_id, "index": rec.index, "repeat": rec.repeat,
                 "params": rec.params, "ok": rec.ok, "failure": rec.failure, "summary": rec.summary,
-                "not_acted": not_acted(&rec)})
+                "not_acted": not_acted(&rec), "fell_behind": fell_behind(&rec)})
                 .to_string(),
             );
         }
@@ -274,7 +274,7 @@ pub fn execute(
         if !idle.is_empty() {
             not_acting_cells += 1;
         }
-        for l in idle {
+        for l in idle.into_iter().chain(fell_behind(&rec)) {
             let line = format!("warning: cell {}: {l}", describe(cell));
             match &bar {
                 Some(b) => b.println(line),
@@ -545,7 +545,9 @@ fn cell_on_path(
     // CPU quota it never ran into.
     let mut idle = wanperf_emu::acted::on_path(&cfg, &stats);
     idle.extend(wanperf_net::show::hosts_not_acted(&hosts));
-    let emulator = json!({"config": cfg, "stats": stats, "idle": idle, "hosts": hosts});
+    let behind = wanperf_net::show::path_behind(&stats)
+        .map(|b| wanperf_net::show::behind_warning(&b, ["left → right", "right → left"]));
+    let emulator = json!({"config": cfg, "stats": stats, "idle": idle, "hosts": hosts, "behind": behind});
     result.map(|m| (m, Some(emulator)))
 }
 
@@ -616,8 +618,10 @@ fn cell_on_net(
         .zip(&stats)
         .map(|(l, s)| json!({"name": l.name, "a": t.nodes[l.a].name, "b": t.nodes[l.b].name, "ab": s.ab, "ba": s.ba}))
         .collect();
+    let behind = wanperf_net::show::net_behind(t, &stats);
     let emulator = json!({"net": t.name, "from": nc.from, "to": nc.to, "address": net.to.addr.to_string(),
-        "route": net.route, "values": net.values, "links": links, "idle": idle, "hosts": hosts, "traffic": traffic});
+        "route": net.route, "values": net.values, "links": links, "idle": idle, "hosts": hosts, "traffic": traffic,
+        "behind": behind});
     result.map(|m| (m, Some(emulator)))
 }
 
@@ -675,6 +679,11 @@ fn fill(rec: &mut CellRecord, kind: Kind, records: &[Value]) {
 fn not_acted(rec: &CellRecord) -> Vec<String> {
     let idle = rec.emulator.as_ref().and_then(|e| e["idle"].as_array());
     idle.into_iter().flatten().filter_map(|l| l.as_str().map(str::to_string)).collect()
+}
+
+/// The warning a cell's emulator stored when it fell behind its schedule, if it did.
+fn fell_behind(rec: &CellRecord) -> Option<String> {
+    rec.emulator.as_ref().and_then(|e| e["behind"].as_str()).map(str::to_string)
 }
 
 #[cfg(test)]

@@ -593,3 +593,38 @@ fn a_hosts_tcp_options_show_in_the_senders_tcp_info() {
     assert_eq!((&old["sack"], &old["timestamps"]), (&Value::Bool(false), &Value::Bool(false)), "{old}");
     assert!(old.get("wscale").is_none(), "{old}");
 }
+
+#[test]
+fn packets_the_sending_device_drops_unread_are_counted_and_said() {
+    let _serial = serial();
+    if !paths_available() || !have("ip") {
+        return;
+    }
+    // A host's TUN device holds 10 000 packets unless a txqueuelen is configured. Here the
+    // host cuts its own to 8 and floods: the device drops what the emulator did not read in
+    // time (no configured element's loss), and the path's counters must carry exactly the
+    // kernel's count (`ip -s link`'s TX dropped) and say that the emulator fell behind.
+    let script = format!(
+        "ip -j link show wan0; ip link set wan0 txqueuelen 8; \
+         {BIN} tput $WANPERF_PEER -u -b 3G -l 1400 -t 1 > /dev/null; ip -s -j link show wan0"
+    );
+    let right = right_server();
+    let out = run(
+        &["path", "run", "--rtt", "10ms", "--json", "--right", &right, "--", "sh", "-c", &script],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let links: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+    assert_eq!(links.len(), 2, "{text}");
+    assert_eq!(links[0][0]["txqlen"], 10_000, "wanperf's default queue: {}", links[0]);
+    let kernel = u(&links[1][0]["stats64"]["tx"]["dropped"]);
+    assert!(kernel > 0, "a queue of 8 packets under a 3 Gbit/s flood drops: {}", links[1]);
+    let stats = path_stats(&out.stderr);
+    assert_eq!(u(&stats["up"]["unread_drops"]), kernel, "{stats}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let path: Value =
+        err.lines().find(|l| l.starts_with("{\"event\":\"path\"")).map(|l| serde_json::from_str(l).unwrap()).unwrap();
+    assert_eq!(path["fell_behind"]["unread_drops"], kernel, "{}", path["fell_behind"]);
+    assert_eq!(path["fell_behind"]["dir"], 0);
+}
