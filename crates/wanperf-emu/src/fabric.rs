@@ -11,6 +11,7 @@
 //! their place in the queue and on the wire and vanish at the far end.
 
 use crate::config::{DirConfig, Nanos};
+use crate::gso;
 use crate::link::{Link, Verdict, CLASSES};
 use crate::netns::{self, EnvError};
 use crate::packet::{self, Headers};
@@ -570,9 +571,62 @@ fn read_one(
             return true;
         }
     }
+    if r.offload && segs > 1 && dir.link.decides_per_packet() {
+        admit_each_segment(dir, at, now, buf, (len, segs), h, r.l2, pool, log);
+        return true;
+    }
     let v = dir.link.push_segments(at, buf, len, segs, h);
     log_verdict(log, now, &dir.name, len, v);
     true
+}
+
+/// A super-packet (`wire`: its wire bytes and segments) on a link with random loss or a
+/// policer: each segment is decided on as if sent alone ([`crate::link::Link::admit_segments`]).
+/// Where all passed alike it stays whole; otherwise it is split as the sender's kernel would
+/// have split it ([`gso::split`]) and only the segments that passed go on, so a drop is a
+/// single packet's. A super-packet that cannot be split (not one the kernel makes) goes on
+/// whole if its first segment passed, and is dropped whole if not.
+#[allow(clippy::too_many_arguments)]
+fn admit_each_segment(
+    dir: &mut Dir,
+    at: Nanos,
+    now: Nanos,
+    buf: Vec<u8>,
+    (len, segs): (usize, u32),
+    h: Headers,
+    l2: usize,
+    pool: &mut Buffers,
+    log: &mut Log,
+) {
+    let lens = gso::segment_lens(&buf, netns::VNET_HDR_LEN, l2).unwrap_or_else(|| vec![len]);
+    let fates = dir.link.admit_segments(at, &lens, &h);
+    let alike = fates.iter().all(|f| *f == fates[0]);
+    let parts = if alike { None } else { gso::split(&buf, netns::VNET_HDR_LEN, l2) };
+    match parts {
+        None => match fates[0] {
+            Ok(a) => {
+                let v = dir.link.push_admitted(at, buf, len, segs, a, h);
+                log_verdict(log, now, &dir.name, len, v);
+            }
+            Err(reason) => {
+                log_verdict(log, now, &dir.name, len, Verdict::Dropped(reason));
+                pool.keep(buf);
+            }
+        },
+        Some(parts) => {
+            for (p, fate) in parts.into_iter().zip(fates) {
+                let (wire, _) = offload_wire(&p, l2);
+                match fate {
+                    Ok(a) => {
+                        let v = dir.link.push_admitted(at, p, wire, 1, a, h);
+                        log_verdict(log, now, &dir.name, wire, v);
+                    }
+                    Err(reason) => log_verdict(log, now, &dir.name, wire, Verdict::Dropped(reason)),
+                }
+            }
+            pool.keep(buf);
+        }
+    }
 }
 
 fn write_due(

@@ -2,7 +2,8 @@
 //!
 //! The link model is a set of pure cells driven by `(packet, now)` and tested in virtual
 //! time ([`link::Link`]); configuration and its parsing live in [`config`]; [`packet`] reads
-//! the header fields that classification needs.
+//! the header fields that classification needs, and [`gso`] splits a segmentation-offload
+//! super-packet into its segments where loss or a policer decides differently for them.
 //!
 //! ```
 //! use wanperf_emu::config::{DirConfig, Rate};
@@ -21,6 +22,7 @@ pub mod acted;
 pub mod config;
 pub mod fabric;
 pub mod fq;
+pub mod gso;
 pub mod link;
 pub mod netns;
 pub mod options;

@@ -35,6 +35,10 @@ pub enum DropReason {
     Aqm,
 }
 
+/// An arrival loss and the policer let through: its class, and whether the policer re-marked
+/// it into that class.
+pub type Admitted = (usize, bool);
+
 /// What happened to an arriving packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -183,21 +187,73 @@ impl<P> Link<P> {
 
     /// A segmentation-offload packet arrives: `segs` wire packets of `wire_len` bytes in all,
     /// kept together. Serialization, queue limits and counters use the wire figures; loss and
-    /// the policer decide for the whole (the runtime only offloads when neither is set).
+    /// the policer decide for the whole (the runtime asks [`Link::admit_segments`] instead
+    /// where they are configured).
     pub fn push_segments(&mut self, now: Nanos, mut pkt: P, wire_len: usize, segs: u32, h: Headers) -> Verdict {
-        let len = wire_len;
         let segs = segs.max(1);
         self.advance(now);
-        let mut class = self.classify(&h);
+        match self.admit(now, wire_len, segs, &h) {
+            Err(reason) => Verdict::Dropped(reason),
+            Ok(admitted) => {
+                if admitted.1 {
+                    if let Some(hook) = self.remark_hook {
+                        hook(&mut pkt);
+                    }
+                }
+                self.enqueue(now, pkt, wire_len, segs, admitted, h)
+            }
+        }
+    }
+
+    /// Whether arrivals need a decision of their own (random loss or a policer is configured):
+    /// then each segment of a super-packet is decided on ([`Link::admit_segments`]).
+    pub fn decides_per_packet(&self) -> bool {
+        self.cfg.loss != LossModel::None || self.cfg.policer.is_some()
+    }
+
+    /// Random loss and the policer decide for each segment of a super-packet arriving at
+    /// `now` (`seg_lens`: their wire lengths, in order) exactly as for the same segments
+    /// pushed one at a time: the same random draws in the same order, the policer's tokens
+    /// spent segment by segment, every segment counted as an arrival. Each passing segment's
+    /// class is then queued with [`Link::push_admitted`]: the whole super-packet where all
+    /// passed alike, else each segment alone.
+    pub fn admit_segments(&mut self, now: Nanos, seg_lens: &[usize], h: &Headers) -> Vec<Result<Admitted, DropReason>> {
+        self.advance(now);
+        seg_lens.iter().map(|&len| self.admit(now, len, 1, h)).collect()
+    }
+
+    /// Queues what [`Link::admit_segments`] let through (`segs` of its segments, `wire_len`
+    /// bytes), re-marked if the policer said so.
+    pub fn push_admitted(
+        &mut self,
+        now: Nanos,
+        mut pkt: P,
+        wire_len: usize,
+        segs: u32,
+        admitted: Admitted,
+        h: Headers,
+    ) -> Verdict {
+        if admitted.1 {
+            if let Some(hook) = self.remark_hook {
+                hook(&mut pkt);
+            }
+        }
+        self.advance(now);
+        self.enqueue(now, pkt, wire_len, segs.max(1), admitted, h)
+    }
+
+    /// An arrival of `segs` wire packets, `len` bytes, counted and passed through random loss
+    /// and the policer: its class and whether the policer re-marked it, or why it was dropped.
+    fn admit(&mut self, now: Nanos, len: usize, segs: u32, h: &Headers) -> Result<Admitted, DropReason> {
+        let class = self.classify(h);
         self.counters[class].packets_in += u64::from(segs);
         self.counters[class].bytes_in += len as u64;
         if self.lose(len) {
             self.counters[class].random_losses += 1;
-            return Verdict::Dropped(DropReason::RandomLoss);
+            return Err(DropReason::RandomLoss);
         }
-        let mut remarked = false;
         if let Some(pol) = self.cfg.policer {
-            if pol.selector.is_none_or(|s| s.matches(&h)) {
+            if pol.selector.is_none_or(|s| s.matches(h)) {
                 self.counters[class].policed += u64::from(segs);
                 let dt = now.saturating_sub(self.tokens_at) as f64 / 1e9;
                 self.tokens = (self.tokens + dt * pol.rate_bps as f64 / 8.0).min(pol.burst_bytes as f64);
@@ -208,20 +264,30 @@ impl<P> Link<P> {
                     match pol.action {
                         PolicerAction::Drop => {
                             self.counters[class].policer_drops += 1;
-                            return Verdict::Dropped(DropReason::Policer);
+                            return Err(DropReason::Policer);
                         }
                         PolicerAction::Remark => {
                             self.counters[class].remarks += 1;
-                            class = SCAVENGER;
-                            remarked = true;
-                            if let Some(hook) = self.remark_hook {
-                                hook(&mut pkt);
-                            }
+                            return Ok((SCAVENGER, true));
                         }
                     }
                 }
             }
         }
+        Ok((class, false))
+    }
+
+    /// Queues an admitted arrival in its class (a FIFO drops it when full, a flow-fair queue
+    /// drops from its longest flow).
+    fn enqueue(
+        &mut self,
+        now: Nanos,
+        pkt: P,
+        len: usize,
+        segs: u32,
+        (class, remarked): Admitted,
+        h: Headers,
+    ) -> Verdict {
         let limit = self.cfg.queue;
         let over = |q: &ClassQueue<P>, len: usize, segs: u32| match limit {
             QueueLimit::Packets(n) => q.pkts + segs as usize > n,
@@ -432,6 +498,70 @@ mod tests {
         let c = &l.counters()[1];
         assert_eq!(c.max_queue_delay_ns, 9 * MS);
         assert_eq!(c.sum_queue_delay_ns, 45 * MS);
+    }
+
+    #[test]
+    fn a_super_packets_segments_meet_loss_and_the_policer_as_if_sent_alone() {
+        // 30 super-packets of 10 segments of 1500 B, 1 ms apart, into a 100 Mbit/s link with
+        // 2 % random loss and a 50 Mbit/s policer (burst 30 kB); the same 300 segments pushed
+        // one at a time into a link with the same seed. Loss draws once per segment in order
+        // and the policer spends its tokens segment by segment, so the two make the same
+        // decisions: the same segments dropped for the same reasons, the same counters, and
+        // where every segment of a super-packet passed, its departure is its last segment's.
+        for action in [PolicerAction::Drop, PolicerAction::Remark] {
+            let pol = PolicerConfig { rate_bps: 50_000_000, burst_bytes: 30_000, selector: None, action };
+            let cfg = DirConfig {
+                rate: Rate::Constant(100_000_000),
+                delay_ns: 5 * MS,
+                loss: LossModel::Bernoulli(0.02),
+                policer: Some(pol),
+                ..Default::default()
+            };
+            let (mut batched, mut single) = (Link::new(cfg.clone(), 7), Link::new(cfg, 7));
+            assert!(batched.decides_per_packet());
+            let (mut split_fates, mut single_fates) = (Vec::new(), Vec::new());
+            let mut whole = Vec::new();
+            for k in 0..30u32 {
+                let now = u64::from(k) * MS;
+                let fates = batched.admit_segments(now, &[1500; 10], &Headers::default());
+                if fates.iter().all(|f| f == &fates[0]) && fates[0].is_ok() {
+                    batched.push_admitted(now, k * 10 + 9, 15_000, 10, fates[0].unwrap(), Headers::default());
+                    whole.push(k);
+                } else {
+                    for (i, f) in fates.iter().enumerate() {
+                        if let Ok(a) = f {
+                            batched.push_admitted(now, k * 10 + i as u32, 1500, 1, *a, Headers::default());
+                        }
+                    }
+                }
+                split_fates.extend(fates.iter().map(|f| (*f).map(|a| a.0)));
+                for i in 0..10 {
+                    let v = single.push(now, k * 10 + i, 1500, Headers::default());
+                    single_fates.push(match v {
+                        Verdict::Queued(c) => Ok(c),
+                        Verdict::Remarked => Ok(SCAVENGER),
+                        Verdict::Dropped(r) => Err(r),
+                    });
+                }
+            }
+            assert_eq!(split_fates, single_fates, "{action:?}");
+            let dropped = single_fates.iter().filter(|f| f.is_err()).count();
+            assert!(dropped >= 3 && !whole.is_empty() && whole.len() < 30, "{dropped} dropped, {} whole", whole.len());
+            let (cb, cs) = (batched.counters(), single.counters());
+            for c in 0..3 {
+                let k = |x: &ClassCounters| {
+                    (x.packets_in, x.bytes_in, x.random_losses, x.policed, x.policer_drops, x.remarks)
+                };
+                assert_eq!(k(&cb[c]), k(&cs[c]), "class {c}, {action:?}");
+            }
+            // Departures: a whole super-packet leaves when its last segment would have.
+            let (ob, os) = (drain(&mut batched, u64::MAX), drain(&mut single, u64::MAX));
+            for k in whole {
+                let id = k * 10 + 9;
+                let at = |o: &[(u32, Nanos)]| o.iter().find(|x| x.0 == id).map(|x| x.1);
+                assert_eq!(at(&ob), at(&os), "super-packet {k}, {action:?}");
+            }
+        }
     }
 
     #[test]

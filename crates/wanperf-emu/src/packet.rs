@@ -110,8 +110,28 @@ pub fn remark_scavenger(p: &mut Vec<u8>) {
 /// [`remark_scavenger`] for Ethernet frames (the veth backend).
 #[allow(clippy::ptr_arg)] // the hook's type is fn(&mut P) with P = Vec<u8>
 pub fn remark_scavenger_eth(p: &mut Vec<u8>) {
-    if p.len() > 14 && matches!(u16::from_be_bytes([p[12], p[13]]), 0x0800 | 0x86dd) {
-        set_dscp(&mut p[14..], SCAVENGER_DSCP);
+    remark_eth_at(p, 0);
+}
+
+/// [`remark_scavenger`] behind a virtio-net header (an offloading TUN device).
+#[allow(clippy::ptr_arg)] // the hook's type is fn(&mut P) with P = Vec<u8>
+pub fn remark_scavenger_vnet(p: &mut Vec<u8>) {
+    if let Some(ip) = p.get_mut(crate::netns::VNET_HDR_LEN..) {
+        set_dscp(ip, SCAVENGER_DSCP);
+    }
+}
+
+/// [`remark_scavenger_eth`] behind a virtio-net header (an offloading veth backend).
+#[allow(clippy::ptr_arg)] // the hook's type is fn(&mut P) with P = Vec<u8>
+pub fn remark_scavenger_vnet_eth(p: &mut Vec<u8>) {
+    remark_eth_at(p, crate::netns::VNET_HDR_LEN);
+}
+
+/// Re-marks the IP packet in the Ethernet frame that starts at `at`.
+fn remark_eth_at(p: &mut [u8], at: usize) {
+    let Some(f) = p.get_mut(at..) else { return };
+    if f.len() > 14 && matches!(u16::from_be_bytes([f[12], f[13]]), 0x0800 | 0x86dd) {
+        set_dscp(&mut f[14..], SCAVENGER_DSCP);
     }
 }
 

@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use std::os::fd::{OwnedFd, RawFd};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use wanperf_emu::config::{DirConfig, LossModel};
+use wanperf_emu::config::DirConfig;
 use wanperf_emu::fabric::{Control, End, Fabric, IcmpShape, Injection, Injector, LinkSpec, LinkStats, Tap};
 use wanperf_emu::netns::{self, EnvError, Netns};
 use wanperf_emu::packet;
@@ -119,15 +119,14 @@ impl Injector for Generator {
     }
 }
 
-/// Per-link decisions: offload moves 64 KiB super-packets but loss and policers need
-/// per-packet decisions; a configured txqueuelen needs the device queue to count real
-/// packets (pull mode, no offload); and a link may turn it off (`offload = false`) so its
-/// interfaces count and capture wire packets.
+/// Per-link decisions: offload moves 64 KiB super-packets (loss and policers still decide
+/// for each of their segments, splitting a super-packet where they differ); a configured
+/// txqueuelen needs the device queue to count real packets (pull mode, no offload); and a
+/// link may turn it off (`offload = false`) so its interfaces count and capture wire packets.
 fn link_modes(t: &Topology, li: usize) -> (bool, bool) {
     let l = &t.links[li];
     let pull = t.nodes[l.a].txqueuelen.is_some() || t.nodes[l.b].txqueuelen.is_some();
-    let offload = l.offload && !pull && [&l.ab, &l.ba].iter().all(|d| d.loss == LossModel::None && d.policer.is_none());
-    (offload, pull)
+    (l.offload && !pull, pull)
 }
 
 /// A route as the kernel is told it: destination, prefix, and (next hop, device) for each
@@ -308,7 +307,6 @@ impl Network {
             })??;
         }
         let l2 = if middle.is_some() { ETHERNET_HEADER } else { 0 };
-        let remark = if l2 == 0 { packet::remark_scavenger } else { packet::remark_scavenger_eth };
         let shape = |node: usize| -> Option<IcmpShape> {
             match &topo.nodes[node].kind {
                 NodeKind::Router(o) if o.icmp_silent || o.icmp_delay_ns > 0 || o.icmp_jitter_ns > 0 => {
@@ -325,6 +323,12 @@ impl Network {
         let mut specs = Vec::new();
         for (li, (l, [a, b])) in topo.links.iter().zip(ends).enumerate() {
             let (offload, pull) = link_modes(topo, li);
+            let remark = match (offload, l2) {
+                (false, 0) => packet::remark_scavenger,
+                (false, _) => packet::remark_scavenger_eth,
+                (true, 0) => packet::remark_scavenger_vnet,
+                (true, _) => packet::remark_scavenger_vnet_eth,
+            };
             specs.push(LinkSpec {
                 name: l.name.clone(),
                 dir_names: [format!("{}:ab", l.name), format!("{}:ba", l.name)],

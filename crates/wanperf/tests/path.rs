@@ -628,3 +628,45 @@ fn packets_the_sending_device_drops_unread_are_counted_and_said() {
     assert_eq!(path["fell_behind"]["unread_drops"], kernel, "{}", path["fell_behind"]);
     assert_eq!(path["fell_behind"]["dir"], 0);
 }
+
+#[test]
+fn random_loss_keeps_offload_and_drops_single_segments() {
+    let _serial = serial();
+    if !paths_available() || !have("ip") {
+        return;
+    }
+    // 0.05 % random loss at 2 ms: TCP runs at hundreds of Mbit/s and sends 64 kB
+    // super-packets. The emulator decides for each of their segments and splits a super-packet
+    // where one is lost, so each loss is one segment: the sender retransmits about as many
+    // segments as the emulator lost, not a super-packet's worth for each, and the loss rate
+    // per segment is the configured one. The sending device's own count (fewer, larger
+    // packets than the segments on the emulated wire) shows offload still carried them.
+    let script = format!("{BIN} tput $WANPERF_PEER -t 4 --json | tail -1; ip -s -j link show wan0");
+    let right = right_server();
+    let out = run(
+        &[
+            "path", "run", "--rtt", "2ms", "--rate", "500M", "--loss", "0.05%", "--seed", "11", "--json", "--right",
+            &right, "--", "sh", "-c", &script,
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok());
+    let end = lines.next().unwrap_or_else(|| panic!("{text}"));
+    let dev = lines.next().unwrap_or_else(|| panic!("{text}"));
+    let retransmits = u(&end["summary"]["retransmits"]);
+    let stats = path_stats(&out.stderr);
+    let be = &stats["up"]["classes"]["best_effort"];
+    let (segments, lost) = (u(&be["packets_in"]), u(&be["random_losses"]));
+    let device_packets = u(&dev[0]["stats64"]["tx"]["packets"]);
+    eprintln!("{segments} segments in {device_packets} device packets; {lost} lost, {retransmits} retransmitted");
+    assert!(segments > 3 * device_packets, "offload carried the segments: {segments} in {device_packets} packets");
+    let expected = segments as f64 * 0.0005;
+    assert!(
+        (lost as f64 - expected).abs() < 4.0 * expected.sqrt() + 2.0,
+        "lost {lost} of {segments}, expected {expected:.0}"
+    );
+    assert!(lost >= 10, "enough losses to tell: {lost}");
+    assert!(retransmits <= lost + lost / 2 + 10, "each loss one segment: {retransmits} retransmits for {lost} losses");
+}
