@@ -582,10 +582,11 @@ fn read_one(
 
 /// A super-packet (`wire`: its wire bytes and segments) on a link with random loss or a
 /// policer: each segment is decided on as if sent alone ([`crate::link::Link::admit_segments`]).
-/// Where all passed alike it stays whole; otherwise it is split as the sender's kernel would
-/// have split it ([`gso::split`]) and only the segments that passed go on, so a drop is a
-/// single packet's. A super-packet that cannot be split (not one the kernel makes) goes on
-/// whole if its first segment passed, and is dropped whole if not.
+/// Where all passed alike it stays whole; otherwise it is cut where the decisions change
+/// ([`gso::pieces`]: each run of segments decided alike travels as one smaller super-packet,
+/// as the sender's kernel would have segmented it) and only the runs that passed go on, so a
+/// drop is a single packet's. A super-packet that cannot be cut (not one the kernel makes)
+/// goes on whole if its first segment passed, and is dropped whole if not.
 #[allow(clippy::too_many_arguments)]
 fn admit_each_segment(
     dir: &mut Dir,
@@ -600,10 +601,25 @@ fn admit_each_segment(
 ) {
     let lens = gso::segment_lens(&buf, netns::VNET_HDR_LEN, l2).unwrap_or_else(|| vec![len]);
     let fates = dir.link.admit_segments(at, &lens, &h);
-    let alike = fates.iter().all(|f| *f == fates[0]);
-    let parts = if alike { None } else { gso::split(&buf, netns::VNET_HDR_LEN, l2) };
-    match parts {
-        None => match fates[0] {
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for i in 0..fates.len() {
+        match runs.last_mut() {
+            Some(r) if fates[r.start] == fates[i] => r.end = i + 1,
+            _ => runs.push(i..i + 1),
+        }
+    }
+    // Only what passed is cut out and copied; a dropped run is logged by its wire bytes.
+    let (pass, drop): (Vec<_>, Vec<_>) = runs.into_iter().partition(|r| fates[r.start].is_ok());
+    let whole = pass.len() == 1 && drop.is_empty();
+    let parts = if pass.is_empty() {
+        (lens.len() > 1).then(Vec::new)
+    } else if whole {
+        None
+    } else {
+        gso::pieces(&buf, netns::VNET_HDR_LEN, l2, &pass)
+    };
+    let Some(parts) = parts else {
+        match fates[0] {
             Ok(a) => {
                 let v = dir.link.push_admitted(at, buf, len, segs, a, h);
                 log_verdict(log, now, &dir.name, len, v);
@@ -612,21 +628,22 @@ fn admit_each_segment(
                 log_verdict(log, now, &dir.name, len, Verdict::Dropped(reason));
                 pool.keep(buf);
             }
-        },
-        Some(parts) => {
-            for (p, fate) in parts.into_iter().zip(fates) {
-                let (wire, _) = offload_wire(&p, l2);
-                match fate {
-                    Ok(a) => {
-                        let v = dir.link.push_admitted(at, p, wire, 1, a, h);
-                        log_verdict(log, now, &dir.name, wire, v);
-                    }
-                    Err(reason) => log_verdict(log, now, &dir.name, wire, Verdict::Dropped(reason)),
-                }
-            }
-            pool.keep(buf);
+        }
+        return;
+    };
+    for r in drop {
+        if let Err(reason) = fates[r.start] {
+            log_verdict(log, now, &dir.name, lens[r].iter().sum(), Verdict::Dropped(reason));
         }
     }
+    for (p, r) in parts.into_iter().zip(pass) {
+        let (wire, n) = offload_wire(&p, l2);
+        if let Ok(a) = fates[r.start] {
+            let v = dir.link.push_admitted(at, p, wire, n, a, h);
+            log_verdict(log, now, &dir.name, wire, v);
+        }
+    }
+    pool.keep(buf);
 }
 
 fn write_due(

@@ -69,8 +69,20 @@ pub fn segment_lens(buf: &[u8], vnet: usize, l2: usize) -> Option<Vec<usize>> {
 /// pseudo-header sum of its own length in the checksum field. `None` if `buf` is not a TCP
 /// super-packet of more than one segment whose checksum is left to the receiver.
 pub fn split(buf: &[u8], vnet: usize, l2: usize) -> Option<Vec<Vec<u8>>> {
+    let n = segment_lens(buf, vnet, l2)?.len();
+    pieces(buf, vnet, l2, &(0..n).map(|i| i..i + 1).collect::<Vec<_>>())
+}
+
+/// Pieces of a TCP super-packet, each the run of its segments in `runs` (ranges of segment
+/// indices, in order, not overlapping): a run of one is a segment as [`split`] makes it, a
+/// longer run a smaller super-packet of its segments (the same segment size, its own length,
+/// first sequence number and IPv4 identification, FIN and PSH only if it holds the last
+/// segment, CWR only if it holds the first), so that what loss or a policer let through
+/// together still travels in one piece. `None` as for [`split`], or for a run out of range.
+pub fn pieces(buf: &[u8], vnet: usize, l2: usize, runs: &[std::ops::Range<usize>]) -> Option<Vec<Vec<u8>>> {
     let s = shape(buf, vnet, l2)?;
-    if buf[0] & NEEDS_CSUM == 0 {
+    let n = s.payload.div_ceil(s.gso_size);
+    if buf[0] & NEEDS_CSUM == 0 || runs.iter().any(|r| r.start >= r.end || r.end > n) {
         return None;
     }
     let ip = &buf[s.ip_at..];
@@ -79,25 +91,29 @@ pub fn split(buf: &[u8], vnet: usize, l2: usize) -> Option<Vec<Vec<u8>>> {
     let seq0 = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]);
     let flags = tcp[13];
     let id0 = u16::from_be_bytes([ip[4], ip[5]]);
-    let n = s.payload.div_ceil(s.gso_size);
     let head = s.ip_at + s.headers;
     Some(
-        (0..n)
-            .map(|i| {
-                let off = i * s.gso_size;
-                let len = s.gso_size.min(s.payload - off);
+        runs.iter()
+            .map(|r| {
+                let off = r.start * s.gso_size;
+                let len = (r.end * s.gso_size).min(s.payload) - off;
                 let mut p = Vec::with_capacity(head + len);
                 p.extend_from_slice(&buf[..head]);
                 p.extend_from_slice(&buf[head + off..head + off + len]);
-                // No segmentation left: gso_type NONE (ECN bit too), gso_size 0.
-                p[1] = 0;
-                p[4] = 0;
-                p[5] = 0;
+                if r.len() == 1 {
+                    // No segmentation left: gso_type NONE (ECN bit too), gso_size 0.
+                    p[1] = 0;
+                    p[4] = 0;
+                    p[5] = 0;
+                } else if r.start > 0 {
+                    // Congestion window reduced is said once, by the first segment.
+                    p[1] &= 0x7f;
+                }
                 let q = &mut p[s.ip_at..];
                 let total = s.headers + len;
                 if v4 {
                     q[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-                    q[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
+                    q[4..6].copy_from_slice(&id0.wrapping_add(r.start as u16).to_be_bytes());
                     q[10] = 0;
                     q[11] = 0;
                     let c = !fold(sum(&q[..s.l3]));
@@ -106,15 +122,14 @@ pub fn split(buf: &[u8], vnet: usize, l2: usize) -> Option<Vec<Vec<u8>>> {
                     q[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
                 }
                 let mut f = flags;
-                if i + 1 < n {
+                if r.end < n {
                     f &= !(FIN | PSH);
                 }
-                if i > 0 {
+                if r.start > 0 {
                     f &= !CWR;
                 }
                 let tcp_len = total - s.l3;
-                let pseudo =
-                    if v4 { sum(&q[12..20]) + 6 + tcp_len as u32 } else { sum(&q[8..40]) + 6 + tcp_len as u32 };
+                let pseudo = if v4 { sum(&q[12..20]) } else { sum(&q[8..40]) } + 6 + tcp_len as u32;
                 let t = &mut q[s.l3..];
                 t[4..8].copy_from_slice(&seq0.wrapping_add(off as u32).to_be_bytes());
                 t[13] = f;
@@ -241,6 +256,28 @@ mod tests {
         let b = super_packet(false, 3000, 1448, 0x10, u32::MAX - 100);
         let s = split(&b, VNET, 0).unwrap();
         assert_eq!(u32::from_be_bytes(s[1][VNET + 24..VNET + 28].try_into().unwrap()), 1347);
+    }
+
+    #[test]
+    fn runs_of_segments_stay_super_packets() {
+        // 10 segments of 1000 B, the 4th lost: segments 0–2 and 4–9 travel as two smaller
+        // super-packets, each exactly what splitting it again gives.
+        let b = super_packet(false, 10_000, 1000, PSH | CWR | 0x10, 5000);
+        let p = pieces(&b, VNET, 0, &[0..3, 4..10]).unwrap();
+        let single = split(&b, VNET, 0).unwrap();
+        assert_eq!(p.len(), 2);
+        for (piece, range) in p.iter().zip([0..3usize, 4..10]) {
+            assert_eq!(piece[1] & 0x7f, GSO_TCPV4, "still a super-packet");
+            assert_eq!(u16::from_le_bytes([piece[4], piece[5]]), 1000);
+            assert_eq!(piece.len(), VNET + 52 + 1000 * range.len());
+            assert!(completes(piece), "its partial checksum completes");
+            let again = split(piece, VNET, 0).unwrap();
+            assert_eq!(again, single[range.clone()].to_vec(), "segments {range:?}");
+        }
+        assert_eq!(b[1] & 0x80, 0x80);
+        assert_eq!((p[0][1] & 0x80, p[1][1] & 0x80), (0x80, 0), "ECN's CWR with the first segment only");
+        assert_eq!(pieces(&b, VNET, 0, std::slice::from_ref(&(0..11))), None);
+        assert_eq!(pieces(&b, VNET, 0, std::slice::from_ref(&(3..3))), None);
     }
 
     #[test]
