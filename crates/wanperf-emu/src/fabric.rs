@@ -586,7 +586,7 @@ fn read_one(
 /// ([`gso::pieces`]: each run of segments decided alike travels as one smaller super-packet,
 /// as the sender's kernel would have segmented it) and only the runs that passed go on, so a
 /// drop is a single packet's. A super-packet that cannot be cut (not one the kernel makes)
-/// goes on whole if its first segment passed, and is dropped whole if not.
+/// is decided on whole, as on a link without offload decisions.
 #[allow(clippy::too_many_arguments)]
 fn admit_each_segment(
     dir: &mut Dir,
@@ -599,7 +599,12 @@ fn admit_each_segment(
     pool: &mut Buffers,
     log: &mut Log,
 ) {
-    let lens = gso::segment_lens(&buf, netns::VNET_HDR_LEN, l2).unwrap_or_else(|| vec![len]);
+    let Some(lens) = gso::segment_lens(&buf, netns::VNET_HDR_LEN, l2) else {
+        // Not one the kernel's segmentation makes (or cuts): decided on whole, as before.
+        let v = dir.link.push_segments(at, buf, len, segs, h);
+        log_verdict(log, now, &dir.name, len, v);
+        return;
+    };
     let fates = dir.link.admit_segments(at, &lens, &h);
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
     for i in 0..fates.len() {
@@ -610,9 +615,11 @@ fn admit_each_segment(
     }
     // Only what passed is cut out and copied; a dropped run is logged by its wire bytes.
     let (pass, drop): (Vec<_>, Vec<_>) = runs.into_iter().partition(|r| fates[r.start].is_ok());
+    // `pieces` takes every packet `segment_lens` took: the whole-packet branch below is the
+    // one where all segments passed alike.
     let whole = pass.len() == 1 && drop.is_empty();
     let parts = if pass.is_empty() {
-        (lens.len() > 1).then(Vec::new)
+        Some(Vec::new())
     } else if whole {
         None
     } else {

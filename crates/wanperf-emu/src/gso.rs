@@ -54,9 +54,13 @@ fn shape(buf: &[u8], vnet: usize, l2: usize) -> Option<Shape> {
 }
 
 /// The wire length (link header, IP and TCP headers, payload) of each segment a TCP
-/// super-packet stands for, in order; `None` if it is not one of more than one segment.
+/// super-packet stands for, in order; `None` if it is not one of more than one segment that
+/// [`pieces`] can cut (its checksum left to the receiver).
 pub fn segment_lens(buf: &[u8], vnet: usize, l2: usize) -> Option<Vec<usize>> {
     let s = shape(buf, vnet, l2)?;
+    if buf[0] & NEEDS_CSUM == 0 {
+        return None;
+    }
     let n = s.payload.div_ceil(s.gso_size);
     Some((0..n).map(|i| l2 + s.headers + s.gso_size.min(s.payload - i * s.gso_size)).collect())
 }
@@ -100,6 +104,10 @@ pub fn pieces(buf: &[u8], vnet: usize, l2: usize, runs: &[std::ops::Range<usize>
                 let mut p = Vec::with_capacity(head + len);
                 p.extend_from_slice(&buf[..head]);
                 p.extend_from_slice(&buf[head + off..head + off + len]);
+                // The headers, no more: the kernel sizes the written packet's linear part by
+                // it and refuses a length beyond the packet (the super-packet's may have
+                // covered all of it).
+                p[2..4].copy_from_slice(&((l2 + s.headers) as u16).to_le_bytes());
                 if r.len() == 1 {
                     // No segmentation left: gso_type NONE (ECN bit too), gso_size 0.
                     p[1] = 0;
@@ -168,6 +176,8 @@ mod tests {
         b[1] = if v6 { GSO_TCPV6 } else { GSO_TCPV4 } | 0x80;
         b[4..6].copy_from_slice(&mss.to_le_bytes());
         let l3 = if v6 { 40 } else { 20 };
+        // hdr_len: the linear part, which after a router can be the whole packet.
+        b[2..4].copy_from_slice(&((l3 + 32 + payload) as u16).to_le_bytes());
         b[6..8].copy_from_slice(&(l3 as u16).to_le_bytes()); // csum_start
         b[8..10].copy_from_slice(&16u16.to_le_bytes()); // csum_offset
         let mut ip = vec![0u8; l3 + 32];
@@ -232,6 +242,7 @@ mod tests {
                 assert_eq!(s[1], 0, "no segmentation left");
                 assert_eq!(u16::from_le_bytes([s[4], s[5]]), 0);
                 assert_eq!(s[0] & NEEDS_CSUM, NEEDS_CSUM);
+                assert_eq!(usize::from(u16::from_le_bytes([s[2], s[3]])), l3 + 32, "hdr_len: the headers");
                 let want_len = [1448, 1448, 1104][i];
                 if v6 {
                     assert_eq!(usize::from(u16::from_be_bytes([ip[4], ip[5]])), 32 + want_len);
@@ -293,7 +304,7 @@ mod tests {
         assert!(split(&udp, VNET, 0).is_none());
         let mut done = super_packet(false, 4000, 1448, 0x10, 1);
         done[0] = 2; // DATA_VALID
-        assert!(segment_lens(&done, VNET, 0).is_some() && split(&done, VNET, 0).is_none());
+        assert!(segment_lens(&done, VNET, 0).is_none() && split(&done, VNET, 0).is_none());
         assert!(split(&one[..VNET + 30], VNET, 0).is_none());
         assert!(split(&[], VNET, 0).is_none());
         // Behind a 14-byte link header (veth): the same segments, the header repeated.

@@ -213,8 +213,10 @@ impl<P> Link<P> {
 
     /// Random loss and the policer decide for each segment of a super-packet arriving at
     /// `now` (`seg_lens`: their wire lengths, in order) exactly as for the same segments
-    /// pushed one at a time: the same random draws in the same order, the policer's tokens
-    /// spent segment by segment, every segment counted as an arrival. Each passing segment's
+    /// pushed one at a time: the policer's tokens spent segment by segment, every segment
+    /// counted as an arrival, and one loss draw per segment in order — the same draws where
+    /// the link has no jitter (jitter shares the generator and is drawn as packets leave, so
+    /// with jitter the draws interleave differently: the same distribution, other values). Each passing segment's
     /// class is then queued with [`Link::push_admitted`]: the whole super-packet where all
     /// passed alike, else each segment alone.
     pub fn admit_segments(&mut self, now: Nanos, seg_lens: &[usize], h: &Headers) -> Vec<Result<Admitted, DropReason>> {
