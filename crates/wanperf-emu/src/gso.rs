@@ -3,9 +3,11 @@
 //! header for up to 64 KiB of payload that stands for `ceil(payload / gso_size)` segments.
 //!
 //! Random loss and a policer decide for each segment ([`crate::link::Link::admit_segments`]);
-//! where they decide differently for a super-packet's segments, [`split`] makes the segments
+//! where they decide differently for a super-packet's segments, [`pieces`] makes the segments
 //! the sending host's kernel would have made, so each drop is a single packet's and the rest
 //! go on as they would have. Pure byte work: no sockets, no clocks.
+
+use crate::packet::{fold, ones_sum as sum};
 
 /// virtio-net header flag: the checksum from `csum_start` is left to the receiver.
 const NEEDS_CSUM: u8 = 1;
@@ -65,24 +67,18 @@ pub fn segment_lens(buf: &[u8], vnet: usize, l2: usize) -> Option<Vec<usize>> {
     Some((0..n).map(|i| l2 + s.headers + s.gso_size.min(s.payload - i * s.gso_size)).collect())
 }
 
-/// The segments of a TCP super-packet as the sending kernel's own segmentation makes them:
-/// each with the virtio-net header (no segmentation left, its checksum still the receiver's
-/// to complete), the link header, the IP header with its own length (IPv4: identification
-/// advanced by one per segment, header checksum recomputed) and the TCP header with its own
-/// sequence number, FIN and PSH on the last segment only, CWR on the first only, and the
-/// pseudo-header sum of its own length in the checksum field. `None` if `buf` is not a TCP
-/// super-packet of more than one segment whose checksum is left to the receiver.
-pub fn split(buf: &[u8], vnet: usize, l2: usize) -> Option<Vec<Vec<u8>>> {
-    let n = segment_lens(buf, vnet, l2)?.len();
-    pieces(buf, vnet, l2, &(0..n).map(|i| i..i + 1).collect::<Vec<_>>())
-}
-
 /// Pieces of a TCP super-packet, each the run of its segments in `runs` (ranges of segment
-/// indices, in order, not overlapping): a run of one is a segment as [`split`] makes it, a
-/// longer run a smaller super-packet of its segments (the same segment size, its own length,
+/// indices, in order, not overlapping). A run of one is a segment as the sending kernel's own
+/// segmentation makes it: the virtio-net header with no segmentation left (its checksum
+/// still the receiver's to complete), the link header, the IP header with its own length
+/// (IPv4: identification advanced by one per segment, header checksum recomputed) and the TCP
+/// header with its own sequence number, FIN and PSH on the last segment only, CWR on the first
+/// only, and the pseudo-header sum of its own length in the checksum field. A longer run is a
+/// smaller super-packet of its segments (the same segment size, its own length,
 /// first sequence number and IPv4 identification, FIN and PSH only if it holds the last
 /// segment, CWR only if it holds the first), so that what loss or a policer let through
-/// together still travels in one piece. `None` as for [`split`], or for a run out of range.
+/// together still travels in one piece. `None` if `buf` is not a TCP super-packet of more than
+/// one segment whose checksum is left to the receiver, or for a run out of range.
 pub fn pieces(buf: &[u8], vnet: usize, l2: usize, runs: &[std::ops::Range<usize>]) -> Option<Vec<Vec<u8>>> {
     let s = shape(buf, vnet, l2)?;
     let n = s.payload.div_ceil(s.gso_size);
@@ -148,24 +144,17 @@ pub fn pieces(buf: &[u8], vnet: usize, l2: usize, runs: &[std::ops::Range<usize>
     )
 }
 
-/// The one's-complement sum of `b` as big-endian 16-bit words (an odd last byte padded).
-fn sum(b: &[u8]) -> u32 {
-    b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum()
-}
-
-/// Folds a sum's carries into 16 bits.
-fn fold(mut s: u32) -> u16 {
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const VNET: usize = 10;
+
+    /// Every segment on its own: [`pieces`] with runs of one.
+    fn split(buf: &[u8], vnet: usize, l2: usize) -> Option<Vec<Vec<u8>>> {
+        let n = segment_lens(buf, vnet, l2)?.len();
+        pieces(buf, vnet, l2, &(0..n).map(|i| i..i + 1).collect::<Vec<_>>())
+    }
 
     /// A TCP super-packet as a TUN device with offload hands it over: `payload` bytes in
     /// segments of `mss`, IPv4 (identification 0x1234) or IPv6, the checksum left to the

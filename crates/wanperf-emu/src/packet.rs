@@ -82,14 +82,7 @@ pub fn set_dscp(p: &mut [u8], dscp: u8) {
             let ihl = (usize::from(first & 0x0f) * 4).min(p.len());
             p[10] = 0;
             p[11] = 0;
-            let mut sum: u32 = 0;
-            for pair in p[..ihl].chunks(2) {
-                sum += u32::from(u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]));
-            }
-            while sum > 0xffff {
-                sum = (sum & 0xffff) + (sum >> 16);
-            }
-            let c = !(sum as u16);
+            let c = !fold(ones_sum(&p[..ihl]));
             p[10..12].copy_from_slice(&c.to_be_bytes());
         }
         6 if p.len() >= 40 => {
@@ -99,6 +92,20 @@ pub fn set_dscp(p: &mut [u8], dscp: u8) {
         }
         _ => {}
     }
+}
+
+/// The one's-complement sum of `b` as big-endian 16-bit words (an odd last byte padded),
+/// carries not yet folded: IP, TCP and pseudo-header checksums are [`fold`]s of such sums.
+pub(crate) fn ones_sum(b: &[u8]) -> u32 {
+    b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum()
+}
+
+/// Folds a one's-complement sum's carries into 16 bits.
+pub(crate) fn fold(mut s: u32) -> u16 {
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
 }
 
 /// [`set_dscp`] to [`SCAVENGER_DSCP`], as a re-marking hook.

@@ -521,49 +521,8 @@ impl Network {
     /// dropped before the emulator read it.
     pub fn stats(&self) -> Vec<LinkStats> {
         let mut links = self.fabric.stats();
-        self.add_unread_drops(&mut links);
+        add_unread_drops(&self.plan, &self.nodes, self._middle.is_some(), &mut links);
         links
-    }
-
-    /// Fills each direction's `unread_drops` from the kernel: the transmit drops of the TUN
-    /// device that feeds it (`ip -s link`'s TX dropped), where no `txqueuelen` is configured
-    /// (a configured queue is the host's model, in its host report). Through veth pairs (no
-    /// TUN access) the packet sockets' drops are not counted.
-    fn add_unread_drops(&self, links: &mut [LinkStats]) {
-        if self._middle.is_some() {
-            return;
-        }
-        for (ni, ns) in self.nodes.iter().enumerate() {
-            let ends: Vec<(usize, usize, String)> = self
-                .plan
-                .ends
-                .iter()
-                .enumerate()
-                .flat_map(|(li, &(ia, ib))| [(li, 0, ia), (li, 1, ib)])
-                .map(|(li, dir, ii)| (li, dir, &self.plan.ifaces[ii]))
-                .filter(|(_, _, f)| f.node == ni && f.txqueuelen.is_none())
-                .map(|(li, dir, f)| (li, dir, f.dev.clone()))
-                .collect();
-            if ends.is_empty() {
-                continue;
-            }
-            let counted = ns
-                .run(move || {
-                    let dropped = netns::tx_dropped().unwrap_or_default();
-                    ends.into_iter()
-                        .filter_map(|(li, dir, dev)| {
-                            let idx = netns::ifindex(&dev).ok()?;
-                            Some((li, dir, dropped.iter().find(|d| d.0 == idx).map_or(0, |d| d.1)))
-                        })
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default();
-            for (li, dir, n) in counted {
-                if let Some(l) = links.get_mut(li) {
-                    if dir == 0 { &mut l.ab } else { &mut l.ba }.unread_drops = n;
-                }
-            }
-        }
     }
 
     /// A link's current configuration.
@@ -616,16 +575,57 @@ impl Network {
     /// Stops forwarding: every link's counters and, when the topology exports flows, what the
     /// exporter sent (every open record is exported as the links stop).
     pub fn finish(self) -> (Vec<LinkStats>, Option<ExportStats>) {
-        let mut drops = self.fabric.stats();
-        self.add_unread_drops(&mut drops);
+        // The devices' drops are read while the loop still holds their TUN descriptors:
+        // stopping it closes them, and a closed TUN device is gone with its counters.
+        let mut before = self.fabric.stats();
+        add_unread_drops(&self.plan, &self.nodes, self._middle.is_some(), &mut before);
         let Network { fabric, export, .. } = self;
         let mut links = fabric.stop();
-        for (l, d) in links.iter_mut().zip(&drops) {
-            l.ab.unread_drops = d.ab.unread_drops;
-            l.ba.unread_drops = d.ba.unread_drops;
+        for (l, b) in links.iter_mut().zip(&before) {
+            (l.ab.unread_drops, l.ba.unread_drops) = (b.ab.unread_drops, b.ba.unread_drops);
         }
         let export = export.map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).clone());
         (links, export)
+    }
+}
+
+/// Fills each direction's `unread_drops` from the kernel: the transmit drops of the TUN
+/// device that feeds it (`ip -s link`'s TX dropped), where no `txqueuelen` is configured
+/// (a configured queue is the host's model, in its host report). Through veth pairs (`veth`:
+/// no TUN access) the packet sockets' drops are not counted.
+fn add_unread_drops(plan: &Plan, nodes: &[Netns], veth: bool, links: &mut [LinkStats]) {
+    if veth {
+        return;
+    }
+    for (ni, ns) in nodes.iter().enumerate() {
+        let ends: Vec<(usize, usize, String)> = plan
+            .ends
+            .iter()
+            .enumerate()
+            .flat_map(|(li, &(ia, ib))| [(li, 0, ia), (li, 1, ib)])
+            .map(|(li, dir, ii)| (li, dir, &plan.ifaces[ii]))
+            .filter(|(_, _, f)| f.node == ni && f.txqueuelen.is_none())
+            .map(|(li, dir, f)| (li, dir, f.dev.clone()))
+            .collect();
+        if ends.is_empty() {
+            continue;
+        }
+        let counted = ns
+            .run(move || {
+                let dropped = netns::tx_dropped().unwrap_or_default();
+                ends.into_iter()
+                    .filter_map(|(li, dir, dev)| {
+                        let idx = netns::ifindex(&dev).ok()?;
+                        Some((li, dir, dropped.iter().find(|d| d.0 == idx).map_or(0, |d| d.1)))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        for (li, dir, n) in counted {
+            if let Some(l) = links.get_mut(li) {
+                if dir == 0 { &mut l.ab } else { &mut l.ba }.unread_drops = n;
+            }
+        }
     }
 }
 
