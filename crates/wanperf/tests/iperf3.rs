@@ -80,6 +80,31 @@ fn wanperf_goodput(end: &Value) -> (f64, f64) {
     }
 }
 
+/// Each test's summary in `iperf3 -s` text output, in order: (received, sent) bit/s, the
+/// `[SUM]` line where there is one.
+fn iperf3_server_counts(log: &str) -> Vec<(f64, f64)> {
+    let rate = |line: &str| -> f64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| w.ends_with("bits/sec")).unwrap_or_else(|| panic!("no rate in {line}"));
+        let scale = match &words[at][..1] {
+            "K" => 1e3,
+            "M" => 1e6,
+            "G" => 1e9,
+            _ => 1.0,
+        };
+        words[at - 1].parse::<f64>().unwrap() * scale
+    };
+    let pick = |block: &str, kind: &str| -> f64 {
+        let lines: Vec<&str> = block.lines().filter(|l| l.trim_end().ends_with(kind)).collect();
+        lines.iter().find(|l| l.starts_with("[SUM]")).or(lines.first()).map_or(0.0, |l| rate(l))
+    };
+    // The last block is the server listening for a test that never came.
+    log.split("Server listening on")
+        .filter(|b| b.contains("- - - -"))
+        .map(|b| (pick(b, "receiver"), pick(b, "sender")))
+        .collect()
+}
+
 fn within(a: f64, b: f64, pct: f64) -> bool {
     (a - b).abs() <= pct / 100.0 * a.max(b)
 }
@@ -105,7 +130,11 @@ fn wanperf_against_an_iperf3_server_agrees_with_iperf3s_own_client() {
         let right = format!("b=exec iperf3 -s --forceflush > {log}");
         ok(&run(&["net", "run", &f, "--on", &right, "--", "bash", "-c", &script], Duration::from_secs(120)));
     }
-    for (name, _) in MATRIX {
+    // iperf3's server prints its own count of every test; the tests alternate, wanperf's
+    // client first.
+    let server = iperf3_server_counts(&std::fs::read_to_string(format!("{dir}/iperf3-s.log")).unwrap());
+    assert_eq!(server.len(), 2 * MATRIX.len(), "tests the iperf3 server counted: {server:?}");
+    for (k, (name, _)) in MATRIX.iter().enumerate() {
         let w = std::fs::read_to_string(format!("{dir}/w-{name}.json")).unwrap();
         let i = std::fs::read_to_string(format!("{dir}/i-{name}.json")).unwrap();
         let recs: Vec<Value> = w.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -116,20 +145,27 @@ fn wanperf_against_an_iperf3_server_agrees_with_iperf3s_own_client() {
         assert_eq!(we["complete"], true, "{name}: {we}");
         let ie = iperf3_end(&i);
         let udp = *name == "udp";
-        let (wu, wd) = wanperf_goodput(we);
-        let (iu, id) = iperf3_goodput(&ie, udp);
-        // A -n test ends when the sender has written the bytes: the server does not count
-        // what is still in flight then (up to the send buffer, megabytes), so each client's
-        // goodput is short by its own uncounted share, which differs from run to run (seen:
-        // 3–7 % of 20 MiB). The agreement allowed grows by the reference's uncounted share.
-        let uncounted = |got: u64| 100.0 * (20u64 << 20).saturating_sub(got) as f64 / f64::from(20u32 << 20);
-        let tol = if *name == "bytes" {
-            5.0 + uncounted(u(&ie["sum_received"]["bytes"])).max(uncounted(u(&we["summary"]["received_bytes"])))
-        } else {
-            5.0
-        };
-        assert!(within(wu, iu, tol), "{name}: wanperf {wu:.0} bit/s, iperf3 {iu:.0} bit/s (allowed {tol:.1} %)");
-        assert!(within(wd, id, 5.0), "{name}: reverse half: wanperf {wd:.0} bit/s, iperf3 {id:.0} bit/s");
+        let (mut wu, mut wd) = wanperf_goodput(we);
+        let (mut iu, mut id) = iperf3_goodput(&ie, udp);
+        if *name == "reverse" {
+            // One direction, the server's: both clients report it as their only one.
+            (wu, wd, iu, id) = (wd, wu, id, iu);
+        }
+        // The same transfer, counted by iperf3's server: what iperf3's own client would have
+        // printed for it. Where the server received, its count is the goodput (iperf3's
+        // client prints exactly that: it agreed within 0.05 % in 19 runs); where it sent,
+        // what it wrote includes its send buffer at the end (seen: 0.5–4.7 % more than the
+        // client received, with iperf3's own client alike).
+        let (su, sd) = server[2 * k];
+        assert!(within(wu, su, 1.0), "{name}: wanperf {wu:.0} bit/s, iperf3's server received {su:.0} bit/s");
+        assert!(
+            (0.93 * sd..=1.01 * sd).contains(&wd),
+            "{name}: wanperf received {wd:.0} bit/s of the {sd:.0} bit/s iperf3's server sent"
+        );
+        // Separate transfers on a shared, busy machine: the emulated path's own rate varies
+        // from run to run when the emulator is late (seen: 83–97 Mbit/s with either client in
+        // the same run), so wanperf only has to drive it about as well as iperf3 does.
+        assert!(wu >= 0.85 * iu && wd >= 0.85 * id, "{name}: wanperf {wu:.0}/{wd:.0}, iperf3 {iu:.0}/{id:.0} bit/s");
         assert!(wu + wd > 50e6, "{name}: {wu} + {wd} bit/s on a 100 Mbit/s link");
         if udp {
             // The bottleneck drops what exceeds 100 Mbit/s: both see the same share lost.
