@@ -1,0 +1,388 @@
+//! Endpoints, data connections and the blocking bulk loops the engine's stream threads run.
+//!
+//! One QUIC connection per wanperf stream, one bidirectional QUIC stream per connection: the
+//! client opens it and writes the 32-byte data hello first; then the data flows one way (the
+//! test's direction) and the sender finishes the stream. Each stream thread blocks on its own
+//! future; the endpoints' drivers run on [`crate::runtime`].
+
+use crate::stats::PathSnapshot;
+use crate::tls::{client_tls, server_tls, TestCert};
+use crate::QuicError;
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{Endpoint, EndpointConfig, TokioRuntime, TransportConfig, VarInt};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a blocked read or write waits before the loop looks at its stop condition again.
+const POLL: Duration = Duration::from_millis(100);
+/// A connection silent this long is gone.
+const IDLE: Duration = Duration::from_secs(10);
+/// What a peer gets for its handshake and hello once its first packet arrived.
+const HELLO_WITHIN: Duration = Duration::from_secs(5);
+/// The stream receive window without `-w`: 32 MiB, a gigabit's worth at 250 ms.
+const DEFAULT_WINDOW: u64 = 32 << 20;
+
+/// What a test sets of its connections' transport.
+#[derive(Debug, Clone, Default)]
+pub struct Tuning {
+    /// `-w`: the stream's flow-control window (QUIC's receive window), bytes.
+    pub window: Option<u64>,
+    /// `-C`: quinn's congestion controller: cubic (its default), newreno (or reno), bbr.
+    pub cc: Option<String>,
+}
+
+impl Tuning {
+    /// Checks the congestion controller's name (one clear line for one we do not have).
+    pub fn check(&self) -> Result<(), String> {
+        match self.cc.as_deref() {
+            None | Some("cubic" | "newreno" | "reno" | "bbr") => Ok(()),
+            Some(other) => Err(format!("QUIC has no congestion control `{other}` (cubic, newreno or bbr)")),
+        }
+    }
+
+    fn transport(&self) -> TransportConfig {
+        let mut t = TransportConfig::default();
+        let window = self.window.unwrap_or(DEFAULT_WINDOW).clamp(64 << 10, (1 << 30) - 1);
+        t.stream_receive_window(VarInt::from_u64(window).unwrap_or(VarInt::MAX));
+        t.receive_window(VarInt::from_u64(2 * window).unwrap_or(VarInt::MAX));
+        t.send_window(2 * window);
+        t.max_idle_timeout(IDLE.try_into().ok());
+        t.keep_alive_interval(Some(Duration::from_secs(2)));
+        // One stream a connection, opened by the client.
+        t.max_concurrent_bidi_streams(VarInt::from_u32(1));
+        t.max_concurrent_uni_streams(VarInt::from_u32(0));
+        match self.cc.as_deref() {
+            Some("newreno" | "reno") => {
+                t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default()));
+            }
+            Some("bbr") => {
+                t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()));
+            }
+            _ => {
+                t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default()));
+            }
+        }
+        t
+    }
+}
+
+fn endpoint(socket: UdpSocket, server: Option<quinn::ServerConfig>) -> Result<Endpoint, QuicError> {
+    let _rt = crate::runtime().enter();
+    Endpoint::new(EndpointConfig::default(), server, socket, Arc::new(TokioRuntime))
+        .map_err(|e| QuicError::Endpoint(e.to_string()))
+}
+
+/// One data stream: its connection and its QUIC stream.
+pub struct QuicStream {
+    conn: quinn::Connection,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    // The endpoint lives as long as its streams (a client's has no other owner).
+    _endpoint: Endpoint,
+}
+
+impl std::fmt::Debug for QuicStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuicStream").field("remote", &self.conn.remote_address()).finish_non_exhaustive()
+    }
+}
+
+/// A handle for sampling a stream's connection while its thread moves the data.
+#[derive(Debug, Clone)]
+pub struct Probe(quinn::Connection);
+
+impl Probe {
+    /// The congestion state and counters now.
+    pub fn snapshot(&self) -> PathSnapshot {
+        PathSnapshot::of(&self.0.stats())
+    }
+
+    /// Closes the connection (a stuck worker's reads and writes then fail).
+    pub fn close(&self) {
+        self.0.close(VarInt::from_u32(1), b"closed");
+    }
+}
+
+impl QuicStream {
+    /// A handle for sampling and closing.
+    pub fn probe(&self) -> Probe {
+        Probe(self.conn.clone())
+    }
+
+    /// The far end's address.
+    pub fn remote(&self) -> SocketAddr {
+        self.conn.remote_address()
+    }
+
+    /// Sends until `next` says stop: `next(total)` gives the size of the next write (None:
+    /// the test's end); `moved(n)` counts what the stream took. At the end the stream is
+    /// finished and, for at most `linger`, the loop waits until the receiver has it all. With
+    /// `abort` set it resets the stream instead.
+    pub fn send_bulk(
+        &mut self,
+        buf: &[u8],
+        mut next: impl FnMut(u64) -> Option<usize>,
+        mut moved: impl FnMut(usize),
+        abort: &AtomicBool,
+        linger: Duration,
+    ) -> io::Result<()> {
+        let send = &mut self.send;
+        crate::runtime().block_on(async {
+            let mut total = 0u64;
+            while let Some(n) = next(total) {
+                if abort.load(Ordering::Acquire) {
+                    let _ = send.reset(VarInt::from_u32(1));
+                    return Ok(());
+                }
+                let n = n.min(buf.len());
+                match tokio::time::timeout(POLL, send.write(&buf[..n])).await {
+                    Ok(Ok(k)) => {
+                        total += k as u64;
+                        moved(k);
+                    }
+                    Ok(Err(e)) => return Err(io::Error::other(format!("QUIC stream: {e}"))),
+                    Err(_) => {}
+                }
+            }
+            let _ = send.finish();
+            // Until the receiver has read it all (or stopped reading): what a TCP sender's
+            // close leaves to the kernel.
+            match tokio::time::timeout(linger, send.stopped()).await {
+                Ok(Ok(None)) | Err(_) => Ok(()),
+                Ok(Ok(Some(code))) => Err(io::Error::other(format!("the receiver stopped the stream (code {code})"))),
+                Ok(Err(e)) => Err(io::Error::other(format!("QUIC stream: {e}"))),
+            }
+        })
+    }
+
+    /// Receives until the sender finishes the stream (or `stop` is set), counting with
+    /// `moved`. `discard` takes the data in place without copying it out.
+    pub fn recv_bulk(
+        &mut self,
+        buf: &mut [u8],
+        discard: bool,
+        stop: &AtomicBool,
+        mut moved: impl FnMut(usize),
+    ) -> io::Result<()> {
+        let recv = &mut self.recv;
+        let conn = &self.conn;
+        crate::runtime().block_on(async {
+            while !stop.load(Ordering::Acquire) {
+                let got = if discard {
+                    match tokio::time::timeout(POLL, recv.read_chunk(usize::MAX, true)).await {
+                        Ok(r) => r.map(|c| c.map(|c| c.bytes.len())),
+                        Err(_) => continue,
+                    }
+                } else {
+                    match tokio::time::timeout(POLL, recv.read(buf)).await {
+                        Ok(r) => r,
+                        Err(_) => continue,
+                    }
+                };
+                match got {
+                    Ok(Some(n)) => moved(n),
+                    Ok(None) => {
+                        // All of it: the sender's stream is finished; our side is done too.
+                        conn.close(VarInt::from_u32(0), b"done");
+                        return Ok(());
+                    }
+                    Err(e) => return Err(io::Error::other(format!("QUIC stream: {e}"))),
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Connects a data stream from `socket` to `server`, showing `ours`, accepting only the
+/// server certificate `server_pin`, and writes `hello`.
+pub fn connect(
+    socket: UdpSocket,
+    server: SocketAddr,
+    ours: &TestCert,
+    server_pin: &str,
+    tuning: &Tuning,
+    hello: &[u8],
+    timeout: Duration,
+) -> Result<QuicStream, QuicError> {
+    let tls = client_tls(ours, server_pin)?;
+    let crypto = QuicClientConfig::try_from(tls).map_err(|e| QuicError::Tls(e.to_string()))?;
+    let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
+    cfg.transport_config(Arc::new(tuning.transport()));
+    let ep = endpoint(socket, None)?;
+    let fail = |why: String| QuicError::Connect { addr: server, why };
+    crate::runtime().block_on(async {
+        let connecting = ep.connect_with(cfg, server, "wanperf").map_err(|e| fail(e.to_string()))?;
+        let conn = match tokio::time::timeout(timeout, connecting).await {
+            Ok(r) => r.map_err(|e| fail(e.to_string()))?,
+            Err(_) => return Err(fail(format!("no handshake within {} s", timeout.as_secs_f64()))),
+        };
+        let (mut send, recv) = conn.open_bi().await.map_err(|e| fail(e.to_string()))?;
+        send.write_all(hello).await.map_err(|e| fail(e.to_string()))?;
+        Ok(QuicStream { conn, send, recv, _endpoint: ep.clone() })
+    })
+}
+
+/// What [`accept_streams`] hands over: a stream and the hello it began with.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The 32-byte data hello.
+    pub hello: [u8; 32],
+    /// The stream, its hello read.
+    pub stream: QuicStream,
+}
+
+/// A test's QUIC endpoint on `socket` (its certificate `ours`, the client's pinned): accepts
+/// data connections and gives each one's stream, hello read, to `deliver` (which says whether
+/// it wanted it), until `want` were wanted, `cancel` is set or `until` passes. A peer gets
+/// [`HELLO_WITHIN`] for its handshake and hello; at most `2 × want + 4` handshakes run at once,
+/// more are refused.
+#[allow(clippy::too_many_arguments)]
+pub fn accept_streams(
+    socket: UdpSocket,
+    ours: &TestCert,
+    client_pin: &str,
+    tuning: &Tuning,
+    want: usize,
+    mut deliver: impl FnMut(Accepted) -> bool,
+    cancel: &AtomicBool,
+    until: Instant,
+) -> Result<(), QuicError> {
+    let tls = server_tls(ours, client_pin)?;
+    let crypto = QuicServerConfig::try_from(tls).map_err(|e| QuicError::Tls(e.to_string()))?;
+    let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    cfg.transport_config(Arc::new(tuning.transport()));
+    let ep = endpoint(socket, Some(cfg))?;
+    let most = 2 * want + 4;
+    crate::runtime().block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Accepted>(most);
+        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut got = 0;
+        while got < want && !cancel.load(Ordering::Acquire) && Instant::now() < until {
+            tokio::select! {
+                incoming = ep.accept() => {
+                    let Some(incoming) = incoming else { break };
+                    if in_flight.load(Ordering::Acquire) >= most {
+                        incoming.refuse();
+                        continue;
+                    }
+                    in_flight.fetch_add(1, Ordering::AcqRel);
+                    let (tx, ep, n) = (tx.clone(), ep.clone(), in_flight.clone());
+                    tokio::spawn(async move {
+                        if let Ok(Some(a)) = tokio::time::timeout(HELLO_WITHIN, hello_of(incoming, ep)).await {
+                            let _ = tx.send(a).await;
+                        }
+                        n.fetch_sub(1, Ordering::AcqRel);
+                    });
+                }
+                Some(a) = rx.recv() => {
+                    if deliver(a) {
+                        got += 1;
+                    }
+                }
+                () = tokio::time::sleep(POLL) => {}
+            }
+        }
+        // Streams that arrive after the last wanted one are not wanted.
+        ep.set_server_config(None);
+        Ok(())
+    })
+}
+
+async fn hello_of(incoming: quinn::Incoming, ep: Endpoint) -> Option<Accepted> {
+    let conn = incoming.await.ok()?;
+    let (send, mut recv) = conn.accept_bi().await.ok()?;
+    let mut hello = [0u8; 32];
+    recv.read_exact(&mut hello).await.ok()?;
+    Some(Accepted { hello, stream: QuicStream { conn, send, recv, _endpoint: ep } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn udp() -> UdpSocket {
+        UdpSocket::bind("127.0.0.1:0").unwrap()
+    }
+
+    /// A server thread taking `want` streams on a fresh socket; returns its address and the
+    /// hellos with the bytes each stream received.
+    fn server(
+        client_pin: String,
+        want: usize,
+    ) -> (SocketAddr, String, std::thread::JoinHandle<Vec<([u8; 32], usize, PathSnapshot)>>) {
+        let ours = TestCert::generate().unwrap();
+        let pin = ours.fingerprint.clone();
+        let s = udp();
+        let at = s.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let stop = AtomicBool::new(false);
+            let mut streams = Vec::new();
+            let until = Instant::now() + Duration::from_secs(5);
+            let deliver = |a: Accepted| {
+                streams.push(a);
+                true
+            };
+            accept_streams(s, &ours, &client_pin, &Tuning::default(), want, deliver, &stop, until).unwrap();
+            streams
+                .into_iter()
+                .map(|mut a| {
+                    let mut total = 0;
+                    let mut buf = vec![0u8; 65536];
+                    a.stream.recv_bulk(&mut buf, false, &stop, |n| total += n).unwrap();
+                    (a.hello, total, a.stream.probe().snapshot())
+                })
+                .collect()
+        });
+        (at, pin, h)
+    }
+
+    #[test]
+    fn a_stream_carries_its_hello_and_all_its_bytes_over_loopback() {
+        let ours = TestCert::generate().unwrap();
+        let (at, pin, srv) = server(ours.fingerprint.clone(), 1);
+        let hello = [7u8; 32];
+        let mut c = connect(udp(), at, &ours, &pin, &Tuning::default(), &hello, Duration::from_secs(5)).unwrap();
+        let buf = vec![1u8; 65536];
+        let mut sent = 0usize;
+        let quota = 20u64 << 20;
+        let next = |total: u64| (total < quota).then(|| (quota - total).min(65536) as usize);
+        c.send_bulk(&buf, next, |n| sent += n, &AtomicBool::new(false), Duration::from_secs(5)).unwrap();
+        let got = srv.join().unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, hello);
+        assert_eq!(sent as u64, quota, "the sender wrote the quota");
+        assert_eq!(got[0].1 as u64, quota, "the receiver read every byte before the stream ended");
+        let snap = c.probe().snapshot();
+        assert!(snap.rtt_us > 0 && snap.cwnd_bytes > 0 && snap.sent_packets > 0, "{snap:?}");
+    }
+
+    #[test]
+    fn a_client_showing_another_certificate_or_pinning_another_server_gets_no_stream() {
+        let ours = TestCert::generate().unwrap();
+        let other = TestCert::generate().unwrap();
+        // The server expects `other`'s certificate; we show ours.
+        let (at, pin, srv) = server(other.fingerprint.clone(), 1);
+        let r = connect(udp(), at, &ours, &pin, &Tuning::default(), &[0; 32], Duration::from_secs(3));
+        // The client's handshake may complete before the server refuses the certificate; the
+        // hello then fails or the stream dies: either way the server delivers nothing.
+        drop(r);
+        assert!(srv.join().unwrap().is_empty(), "the server took a stream from an unpinned client");
+        // The client pins a fingerprint the server's certificate does not have.
+        let (at, _pin, srv) = server(ours.fingerprint.clone(), 1);
+        let err = connect(udp(), at, &ours, &other.fingerprint, &Tuning::default(), &[0; 32], Duration::from_secs(3))
+            .unwrap_err();
+        assert!(err.to_string().contains("not the one its test announced"), "{err}");
+        assert!(srv.join().unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_unknown_congestion_control_is_one_clear_line() {
+        assert!(Tuning { cc: Some("bbr".into()), ..Default::default() }.check().is_ok());
+        let e = Tuning { cc: Some("vegas".into()), ..Default::default() }.check().unwrap_err();
+        assert!(e.contains("vegas") && e.contains("cubic"), "{e}");
+    }
+}
