@@ -222,7 +222,17 @@ fn run_inner(
     sink: &mut dyn Sink,
     interrupt: &AtomicBool,
 ) -> Result<EndRecord, ClientError> {
-    let spec = cfg.spec.clone();
+    let mut spec = cfg.spec.clone();
+    // A QUIC test's data connections show a certificate made for it; the spec (which a key
+    // signs) names it, so that the server accepts no other.
+    let quic = if spec.transport == Transport::Quic {
+        let c = wanperf_quic::TestCert::generate().map_err(|e| ClientError::Connect(e.to_string()))?;
+        spec.quic_cert = Some(c.fingerprint.clone());
+        quic_tuning(&spec).check().map_err(ClientError::Usage)?;
+        Some(c)
+    } else {
+        None
+    };
     spec.validate()?;
     let warnings = preflight_warnings(&spec)?;
     let (mut ctrl, server) = connect_control(cfg, NO_WANPERF)?;
@@ -243,7 +253,7 @@ fn run_inner(
     })
     .map_err(|e| ClientError::Connect(format!("cannot start a thread: {e}")))?;
 
-    let result = drive(cfg, &spec, &mut ctrl, server, &rx, &tx, sink, interrupt, warnings, job.as_ref());
+    let result = drive(cfg, &spec, &mut ctrl, server, &rx, &tx, sink, interrupt, warnings, job.as_ref(), quic.as_ref());
     if let Some(j) = &job {
         j.abort();
     }
@@ -264,6 +274,7 @@ fn drive(
     interrupt: &AtomicBool,
     warnings: Vec<String>,
     job: Option<&crate::copy::Job>,
+    quic: Option<&wanperf_quic::TestCert>,
 ) -> Result<EndRecord, ClientError> {
     let mut session = ClientSession::new(
         Instant::now(),
@@ -298,6 +309,7 @@ fn drive(
         foreign: None,
         lost: crate::copy::LostGrace::default(),
         warnings,
+        quic,
         // Captured once: the start record shows it, the verdict counts its cores.
         client_host: sys::host_capture(Some(server.ip())),
     };
@@ -414,6 +426,7 @@ struct ClientDriver<'a> {
     /// A copy's broken data connection, reported when the peer gives no reason in time.
     lost: crate::copy::LostGrace,
     warnings: Vec<String>,
+    quic: Option<&'a wanperf_quic::TestCert>,
     client_host: HostCapture,
 }
 
@@ -457,8 +470,9 @@ impl ClientDriver<'_> {
 
     fn on_action(&mut self, action: ClientAction) {
         match action {
-            ClientAction::Connect { cookie, udp_ports, pace_bps } => {
-                match open_streams(self.cfg, self.spec, self.server, &cookie, &udp_ports, pace_bps) {
+            ClientAction::Connect { cookie, udp_ports, pace_bps, quic_cert } => {
+                let quic = self.quic.zip(quic_cert.as_deref());
+                match open_streams(self.cfg, self.spec, self.server, &cookie, &udp_ports, pace_bps, quic) {
                     Ok((conns, infos, hellos)) => {
                         self.udp_hellos = hellos;
                         window_warnings(self.spec, &infos, &mut self.warnings);
@@ -725,6 +739,7 @@ fn open_streams(
     cookie: &Cookie,
     udp_ports: &[u16],
     pace_bps: Option<u64>,
+    quic: Option<(&wanperf_quic::TestCert, &str)>,
 ) -> Result<Opened, ClientError> {
     let mut conns = Vec::new();
     let mut infos = Vec::new();
@@ -758,18 +773,9 @@ fn open_streams(
                 conns.push((plan, Conn::Tcp(s)));
             }
             Transport::Udp => {
-                let local =
-                    cfg.bind.unwrap_or(if server.is_ipv6() { IpAddr::from([0u16; 8]) } else { IpAddr::from([0u8; 4]) });
-                let s = UdpSocket::bind(SocketAddr::new(local, 0))
-                    .map_err(|e| ClientError::Connect(format!("cannot bind a UDP socket: {e}")))?;
+                let s = data_udp_socket(cfg, spec, server)?;
                 let r = socket2::SockRef::from(&s);
-                if let Some(dev) = &cfg.bind_dev {
-                    r.bind_device(Some(dev.as_bytes())).map_err(|err| OptError::BindDev { dev: dev.clone(), err })?;
-                }
                 crate::opts::size_udp_buffers(&r, spec.window);
-                if let Some(d) = spec.dscp {
-                    let _ = sys::set_dscp(&r, server.is_ipv6(), d);
-                }
                 let port = udp_ports.get(id as usize).copied().unwrap_or(0);
                 s.connect(SocketAddr::new(server.ip(), port))
                     .map_err(|e| ClientError::Connect(format!("UDP flow {id}: {e}")))?;
@@ -786,9 +792,58 @@ fn open_streams(
                 hellos.push((clone, hello));
                 conns.push((plan, Conn::Udp(s)));
             }
+            Transport::Quic => {
+                let Some((cert, pin)) = quic else {
+                    return Err(ClientError::Connect("the server sent no QUIC certificate".into()));
+                };
+                let s = data_udp_socket(cfg, spec, server)?;
+                crate::opts::size_udp_buffers(&socket2::SockRef::from(&s), Some(quic_socket_buffer(spec)));
+                let at = SocketAddr::new(server.ip(), udp_ports.first().copied().unwrap_or(0));
+                let local = s.local_addr().map_or_else(|_| String::new(), |a| a.to_string());
+                let tuning = quic_tuning(spec);
+                let q = wanperf_quic::connect(s, at, cert, pin, &tuning, &hello, cfg.timeout)
+                    .map_err(|e| ClientError::Connect(format!("data connection {id}: {e}")))?;
+                infos.push(ConnectionInfo {
+                    id,
+                    direction: Way::of(spec, id),
+                    local,
+                    remote: at.to_string(),
+                    sndbuf: None,
+                    rcvbuf: None,
+                });
+                conns.push((plan, Conn::Quic(Box::new(q), tuning.cc.unwrap_or_else(|| "cubic".into()))));
+            }
         }
     }
     Ok((conns, infos, hellos))
+}
+
+/// What a QUIC test asks of its connections: `-w` as the stream's flow-control window, `-C`
+/// as quinn's congestion controller.
+pub(crate) fn quic_tuning(spec: &TestSpec) -> wanperf_quic::Tuning {
+    wanperf_quic::Tuning { window: spec.window, cc: spec.cc.clone() }
+}
+
+/// The socket buffers of a QUIC data connection: its window, at least 4 MiB (a burst of
+/// GSO-sized sends must not overflow the receiver's socket).
+pub(crate) fn quic_socket_buffer(spec: &TestSpec) -> u64 {
+    spec.window.unwrap_or(wanperf_quic::DEFAULT_WINDOW).max(4 << 20)
+}
+
+/// A UDP socket for a data flow to `server`: bound as the test asks (--bind, --bind-dev),
+/// marked with its DSCP.
+fn data_udp_socket(cfg: &ClientConfig, spec: &TestSpec, server: SocketAddr) -> Result<UdpSocket, ClientError> {
+    let local = cfg.bind.unwrap_or(if server.is_ipv6() { IpAddr::from([0u16; 8]) } else { IpAddr::from([0u8; 4]) });
+    let s = UdpSocket::bind(SocketAddr::new(local, 0))
+        .map_err(|e| ClientError::Connect(format!("cannot bind a UDP socket: {e}")))?;
+    let r = socket2::SockRef::from(&s);
+    if let Some(dev) = &cfg.bind_dev {
+        r.bind_device(Some(dev.as_bytes())).map_err(|err| OptError::BindDev { dev: dev.clone(), err })?;
+    }
+    if let Some(d) = spec.dscp {
+        let _ = sys::set_dscp(&r, server.is_ipv6(), d);
+    }
+    Ok(s)
 }
 
 #[cfg(test)]

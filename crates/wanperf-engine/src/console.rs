@@ -175,13 +175,23 @@ impl<W: Write> Sink for TableSink<W> {
             (_, Some(b)) => fmt_bytes(b),
             _ => String::new(),
         };
-        let cc = t.cc.clone().or_else(|| r.client_host.congestion_control.clone()).unwrap_or_else(|| "default".into());
+        let quic = t.transport == Transport::Quic;
+        // QUIC's congestion control is quinn's, not the kernel's.
+        let host_cc = if quic { Some("cubic".to_string()) } else { r.client_host.congestion_control.clone() };
+        let cc = t.cc.clone().or(host_cc).unwrap_or_else(|| "default".into());
+        let name = match t.transport {
+            Transport::Tcp => "TCP",
+            Transport::Udp => "UDP",
+            Transport::Quic => "QUIC",
+        };
         s += &format!(
-            "{} {dir}, {} stream(s), {len}, block {}, window {}, cc {cc}{}{}\n",
-            if self.udp { "UDP" } else { "TCP" },
+            "{name} {dir}, {} stream(s), {len}, block {}, window {}, cc {cc}{}{}\n",
             t.streams,
             if t.block_size == 0 { "adaptive".to_string() } else { fmt_bytes(u64::from(t.block_size)) },
-            t.window.map_or_else(|| "autotuned".into(), fmt_bytes),
+            t.window.map_or_else(
+                || if quic { fmt_bytes(wanperf_quic::DEFAULT_WINDOW) } else { "autotuned".into() },
+                fmt_bytes
+            ),
             t.rate_bps.map_or_else(String::new, |b| format!(", rate {}", fmt_rate(b as f64))),
             if t.zerocopy { ", zero-copy" } else { "" },
         );

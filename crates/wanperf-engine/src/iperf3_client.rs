@@ -67,6 +67,9 @@ pub fn run(
     sink: &mut dyn Sink,
     interrupt: &AtomicBool,
 ) -> Result<EndRecord, ClientError> {
+    if cfg.spec.transport == Transport::Quic {
+        return Err(ClientError::Usage("iperf3's protocol has no QUIC: --quic needs a wanperf server".into()));
+    }
     let first = creds.map(|c| c.padding.unwrap_or(Padding::Oaep));
     match attempt(cfg, creds, first, sink, interrupt) {
         // A server before 3.17 cannot read OAEP: try the old padding once.
@@ -307,6 +310,9 @@ fn open_streams(
         let mut plan = StreamPlan::new(spec, id, role, 0, Peer::Iperf3 { counters64 });
         plan.drop_every = if role == Role::Sender { cfg.drop_every } else { None };
         match spec.transport {
+            Transport::Quic => {
+                return Err(ClientError::Usage("iperf3's protocol has no QUIC: --quic needs a wanperf server".into()))
+            }
             Transport::Tcp => {
                 let opts = SockOpts {
                     window: spec.window,

@@ -257,6 +257,8 @@ fn open_streams(
     };
     let mut out = Vec::new();
     match spec.transport {
+        // iperf3's parameters never ask for it.
+        Transport::Quic => return Err("iperf3's protocol has no QUIC".into()),
         Transport::Tcp => {
             ctrl.write_all(&[State::CreateStreams.byte()]).map_err(|e| e.to_string())?;
             for id in 0..spec.connections() {

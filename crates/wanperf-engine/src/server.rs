@@ -100,6 +100,7 @@ enum Event {
     Closed,
     Data(u32, TcpStream),
     UdpAttached(u32, UdpSocket),
+    QuicAttached(u32, Box<wanperf_quic::QuicStream>),
     WorkerDone,
     Copy(crate::copy::CopyEvent),
 }
@@ -418,6 +419,7 @@ fn describe(spec: &TestSpec) -> String {
     let t = match spec.transport {
         Transport::Tcp => "TCP",
         Transport::Udp => "UDP",
+        Transport::Quic => "QUIC",
     };
     let dir = match spec.direction {
         wanperf_proto::msg::Direction::Up => "client→server",
@@ -630,8 +632,11 @@ impl Driver<'_> {
             }
         }
         match prepare(spec, &self.ctrl, &self.cookie, &self.tx) {
-            Ok((ports, cancel)) => {
+            Ok((ports, cancel, quic_cert)) => {
                 self.udp_cancel = cancel;
+                if let Some(fp) = quic_cert {
+                    self.session.set_quic_cert(fp);
+                }
                 if let Ok(mut r) = self.sh.registry.lock() {
                     r.insert(self.cookie, self.tx.clone());
                     self.reg.cookie = Some(self.cookie);
@@ -707,6 +712,10 @@ impl Driver<'_> {
                 self.attach(now, id, Conn::Tcp(Socket::from(s)))
             }
             Some(Event::UdpAttached(id, s)) => self.attach(now, id, Conn::Udp(s)),
+            Some(Event::QuicAttached(id, s)) => {
+                let cc = self.session.spec().and_then(|s| s.cc.clone()).unwrap_or_else(|| "cubic".into());
+                self.attach(now, id, Conn::Quic(s, cc))
+            }
             Some(Event::WorkerDone) => Ok(()),
             Some(Event::Copy(ev)) => match ev {
                 crate::copy::CopyEvent::Msg(m) => {
@@ -828,20 +837,23 @@ impl RateCheck {
     }
 }
 
-/// Pre-flight checks and, for UDP, one bound socket per flow with a thread waiting for its hello.
-fn prepare(
-    spec: &TestSpec,
-    ctrl: &TcpStream,
-    cookie: &Cookie,
-    tx: &Sender<Event>,
-) -> Result<(Vec<u16>, Option<Arc<AtomicBool>>), String> {
+/// What [`prepare`] readied: the UDP ports to announce, the flag that stops waiting for the
+/// flows, a QUIC endpoint's certificate fingerprint.
+type Prepared = (Vec<u16>, Option<Arc<AtomicBool>>, Option<String>);
+
+/// Pre-flight checks and, for UDP, one bound socket per flow with a thread waiting for its
+/// hello; for QUIC, the test's endpoint with a thread taking its data connections.
+fn prepare(spec: &TestSpec, ctrl: &TcpStream, cookie: &Cookie, tx: &Sender<Event>) -> Result<Prepared, String> {
     if spec.transport == Transport::Tcp {
         preflight(spec.window, spec.cc.as_deref(), spec.accept_capped_window, "the server")
             .map_err(|e| e.to_string())?;
-        return Ok((vec![], None));
+        return Ok((vec![], None, None));
     }
     let local_ip = ctrl.local_addr().map_err(|e| e.to_string())?.ip();
     let cancel = Arc::new(AtomicBool::new(false));
+    if spec.transport == Transport::Quic {
+        return prepare_quic(spec, local_ip, cookie, tx, cancel);
+    }
     let mut ports = Vec::new();
     for id in 0..spec.connections() {
         let s = UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| format!("cannot bind a UDP port: {e}"))?;
@@ -867,7 +879,48 @@ fn prepare(
             }
         });
     }
-    Ok((ports, Some(cancel)))
+    Ok((ports, Some(cancel), None))
+}
+
+/// A QUIC test's endpoint on a port of its own (the control port's UDP number is the ping
+/// echo's), showing a certificate made for the test and accepting only the client's, whose
+/// fingerprint the (signed) spec carries; a thread hands each data connection whose hello
+/// carries the test's cookie to the session, for 30 s at most.
+fn prepare_quic(
+    spec: &TestSpec,
+    local_ip: std::net::IpAddr,
+    cookie: &Cookie,
+    tx: &Sender<Event>,
+    cancel: Arc<AtomicBool>,
+) -> Result<Prepared, String> {
+    let client_pin = spec.quic_cert.clone().ok_or("a QUIC test without a client certificate")?;
+    let tuning = crate::client::quic_tuning(spec);
+    tuning.check()?;
+    let cert = wanperf_quic::TestCert::generate().map_err(|e| e.to_string())?;
+    let fp = cert.fingerprint.clone();
+    let s = bind_udp(SocketAddr::new(local_ip, 0)).map_err(|e| format!("cannot bind a UDP port for QUIC: {e}"))?;
+    if let Some(d) = spec.dscp {
+        let _ = sys::set_dscp(&socket2::SockRef::from(&s), local_ip.is_ipv6(), d);
+    }
+    crate::opts::size_udp_buffers(&socket2::SockRef::from(&s), Some(crate::client::quic_socket_buffer(spec)));
+    let port = s.local_addr().map_err(|e| e.to_string())?.port();
+    let (tx, stop, cookie, want) = (tx.clone(), cancel.clone(), *cookie, spec.connections() as usize);
+    std::thread::Builder::new()
+        .name("wanperf-quic-accept".into())
+        .spawn(move || {
+            let mut seen = vec![false; want];
+            let deliver = |a: wanperf_quic::Accepted| match DataHello::decode(&a.hello) {
+                Ok(h) if h.cookie == cookie && (h.stream as usize) < want && !seen[h.stream as usize] => {
+                    seen[h.stream as usize] = true;
+                    tx.send(Event::QuicAttached(h.stream, Box::new(a.stream))).is_ok()
+                }
+                _ => false,
+            };
+            let until = Instant::now() + Duration::from_secs(30);
+            let _ = wanperf_quic::accept_streams(s, &cert, &client_pin, &tuning, want, deliver, &stop, until);
+        })
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
+    Ok((vec![port], Some(cancel), Some(fp)))
 }
 
 /// A copy's server end under `root`: a receiver writing into the destination (push), or a
@@ -943,7 +996,10 @@ fn start_side(
             conn,
         ));
     }
-    Side::start_with(plans, Duration::from_secs_f64(spec.interval_s), true, notify, worker)
+    // QUIC's work (crypto, packets) runs on the endpoints' runtime threads, not the stream
+    // threads: the process's CPU is the honest count there.
+    let per_thread_cpu = spec.transport != Transport::Quic;
+    Side::start_with(plans, Duration::from_secs_f64(spec.interval_s), per_thread_cpu, notify, worker)
 }
 
 #[cfg(test)]

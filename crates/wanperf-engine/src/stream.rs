@@ -25,6 +25,8 @@ pub enum Conn {
     Tcp(Socket),
     /// A connected UDP socket.
     Udp(UdpSocket),
+    /// A QUIC data connection (hello already exchanged) and its congestion controller's name.
+    Quic(Box<wanperf_quic::QuicStream>, String),
 }
 
 impl Conn {
@@ -32,6 +34,7 @@ impl Conn {
         Ok(match self {
             Conn::Tcp(s) => Probe::Tcp(s.try_clone()?),
             Conn::Udp(s) => Probe::Udp(s.try_clone()?),
+            Conn::Quic(s, cc) => Probe::Quic(s.probe(), cc.clone()),
         })
     }
 }
@@ -40,6 +43,7 @@ impl Conn {
 enum Probe {
     Tcp(Socket),
     Udp(UdpSocket),
+    Quic(wanperf_quic::bulk::Probe, String),
 }
 
 /// What one stream must do.
@@ -215,6 +219,7 @@ impl Side {
                     let s = socket2::SockRef::from(s);
                     (s.send_buffer_size().ok(), s.recv_buffer_size().ok())
                 }
+                Conn::Quic(..) => (None, None),
             };
             let counters = Arc::new(Counters::default());
             let (c, p, st, n) = (counters.clone(), plan.clone(), stop.clone(), notify.clone());
@@ -310,6 +315,7 @@ impl Side {
                     // stop flag end its worker.
                     let _ = p;
                 }
+                Probe::Quic(p, _) => p.close(),
             }
         }
     }
@@ -366,10 +372,12 @@ impl Side {
                 cc: match &s.probe {
                     Probe::Tcp(p) => sys::congestion(p.as_raw_fd()).ok(),
                     Probe::Udp(_) => None,
+                    Probe::Quic(_, cc) => Some(cc.clone()),
                 },
                 dscp: match &s.probe {
                     Probe::Tcp(p) => sys::dscp(p),
                     Probe::Udp(p) => sys::dscp(&socket2::SockRef::from(p)),
+                    Probe::Quic(..) => None,
                 },
                 retransmits: None,
             })
@@ -401,6 +409,7 @@ fn sample_stream(s: &Running) -> StreamSample {
     let tcp = match &s.probe {
         Probe::Tcp(p) => sys::tcp_info(p.as_raw_fd()).ok(),
         Probe::Udp(_) => None,
+        Probe::Quic(p, _) => Some(quic_info(&p.snapshot())),
     };
     let udp = match (&s.probe, s.plan.role) {
         (Probe::Udp(_), Role::Receiver) => {
@@ -424,7 +433,70 @@ fn run_worker(p: &StreamPlan, conn: Conn, c: &Counters, stop: &AtomicBool, start
         (Conn::Tcp(s), Role::Receiver) => tcp_recv(p, s, c, stop, start),
         (Conn::Udp(s), Role::Sender) => udp_send(p, s, c, stop, start),
         (Conn::Udp(s), Role::Receiver) => udp_recv(p, s, c, stop, start),
+        (Conn::Quic(mut s, _), Role::Sender) => quic_send(p, &mut s, c, stop, start),
+        (Conn::Quic(mut s, _), Role::Receiver) => {
+            let mut buf = if p.zerocopy { Vec::new() } else { vec![0u8; p.block.max(RECV_BUF)] };
+            s.recv_bulk(&mut buf, p.zerocopy, stop, |n| {
+                c.moved(n, start);
+            })
+        }
     }
+}
+
+/// A QUIC connection's congestion state in TCP_INFO's terms: the window in packets of the
+/// path's size and in bytes, the smoothed RTT, packets declared lost as the retransmissions
+/// (QUIC sends lost frames again in new packets), the pacer's rate, the congestion events.
+pub fn quic_info(s: &wanperf_quic::PathSnapshot) -> wanperf_proto::msg::TcpInfo {
+    wanperf_proto::msg::TcpInfo {
+        cwnd: s.cwnd_packets(),
+        snd_mss: s.mtu,
+        srtt_us: s.rtt_us.min(u64::from(u32::MAX)) as u32,
+        total_retrans: s.lost_packets.min(u64::from(u32::MAX)) as u32,
+        bytes_retrans: Some(s.lost_bytes),
+        snd_cwnd_bytes: Some(s.cwnd_bytes),
+        pacing_rate_bps: s.pacing_bps(),
+        congestion_events: Some(s.congestion_events),
+        ..Default::default()
+    }
+}
+
+/// How long a QUIC sender waits, after its last write, for the receiver to have it all.
+const QUIC_LINGER: Duration = Duration::from_secs(3);
+
+fn quic_send(
+    p: &StreamPlan,
+    s: &mut wanperf_quic::QuicStream,
+    c: &Counters,
+    stop: &AtomicBool,
+    start: Instant,
+) -> io::Result<()> {
+    let block = if p.block == 0 { WriteSize::MAX } else { p.block };
+    let own: Vec<u8>;
+    let buf: &[u8] = if block <= SEND_PATTERN {
+        &send_pattern()[..block]
+    } else {
+        own = pattern(block);
+        &own
+    };
+    let next = |sent: u64| -> Option<usize> {
+        if stop.load(Ordering::Relaxed) || p.deadline.is_some_and(|d| Instant::now() >= d) {
+            return None;
+        }
+        match p.quota {
+            Some(q) if sent >= q => None,
+            Some(q) => Some((q - sent).min(block as u64) as usize),
+            None => Some(block),
+        }
+    };
+    s.send_bulk(
+        buf,
+        next,
+        |n| {
+            c.moved(n, start);
+        },
+        stop,
+        QUIC_LINGER,
+    )
 }
 
 /// The rate a stream achieves, in bytes per millisecond, re-estimated every 20 ms.

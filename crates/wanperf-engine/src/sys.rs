@@ -53,6 +53,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         sack: b.u8_at(5).map(|o| o & 2 != 0),
         timestamps: b.u8_at(5).map(|o| o & 1 != 0),
         wscale: b.u8_at(5).filter(|o| o & 4 != 0).and_then(|_| b.u8_at(6)).map(|w| [w & 0xf, w >> 4]),
+        congestion_events: None,
     })
 }
 

@@ -21,6 +21,9 @@ pub enum ClientAction {
         udp_ports: Vec<u16>,
         /// Pacing cap the server imposes, bit/s.
         pace_bps: Option<u64>,
+        /// QUIC tests: the server certificate's fingerprint (its endpoint's port is
+        /// `udp_ports[0]`).
+        quic_cert: Option<String>,
     },
     /// Start the data workers now.
     StartWorkers,
@@ -163,7 +166,7 @@ impl ClientSession {
     /// A control message arrived.
     pub fn handle_msg(&mut self, now: Instant, msg: Msg) -> Result<(), SessionError> {
         match (self.state, msg) {
-            (State::AwaitAccept, Msg::Accepted { cookie, software, host, udp_ports, pace_bps }) => {
+            (State::AwaitAccept, Msg::Accepted { cookie, software, host, udp_ports, pace_bps, quic_cert }) => {
                 let Some(cookie) = cookie_from_hex(&cookie) else {
                     return Err(self.fail(SessionError::Local("server sent a malformed cookie".into()), true));
                 };
@@ -174,8 +177,14 @@ impl ClientSession {
                         self.fail(SessionError::Local("server sent the wrong number of UDP ports".into()), true)
                     );
                 }
+                if self.spec.transport == crate::msg::Transport::Quic && (udp_ports.len() != 1 || quic_cert.is_none()) {
+                    return Err(self.fail(
+                        SessionError::Local("server sent no QUIC port and certificate for a QUIC test".into()),
+                        true,
+                    ));
+                }
                 self.events.push_back(ClientEvent::Accepted { software, host });
-                self.actions.push_back(ClientAction::Connect { cookie, udp_ports, pace_bps });
+                self.actions.push_back(ClientAction::Connect { cookie, udp_ports, pace_bps, quic_cert });
                 self.state = State::Connecting;
                 self.deadline = Some(now + self.handshake);
                 Ok(())
@@ -300,6 +309,7 @@ mod tests {
             host: HostCapture::default(),
             udp_ports: vec![],
             pace_bps: None,
+            quic_cert: None,
         }
     }
 
@@ -314,7 +324,10 @@ mod tests {
         assert!(matches!(c.poll_transmit(), Some(Msg::Request { .. })));
         c.handle_msg(t0, accepted()).unwrap();
         assert!(matches!(c.poll_event(), Some(ClientEvent::Accepted { .. })));
-        assert_eq!(c.poll_action(), Some(ClientAction::Connect { cookie: [3; 16], udp_ports: vec![], pace_bps: None }));
+        assert_eq!(
+            c.poll_action(),
+            Some(ClientAction::Connect { cookie: [3; 16], udp_ports: vec![], pace_bps: None, quic_cert: None })
+        );
         c.handle_streams_connected(t0);
         c.handle_msg(t0, Msg::Ready).unwrap();
         assert_eq!(c.poll_transmit(), Some(Msg::Start));
@@ -348,6 +361,7 @@ mod tests {
             host: HostCapture::default(),
             udp_ports: vec![],
             pace_bps: None,
+            quic_cert: None,
         };
         assert!(c.handle_msg(t0, bad).is_err());
 

@@ -26,6 +26,8 @@ pub enum Transport {
     Tcp,
     /// Paced UDP with sequence numbers and send timestamps.
     Udp,
+    /// Bulk QUIC: a QUIC connection per stream (`tput --quic`), certificates pinned both ways.
+    Quic,
 }
 
 /// Which way the data flows, seen from the client.
@@ -104,6 +106,11 @@ pub struct TestSpec {
     /// the files are done, with neither a duration nor a byte count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy: Option<wanperf_copy::spec::CopySpec>,
+    /// QUIC: the SHA-256 fingerprint (64 hex digits) of the certificate the client's data
+    /// connections show; the server accepts no other, and a keyed client's signature covers
+    /// it with the rest of the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic_cert: Option<String>,
 }
 
 /// [`TestSpec::interval_s`] where it is not given.
@@ -130,6 +137,7 @@ impl TestSpec {
             zerocopy: false,
             accept_capped_window: false,
             copy: None,
+            quic_cert: None,
         }
     }
 
@@ -219,11 +227,11 @@ impl TestSpec {
             }
         }
         let max_block = match self.transport {
-            Transport::Tcp => MAX_TCP_BLOCK,
+            Transport::Tcp | Transport::Quic => MAX_TCP_BLOCK,
             Transport::Udp => MAX_UDP_BLOCK,
         };
         let min_block = match self.transport {
-            Transport::Tcp => 0,
+            Transport::Tcp | Transport::Quic => 0,
             Transport::Udp => crate::data::UDP_HEADER_LEN as u32,
         };
         if self.block_size < min_block || self.block_size > max_block {
@@ -247,6 +255,18 @@ impl TestSpec {
         match (self.transport, self.rate_bps) {
             (_, Some(0)) => return Err(SpecError::ZeroRate),
             (Transport::Udp, None) => return Err(SpecError::UdpNeedsRate),
+            (Transport::Quic, Some(_)) => return Err(SpecError::Quic("QUIC tests are not paced (-b)")),
+            _ => {}
+        }
+        let pinned =
+            self.quic_cert.as_deref().is_some_and(|c| c.len() == 64 && c.bytes().all(|b| b.is_ascii_hexdigit()));
+        match (self.transport, &self.quic_cert) {
+            (Transport::Quic, _) if !pinned => {
+                return Err(SpecError::Quic("a QUIC test names its client certificate (64 hex digits of SHA-256)"))
+            }
+            (Transport::Tcp | Transport::Udp, Some(_)) => {
+                return Err(SpecError::Quic("a client certificate belongs to QUIC tests only"))
+            }
             _ => {}
         }
         Ok(())
@@ -296,6 +316,9 @@ pub enum SpecError {
     /// DSCP above 63.
     #[error("DSCP must be between 0 and 63, got {0}")]
     Dscp(u8),
+    /// A QUIC test's settings.
+    #[error("{0}")]
+    Quic(&'static str),
     /// `-b 0`.
     #[error("rate must be more than 0 bit/s")]
     ZeroRate,
@@ -413,6 +436,10 @@ pub struct TcpInfo {
     /// The window scale shifts it negotiated, [send, receive]; `None` without window scaling.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wscale: Option<[u8; 2]>,
+    /// QUIC: the times the congestion controller cut its window (quinn's path statistics;
+    /// TCP_INFO has no such count).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub congestion_events: Option<u64>,
 }
 
 /// UDP counters for one flow, as seen by one end.
@@ -567,6 +594,10 @@ pub enum Msg {
         udp_ports: Vec<u16>,
         /// Pacing cap the client must apply to what it sends (server --max-rate), bit/s.
         pace_bps: Option<u64>,
+        /// QUIC tests: the SHA-256 fingerprint of the certificate the server's QUIC endpoint
+        /// shows (its port is the one in `udp_ports`); the client accepts no other.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quic_cert: Option<String>,
     },
     /// Server → client: test not admitted.
     Refused {

@@ -212,6 +212,7 @@ pub struct ServerSession {
     actions: VecDeque<ServerAction>,
     auth: Option<(Arc<AuthorizedKeys>, [u8; NONCE_LEN])>,
     client_key: Option<String>,
+    quic_cert: Option<String>,
 }
 
 impl ServerSession {
@@ -241,6 +242,7 @@ impl ServerSession {
             actions: VecDeque::new(),
             auth: None,
             client_key: None,
+            quic_cert: None,
         }
     }
 
@@ -403,6 +405,12 @@ impl ServerSession {
         }
     }
 
+    /// A QUIC test: the fingerprint of the certificate its endpoint shows, for the answer
+    /// (before [`Self::handle_prepared`], whose `udp_ports` is then the endpoint's port).
+    pub fn set_quic_cert(&mut self, fingerprint: String) {
+        self.quic_cert = Some(fingerprint);
+    }
+
     /// The I/O layer prepared the test; `udp_ports` are the flows' ports (UDP tests).
     /// `pace_bps` is the per-test cap the client must honour, if the server has one.
     pub fn handle_prepared(&mut self, now: Instant, udp_ports: Vec<u16>) {
@@ -420,6 +428,7 @@ impl ServerSession {
             host: self.host.clone(),
             udp_ports,
             pace_bps,
+            quic_cert: self.quic_cert.clone(),
         });
         self.state = State::AwaitStreams;
         self.deadline = Some(now + self.timeouts.handshake);

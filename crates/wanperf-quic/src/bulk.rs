@@ -22,8 +22,8 @@ const POLL: Duration = Duration::from_millis(100);
 const IDLE: Duration = Duration::from_secs(10);
 /// What a peer gets for its handshake and hello once its first packet arrived.
 const HELLO_WITHIN: Duration = Duration::from_secs(5);
-/// The stream receive window without `-w`: 32 MiB, a gigabit's worth at 250 ms.
-const DEFAULT_WINDOW: u64 = 32 << 20;
+/// The stream's flow-control window without `-w`: 16 MiB, a gigabit's worth at 130 ms.
+pub const DEFAULT_WINDOW: u64 = 16 << 20;
 
 /// What a test sets of its connections' transport.
 #[derive(Debug, Clone, Default)]
@@ -48,7 +48,7 @@ impl Tuning {
         let window = self.window.unwrap_or(DEFAULT_WINDOW).clamp(64 << 10, (1 << 30) - 1);
         t.stream_receive_window(VarInt::from_u64(window).unwrap_or(VarInt::MAX));
         t.receive_window(VarInt::from_u64(2 * window).unwrap_or(VarInt::MAX));
-        t.send_window(2 * window);
+        t.send_window(window);
         t.max_idle_timeout(IDLE.try_into().ok());
         t.keep_alive_interval(Some(Duration::from_secs(2)));
         // One stream a connection, opened by the client.

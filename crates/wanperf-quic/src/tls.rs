@@ -65,7 +65,9 @@ fn checked(pin: &str, der: &CertificateDer<'_>, whose: &str) -> Result<(), rustl
     if got == pin {
         Ok(())
     } else {
-        Err(rustls::Error::General(format!("the {whose}'s certificate {got} is not the one its test announced ({pin})")))
+        Err(rustls::Error::General(format!(
+            "the {whose}'s certificate {got} is not the one its test announced ({pin})"
+        )))
     }
 }
 

@@ -203,8 +203,14 @@ pub struct TputArgs {
     #[arg(short = 'Z', long)]
     zerocopy: bool,
     /// UDP instead of TCP (needs -b).
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "quic")]
     udp: bool,
+    /// QUIC instead of TCP (quinn): one QUIC connection per stream to the server's QUIC
+    /// endpoint, certificates made for the test and pinned on both ends; -w sets the stream's
+    /// flow-control window, -C quinn's congestion control (cubic, newreno, bbr); the intervals
+    /// show quinn's RTT, window, lost packets and congestion events.
+    #[arg(long, conflicts_with = "iperf3")]
+    quic: bool,
     /// Target rate for all streams together (UDP pacing; TCP pacing cap), e.g. 100M.
     #[arg(short = 'b', long = "bitrate", value_name = "RATE", value_parser = rate)]
     bitrate: Option<u64>,
@@ -297,7 +303,11 @@ pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
     if a.udp && a.zerocopy {
         bail!("--zerocopy applies to TCP only");
     }
-    let transport = if a.udp { Transport::Udp } else { Transport::Tcp };
+    let transport = match (a.udp, a.quic) {
+        (true, _) => Transport::Udp,
+        (_, true) => Transport::Quic,
+        _ => Transport::Tcp,
+    };
     let block = match a.length {
         Some(l) if l > u64::from(u32::MAX) => bail!("-l {l} is too large"),
         Some(l) => l as u32,
@@ -321,8 +331,11 @@ pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
         zerocopy: a.zerocopy,
         accept_capped_window: a.accept_capped_window,
         copy: None,
+        quic_cert: None,
     };
-    spec.validate()?;
+    // A QUIC test's client certificate is made when it runs; everything else is checked now.
+    let placeholder = TestSpec { quic_cert: a.quic.then(|| "0".repeat(64)), ..spec.clone() };
+    placeholder.validate()?;
     Ok(spec)
 }
 

@@ -483,6 +483,7 @@ fn write_encoder_seeds() {
                 host: HostCapture { hostname: "server".into(), ..Default::default() },
                 udp_ports: vec![5302, 5303],
                 pace_bps: Some(25_000_000),
+                quic_cert: None,
             },
         ),
         ("refused", Msg::Refused { reason: "too many streams".into() }),
