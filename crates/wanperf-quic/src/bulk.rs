@@ -25,6 +25,11 @@ const HELLO_WITHIN: Duration = Duration::from_secs(5);
 /// The stream's flow-control window without `-w`: 16 MiB, a gigabit's worth at 130 ms.
 pub const DEFAULT_WINDOW: u64 = 16 << 20;
 
+/// How often a sender re-sizes its send window to its congestion window.
+const SEND_TUNE: Duration = Duration::from_millis(10);
+/// The smallest send window a sender sizes (before the window grows, it is the window).
+const MIN_SEND_WINDOW: u64 = 1 << 20;
+
 /// What a test sets of its connections' transport.
 #[derive(Debug, Clone, Default)]
 pub struct Tuning {
@@ -43,9 +48,14 @@ impl Tuning {
         }
     }
 
+    /// The flow-control window: `-w` or [`DEFAULT_WINDOW`], within what QUIC can say.
+    fn window(&self) -> u64 {
+        self.window.unwrap_or(DEFAULT_WINDOW).clamp(64 << 10, (1 << 30) - 1)
+    }
+
     fn transport(&self) -> TransportConfig {
         let mut t = TransportConfig::default();
-        let window = self.window.unwrap_or(DEFAULT_WINDOW).clamp(64 << 10, (1 << 30) - 1);
+        let window = self.window();
         t.stream_receive_window(VarInt::from_u64(window).unwrap_or(VarInt::MAX));
         t.receive_window(VarInt::from_u64(2 * window).unwrap_or(VarInt::MAX));
         t.send_window(window);
@@ -80,6 +90,8 @@ pub struct QuicStream {
     conn: quinn::Connection,
     send: quinn::SendStream,
     recv: quinn::RecvStream,
+    /// The largest send window (the test's window).
+    window: u64,
     // The endpoint lives as long as its streams (a client's has no other owner).
     _endpoint: Endpoint,
 }
@@ -130,9 +142,20 @@ impl QuicStream {
         linger: Duration,
     ) -> io::Result<()> {
         let send = &mut self.send;
+        let conn = &self.conn;
+        let most = self.window;
         crate::runtime().block_on(async {
             let mut total = 0u64;
+            let mut tuned = Instant::now();
             while let Some(n) = next(total) {
+                if tuned.elapsed() >= SEND_TUNE {
+                    // As Linux sizes a TCP send buffer: twice the congestion window, so that
+                    // what the test counts as sent is at most a window or so ahead of the
+                    // network (a fixed 16 MiB would hold seconds of a slow path's data).
+                    tuned = Instant::now();
+                    let cwnd = conn.stats().path.cwnd;
+                    conn.set_send_window(cwnd.saturating_mul(2).clamp(MIN_SEND_WINDOW, most));
+                }
                 if abort.load(Ordering::Acquire) {
                     let _ = send.reset(VarInt::from_u32(1));
                     return Ok(());
@@ -222,7 +245,7 @@ pub fn connect(
         };
         let (mut send, recv) = conn.open_bi().await.map_err(|e| fail(e.to_string()))?;
         send.write_all(hello).await.map_err(|e| fail(e.to_string()))?;
-        Ok(QuicStream { conn, send, recv, _endpoint: ep.clone() })
+        Ok(QuicStream { conn, send, recv, window: tuning.window(), _endpoint: ep.clone() })
     })
 }
 
@@ -270,9 +293,9 @@ pub fn accept_streams(
                         continue;
                     }
                     in_flight.fetch_add(1, Ordering::AcqRel);
-                    let (tx, ep, n) = (tx.clone(), ep.clone(), in_flight.clone());
+                    let (tx, ep, n, w) = (tx.clone(), ep.clone(), in_flight.clone(), tuning.window());
                     tokio::spawn(async move {
-                        if let Ok(Some(a)) = tokio::time::timeout(HELLO_WITHIN, hello_of(incoming, ep)).await {
+                        if let Ok(Some(a)) = tokio::time::timeout(HELLO_WITHIN, hello_of(incoming, ep, w)).await {
                             let _ = tx.send(a).await;
                         }
                         n.fetch_sub(1, Ordering::AcqRel);
@@ -292,12 +315,12 @@ pub fn accept_streams(
     })
 }
 
-async fn hello_of(incoming: quinn::Incoming, ep: Endpoint) -> Option<Accepted> {
+async fn hello_of(incoming: quinn::Incoming, ep: Endpoint, window: u64) -> Option<Accepted> {
     let conn = incoming.await.ok()?;
     let (send, mut recv) = conn.accept_bi().await.ok()?;
     let mut hello = [0u8; 32];
     recv.read_exact(&mut hello).await.ok()?;
-    Some(Accepted { hello, stream: QuicStream { conn, send, recv, _endpoint: ep } })
+    Some(Accepted { hello, stream: QuicStream { conn, send, recv, window, _endpoint: ep } })
 }
 
 #[cfg(test)]
@@ -308,12 +331,15 @@ mod tests {
         UdpSocket::bind("127.0.0.1:0").unwrap()
     }
 
+    /// What a test server's stream brought: its hello, its bytes, its connection's state.
+    type Received = ([u8; 32], usize, PathSnapshot);
+
     /// A server thread taking `want` streams on a fresh socket; returns its address and the
     /// hellos with the bytes each stream received.
     fn server(
         client_pin: String,
         want: usize,
-    ) -> (SocketAddr, String, std::thread::JoinHandle<Vec<([u8; 32], usize, PathSnapshot)>>) {
+    ) -> (SocketAddr, String, std::thread::JoinHandle<Vec<Received>>) {
         let ours = TestCert::generate().unwrap();
         let pin = ours.fingerprint.clone();
         let s = udp();
@@ -384,5 +410,69 @@ mod tests {
         assert!(Tuning { cc: Some("bbr".into()), ..Default::default() }.check().is_ok());
         let e = Tuning { cc: Some("vegas".into()), ..Default::default() }.check().unwrap_err();
         assert!(e.contains("vegas") && e.contains("cubic"), "{e}");
+    }
+
+    #[test]
+    fn garbage_datagrams_cost_nothing_and_the_real_stream_still_comes() {
+        let ours = TestCert::generate().unwrap();
+        let (at, pin, srv) = server(ours.fingerprint.clone(), 1);
+        // Datagrams that look like QUIC long headers (Initial, version 1) with garbage after,
+        // and short ones: each is dropped without state.
+        let g = udp();
+        for i in 0..5000u32 {
+            let mut d = [0u8; 1200];
+            d[0] = 0xc0;
+            d[1..5].copy_from_slice(&1u32.to_be_bytes());
+            d[5..9].copy_from_slice(&i.to_be_bytes());
+            let len = if i % 2 == 0 { 1200 } else { 9 };
+            let _ = g.send_to(&d[..len], at);
+        }
+        let mut c = connect(udp(), at, &ours, &pin, &Tuning::default(), &[9; 32], Duration::from_secs(5)).unwrap();
+        let buf = vec![0u8; 65536];
+        let next = |t: u64| (t < 1 << 20).then_some(65536);
+        c.send_bulk(&buf, next, |_| {}, &AtomicBool::new(false), Duration::from_secs(5)).unwrap();
+        let got = srv.join().unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].0, got[0].1), ([9; 32], 1 << 20));
+    }
+
+    #[test]
+    fn a_peer_silent_after_its_handshake_gets_no_stream_and_the_wait_ends_on_time() {
+        let (ours, theirs) = (TestCert::generate().unwrap(), TestCert::generate().unwrap());
+        let s = udp();
+        let at = s.local_addr().unwrap();
+        let pin = theirs.fingerprint.clone();
+        let cpin = ours.fingerprint.clone();
+        let t0 = Instant::now();
+        let srv = std::thread::spawn(move || {
+            let mut n = 0;
+            let until = Instant::now() + Duration::from_secs(2);
+            let stop = AtomicBool::new(false);
+            accept_streams(
+                s,
+                &theirs,
+                &cpin,
+                &Tuning::default(),
+                1,
+                |_| {
+                    n += 1;
+                    true
+                },
+                &stop,
+                until,
+            )
+            .unwrap();
+            n
+        });
+        // The right certificate, a finished handshake, then nothing: no stream, no hello.
+        let tls = client_tls(&ours, &pin).unwrap();
+        let mut cfg = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()));
+        cfg.transport_config(Arc::new(Tuning::default().transport()));
+        let ep = endpoint(udp(), None).unwrap();
+        let conn = crate::runtime().block_on(async { ep.connect_with(cfg, at, "wanperf").unwrap().await.unwrap() });
+        assert_eq!(srv.join().unwrap(), 0, "a stream without a hello was delivered");
+        let waited = t0.elapsed();
+        assert!(waited < Duration::from_secs(4), "the wait for streams outlived its deadline: {waited:?}");
+        drop(conn);
     }
 }
