@@ -336,10 +336,7 @@ mod tests {
 
     /// A server thread taking `want` streams on a fresh socket; returns its address and the
     /// hellos with the bytes each stream received.
-    fn server(
-        client_pin: String,
-        want: usize,
-    ) -> (SocketAddr, String, std::thread::JoinHandle<Vec<Received>>) {
+    fn server(client_pin: String, want: usize) -> (SocketAddr, String, std::thread::JoinHandle<Vec<Received>>) {
         let ours = TestCert::generate().unwrap();
         let pin = ours.fingerprint.clone();
         let s = udp();

@@ -549,6 +549,9 @@ impl Study {
             if k == "direction" && !DIRECTIONS.iter().any(|(d, _)| d == val) {
                 return Err(format!("`direction` must be up, down or bidir, not `{val}`"));
             }
+            if k == "transport" && (self.kind != Kind::Tput || !TRANSPORTS.iter().any(|(t, _)| t == val)) {
+                return Err(format!("`transport` is a tput study's: tcp, udp or quic, not `{val}`"));
+            }
             if self.kind == Kind::Copy && DATA_KEYS.contains(&k.as_str()) {
                 check_data(k, val)?;
             }
@@ -788,16 +791,23 @@ impl Study {
 /// The values of the study-wide `direction` axis and the flag each means.
 const DIRECTIONS: [(&str, Option<&str>); 3] = [("up", None), ("down", Some("--reverse")), ("bidir", Some("--bidir"))];
 
+/// A tput study's `transport` (a sweep axis too: `transport = ["tcp", "quic"]`) as flags.
+const TRANSPORTS: [(&str, Option<&str>); 3] = [("tcp", None), ("udp", Some("--udp")), ("quic", Some("--quic"))];
+
 /// (flag, value) pairs as arguments; `true` is a bare flag, `false` leaves it out;
-/// `direction` becomes `--reverse` or `--bidir` (or nothing, for up).
+/// `direction` becomes `--reverse` or `--bidir` (or nothing, for up), `transport` `--udp` or
+/// `--quic` (or nothing, for tcp).
 fn flags(opts: &[(String, String)]) -> Vec<String> {
     let mut v = Vec::new();
     for (k, val) in opts {
-        if k == "direction" {
-            if let Some((_, f)) = DIRECTIONS.iter().find(|(d, _)| d == val) {
-                v.extend(f.map(String::from));
-                continue;
-            }
+        let named = match k.as_str() {
+            "direction" => DIRECTIONS.iter().find(|(d, _)| d == val),
+            "transport" => TRANSPORTS.iter().find(|(t, _)| t == val),
+            _ => None,
+        };
+        if let Some((_, f)) = named {
+            v.extend(f.map(String::from));
+            continue;
         }
         let flag = format!("--{}", k.replace('_', "-"));
         match val.as_str() {
@@ -864,6 +874,18 @@ mod tests {
         assert_eq!(argv[..2], ["tput".to_string(), "198.18.0.2".to_string()]);
         assert!(argv.windows(2).any(|w| w == ["--parallel", "2"] || w == ["--streams", "2"]), "{argv:?}");
         assert_eq!(s.estimate_s(&cells[0], &Stub), 3.0);
+    }
+
+    #[test]
+    fn a_transport_axis_puts_tcp_and_quic_side_by_side() {
+        let text = "name = \"s\"\n[measure]\nkind = \"tput\"\n[sweep]\ntransport = [\"tcp\", \"quic\"]\n";
+        let s = Study::parse(text, &Stub).unwrap();
+        let cells = s.cells();
+        let argv = |i: usize| s.measure_argv(&cells[i], "198.18.0.2", None);
+        assert!(!argv(0).iter().any(|a| a == "--quic" || a == "--udp" || a.contains("transport")), "{:?}", argv(0));
+        assert!(argv(1).iter().any(|a| a == "--quic"), "{:?}", argv(1));
+        let e = Study::parse(&text.replace("\"quic\"", "\"sctp\""), &Stub).unwrap_err();
+        assert!(e.message.contains("tcp, udp or quic, not `sctp`"), "{e}");
     }
 }
 
