@@ -250,6 +250,10 @@ pub struct TcpSide {
     pub sndbuf: Option<u64>,
     /// Smallest receive window the receiver advertised at the end, bytes.
     pub snd_wnd: Option<u32>,
+    /// QUIC streams (quinn's state): no SndLim timers, `min_rtt_us` is the smoothed RTT and
+    /// `snd_wnd` the stream's flow-control window, so rate × RTT filling it is the window limit.
+    #[serde(default)]
+    pub quic: bool,
 }
 
 impl TcpSide {
@@ -671,14 +675,24 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
     let busy = t.busy_us.max(1) as f64;
     let rwnd = t.rwnd_limited_us as f64 / busy;
     let sndb = t.sndbuf_limited_us as f64 / busy;
-    let mut evidence = vec![format!(
-        "TCP over {} stream(s): data in flight {} of the time; receive-window-limited {}, send-buffer-limited {} of that{}",
-        t.streams,
-        pct(busy_share.min(1.0)),
-        pct(rwnd),
-        pct(sndb),
-        t.min_rtt_us.map(|r| format!("; min RTT {:.2} ms", f64::from(r) / 1000.0)).unwrap_or_default()
-    )];
+    let mut evidence = vec![if t.quic {
+        format!(
+            "QUIC over {} connection(s): {} packets declared lost{}; flow-control window {} per stream",
+            t.streams,
+            t.retransmits,
+            t.min_rtt_us.map(|r| format!("; smoothed RTT {:.2} ms", f64::from(r) / 1000.0)).unwrap_or_default(),
+            kib(u64::from(t.snd_wnd.unwrap_or(0)))
+        )
+    } else {
+        format!(
+            "TCP over {} stream(s): data in flight {} of the time; receive-window-limited {}, send-buffer-limited {} of that{}",
+            t.streams,
+            pct(busy_share.min(1.0)),
+            pct(rwnd),
+            pct(sndb),
+            t.min_rtt_us.map(|r| format!("; min RTT {:.2} ms", f64::from(r) / 1000.0)).unwrap_or_default()
+        )
+    }];
     let cpu_line = |name: &str, c: Cpu| {
         format!(
             "{name} CPU: {:.2} cores in use{}",
@@ -744,6 +758,9 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
             evidence,
         );
     }
+    // quinn keeps no SndLim timers: the window's fill is QUIC's only evidence of a limit short
+    // of the network.
+    let (rwnd, sndb, busy_share) = if t.quic { (0.0, 0.0, 1.0) } else { (rwnd, sndb, busy_share) };
     if rwnd >= SNDLIM || t.window_full(rate).is_some() {
         let why = match t.window_full(rate) {
             Some(f) => format!(
@@ -753,6 +770,11 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
                 kib(u64::from(t.snd_wnd.unwrap_or(0)))
             ),
             None => format!("receive-window-limited {} of the time", pct(rwnd)),
+        };
+        let why = if t.quic {
+            why.replace("min RTT", "smoothed RTT").replace("advertised", "granted (QUIC flow control)")
+        } else {
+            why
         };
         return v(
             Limit::ReceiveWindow,
@@ -803,7 +825,11 @@ pub fn tput(inp: &TputInputs) -> Option<Verdict> {
         "",
         format!(
             "limited by the network path: congestion-window-limited{}: {}",
-            if t.retransmits > 0 { format!(", {} retransmits", t.retransmits) } else { ", no retransmits".into() },
+            match (t.retransmits, t.quic) {
+                (0, _) => ", no retransmits".into(),
+                (n, false) => format!(", {n} retransmits"),
+                (n, true) => format!(", {n} packets declared lost"),
+            },
             mb(rate)
         ),
         evidence,
@@ -907,6 +933,39 @@ mod tests {
         let v = copy(&j).unwrap();
         assert_eq!(v.limit, Limit::Stage(Stage::Compress));
         assert!(v.text.contains("zstd -19"), "{}", v.text);
+    }
+
+    #[test]
+    fn a_quic_verdict_reads_the_window_from_its_fill_and_never_calls_it_the_application() {
+        // QUIC has no SndLim timers (busy 0): without the flag that would read as an idle
+        // sender. 1 MB/s at 20 ms is 20 kB in flight of a 16 MiB window: the network.
+        let quic = TputInputs {
+            rate_bytes_s: 1e6,
+            wall_s: 4.0,
+            tcp: TcpSide {
+                streams: 1,
+                retransmits: 12,
+                min_rtt_us: Some(20_000),
+                snd_wnd: Some(16 << 20),
+                quic: true,
+                ..Default::default()
+            },
+            sender_cpu: Cpu { cpu_s: 0.4, wall_s: 4.0, cores: 2, host_busy: None, quota: None },
+            receiver_cpu: Cpu { cpu_s: 0.4, wall_s: 4.0, cores: 2, host_busy: None, quota: None },
+            ..Default::default()
+        };
+        let v = tput(&quic).unwrap();
+        assert_eq!(v.limit, Limit::Network, "{}", v.text);
+        assert!(v.text.contains("12 packets declared lost"), "{}", v.text);
+        assert!(v.evidence[0].starts_with("QUIC over 1 connection(s)"), "{:?}", v.evidence);
+        // A 64 KiB flow-control window at 20 ms: 2.8 MB/s fills 88 % of it.
+        let w = TputInputs { rate_bytes_s: 2.8e6, tcp: TcpSide { snd_wnd: Some(65536), ..quic.tcp }, ..quic.clone() };
+        let v = tput(&w).unwrap();
+        assert_eq!(v.limit, Limit::ReceiveWindow, "{}", v.text);
+        assert!(v.text.contains("QUIC flow control") && v.text.contains("smoothed RTT"), "{}", v.text);
+        // The same numbers as TCP with no busy time: the application (the old reading).
+        let tcp = TputInputs { tcp: TcpSide { quic: false, snd_wnd: None, ..quic.tcp }, ..quic.clone() };
+        assert_eq!(tput(&tcp).unwrap().limit, Limit::Application);
     }
 
     #[test]

@@ -821,13 +821,13 @@ fn open_streams(
 /// What a QUIC test asks of its connections: `-w` as the stream's flow-control window, `-C`
 /// as quinn's congestion controller.
 pub(crate) fn quic_tuning(spec: &TestSpec) -> wanperf_quic::Tuning {
-    wanperf_quic::Tuning { window: spec.window, cc: spec.cc.clone() }
+    wanperf_quic::Tuning { window: spec.quic_window(), cc: spec.cc.clone() }
 }
 
 /// The socket buffers of a QUIC data connection: its window, at least 4 MiB (a burst of
 /// GSO-sized sends must not overflow the receiver's socket).
 pub(crate) fn quic_socket_buffer(spec: &TestSpec) -> u64 {
-    spec.window.unwrap_or(wanperf_quic::DEFAULT_WINDOW).max(4 << 20)
+    spec.quic_window().max(4 << 20)
 }
 
 /// A UDP socket for a data flow to `server`: bound as the test asks (--bind, --bind-dev),

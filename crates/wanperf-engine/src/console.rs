@@ -188,10 +188,7 @@ impl<W: Write> Sink for TableSink<W> {
             "{name} {dir}, {} stream(s), {len}, block {}, window {}, cc {cc}{}{}\n",
             t.streams,
             if t.block_size == 0 { "adaptive".to_string() } else { fmt_bytes(u64::from(t.block_size)) },
-            t.window.map_or_else(
-                || if quic { fmt_bytes(wanperf_quic::DEFAULT_WINDOW) } else { "autotuned".into() },
-                fmt_bytes
-            ),
+            t.window.map_or_else(|| if quic { fmt_bytes(t.quic_window()) } else { "autotuned".into() }, fmt_bytes),
             t.rate_bps.map_or_else(String::new, |b| format!(", rate {}", fmt_rate(b as f64))),
             if t.zerocopy { ", zero-copy" } else { "" },
         );

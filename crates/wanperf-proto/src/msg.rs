@@ -15,6 +15,8 @@ pub const MAX_DURATION_S: f64 = 86_400.0;
 pub const MIN_INTERVAL_S: f64 = 0.1;
 /// Largest TCP block (one write or read).
 pub const MAX_TCP_BLOCK: u32 = 16 * 1024 * 1024;
+/// A QUIC stream's flow-control window without `-w`: 16 MiB, a gigabit's worth at 130 ms.
+pub const QUIC_DEFAULT_WINDOW: u64 = 16 << 20;
 /// Largest UDP payload over IPv4.
 pub const MAX_UDP_BLOCK: u32 = 65_507;
 
@@ -189,6 +191,11 @@ impl TestSpec {
         let n = self.streams.max(1) as u64;
         let idx = (id % self.streams.max(1)) as u64;
         Some(total / n + u64::from(idx < total % n))
+    }
+
+    /// A QUIC test's flow-control window per stream: `-w`, or [`QUIC_DEFAULT_WINDOW`].
+    pub fn quic_window(&self) -> u64 {
+        self.window.unwrap_or(QUIC_DEFAULT_WINDOW)
     }
 
     /// Checks the spec on its own terms (the server adds its limits on top).

@@ -568,7 +568,9 @@ pub fn verdict(
 ) -> Option<wanperf_copy::verdict::Verdict> {
     use wanperf_copy::verdict::{self as v, AtStage, Cpu};
     let server = server?;
-    if spec.transport != Transport::Tcp {
+    // UDP is paced by the test itself; TCP and QUIC find their own rate, and what held it is
+    // the question (QUIC's samples carry quinn's window and losses; its CPU is the process's).
+    if spec.transport == Transport::Udp {
         return None;
     }
     let (sender, receiver) = sender_first(spec, client, server)?;
@@ -581,7 +583,15 @@ pub fn verdict(
         quota: h.cpu_quota,
     };
     let same_host = !client_host.hostname.is_empty() && client_host.hostname == server_host.hostname;
-    let tcp = tcp_side(sender, receiver);
+    let mut tcp = tcp_side(sender, receiver);
+    if spec.transport == Transport::Quic {
+        // quinn's smoothed RTT stands for the minimum, the stream's flow-control window for
+        // the advertised one: rate × RTT filling it is QUIC's window limit.
+        tcp.quic = true;
+        tcp.min_rtt_us =
+            sender.streams.iter().filter_map(|s| s.tcp.as_ref().map(|t| t.srtt_us)).filter(|r| *r > 0).min();
+        tcp.snd_wnd = Some(spec.quic_window().min(u64::from(u32::MAX)) as u32);
+    }
     if spec.copy.is_some() {
         let (sc, rc) = (sender.copy.as_ref()?, receiver.copy.as_ref()?);
         let stages = sc

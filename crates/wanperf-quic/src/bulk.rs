@@ -22,8 +22,6 @@ const POLL: Duration = Duration::from_millis(100);
 const IDLE: Duration = Duration::from_secs(10);
 /// What a peer gets for its handshake and hello once its first packet arrived.
 const HELLO_WITHIN: Duration = Duration::from_secs(5);
-/// The stream's flow-control window without `-w`: 16 MiB, a gigabit's worth at 130 ms.
-pub const DEFAULT_WINDOW: u64 = 16 << 20;
 
 /// How often a sender re-sizes its send window to its congestion window.
 const SEND_TUNE: Duration = Duration::from_millis(10);
@@ -31,10 +29,10 @@ const SEND_TUNE: Duration = Duration::from_millis(10);
 const MIN_SEND_WINDOW: u64 = 1 << 20;
 
 /// What a test sets of its connections' transport.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Tuning {
-    /// `-w`: the stream's flow-control window (QUIC's receive window), bytes.
-    pub window: Option<u64>,
+    /// The stream's flow-control window (QUIC's receive window; `-w`), bytes.
+    pub window: u64,
     /// `-C`: quinn's congestion controller: cubic (its default), newreno (or reno), bbr.
     pub cc: Option<String>,
 }
@@ -48,9 +46,9 @@ impl Tuning {
         }
     }
 
-    /// The flow-control window: `-w` or [`DEFAULT_WINDOW`], within what QUIC can say.
+    /// The flow-control window, within what QUIC can say.
     fn window(&self) -> u64 {
-        self.window.unwrap_or(DEFAULT_WINDOW).clamp(64 << 10, (1 << 30) - 1)
+        self.window.clamp(64 << 10, (1 << 30) - 1)
     }
 
     fn transport(&self) -> TransportConfig {
@@ -154,7 +152,7 @@ impl QuicStream {
                     // network (a fixed 16 MiB would hold seconds of a slow path's data).
                     tuned = Instant::now();
                     let cwnd = conn.stats().path.cwnd;
-                    conn.set_send_window(cwnd.saturating_mul(2).clamp(MIN_SEND_WINDOW, most));
+                    conn.set_send_window(cwnd.saturating_mul(2).clamp(MIN_SEND_WINDOW.min(most), most));
                 }
                 if abort.load(Ordering::Acquire) {
                     let _ = send.reset(VarInt::from_u32(1));
@@ -331,6 +329,10 @@ mod tests {
         UdpSocket::bind("127.0.0.1:0").unwrap()
     }
 
+    fn tuning() -> Tuning {
+        Tuning { window: 16 << 20, cc: None }
+    }
+
     /// What a test server's stream brought: its hello, its bytes, its connection's state.
     type Received = ([u8; 32], usize, PathSnapshot);
 
@@ -349,7 +351,7 @@ mod tests {
                 streams.push(a);
                 true
             };
-            accept_streams(s, &ours, &client_pin, &Tuning::default(), want, deliver, &stop, until).unwrap();
+            accept_streams(s, &ours, &client_pin, &tuning(), want, deliver, &stop, until).unwrap();
             streams
                 .into_iter()
                 .map(|mut a| {
@@ -368,7 +370,7 @@ mod tests {
         let ours = TestCert::generate().unwrap();
         let (at, pin, srv) = server(ours.fingerprint.clone(), 1);
         let hello = [7u8; 32];
-        let mut c = connect(udp(), at, &ours, &pin, &Tuning::default(), &hello, Duration::from_secs(5)).unwrap();
+        let mut c = connect(udp(), at, &ours, &pin, &tuning(), &hello, Duration::from_secs(5)).unwrap();
         let buf = vec![1u8; 65536];
         let mut sent = 0usize;
         let quota = 20u64 << 20;
@@ -389,23 +391,23 @@ mod tests {
         let other = TestCert::generate().unwrap();
         // The server expects `other`'s certificate; we show ours.
         let (at, pin, srv) = server(other.fingerprint.clone(), 1);
-        let r = connect(udp(), at, &ours, &pin, &Tuning::default(), &[0; 32], Duration::from_secs(3));
+        let r = connect(udp(), at, &ours, &pin, &tuning(), &[0; 32], Duration::from_secs(3));
         // The client's handshake may complete before the server refuses the certificate; the
         // hello then fails or the stream dies: either way the server delivers nothing.
         drop(r);
         assert!(srv.join().unwrap().is_empty(), "the server took a stream from an unpinned client");
         // The client pins a fingerprint the server's certificate does not have.
         let (at, _pin, srv) = server(ours.fingerprint.clone(), 1);
-        let err = connect(udp(), at, &ours, &other.fingerprint, &Tuning::default(), &[0; 32], Duration::from_secs(3))
-            .unwrap_err();
+        let err =
+            connect(udp(), at, &ours, &other.fingerprint, &tuning(), &[0; 32], Duration::from_secs(3)).unwrap_err();
         assert!(err.to_string().contains("not the one its test announced"), "{err}");
         assert!(srv.join().unwrap().is_empty());
     }
 
     #[test]
     fn an_unknown_congestion_control_is_one_clear_line() {
-        assert!(Tuning { cc: Some("bbr".into()), ..Default::default() }.check().is_ok());
-        let e = Tuning { cc: Some("vegas".into()), ..Default::default() }.check().unwrap_err();
+        assert!(Tuning { cc: Some("bbr".into()), ..tuning() }.check().is_ok());
+        let e = Tuning { cc: Some("vegas".into()), ..tuning() }.check().unwrap_err();
         assert!(e.contains("vegas") && e.contains("cubic"), "{e}");
     }
 
@@ -424,7 +426,7 @@ mod tests {
             let len = if i % 2 == 0 { 1200 } else { 9 };
             let _ = g.send_to(&d[..len], at);
         }
-        let mut c = connect(udp(), at, &ours, &pin, &Tuning::default(), &[9; 32], Duration::from_secs(5)).unwrap();
+        let mut c = connect(udp(), at, &ours, &pin, &tuning(), &[9; 32], Duration::from_secs(5)).unwrap();
         let buf = vec![0u8; 65536];
         let next = |t: u64| (t < 1 << 20).then_some(65536);
         c.send_bulk(&buf, next, |_| {}, &AtomicBool::new(false), Duration::from_secs(5)).unwrap();
@@ -449,7 +451,7 @@ mod tests {
                 s,
                 &theirs,
                 &cpin,
-                &Tuning::default(),
+                &tuning(),
                 1,
                 |_| {
                     n += 1;
@@ -464,7 +466,7 @@ mod tests {
         // The right certificate, a finished handshake, then nothing: no stream, no hello.
         let tls = client_tls(&ours, &pin).unwrap();
         let mut cfg = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()));
-        cfg.transport_config(Arc::new(Tuning::default().transport()));
+        cfg.transport_config(Arc::new(tuning().transport()));
         let ep = endpoint(udp(), None).unwrap();
         let conn = crate::runtime().block_on(async { ep.connect_with(cfg, at, "wanperf").unwrap().await.unwrap() });
         assert_eq!(srv.join().unwrap(), 0, "a stream without a hello was delivered");

@@ -20,7 +20,7 @@ pub mod bulk;
 pub mod stats;
 pub mod tls;
 
-pub use bulk::{accept_streams, connect, Accepted, QuicStream, Tuning, DEFAULT_WINDOW};
+pub use bulk::{accept_streams, connect, Accepted, QuicStream, Tuning};
 pub use stats::PathSnapshot;
 pub use tls::{fingerprint, TestCert};
 

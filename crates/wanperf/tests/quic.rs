@@ -131,6 +131,15 @@ fn quic_fills_the_emulated_path_and_a_policer_holds_it_to_its_bound() {
     assert!((0.85 * 50e6..=50e6).contains(&got), "QUIC through a 50 Mbit/s link: {got} bit/s");
     let up = &stats["up"]["classes"]["best_effort"];
     assert!(u(&up["packets_in"]) > 10_000, "the emulator saw the QUIC packets: {up}");
+    assert!(e["summary"]["verdict"]["text"].as_str().unwrap().contains("network path"), "{}", e["summary"]["verdict"]);
+
+    // -w 64k: QUIC's flow control holds one stream to window / RTT, and the verdict says so.
+    let (e, _) = on_path(&["--rtt", "20ms", "--rate", "50M"], "-t 4 --omit 1 -w 64k");
+    let got = f(&e["summary"]["throughput_bps"]);
+    let bound = 65536.0 * 8.0 / 0.020;
+    assert!((0.6 * bound..=1.05 * bound).contains(&got), "64 KiB at 20 ms: {got} bit/s, window/RTT {bound}");
+    let v = e["summary"]["verdict"]["text"].as_str().unwrap();
+    assert!(v.contains("receiver's window") && v.contains("QUIC flow control"), "{v}");
 
     // A 10 Mbit/s policer with a 100 kB bucket, on everything left → right: the token bucket
     // bounds what passes to rate × t + burst, and it dropped what did not fit.
