@@ -346,7 +346,7 @@ mod tests {
         let h = std::thread::spawn(move || {
             let stop = AtomicBool::new(false);
             let mut streams = Vec::new();
-            let until = Instant::now() + Duration::from_secs(5);
+            let until = Instant::now() + Duration::from_secs(3);
             let deliver = |a: Accepted| {
                 streams.push(a);
                 true
