@@ -4,7 +4,7 @@ use crate::control::CtrlEvent;
 use crate::opts::{capped_note, preflight, OptError, SockOpts};
 use crate::stream::{Conn, Peer, Side, StreamPlan};
 use crate::sys;
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{SockAddr, Socket};
 use std::io::{self, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -119,7 +119,7 @@ pub(crate) fn connect_tcp(
     timeout: Duration,
     nobody: &str,
 ) -> Result<Socket, ClientError> {
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+    let s = crate::opts::stream_socket(addr, opts.mptcp)
         .map_err(|e| ClientError::Connect(format!("cannot create a socket: {e}")))?;
     opts.apply(&s, addr.is_ipv6(), "this host")?;
     s.connect_timeout(&SockAddr::from(addr), timeout)
@@ -470,9 +470,11 @@ impl ClientDriver<'_> {
 
     fn on_action(&mut self, action: ClientAction) {
         match action {
-            ClientAction::Connect { cookie, udp_ports, pace_bps, quic_cert } => {
+            ClientAction::Connect { cookie, udp_ports, pace_bps, quic_cert, data_port } => {
                 let quic = self.quic.zip(quic_cert.as_deref());
-                match open_streams(self.cfg, self.spec, self.server, &cookie, &udp_ports, pace_bps, quic) {
+                // An MPTCP test's data connections go to the listener the server opened for it.
+                let server = data_port.map_or(self.server, |p| SocketAddr::new(self.server.ip(), p));
+                match open_streams(self.cfg, self.spec, server, &cookie, &udp_ports, pace_bps, quic) {
                     Ok((conns, infos, hellos)) => {
                         self.udp_hellos = hellos;
                         window_warnings(self.spec, &infos, &mut self.warnings);
@@ -759,6 +761,7 @@ fn open_streams(
                     bind: cfg.bind,
                     bind_dev: cfg.bind_dev.clone(),
                     pace_bps: pace,
+                    mptcp: spec.mptcp,
                 };
                 let mut s = connect_tcp(server, &opts, cfg.timeout, NO_WANPERF)?;
                 s.write_all(&hello).map_err(|e| ClientError::Connect(format!("data connection {id}: {e}")))?;

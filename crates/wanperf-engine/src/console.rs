@@ -180,6 +180,7 @@ impl<W: Write> Sink for TableSink<W> {
         let host_cc = if quic { Some("cubic".to_string()) } else { r.client_host.congestion_control.clone() };
         let cc = t.cc.clone().or(host_cc).unwrap_or_else(|| "default".into());
         let name = match t.transport {
+            Transport::Tcp if t.mptcp => "MPTCP",
             Transport::Tcp => "TCP",
             Transport::Udp => "UDP",
             Transport::Quic => "QUIC",
@@ -310,6 +311,17 @@ impl<W: Write> Sink for TableSink<W> {
                 loss,
                 st.error.as_ref().map_or_else(String::new, |e| format!("  error: {e}")),
             );
+            // MPTCP: what each subflow carried (bytes its sender had acknowledged).
+            for f in &st.subflows {
+                s += &format!(
+                    "      subflow {} → {}: {} acknowledged, {} retransmits, srtt {}\n",
+                    f.local,
+                    f.remote,
+                    f.tcp.bytes_acked.map_or_else(|| "?".into(), fmt_bytes),
+                    f.tcp.total_retrans,
+                    fmt_usecs(f64::from(f.tcp.srtt_us))
+                );
+            }
         }
         if let Some(dirs) = &m.directions {
             for (w, d) in dirs {

@@ -321,6 +321,7 @@ fn open_streams(
                     bind: cfg.bind,
                     bind_dev: cfg.bind_dev.clone(),
                     pace_bps: if role == Role::Sender { spec.per_stream_rate() } else { None },
+                    mptcp: false,
                 };
                 let mut s: Socket = connect_tcp(server, &opts, cfg.timeout, NO_IPERF3)?;
                 s.write_all(cookie).map_err(|e| ClientError::Connect(format!("data connection {id}: {e}")))?;

@@ -23,6 +23,28 @@ pub struct SockOpts {
     pub bind_dev: Option<String>,
     /// SO_MAX_PACING_RATE in bit/s (TCP).
     pub pace_bps: Option<u64>,
+    /// An MPTCP socket (IPPROTO_MPTCP) instead of a TCP one.
+    pub mptcp: bool,
+}
+
+/// A stream socket for `addr`: MPTCP (IPPROTO_MPTCP) when asked, else TCP; a kernel that
+/// does not allow MPTCP gets one clear line.
+pub fn stream_socket(addr: std::net::SocketAddr, mptcp: bool) -> io::Result<Socket> {
+    if !mptcp {
+        return Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP));
+    }
+    Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::from(wanperf_sys::sockopt::IPPROTO_MPTCP)))
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("this kernel does not allow MPTCP (no CONFIG_MPTCP, or sysctl net.mptcp.enabled = 0): {e}"),
+            )
+        })
+}
+
+/// Whether `s` is an MPTCP socket.
+pub fn is_mptcp(s: &Socket) -> bool {
+    s.protocol().ok().flatten() == Some(Protocol::from(wanperf_sys::sockopt::IPPROTO_MPTCP))
 }
 
 /// Why options could not be applied.

@@ -417,6 +417,7 @@ impl Drop for RegistryGuard {
 
 fn describe(spec: &TestSpec) -> String {
     let t = match spec.transport {
+        Transport::Tcp if spec.mptcp => "MPTCP",
         Transport::Tcp => "TCP",
         Transport::Udp => "UDP",
         Transport::Quic => "QUIC",
@@ -611,7 +612,9 @@ impl Driver<'_> {
         }
         self.active_guard = Some(guard);
         self.max_frame.store(frame::MAX_PAYLOAD, Ordering::Release);
-        if spec.transport == Transport::Tcp {
+        // The gate expects data connections on the main listener (an MPTCP test's come to
+        // its own).
+        if spec.transport == Transport::Tcp && !spec.mptcp {
             self.expected_left = i64::from(spec.connections());
             self.sh.expect(self.peer.ip(), self.expected_left);
         }
@@ -636,6 +639,18 @@ impl Driver<'_> {
                 self.udp_cancel = cancel;
                 if let Some(fp) = quic_cert {
                     self.session.set_quic_cert(fp);
+                }
+                if spec.mptcp {
+                    match prepare_mptcp(spec, &self.ctrl, &self.cookie, &self.tx) {
+                        Ok((port, cancel)) => {
+                            self.session.set_data_port(port);
+                            self.udp_cancel = Some(cancel);
+                        }
+                        Err(reason) => {
+                            self.session.handle_prepare_failed(reason);
+                            return;
+                        }
+                    }
                 }
                 if let Ok(mut r) = self.sh.registry.lock() {
                     r.insert(self.cookie, self.tx.clone());
@@ -880,6 +895,65 @@ fn prepare(spec: &TestSpec, ctrl: &TcpStream, cookie: &Cookie, tx: &Sender<Event
         });
     }
     Ok((ports, Some(cancel), None))
+}
+
+/// An MPTCP test's listener (IPPROTO_MPTCP) on a port of its own: the main listener is
+/// TCP's, and MPTCP is negotiated only with an MPTCP listener. A thread takes its data
+/// connections (5 s each for the hello, `2 × connections + 4` at most, for 30 s), hands those
+/// with the test's cookie to the session, and keeps the listener open for the subflows that
+/// join them until the session ends.
+fn prepare_mptcp(
+    spec: &TestSpec,
+    ctrl: &TcpStream,
+    cookie: &Cookie,
+    tx: &Sender<Event>,
+) -> Result<(u16, Arc<AtomicBool>), String> {
+    let local = SocketAddr::new(ctrl.local_addr().map_err(|e| e.to_string())?.ip(), 0);
+    let s = crate::opts::stream_socket(local, true).map_err(|e| e.to_string())?;
+    s.bind(&local.into()).map_err(|e| format!("cannot bind an MPTCP listener: {e}"))?;
+    s.listen(64).map_err(|e| format!("cannot listen for MPTCP: {e}"))?;
+    let listener: TcpListener = s.into();
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (tx, stop, cookie, want) = (tx.clone(), cancel.clone(), *cookie, spec.connections() as usize);
+    std::thread::Builder::new()
+        .name("wanperf-mptcp-accept".into())
+        .spawn(move || {
+            let until = Instant::now() + Duration::from_secs(30);
+            let (mut seen, mut tries) = (vec![false; want], 0);
+            // The listener stays open until the session ends: MPTCP's further subflows
+            // (MP_JOIN) come to it, and a closed one answers them with a reset.
+            while !stop.load(Ordering::Acquire) {
+                let taking = Instant::now() < until && seen.iter().any(|s| !s) && tries < 2 * want + 4;
+                if !taking {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                if !matches!(wanperf_sys::poll_one(&listener, libc::POLLIN, 100), Ok(true)) {
+                    continue;
+                }
+                let Ok((mut stream, _)) = listener.accept() else { continue };
+                tries += 1;
+                let _ = stream.set_nonblocking(false);
+                let mut hello = [0u8; HELLO_LEN];
+                if read_exact_by(&mut stream, &mut hello, Instant::now() + Duration::from_secs(5)).is_err() {
+                    continue;
+                }
+                match DataHello::decode(&hello) {
+                    Ok(h) if h.cookie == cookie && (h.stream as usize) < want && !seen[h.stream as usize] => {
+                        seen[h.stream as usize] = true;
+                        let _ = stream.set_read_timeout(None);
+                        if tx.send(Event::Data(h.stream, stream)).is_err() {
+                            return;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
+    Ok((port, cancel))
 }
 
 /// A QUIC test's endpoint on a port of its own (the control port's UDP number is the ping

@@ -380,6 +380,10 @@ impl Side {
                     Probe::Quic(..) => None,
                 },
                 retransmits: None,
+                subflows: match &s.probe {
+                    Probe::Tcp(p) if crate::opts::is_mptcp(p) => subflows(p),
+                    _ => Vec::new(),
+                },
             })
             .collect();
         let report = SideReport {
@@ -441,6 +445,20 @@ fn run_worker(p: &StreamPlan, conn: Conn, c: &Counters, stop: &AtomicBool, start
             })
         }
     }
+}
+
+/// An MPTCP socket's subflows: addresses and TCP_INFO each (none where the kernel cannot say).
+fn subflows(s: &Socket) -> Vec<wanperf_proto::msg::Subflow> {
+    let addr = |a: Option<std::net::SocketAddr>| a.map_or_else(String::new, |a| a.to_string());
+    wanperf_sys::sockopt::mptcp_subflows(s.as_raw_fd())
+        .unwrap_or_default()
+        .iter()
+        .map(|f| wanperf_proto::msg::Subflow {
+            local: addr(f.local),
+            remote: addr(f.remote),
+            tcp: sys::tcp_info_from(&f.tcp_info),
+        })
+        .collect()
 }
 
 /// A QUIC connection's congestion state in TCP_INFO's terms: the window in packets of the

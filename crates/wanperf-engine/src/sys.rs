@@ -24,10 +24,14 @@ pub use wanperf_sys::splice::SpliceSender;
 /// Reads TCP_INFO. Fields are taken by their offsets in `struct tcp_info` (linux/tcp.h);
 /// fields past the length the kernel returned are `None`.
 pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
-    let b = wanperf_sys::sockopt::tcp_info_bytes(fd)?;
+    Ok(tcp_info_from(&wanperf_sys::sockopt::tcp_info_bytes(fd)?))
+}
+
+/// TCP_INFO's bytes (a socket's or an MPTCP subflow's) in the protocol's terms.
+pub fn tcp_info_from(b: &wanperf_sys::sockopt::TcpInfoBytes) -> TcpInfo {
     let g32 = |o| b.u32_at(o).unwrap_or(0);
     let ssthresh = g32(76);
-    Ok(TcpInfo {
+    TcpInfo {
         cwnd: g32(80),
         ssthresh: (ssthresh < 0x7fff_ffff).then_some(ssthresh),
         snd_mss: g32(16),
@@ -54,7 +58,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         timestamps: b.u8_at(5).map(|o| o & 1 != 0),
         wscale: b.u8_at(5).filter(|o| o & 4 != 0).and_then(|_| b.u8_at(6)).map(|w| [w & 0xf, w >> 4]),
         congestion_events: None,
-    })
+    }
 }
 
 /// The DSCP a socket marks with (IPv4 TOS or IPv6 traffic class, whichever family it is).

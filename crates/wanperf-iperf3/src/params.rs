@@ -224,6 +224,7 @@ impl Params {
             zerocopy: !self.udp && self.zerocopy.unwrap_or(0) != 0,
             accept_capped_window: true,
             copy: None,
+            mptcp: false,
             quic_cert: None,
         };
         spec.validate().map_err(|e| ParamsError::Spec(e.to_string()))?;

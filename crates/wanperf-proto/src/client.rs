@@ -24,6 +24,8 @@ pub enum ClientAction {
         /// QUIC tests: the server certificate's fingerprint (its endpoint's port is
         /// `udp_ports[0]`).
         quic_cert: Option<String>,
+        /// MPTCP tests: the port of the server's listener for them.
+        data_port: Option<u16>,
     },
     /// Start the data workers now.
     StartWorkers,
@@ -166,7 +168,10 @@ impl ClientSession {
     /// A control message arrived.
     pub fn handle_msg(&mut self, now: Instant, msg: Msg) -> Result<(), SessionError> {
         match (self.state, msg) {
-            (State::AwaitAccept, Msg::Accepted { cookie, software, host, udp_ports, pace_bps, quic_cert }) => {
+            (
+                State::AwaitAccept,
+                Msg::Accepted { cookie, software, host, udp_ports, pace_bps, quic_cert, data_port },
+            ) => {
                 let Some(cookie) = cookie_from_hex(&cookie) else {
                     return Err(self.fail(SessionError::Local("server sent a malformed cookie".into()), true));
                 };
@@ -183,8 +188,14 @@ impl ClientSession {
                         true,
                     ));
                 }
+                if self.spec.mptcp && data_port.is_none() {
+                    return Err(self.fail(
+                        SessionError::Local("server sent no MPTCP port for an MPTCP test (an older server?)".into()),
+                        true,
+                    ));
+                }
                 self.events.push_back(ClientEvent::Accepted { software, host });
-                self.actions.push_back(ClientAction::Connect { cookie, udp_ports, pace_bps, quic_cert });
+                self.actions.push_back(ClientAction::Connect { cookie, udp_ports, pace_bps, quic_cert, data_port });
                 self.state = State::Connecting;
                 self.deadline = Some(now + self.handshake);
                 Ok(())
@@ -310,6 +321,7 @@ mod tests {
             udp_ports: vec![],
             pace_bps: None,
             quic_cert: None,
+            data_port: None,
         }
     }
 
@@ -326,7 +338,13 @@ mod tests {
         assert!(matches!(c.poll_event(), Some(ClientEvent::Accepted { .. })));
         assert_eq!(
             c.poll_action(),
-            Some(ClientAction::Connect { cookie: [3; 16], udp_ports: vec![], pace_bps: None, quic_cert: None })
+            Some(ClientAction::Connect {
+                cookie: [3; 16],
+                udp_ports: vec![],
+                pace_bps: None,
+                quic_cert: None,
+                data_port: None
+            })
         );
         c.handle_streams_connected(t0);
         c.handle_msg(t0, Msg::Ready).unwrap();
@@ -362,6 +380,7 @@ mod tests {
             udp_ports: vec![],
             pace_bps: None,
             quic_cert: None,
+            data_port: None,
         };
         assert!(c.handle_msg(t0, bad).is_err());
 

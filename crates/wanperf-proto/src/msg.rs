@@ -108,6 +108,10 @@ pub struct TestSpec {
     /// the files are done, with neither a duration nor a byte count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy: Option<wanperf_copy::spec::CopySpec>,
+    /// Multipath TCP (`--mptcp`): the data connections are MPTCP sockets, to a listener the
+    /// server opens for the test; they use as many subflows as the hosts' MPTCP endpoints give.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mptcp: bool,
     /// QUIC: the SHA-256 fingerprint (64 hex digits) of the certificate the client's data
     /// connections show; the server accepts no other, and a keyed client's signature covers
     /// it with the rest of the spec.
@@ -139,6 +143,7 @@ impl TestSpec {
             zerocopy: false,
             accept_capped_window: false,
             copy: None,
+            mptcp: false,
             quic_cert: None,
         }
     }
@@ -275,6 +280,9 @@ impl TestSpec {
                 return Err(SpecError::Quic("a client certificate belongs to QUIC tests only"))
             }
             _ => {}
+        }
+        if self.mptcp && (self.transport != Transport::Tcp || self.copy.is_some()) {
+            return Err(SpecError::Quic("MPTCP is for TCP throughput tests (not -u, --quic or a copy)"));
         }
         Ok(())
     }
@@ -548,6 +556,21 @@ pub struct StreamFinal {
     /// reports only the count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
+    /// MPTCP: each subflow at the end, with its addresses and TCP_INFO.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subflows: Vec<Subflow>,
+}
+
+/// One MPTCP subflow of a stream at the end of the test.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Subflow {
+    /// This end's address and port.
+    pub local: String,
+    /// The far end's.
+    pub remote: String,
+    /// The subflow's TCP_INFO (`bytes_acked`: what it carried, as this end acknowledged or
+    /// had acknowledged).
+    pub tcp: TcpInfo,
 }
 
 /// Everything one end measured, sent at the end of the test.
@@ -605,6 +628,10 @@ pub enum Msg {
         /// shows (its port is the one in `udp_ports`); the client accepts no other.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         quic_cert: Option<String>,
+        /// MPTCP tests: the port of the listener the server opened for the test's data
+        /// connections (MPTCP sockets).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data_port: Option<u16>,
     },
     /// Server → client: test not admitted.
     Refused {

@@ -430,6 +430,10 @@ pub struct StreamSummary {
     /// Why the stream ended early, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// MPTCP: the sender's subflows at the end (addresses and TCP_INFO: `bytes_acked` is
+    /// what each carried).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subflows: Vec<crate::msg::Subflow>,
 }
 
 /// UDP over all streams.
@@ -723,6 +727,7 @@ pub fn summarize(spec: &TestSpec, merger: &Merger, client: &SideReport, server: 
             udp,
             packets_sent: snd.and_then(|s| s.udp.as_ref()).map(|u| u.packets),
             error: snd.and_then(|s| s.error.clone()).or_else(|| rcv.and_then(|r| r.error.clone())),
+            subflows: snd.map(|s| s.subflows.clone()).unwrap_or_default(),
         });
     }
     let dir_sum = |w: Option<Way>| {

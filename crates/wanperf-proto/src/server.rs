@@ -213,6 +213,7 @@ pub struct ServerSession {
     auth: Option<(Arc<AuthorizedKeys>, [u8; NONCE_LEN])>,
     client_key: Option<String>,
     quic_cert: Option<String>,
+    data_port: Option<u16>,
 }
 
 impl ServerSession {
@@ -243,6 +244,7 @@ impl ServerSession {
             auth: None,
             client_key: None,
             quic_cert: None,
+            data_port: None,
         }
     }
 
@@ -411,6 +413,12 @@ impl ServerSession {
         self.quic_cert = Some(fingerprint);
     }
 
+    /// An MPTCP test: the port of the listener opened for its data connections, for the
+    /// answer (before [`Self::handle_prepared`]).
+    pub fn set_data_port(&mut self, port: u16) {
+        self.data_port = Some(port);
+    }
+
     /// The I/O layer prepared the test; `udp_ports` are the flows' ports (UDP tests).
     /// `pace_bps` is the per-test cap the client must honour, if the server has one.
     pub fn handle_prepared(&mut self, now: Instant, udp_ports: Vec<u16>) {
@@ -429,6 +437,7 @@ impl ServerSession {
             udp_ports,
             pace_bps,
             quic_cert: self.quic_cert.clone(),
+            data_port: self.data_port,
         });
         self.state = State::AwaitStreams;
         self.deadline = Some(now + self.timeouts.handshake);

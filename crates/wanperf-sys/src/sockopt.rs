@@ -66,6 +66,74 @@ pub fn tcp_info_bytes(fd: RawFd) -> io::Result<TcpInfoBytes> {
     Ok(TcpInfoBytes { buf, len })
 }
 
+/// `SOL_MPTCP` (linux/socket.h) and its options (linux/mptcp.h).
+const SOL_MPTCP: libc::c_int = 284;
+const MPTCP_TCPINFO: libc::c_int = 2;
+const MPTCP_SUBFLOW_ADDRS: libc::c_int = 3;
+/// The protocol number of MPTCP sockets (`IPPROTO_MPTCP`).
+pub const IPPROTO_MPTCP: libc::c_int = 262;
+/// Most subflows read of one MPTCP socket.
+const MAX_SUBFLOWS: usize = 8;
+
+/// One subflow of an MPTCP socket: its addresses and its TCP_INFO.
+#[derive(Debug, Clone)]
+pub struct Subflow {
+    /// This end's address of the subflow.
+    pub local: Option<std::net::SocketAddr>,
+    /// The far end's.
+    pub remote: Option<std::net::SocketAddr>,
+    /// Its TCP_INFO.
+    pub tcp_info: TcpInfoBytes,
+}
+
+/// The subflows of an MPTCP socket (MPTCP_TCPINFO and MPTCP_SUBFLOW_ADDRS, Linux 5.19+), at
+/// most 8.
+pub fn mptcp_subflows(fd: RawFd) -> io::Result<Vec<Subflow>> {
+    let infos = subflow_data(fd, MPTCP_TCPINFO, 256)?;
+    let addrs = subflow_data(fd, MPTCP_SUBFLOW_ADDRS, 256)?;
+    Ok(infos
+        .iter()
+        .enumerate()
+        .map(|(i, (info, len))| {
+            let mut buf = [0u8; 256];
+            buf.copy_from_slice(info);
+            let addr = |half: usize| addrs.get(i).and_then(|(a, _)| sockaddr(&a[half * 128..half * 128 + 128]));
+            Subflow { local: addr(0), remote: addr(1), tcp_info: TcpInfoBytes { buf, len: *len } }
+        })
+        .collect())
+}
+
+/// One MPTCP subflow-data option: `struct mptcp_subflow_data` (16 bytes: its size, the
+/// subflows' count, the kernel's and our element size) and then one `elem`-byte element per
+/// subflow; the elements and how many bytes of each the kernel filled.
+fn subflow_data(fd: RawFd, opt: libc::c_int, elem: usize) -> io::Result<Vec<(Vec<u8>, usize)>> {
+    const HEAD: usize = 16;
+    let mut buf = vec![0u8; HEAD + elem * MAX_SUBFLOWS];
+    buf[0..4].copy_from_slice(&(HEAD as u32).to_ne_bytes());
+    buf[12..16].copy_from_slice(&(elem as u32).to_ne_bytes());
+    let got = getsockopt_raw(fd, SOL_MPTCP, opt, &mut buf)?;
+    let word = |o: usize| u32::from_ne_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]) as usize;
+    // As many elements as the kernel counted and wrote.
+    let n = word(4).min(got.saturating_sub(HEAD) / elem);
+    let filled = word(8).min(elem);
+    Ok((0..n).map(|i| (buf[HEAD + i * elem..HEAD + (i + 1) * elem].to_vec(), filled)).collect())
+}
+
+/// A `struct sockaddr_in` or `sockaddr_in6` from its bytes.
+fn sockaddr(b: &[u8]) -> Option<std::net::SocketAddr> {
+    let family = libc::c_int::from(u16::from_ne_bytes([b[0], b[1]]));
+    let port = u16::from_be_bytes([b[2], b[3]]);
+    match family {
+        libc::AF_INET => Some((std::net::Ipv4Addr::new(b[4], b[5], b[6], b[7]), port).into()),
+        libc::AF_INET6 => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&b[8..24]);
+            Some((std::net::Ipv6Addr::from(a), port).into())
+        }
+        _ => None,
+    }
+}
+
 /// Sets TCP_CONGESTION.
 pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
     setsockopt_raw(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_bytes())
@@ -147,6 +215,21 @@ pub fn enable_tx_timestamps(fd: RawFd) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn socket_addresses_read_from_their_kernel_bytes() {
+        let mut v4 = [0u8; 128];
+        v4[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+        v4[2..4].copy_from_slice(&5301u16.to_be_bytes());
+        v4[4..8].copy_from_slice(&[198, 18, 1, 1]);
+        assert_eq!(super::sockaddr(&v4), Some("198.18.1.1:5301".parse().unwrap()));
+        let mut v6 = [0u8; 128];
+        v6[..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+        v6[2..4].copy_from_slice(&80u16.to_be_bytes());
+        v6[8..24].copy_from_slice(&"fd57:414e::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        assert_eq!(super::sockaddr(&v6), Some("[fd57:414e::1]:80".parse().unwrap()));
+        assert_eq!(super::sockaddr(&[0u8; 128]), None);
+    }
+
     use super::*;
     use std::os::fd::AsRawFd;
 

@@ -146,6 +146,7 @@ pub fn copy(a: CopyArgs) -> Result<ExitCode> {
         zerocopy: false,
         accept_capped_window: true,
         copy: Some(cs),
+        mptcp: false,
         quic_cert: None,
     };
     spec.validate()?;

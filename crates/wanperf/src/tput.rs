@@ -211,6 +211,11 @@ pub struct TputArgs {
     /// show quinn's RTT, window, lost packets and congestion events.
     #[arg(long, conflicts_with = "iperf3")]
     quic: bool,
+    /// Multipath TCP (MPTCP sockets on both ends, Linux): the streams use as many subflows as
+    /// the hosts' MPTCP endpoints give (`ip mptcp endpoint`); the end record lists each
+    /// stream's subflows with their addresses and TCP_INFO.
+    #[arg(long, conflicts_with_all = ["iperf3", "udp", "quic"])]
+    mptcp: bool,
     /// Target rate for all streams together (UDP pacing; TCP pacing cap), e.g. 100M.
     #[arg(short = 'b', long = "bitrate", value_name = "RATE", value_parser = rate)]
     bitrate: Option<u64>,
@@ -331,6 +336,7 @@ pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
         zerocopy: a.zerocopy,
         accept_capped_window: a.accept_capped_window,
         copy: None,
+        mptcp: a.mptcp,
         quic_cert: None,
     };
     // A QUIC test's client certificate is made when it runs; everything else is checked now.

@@ -484,6 +484,7 @@ fn write_encoder_seeds() {
                 udp_ports: vec![5302, 5303],
                 pace_bps: Some(25_000_000),
                 quic_cert: None,
+                data_port: None,
             },
         ),
         ("refused", Msg::Refused { reason: "too many streams".into() }),

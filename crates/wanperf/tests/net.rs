@@ -620,3 +620,81 @@ fn unprivileged_user_gets_a_network_too() {
     let m = least(&rtts[1..]);
     assert!(rtt_fits(m, 32.0, 12), "least {m} ms of {rtts:?}");
 }
+
+/// a has two 20 Mbit/s links to the router (the second costlier, as umich-2001's speedy has
+/// two interfaces), b is behind it on a 1 Gbit/s link.
+const TWO_HOMED: &str = r#"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[router]]
+name = "r"
+[[link]]
+a = "a"
+b = "r"
+name = "one"
+rate = "20M"
+delay = "5ms"
+[[link]]
+a = "a"
+b = "r"
+name = "two"
+rate = "20M"
+delay = "5ms"
+cost = 2
+[[link]]
+a = "r"
+b = "b"
+rate = "1G"
+delay = "1ms"
+"#;
+
+#[test]
+fn mptcp_carries_more_than_either_interface_of_a_two_homed_host() {
+    let _serial = serial();
+    if !paths_available() || !have("ip") {
+        return;
+    }
+    let topo = topo_file("two-homed", TWO_HOMED);
+    let dir = std::env::temp_dir().join(format!("wanperf-mptcp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.display();
+    // The host's MPTCP endpoint for its second interface, set with iproute2 as an
+    // administrator would (wanperf uses what the kernel's path manager is given); then TCP
+    // alone, MPTCP, and MPTCP switched off in the host's namespace.
+    let script = format!(
+        "ip mptcp limits set subflows 2 add_addr_accepted 2 && ip mptcp endpoint add 198.18.1.1 dev wan1 subflow && \
+         {BIN} tput $WANPERF_ADDR_B -t 3 --omit 1 --json > {d}/tcp.json && \
+         {BIN} tput $WANPERF_ADDR_B --mptcp -t 3 --omit 1 --json > {d}/mptcp.json && \
+         sysctl -qw net.mptcp.enabled=0 && ! {BIN} tput $WANPERF_ADDR_B --mptcp -t 1 2> {d}/off.err"
+    );
+    let right = format!("b=exec {BIN} serve --allow 198.18.0.0/15");
+    ok(&run(&["net", "run", &topo, "--on", &right, "--", "sh", "-c", &script], Duration::from_secs(90)));
+    let last = |name: &str| -> Value {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        serde_json::from_str(text.lines().last().unwrap()).unwrap()
+    };
+    let tcp = f(&last("tcp.json")["summary"]["throughput_bps"]);
+    let mp = last("mptcp.json");
+    let both = f(&mp["summary"]["throughput_bps"]);
+    assert!(tcp <= 20e6 * 1.02, "one interface carried {tcp} bit/s over a 20 Mbit/s link");
+    assert!(both > 1.5 * tcp && both > 30e6, "MPTCP over two 20 Mbit/s interfaces: {both} bit/s (TCP alone {tcp})");
+    // The sender's subflows, one from each of a's addresses, each carrying a fair share.
+    let subflows = mp["summary"]["streams"][0]["subflows"].as_array().unwrap();
+    let mut locals: Vec<&str> = subflows.iter().map(|s| s["local"].as_str().unwrap()).collect();
+    locals.sort_unstable();
+    assert!(
+        locals.len() == 2 && locals[0].starts_with("198.18.0.1:") && locals[1].starts_with("198.18.1.1:"),
+        "{locals:?}"
+    );
+    let acked: Vec<u64> = subflows.iter().map(|s| u(&s["tcp"]["bytes_acked"])).collect();
+    let total: u64 = acked.iter().sum();
+    assert!(acked.iter().all(|&a| a * 4 > total), "each subflow carried a share: {acked:?}");
+    // A host whose kernel does not allow MPTCP: one line saying so.
+    let err = std::fs::read_to_string(dir.join("off.err")).unwrap();
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("does not allow MPTCP"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
