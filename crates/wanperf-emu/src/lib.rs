@@ -24,6 +24,7 @@ pub mod fabric;
 pub mod fq;
 pub mod gso;
 pub mod link;
+pub mod mptcp;
 pub mod netns;
 pub mod options;
 pub mod packet;

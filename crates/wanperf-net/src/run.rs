@@ -299,9 +299,26 @@ impl Network {
         for (ni, ns) in nodes.iter().enumerate() {
             let routes: Vec<KernelRoute> =
                 plan.routes.iter().filter(|r| r.node == ni).map(|r| kernel_route(&plan, r)).collect();
+            // A host with several interfaces offers each further one to MPTCP as a subflow
+            // endpoint (`ip mptcp endpoint add ADDR dev IF subflow`): an MPTCP connection
+            // from it (`tput --mptcp`) then opens a subflow on every interface, as seed 001's
+            // speedy could have used both of its. Plain TCP is unaffected.
+            let extra: Vec<(IpAddr, String)> = match topo.nodes[ni].kind {
+                NodeKind::Host => plan.ifaces_of(ni).skip(1).map(|i| (IpAddr::V4(i.v4), i.dev.clone())).collect(),
+                NodeKind::Router(_) => Vec::new(),
+            };
             ns.run(move || -> Result<(), EnvError> {
                 for (dst, prefix, hops) in routes {
                     netns::add_route(dst, prefix, &resolve_hops(&hops)?)?;
+                }
+                if !extra.is_empty() {
+                    let eps = extra
+                        .iter()
+                        .map(|(a, dev)| Ok((*a, netns::ifindex(dev)?)))
+                        .collect::<Result<Vec<_>, EnvError>>()?;
+                    // Not fatal: without the endpoints an MPTCP test has one subflow, and its
+                    // end record lists the subflows it had.
+                    let _ = wanperf_emu::mptcp::subflow_endpoints(&eps);
                 }
                 Ok(())
             })??;

@@ -539,7 +539,11 @@ fn tcp_side(sender: &SideReport, receiver: &SideReport) -> wanperf_copy::verdict
     let mut t = wanperf_copy::verdict::TcpSide::default();
     for s in &sender.streams {
         t.streams += 1;
-        if let Some(i) = &s.tcp {
+        // An MPTCP stream's own TCP_INFO is one subflow's: its subflows together are the
+        // stream (their SndLim times add up; the window is the smallest's).
+        let infos: Vec<&TcpInfo> =
+            if s.subflows.is_empty() { s.tcp.iter().collect() } else { s.subflows.iter().map(|f| &f.tcp).collect() };
+        for i in infos {
             t.busy_us += i.busy_time_us.unwrap_or(0);
             t.rwnd_limited_us += i.rwnd_limited_us.unwrap_or(0);
             t.sndbuf_limited_us += i.sndbuf_limited_us.unwrap_or(0);
@@ -699,8 +703,12 @@ pub fn summarize(spec: &TestSpec, merger: &Merger, client: &SideReport, server: 
         let (b_sent, b_recv, b_retr) = base.get(id as usize).copied().unwrap_or_default();
         let sent = snd.map_or(0, |s| s.bytes).saturating_sub(b_sent);
         let received = rcv.map_or(0, |r| r.bytes).saturating_sub(b_recv);
+        // An MPTCP stream's retransmissions are its subflows' together.
         let retrans = snd
-            .and_then(|s| s.tcp.as_ref().map(|t| u64::from(t.total_retrans)).or(s.retransmits))
+            .and_then(|s| match s.subflows.is_empty() {
+                true => s.tcp.as_ref().map(|t| u64::from(t.total_retrans)).or(s.retransmits),
+                false => Some(s.subflows.iter().map(|f| u64::from(f.tcp.total_retrans)).sum()),
+            })
             .unwrap_or(0)
             .saturating_sub(b_retr);
         let dur = rcv.or(snd).map_or(0.0, |r| r.duration_s) - omit_t;

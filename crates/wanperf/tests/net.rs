@@ -661,11 +661,10 @@ fn mptcp_carries_more_than_either_interface_of_a_two_homed_host() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let d = dir.display();
-    // The host's MPTCP endpoint for its second interface, set with iproute2 as an
-    // administrator would (wanperf uses what the kernel's path manager is given); then TCP
-    // alone, MPTCP, and MPTCP switched off in the host's namespace.
+    // The network made a's second interface an MPTCP endpoint (as iproute2 lists it); then
+    // TCP alone, MPTCP, and MPTCP switched off in the host's namespace.
     let script = format!(
-        "ip mptcp limits set subflows 2 add_addr_accepted 2 && ip mptcp endpoint add 198.18.1.1 dev wan1 subflow && \
+        "ip mptcp endpoint show > {d}/endpoints && ip mptcp limits > {d}/limits && \
          {BIN} tput $WANPERF_ADDR_B -t 3 --omit 1 --json > {d}/tcp.json && \
          {BIN} tput $WANPERF_ADDR_B --mptcp -t 3 --omit 1 --json > {d}/mptcp.json && \
          sysctl -qw net.mptcp.enabled=0 && ! {BIN} tput $WANPERF_ADDR_B --mptcp -t 1 2> {d}/off.err"
@@ -676,6 +675,14 @@ fn mptcp_carries_more_than_either_interface_of_a_two_homed_host() {
         let text = std::fs::read_to_string(dir.join(name)).unwrap();
         serde_json::from_str(text.lines().last().unwrap()).unwrap()
     };
+    let endpoints = std::fs::read_to_string(dir.join("endpoints")).unwrap();
+    assert!(
+        endpoints.contains("198.18.1.1") && endpoints.contains("subflow") && endpoints.contains("wan1"),
+        "{endpoints}"
+    );
+    assert!(!endpoints.contains("198.18.0.1"), "the first address is the connections' own: {endpoints}");
+    let limits = std::fs::read_to_string(dir.join("limits")).unwrap();
+    assert!(limits.contains("subflows 2"), "{limits}");
     let tcp = f(&last("tcp.json")["summary"]["throughput_bps"]);
     let mp = last("mptcp.json");
     let both = f(&mp["summary"]["throughput_bps"]);
