@@ -4,14 +4,11 @@
 //! MPTCP connection from it (`tput --mptcp`) opens a subflow on every interface.
 
 use crate::netns::EnvError;
-use netlink_packet_core::{
-    DecodeError, Emitable, NetlinkHeader, NetlinkMessage, NetlinkPayload, ParseableParametrized, NLM_F_ACK,
-    NLM_F_REQUEST,
-};
+use netlink_packet_core::{DecodeError, Emitable, NetlinkMessage, NetlinkPayload, ParseableParametrized, NLM_F_ACK};
 use netlink_packet_generic::ctrl::nlas::GenlCtrlAttrs;
 use netlink_packet_generic::ctrl::{GenlCtrl, GenlCtrlCmd};
 use netlink_packet_generic::{GenlFamily, GenlHeader, GenlMessage};
-use netlink_sys::{protocols::NETLINK_GENERIC, Socket, SocketAddr};
+use netlink_sys::protocols::NETLINK_GENERIC;
 use std::io;
 use std::net::IpAddr;
 
@@ -99,18 +96,8 @@ where
     F: GenlFamily + Emitable + ParseableParametrized<[u8], GenlHeader> + std::fmt::Debug,
 {
     let nl = |err: io::Error| EnvError::Netlink { what, err };
-    let mut sock = Socket::new(NETLINK_GENERIC).map_err(nl)?;
-    sock.bind_auto().map_err(nl)?;
-    sock.connect(&SocketAddr::new(0, 0)).map_err(nl)?;
     msg.set_resolved_family_id(family);
-    let mut header = NetlinkHeader::default();
-    header.flags = NLM_F_REQUEST | NLM_F_ACK;
-    header.sequence_number = 1;
-    let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(msg));
-    packet.finalize();
-    let mut buf = vec![0u8; packet.buffer_len()];
-    packet.serialize(&mut buf);
-    sock.send(&buf, 0).map_err(nl)?;
+    let sock = crate::netns::send_on(NETLINK_GENERIC, what, NetlinkPayload::from(msg), NLM_F_ACK)?;
     let mut rx = vec![0u8; 8192];
     let n = sock.recv(&mut &mut rx[..], 0).map_err(nl)?;
     let reply =

@@ -142,14 +142,25 @@ pub fn create_tun(name: &str, offload: bool) -> Result<OwnedFd, EnvError> {
 /// Sends one rtnetlink request (`NLM_F_REQUEST | flags`) on a new socket in this thread's
 /// network namespace; the socket, for the replies.
 fn send(what: &'static str, msg: RouteNetlinkMessage, flags: u16) -> Result<Socket, EnvError> {
+    send_on(NETLINK_ROUTE, what, NetlinkPayload::from(msg), flags)
+}
+
+/// Sends one request of a netlink `protocol` (`NLM_F_REQUEST | flags`) on a new socket in
+/// this thread's network namespace; the socket, for the replies.
+pub(crate) fn send_on<T: netlink_packet_core::NetlinkSerializable + std::fmt::Debug>(
+    protocol: isize,
+    what: &'static str,
+    payload: NetlinkPayload<T>,
+    flags: u16,
+) -> Result<Socket, EnvError> {
     let nl = |err: io::Error| EnvError::Netlink { what, err };
-    let mut sock = Socket::new(NETLINK_ROUTE).map_err(nl)?;
+    let mut sock = Socket::new(protocol).map_err(nl)?;
     sock.bind_auto().map_err(nl)?;
     sock.connect(&SocketAddr::new(0, 0)).map_err(nl)?;
     let mut header = NetlinkHeader::default();
     header.flags = NLM_F_REQUEST | flags;
     header.sequence_number = 1;
-    let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(msg));
+    let mut packet = NetlinkMessage::new(header, payload);
     packet.finalize();
     let mut buf = vec![0u8; packet.buffer_len()];
     packet.serialize(&mut buf);

@@ -7,9 +7,9 @@
 //! does. Nothing is trusted on either side without a pin:
 //! - the client makes a certificate for the test and puts its SHA-256 fingerprint into the
 //!   test's spec, which its key signs; the server accepts only a client presenting that
-//!   certificate ([`tls::PinnedClient`]);
+//!   certificate ([`tls::Pinned`]);
 //! - the server makes a certificate for the test and sends its fingerprint in its answer; the
-//!   client accepts only a server presenting it ([`tls::PinnedServer`]).
+//!   client accepts only a server presenting it ([`tls::Pinned`]).
 //!
 //! [`stats`] turns the library's path statistics (RTT, congestion window, losses, congestion
 //! events) into plain numbers, as TCP_INFO is for TCP. [`bulk`] holds the blocking bulk sender

@@ -60,37 +60,34 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn checked(pin: &str, der: &CertificateDer<'_>, whose: &str) -> Result<(), rustls::Error> {
-    let got = fingerprint(der);
-    if got == pin {
-        Ok(())
-    } else {
-        Err(rustls::Error::General(format!(
-            "the {whose}'s certificate {got} is not the one its test announced ({pin})"
-        )))
-    }
-}
-
-/// Accepts exactly the server certificate whose fingerprint the server's answer announced.
+/// A certificate pinned by its fingerprint, and the signatures TLS 1.3 checks with it: the
+/// client's verifier of the server ([`ServerCertVerifier`]) and the server's of the client
+/// ([`ClientCertVerifier`], which requires a certificate).
 #[derive(Debug)]
-pub struct PinnedServer {
+pub struct Pinned {
     pin: String,
+    whose: &'static str,
     provider: Arc<CryptoProvider>,
 }
 
-impl ServerCertVerifier for PinnedServer {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        checked(&self.pin, end_entity, "server").map(|()| ServerCertVerified::assertion())
+impl Pinned {
+    fn new(pin: &str, whose: &'static str) -> Pinned {
+        Pinned { pin: pin.to_string(), whose, provider: provider() }
     }
 
-    fn verify_tls12_signature(
+    fn check(&self, der: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+        let got = fingerprint(der);
+        if got == self.pin {
+            Ok(())
+        } else {
+            Err(rustls::Error::General(format!(
+                "the {}'s certificate {got} is not the one its test announced ({})",
+                self.whose, self.pin
+            )))
+        }
+    }
+
+    fn tls12(
         &self,
         message: &[u8],
         cert: &CertificateDer<'_>,
@@ -99,7 +96,7 @@ impl ServerCertVerifier for PinnedServer {
         verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
-    fn verify_tls13_signature(
+    fn tls13(
         &self,
         message: &[u8],
         cert: &CertificateDer<'_>,
@@ -108,20 +105,47 @@ impl ServerCertVerifier for PinnedServer {
         verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+    fn schemes(&self) -> Vec<SignatureScheme> {
         self.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 
-/// Requires a client certificate, and exactly the one whose fingerprint the test's (signed)
-/// spec carries.
-#[derive(Debug)]
-pub struct PinnedClient {
-    pin: String,
-    provider: Arc<CryptoProvider>,
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.check(end_entity).map(|()| ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.tls12(m, c, d)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.tls13(m, c, d)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.schemes()
+    }
 }
 
-impl ClientCertVerifier for PinnedClient {
+impl ClientCertVerifier for Pinned {
     fn offer_client_auth(&self) -> bool {
         true
     }
@@ -140,37 +164,36 @@ impl ClientCertVerifier for PinnedClient {
         _intermediates: &[CertificateDer<'_>],
         _now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        checked(&self.pin, end_entity, "client").map(|()| ClientCertVerified::assertion())
+        self.check(end_entity).map(|()| ClientCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
         &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        self.tls12(m, c, d)
     }
 
     fn verify_tls13_signature(
         &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        self.tls13(m, c, d)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
+        self.schemes()
     }
 }
 
 /// The client's TLS: TLS 1.3 only, our certificate shown, the server's pinned.
 pub fn client_tls(ours: &TestCert, server_pin: &str) -> Result<rustls::ClientConfig, QuicError> {
-    let provider = provider();
-    let verifier = Arc::new(PinnedServer { pin: server_pin.to_string(), provider: provider.clone() });
-    let mut c = rustls::ClientConfig::builder_with_provider(provider)
+    let verifier = Arc::new(Pinned::new(server_pin, "server"));
+    let mut c = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| QuicError::Tls(e.to_string()))?
         .dangerous()
@@ -183,9 +206,8 @@ pub fn client_tls(ours: &TestCert, server_pin: &str) -> Result<rustls::ClientCon
 
 /// The server's TLS: TLS 1.3 only, our certificate shown, the client's pinned.
 pub fn server_tls(ours: &TestCert, client_pin: &str) -> Result<rustls::ServerConfig, QuicError> {
-    let provider = provider();
-    let verifier = Arc::new(PinnedClient { pin: client_pin.to_string(), provider: provider.clone() });
-    let mut c = rustls::ServerConfig::builder_with_provider(provider)
+    let verifier = Arc::new(Pinned::new(client_pin, "client"));
+    let mut c = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| QuicError::Tls(e.to_string()))?
         .with_client_cert_verifier(verifier)
@@ -213,14 +235,14 @@ mod tests {
     #[test]
     fn only_the_pinned_certificate_passes() {
         let (a, b) = (TestCert::generate().unwrap(), TestCert::generate().unwrap());
-        let v = PinnedServer { pin: a.fingerprint.clone(), provider: provider() };
+        let v = Pinned::new(&a.fingerprint, "server");
         let name = ServerName::try_from("wanperf").unwrap();
-        assert!(v.verify_server_cert(&a.cert, &[], &name, &[], UnixTime::now()).is_ok());
-        let err = v.verify_server_cert(&b.cert, &[], &name, &[], UnixTime::now()).unwrap_err();
+        assert!(ServerCertVerifier::verify_server_cert(&v, &a.cert, &[], &name, &[], UnixTime::now()).is_ok());
+        let err = ServerCertVerifier::verify_server_cert(&v, &b.cert, &[], &name, &[], UnixTime::now()).unwrap_err();
         assert!(err.to_string().contains("not the one its test announced"), "{err}");
-        let c = PinnedClient { pin: b.fingerprint.clone(), provider: provider() };
-        assert!(c.verify_client_cert(&b.cert, &[], UnixTime::now()).is_ok());
-        assert!(c.verify_client_cert(&a.cert, &[], UnixTime::now()).is_err());
+        let c = Pinned::new(&b.fingerprint, "client");
+        assert!(ClientCertVerifier::verify_client_cert(&c, &b.cert, &[], UnixTime::now()).is_ok());
+        assert!(ClientCertVerifier::verify_client_cert(&c, &a.cert, &[], UnixTime::now()).is_err());
         assert!(c.client_auth_mandatory(), "a client without a certificate is refused");
         assert!(client_tls(&a, &b.fingerprint).is_ok() && server_tls(&b, &a.fingerprint).is_ok());
     }
