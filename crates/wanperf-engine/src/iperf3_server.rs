@@ -150,7 +150,7 @@ fn run_test(
             Refusal::Streams { .. } => errors::NUM_STREAMS,
             Refusal::Duration { .. } => errors::DURATION,
             Refusal::Rate { .. } => errors::TOTAL_RATE,
-            Refusal::Spec(_) | Refusal::Busy { .. } => errors::RECV_PARAMS,
+            Refusal::Spec(_) | Refusal::Busy { .. } | Refusal::Uncapped { .. } => errors::RECV_PARAMS,
         };
         return refuse(s, code, format!("refused: {why}"));
     }

@@ -867,7 +867,8 @@ fn prepare(spec: &TestSpec, ctrl: &TcpStream, cookie: &Cookie, tx: &Sender<Event
     let local_ip = ctrl.local_addr().map_err(|e| e.to_string())?.ip();
     let cancel = Arc::new(AtomicBool::new(false));
     if spec.transport == Transport::Quic {
-        return prepare_quic(spec, local_ip, cookie, tx, cancel);
+        let peer = ctrl.peer_addr().map_err(|e| e.to_string())?.ip();
+        return prepare_quic(spec, (local_ip, peer), cookie, tx, cancel);
     }
     let mut ports = Vec::new();
     for id in 0..spec.connections() {
@@ -909,6 +910,7 @@ fn prepare_mptcp(
     tx: &Sender<Event>,
 ) -> Result<(u16, Arc<AtomicBool>), String> {
     let local = SocketAddr::new(ctrl.local_addr().map_err(|e| e.to_string())?.ip(), 0);
+    let peer = canonical(ctrl.peer_addr().map_err(|e| e.to_string())?.ip());
     let s = crate::opts::stream_socket(local, true).map_err(|e| e.to_string())?;
     s.bind(&local.into()).map_err(|e| format!("cannot bind an MPTCP listener: {e}"))?;
     s.listen(64).map_err(|e| format!("cannot listen for MPTCP: {e}"))?;
@@ -933,7 +935,11 @@ fn prepare_mptcp(
                 if !matches!(wanperf_sys::poll_one(&listener, libc::POLLIN, 100), Ok(true)) {
                     continue;
                 }
-                let Ok((mut stream, _)) = listener.accept() else { continue };
+                let Ok((mut stream, from)) = listener.accept() else { continue };
+                // Only the test's client: anyone else is closed before it takes a try.
+                if canonical(from.ip()) != peer {
+                    continue;
+                }
                 tries += 1;
                 let _ = stream.set_nonblocking(false);
                 let mut hello = [0u8; HELLO_LEN];
@@ -962,7 +968,7 @@ fn prepare_mptcp(
 /// carries the test's cookie to the session, for 30 s at most.
 fn prepare_quic(
     spec: &TestSpec,
-    local_ip: std::net::IpAddr,
+    (local_ip, peer): (std::net::IpAddr, std::net::IpAddr),
     cookie: &Cookie,
     tx: &Sender<Event>,
     cancel: Arc<AtomicBool>,
@@ -991,7 +997,7 @@ fn prepare_quic(
                 _ => false,
             };
             let until = Instant::now() + Duration::from_secs(30);
-            let _ = wanperf_quic::accept_streams(s, &cert, &client_pin, &tuning, want, deliver, &stop, until);
+            let _ = wanperf_quic::accept_streams(s, peer, &cert, &client_pin, &tuning, want, deliver, &stop, until);
         })
         .map_err(|e| format!("cannot start a thread: {e}"))?;
     Ok((vec![port], Some(cancel), Some(fp)))

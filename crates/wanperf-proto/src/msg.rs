@@ -198,9 +198,11 @@ impl TestSpec {
         Some(total / n + u64::from(idx < total % n))
     }
 
-    /// A QUIC test's flow-control window per stream: `-w`, or [`QUIC_DEFAULT_WINDOW`].
+    /// A QUIC test's flow-control window per stream: `-w`, or [`QUIC_DEFAULT_WINDOW`], within
+    /// 64 KiB and 1 GiB.
     pub fn quic_window(&self) -> u64 {
-        self.window.unwrap_or(QUIC_DEFAULT_WINDOW)
+        // QUIC's windows are variable-length integers; below 64 KiB a stream would crawl.
+        self.window.unwrap_or(QUIC_DEFAULT_WINDOW).clamp(64 << 10, (1 << 30) - 1)
     }
 
     /// Checks the spec on its own terms (the server adds its limits on top).
@@ -283,6 +285,11 @@ impl TestSpec {
         }
         if self.mptcp && (self.transport != Transport::Tcp || self.copy.is_some()) {
             return Err(SpecError::Quic("MPTCP is for TCP throughput tests (not -u, --quic or a copy)"));
+        }
+        if self.mptcp && self.rate_bps.is_some() {
+            return Err(SpecError::Quic(
+                "MPTCP tests are not paced (-b): the kernel takes no pacing cap on MPTCP sockets",
+            ));
         }
         Ok(())
     }

@@ -57,6 +57,13 @@ impl Limits {
                 return Err(Refusal::Rate { asked: rate, max });
             }
         }
+        // The cap is held by pacing TCP sockets; QUIC is quinn's to pace, and MPTCP sockets
+        // take no pacing cap (the kernel refuses SO_MAX_PACING_RATE on them).
+        if let Some(max) = self.max_rate_bps {
+            if spec.transport == Transport::Quic || spec.mptcp {
+                return Err(Refusal::Uncapped { max });
+            }
+        }
         Ok(())
     }
 }
@@ -74,6 +81,12 @@ pub enum Refusal {
         active: u32,
         /// The limit.
         max: u32,
+    },
+    /// A QUIC or MPTCP test on a server whose `--max-rate` only TCP pacing can hold.
+    #[error("the server caps tests at {max} bit/s (--max-rate), which it holds on TCP only: no QUIC or MPTCP tests")]
+    Uncapped {
+        /// The cap.
+        max: u64,
     },
     /// More streams than `--max-streams`.
     #[error("{asked} streams asked, the server's --max-streams is {max}")]
@@ -717,6 +730,32 @@ mod tests {
                 "--max-rate",
             ),
             (request(0), 0, "streams must be"),
+            // The cap is held by pacing TCP: QUIC and MPTCP tests cannot be held to it.
+            (
+                Msg::Request {
+                    software: "c".into(),
+                    spec: TestSpec {
+                        transport: Transport::Quic,
+                        quic_cert: Some("a".repeat(64)),
+                        ..TestSpec::tcp(1, 1.0)
+                    },
+                },
+                0,
+                "no QUIC or MPTCP tests",
+            ),
+            (
+                Msg::Request { software: "c".into(), spec: TestSpec { mptcp: true, ..TestSpec::tcp(1, 1.0) } },
+                0,
+                "no QUIC or MPTCP tests",
+            ),
+            (
+                Msg::Request {
+                    software: "c".into(),
+                    spec: TestSpec { mptcp: true, rate_bps: Some(500_000), ..TestSpec::tcp(1, 1.0) },
+                },
+                0,
+                "MPTCP tests are not paced",
+            ),
         ];
         for (req, active, want) in cases {
             let mut s = ServerSession::new(

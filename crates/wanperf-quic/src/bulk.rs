@@ -173,6 +173,13 @@ impl QuicStream {
             // close leaves to the kernel.
             match tokio::time::timeout(linger, send.stopped()).await {
                 Ok(Ok(None)) | Err(_) => Ok(()),
+                // The receiver read it all and closed the connection (code 0) before the last
+                // acknowledgement was seen: done as well.
+                Ok(Err(quinn::StoppedError::ConnectionLost(quinn::ConnectionError::ApplicationClosed(c))))
+                    if c.error_code == VarInt::from_u32(0) =>
+                {
+                    Ok(())
+                }
                 Ok(Ok(Some(code))) => Err(io::Error::other(format!("the receiver stopped the stream (code {code})"))),
                 Ok(Err(e)) => Err(io::Error::other(format!("QUIC stream: {e}"))),
             }
@@ -257,13 +264,15 @@ pub struct Accepted {
 }
 
 /// A test's QUIC endpoint on `socket` (its certificate `ours`, the client's pinned): accepts
-/// data connections and gives each one's stream, hello read, to `deliver` (which says whether
-/// it wanted it), until `want` were wanted, `cancel` is set or `until` passes. A peer gets
+/// data connections from `peer` (the test's client; any other address is refused before it
+/// takes a slot) and gives each one's stream, hello read, to `deliver` (which says whether it
+/// wanted it), until `want` were wanted, `cancel` is set or `until` passes. A peer gets
 /// [`HELLO_WITHIN`] for its handshake and hello; at most `2 × want + 4` handshakes run at once,
 /// more are refused.
 #[allow(clippy::too_many_arguments)]
 pub fn accept_streams(
     socket: UdpSocket,
+    peer: std::net::IpAddr,
     ours: &TestCert,
     client_pin: &str,
     tuning: &Tuning,
@@ -286,7 +295,8 @@ pub fn accept_streams(
             tokio::select! {
                 incoming = ep.accept() => {
                     let Some(incoming) = incoming else { break };
-                    if in_flight.load(Ordering::Acquire) >= most {
+                    let from = incoming.remote_address().ip().to_canonical();
+                    if from != peer.to_canonical() || in_flight.load(Ordering::Acquire) >= most {
                         incoming.refuse();
                         continue;
                     }
@@ -329,6 +339,8 @@ mod tests {
         UdpSocket::bind("127.0.0.1:0").unwrap()
     }
 
+    const LOCALHOST: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
     fn tuning() -> Tuning {
         Tuning { window: 16 << 20, cc: None }
     }
@@ -351,7 +363,7 @@ mod tests {
                 streams.push(a);
                 true
             };
-            accept_streams(s, &ours, &client_pin, &tuning(), want, deliver, &stop, until).unwrap();
+            accept_streams(s, LOCALHOST, &ours, &client_pin, &tuning(), want, deliver, &stop, until).unwrap();
             streams
                 .into_iter()
                 .map(|mut a| {
@@ -449,6 +461,7 @@ mod tests {
             let stop = AtomicBool::new(false);
             accept_streams(
                 s,
+                LOCALHOST,
                 &theirs,
                 &cpin,
                 &tuning(),

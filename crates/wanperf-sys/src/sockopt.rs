@@ -86,7 +86,7 @@ pub struct Subflow {
     pub tcp_info: TcpInfoBytes,
 }
 
-/// The subflows of an MPTCP socket (MPTCP_TCPINFO and MPTCP_SUBFLOW_ADDRS, Linux 5.19+), at
+/// The subflows of an MPTCP socket (MPTCP_TCPINFO and MPTCP_SUBFLOW_ADDRS, Linux 5.16+), at
 /// most 8.
 pub fn mptcp_subflows(fd: RawFd) -> io::Result<Vec<Subflow>> {
     let infos = subflow_data(fd, MPTCP_TCPINFO, 256)?;
@@ -96,7 +96,7 @@ pub fn mptcp_subflows(fd: RawFd) -> io::Result<Vec<Subflow>> {
         .enumerate()
         .map(|(i, (info, len))| {
             let mut buf = [0u8; 256];
-            buf.copy_from_slice(info);
+            buf[..info.len()].copy_from_slice(info);
             let addr = |half: usize| addrs.get(i).and_then(|(a, _)| sockaddr(&a[half * 128..half * 128 + 128]));
             Subflow { local: addr(0), remote: addr(1), tcp_info: TcpInfoBytes { buf, len: *len } }
         })
@@ -104,19 +104,32 @@ pub fn mptcp_subflows(fd: RawFd) -> io::Result<Vec<Subflow>> {
 }
 
 /// One MPTCP subflow-data option: `struct mptcp_subflow_data` (16 bytes: its size, the
-/// subflows' count, the kernel's and our element size) and then one `elem`-byte element per
-/// subflow; the elements and how many bytes of each the kernel filled.
+/// subflows' count, the kernel's element size and the one used) and then the elements, one per
+/// subflow, each as many bytes apart as the kernel says it used (`size_user`, which it lowers
+/// to its own element's size: `struct tcp_info` is smaller than 256 bytes on many kernels);
+/// the elements.
 fn subflow_data(fd: RawFd, opt: libc::c_int, elem: usize) -> io::Result<Vec<(Vec<u8>, usize)>> {
     const HEAD: usize = 16;
     let mut buf = vec![0u8; HEAD + elem * MAX_SUBFLOWS];
     buf[0..4].copy_from_slice(&(HEAD as u32).to_ne_bytes());
     buf[12..16].copy_from_slice(&(elem as u32).to_ne_bytes());
     let got = getsockopt_raw(fd, SOL_MPTCP, opt, &mut buf)?;
+    Ok(elements(&buf[..got], elem))
+}
+
+/// The elements of a `struct mptcp_subflow_data` answer of `got` bytes: as many as the kernel
+/// counted and wrote, `size_user` bytes apart (at most `elem`).
+fn elements(buf: &[u8], elem: usize) -> Vec<(Vec<u8>, usize)> {
+    if buf.len() < 16 {
+        return Vec::new();
+    }
     let word = |o: usize| u32::from_ne_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]) as usize;
-    // As many elements as the kernel counted and wrote.
-    let n = word(4).min(got.saturating_sub(HEAD) / elem);
-    let filled = word(8).min(elem);
-    Ok((0..n).map(|i| (buf[HEAD + i * elem..HEAD + (i + 1) * elem].to_vec(), filled)).collect())
+    let (head, stride) = (word(0).max(16), word(12).min(elem));
+    if stride == 0 {
+        return Vec::new();
+    }
+    let n = word(4).min(buf.len().saturating_sub(head) / stride);
+    (0..n).map(|i| (buf[head + i * stride..head + (i + 1) * stride].to_vec(), stride)).collect()
 }
 
 /// A `struct sockaddr_in` or `sockaddr_in6` from its bytes.
@@ -215,6 +228,27 @@ pub fn enable_tx_timestamps(fd: RawFd) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn subflow_elements_are_as_far_apart_as_the_kernel_says() {
+        // Two tcp_info of 248 bytes (a kernel whose struct is smaller than our 256): the
+        // second starts at 16 + 248, not 16 + 256.
+        let mut b = vec![0u8; 16 + 2 * 248];
+        for (o, v) in [(0, 16u32), (4, 2), (8, 248), (12, 248)] {
+            b[o..o + 4].copy_from_slice(&v.to_ne_bytes());
+        }
+        b[16] = 1;
+        b[16 + 248] = 2;
+        let e = super::elements(&b, 256);
+        assert_eq!(e.len(), 2);
+        assert_eq!((e[0].0[0], e[1].0[0], e[1].1), (1, 2, 248));
+        // The kernel counted three but wrote two; a zero size is nothing.
+        b[4..8].copy_from_slice(&3u32.to_ne_bytes());
+        assert_eq!(super::elements(&b, 256).len(), 2);
+        b[12..16].copy_from_slice(&0u32.to_ne_bytes());
+        assert!(super::elements(&b, 256).is_empty());
+        assert!(super::elements(&b[..8], 256).is_empty());
+    }
+
     #[test]
     fn socket_addresses_read_from_their_kernel_bytes() {
         let mut v4 = [0u8; 128];

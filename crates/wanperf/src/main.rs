@@ -8,8 +8,8 @@ use wanperf::{calc, capacity, copy, flows, keep, keys, load, mesh, net, output, 
 
 /// End-to-end network performance: measure what a path can carry and what limits it.
 ///
-/// wanperf measures bulk TCP/UDP throughput over parallel streams and windows, with the TCP
-/// stack's own counters (cwnd, RTT, retransmits, send-limit times) and the host settings that
+/// wanperf measures bulk TCP, UDP, QUIC and MPTCP throughput over parallel streams and windows,
+/// with the transport's own counters (cwnd, RTT, retransmits, send-limit times) and the host settings that
 /// shape the result; probes RTT, loss, jitter and one-way delay, with and without a load;
 /// emulates wide-area paths in network namespaces; and runs declared studies into an archive
 /// with HTML reports. Run `wanperf serve` on one host and `wanperf tput HOST` (or `ping`,
@@ -23,9 +23,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the server daemon that `tput` (and later `ping`, `load`) clients talk to.
+    /// Run the server daemon that `tput`, `ping`, `load` and `copy` clients talk to.
     Serve(tput::ServeArgs),
-    /// Measure bulk TCP or UDP throughput to a `wanperf serve`.
+    /// Measure bulk TCP, UDP, QUIC or MPTCP throughput to a `wanperf serve`.
     Tput(tput::TputArgs),
     /// Copy files and trees to or from a `wanperf serve --root DIR`: parallel streams, BLAKE3
     /// per block, resume, zstd — and what limited the copy (disk, CPU, compression, network).

@@ -235,9 +235,11 @@ fn iperf3_clients_against_wanperf_serve_agree_with_an_iperf3_server() {
             // "Sent" is what the sender wrote into its socket; its send buffer's content at
             // TEST_END never arrives (about 1 MiB here, 3 % of a 3 s test at 100 Mbit/s). Each
             // end starts counting when its own --omit second is over, so what was in flight
-            // then (at most the link's queue and its bandwidth-delay product, 250 + 50 kB) is
-            // received but was not counted as sent (CI: 69 504 bytes more received than sent).
-            const IN_FLIGHT: f64 = 300_000.0;
+            // then is received but was not counted as sent: the link's queue and its
+            // bandwidth-delay product (250 + 50 kB), and the sender's send buffer, written
+            // before its boundary (autotuned; it carries most where the server sends: CI
+            // 69 504 bytes more received than sent one way, a run here 424 584 with -R).
+            const IN_FLIGHT: f64 = 300_000.0 + 1_048_576.0;
             let sent = f(&ours["sum_sent"]["bytes"]);
             let recv = f(&ours["sum_received"]["bytes"]);
             assert!(recv <= sent + IN_FLIGHT && recv >= sent * 0.9, "{name}: sent {sent}, received {recv}");

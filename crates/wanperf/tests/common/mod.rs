@@ -239,13 +239,16 @@ pub fn random_losses(stderr: &[u8], dir: &str) -> u64 {
 }
 
 /// Asserts that the measured one-way medians (`fwd` left → right, `rev` back, ms) are the
-/// configured ones within 0.1 ms, once the emulator's own stated median lateness each way
-/// (how late it delivered packets: on a busy machine tenths of a millisecond) is allowed for.
+/// configured ones: never 0.1 ms below, and above by at most 0.3 ms plus the emulator's own
+/// stated median lateness each way. The emulator's lateness starts when it has read a packet;
+/// what comes before (the sending host's stack, the emulator's wake-up to read the TUN
+/// device) and after (the receiving host's stack) is not in it, and on a busy 2-core VM it
+/// reached 0.11–0.23 ms at the median (CI: 30.108 and 10.115 ms with p50 lateness 0.7 µs).
 pub fn assert_one_way(stderr: &[u8], (fwd, rev): (f64, f64), (want_fwd, want_rev): (f64, f64), what: &Value) {
     let stats = path_stats(stderr);
     let ok = |dir: &str, ms: f64, want: f64| {
         let late_ms = stats[dir]["lateness"]["p50_us"].as_f64().unwrap_or(0.0) / 1e3;
-        ms >= want - 0.1 && ms <= want + 0.1 + late_ms
+        ms >= want - 0.1 && ms <= want + 0.3 + late_ms
     };
     assert!(
         ok("up", fwd, want_fwd) && ok("down", rev, want_rev),
