@@ -814,7 +814,7 @@ fn open_streams(
                     sndbuf: None,
                     rcvbuf: None,
                 });
-                conns.push((plan, Conn::Quic(Box::new(q), tuning.cc.unwrap_or_else(|| "cubic".into()))));
+                conns.push((plan, Conn::Quic(Box::new(q), tuning.cc_name())));
             }
         }
     }

@@ -177,8 +177,11 @@ impl<W: Write> Sink for TableSink<W> {
         };
         let quic = t.transport == Transport::Quic;
         // QUIC's congestion control is quinn's, not the kernel's.
-        let host_cc = if quic { Some("cubic".to_string()) } else { r.client_host.congestion_control.clone() };
-        let cc = t.cc.clone().or(host_cc).unwrap_or_else(|| "default".into());
+        let cc = if quic {
+            crate::client::quic_tuning(t).cc_name()
+        } else {
+            t.cc.clone().or_else(|| r.client_host.congestion_control.clone()).unwrap_or_else(|| "default".into())
+        };
         let name = match t.transport {
             Transport::Tcp if t.mptcp => "MPTCP",
             Transport::Tcp => "TCP",

@@ -728,7 +728,8 @@ impl Driver<'_> {
             }
             Some(Event::UdpAttached(id, s)) => self.attach(now, id, Conn::Udp(s)),
             Some(Event::QuicAttached(id, s)) => {
-                let cc = self.session.spec().and_then(|s| s.cc.clone()).unwrap_or_else(|| "cubic".into());
+                let cc =
+                    self.session.spec().map_or_else(|| "cubic".into(), |s| crate::client::quic_tuning(s).cc_name());
                 self.attach(now, id, Conn::Quic(s, cc))
             }
             Some(Event::WorkerDone) => Ok(()),

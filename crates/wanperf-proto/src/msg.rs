@@ -269,25 +269,25 @@ impl TestSpec {
         match (self.transport, self.rate_bps) {
             (_, Some(0)) => return Err(SpecError::ZeroRate),
             (Transport::Udp, None) => return Err(SpecError::UdpNeedsRate),
-            (Transport::Quic, Some(_)) => return Err(SpecError::Quic("QUIC tests are not paced (-b)")),
+            (Transport::Quic, Some(_)) => return Err(SpecError::Transport("QUIC tests are not paced (-b)")),
             _ => {}
         }
         let pinned =
             self.quic_cert.as_deref().is_some_and(|c| c.len() == 64 && c.bytes().all(|b| b.is_ascii_hexdigit()));
         match (self.transport, &self.quic_cert) {
             (Transport::Quic, _) if !pinned => {
-                return Err(SpecError::Quic("a QUIC test names its client certificate (64 hex digits of SHA-256)"))
+                return Err(SpecError::Transport("a QUIC test names its client certificate (64 hex digits of SHA-256)"))
             }
             (Transport::Tcp | Transport::Udp, Some(_)) => {
-                return Err(SpecError::Quic("a client certificate belongs to QUIC tests only"))
+                return Err(SpecError::Transport("a client certificate belongs to QUIC tests only"))
             }
             _ => {}
         }
         if self.mptcp && (self.transport != Transport::Tcp || self.copy.is_some()) {
-            return Err(SpecError::Quic("MPTCP is for TCP throughput tests (not -u, --quic or a copy)"));
+            return Err(SpecError::Transport("MPTCP is for TCP throughput tests (not -u, --quic or a copy)"));
         }
         if self.mptcp && self.rate_bps.is_some() {
-            return Err(SpecError::Quic(
+            return Err(SpecError::Transport(
                 "MPTCP tests are not paced (-b): the kernel takes no pacing cap on MPTCP sockets",
             ));
         }
@@ -338,9 +338,9 @@ pub enum SpecError {
     /// DSCP above 63.
     #[error("DSCP must be between 0 and 63, got {0}")]
     Dscp(u8),
-    /// A QUIC test's settings.
+    /// Settings the test's transport (QUIC, MPTCP) cannot take.
     #[error("{0}")]
-    Quic(&'static str),
+    Transport(&'static str),
     /// `-b 0`.
     #[error("rate must be more than 0 bit/s")]
     ZeroRate,

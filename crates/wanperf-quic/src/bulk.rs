@@ -51,6 +51,11 @@ impl Tuning {
         self.window.clamp(64 << 10, (1 << 30) - 1)
     }
 
+    /// The congestion controller the connections run, as `--cc` named it (cubic without it).
+    pub fn cc_name(&self) -> String {
+        self.cc.clone().unwrap_or_else(|| "cubic".into())
+    }
+
     fn transport(&self) -> TransportConfig {
         let mut t = TransportConfig::default();
         let window = self.window();
