@@ -98,8 +98,14 @@ mod tests {
             said,
             ["its policer (1.00 Mbit/s, burst 1.00 MiB, port=5011) matched none of the 100 packets: it never acted"]
         );
-        // port=test polices wanperf's and iperf3's ports.
-        for port in crate::config::TEST_PORTS {
+        // port=test polices wanperf's and iperf3's ports, and wanperf's data ports (UDP, QUIC,
+        // MPTCP), but not the emulated networks' cross traffic (5311) nor a port beside them.
+        let data = crate::config::TEST_DATA_PORTS;
+        for port in [5311, data.start() - 1, data.end() + 1] {
+            let cfg = DirConfig { policer: Some(policer(Some(Selector::Test))), ..Default::default() };
+            assert_eq!(run(cfg, port, 10).total(|c| c.policed), 0, "port {port}");
+        }
+        for port in crate::config::TEST_PORTS.into_iter().chain([*data.start(), *data.end()]) {
             let cfg = DirConfig { policer: Some(policer(Some(Selector::Test))), ..Default::default() };
             let s = run(cfg.clone(), port, 100);
             assert_eq!(s.total(|c| c.policed), 100, "port {port}");

@@ -46,12 +46,19 @@ pub enum Selector {
     Port(u16),
     /// The measurement's own traffic (`port=test`): packets from or to the ports a wanperf
     /// measurement uses by default ([`TEST_PORTS`]: `wanperf serve`'s, and iperf3's for
-    /// `--iperf3` studies), so a reservation polices the test as seed 002's did the thrulay flow.
+    /// `--iperf3` studies, and [`TEST_DATA_PORTS`], where `wanperf serve` puts the data of UDP,
+    /// QUIC and MPTCP tests), so a reservation polices the test as seed 002's did the thrulay
+    /// flow, whatever its transport.
     Test,
 }
 
 /// The ports `port=test` selects: `wanperf serve`'s (5301) and iperf3's (5201).
 pub const TEST_PORTS: [u16; 2] = [5301, 5201];
+
+/// `wanperf serve`'s default data ports (`wanperf_proto::msg::DATA_PORTS`, held equal by a
+/// test of the wanperf crate): a UDP test's streams, a QUIC test's endpoint, an MPTCP test's
+/// listener. `port=test` selects them too.
+pub const TEST_DATA_PORTS: std::ops::RangeInclusive<u16> = 5320..=5399;
 
 impl Selector {
     /// Whether a packet matches.
@@ -59,7 +66,9 @@ impl Selector {
         match *self {
             Selector::Dscp(d) => h.dscp == d,
             Selector::Port(p) => h.src_port == p || h.dst_port == p,
-            Selector::Test => TEST_PORTS.iter().any(|&p| h.src_port == p || h.dst_port == p),
+            Selector::Test => {
+                [h.src_port, h.dst_port].iter().any(|p| TEST_PORTS.contains(p) || TEST_DATA_PORTS.contains(p))
+            }
         }
     }
 

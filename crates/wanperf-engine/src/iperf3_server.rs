@@ -361,6 +361,7 @@ mod tests {
             auth: None,
             gate: Gate::default(),
             copy_root: None,
+            data_ports: None,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let server = spawn(listener, cfg, stop.clone(), Arc::new(|_: &str| {})).unwrap();

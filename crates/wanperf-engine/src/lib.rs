@@ -14,6 +14,7 @@
 //!     auth: None,
 //!     gate: Default::default(),
 //!     copy_root: None,
+//!     data_ports: Some(wanperf_proto::msg::DATA_PORTS),
 //! };
 //! let stop = Arc::new(AtomicBool::new(false));
 //! serve(listener, cfg, stop, Arc::new(|line: &str| eprintln!("{line}"))).unwrap();

@@ -42,6 +42,10 @@ pub struct ServerConfig {
     pub gate: Gate,
     /// The directory copies read from and write into (`--root`); no copies without it.
     pub copy_root: Option<std::path::PathBuf>,
+    /// Ports for a test's data sockets (UDP streams, a QUIC endpoint, an MPTCP listener): the
+    /// first free one of the range ([`wanperf_proto::msg::DATA_PORTS`] by default; any free
+    /// port, logged, when all are taken), or any free port (`None`).
+    pub data_ports: Option<std::ops::RangeInclusive<u16>>,
 }
 
 /// Caps on connections that have not yet identified themselves (a control connection until
@@ -316,6 +320,29 @@ pub fn serve_with(
 /// A UDP socket on the listener's address and port (dual stack like it).
 pub fn bind_udp_like(listener: &TcpListener) -> io::Result<UdpSocket> {
     bind_udp(listener.local_addr()?)
+}
+
+/// Binds a test's data sockets: the first free port of the server's data range each, else
+/// any free port (`spilled` then says so, for the log line).
+struct DataPorts<'a> {
+    range: &'a Option<std::ops::RangeInclusive<u16>>,
+    spilled: bool,
+}
+
+impl DataPorts<'_> {
+    fn bind<T>(&mut self, ip: IpAddr, bind: impl Fn(SocketAddr) -> io::Result<T>) -> io::Result<T> {
+        if let Some(r) = self.range {
+            for p in r.clone() {
+                match bind(SocketAddr::new(ip, p)) {
+                    Ok(s) => return Ok(s),
+                    Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            self.spilled = true;
+        }
+        bind(SocketAddr::new(ip, 0))
+    }
 }
 
 /// A UDP socket on `addr`, dual stack on an IPv6 address.
@@ -634,14 +661,15 @@ impl Driver<'_> {
                 }
             }
         }
-        match prepare(spec, &self.ctrl, &self.cookie, &self.tx) {
+        let mut data = DataPorts { range: &self.sh.cfg.data_ports, spilled: false };
+        match prepare(spec, &self.ctrl, &self.cookie, &self.tx, &mut data) {
             Ok((ports, cancel, quic_cert)) => {
                 self.udp_cancel = cancel;
                 if let Some(fp) = quic_cert {
                     self.session.set_quic_cert(fp);
                 }
                 if spec.mptcp {
-                    match prepare_mptcp(spec, &self.ctrl, &self.cookie, &self.tx) {
+                    match prepare_mptcp(spec, &self.ctrl, &self.cookie, &self.tx, &mut data) {
                         Ok((port, cancel)) => {
                             self.session.set_data_port(port);
                             self.udp_cancel = Some(cancel);
@@ -658,6 +686,14 @@ impl Driver<'_> {
                 }
                 let who = self.session.client_key().map(|k| format!(" (key {k})")).unwrap_or_default();
                 (self.sh.log)(&format!("test from {}{who}: {}", self.peer, describe(spec)));
+                if let (true, Some(r)) = (data.spilled, data.range) {
+                    let line = format!(
+                        "data ports {}-{} all in use: this test's data is on other ports ({ports:?})",
+                        r.start(),
+                        r.end()
+                    );
+                    (self.sh.log)(&line);
+                }
                 self.session.handle_prepared(Instant::now(), ports);
             }
             Err(reason) => self.session.handle_prepare_failed(reason),
@@ -859,7 +895,13 @@ type Prepared = (Vec<u16>, Option<Arc<AtomicBool>>, Option<String>);
 
 /// Pre-flight checks and, for UDP, one bound socket per flow with a thread waiting for its
 /// hello; for QUIC, the test's endpoint with a thread taking its data connections.
-fn prepare(spec: &TestSpec, ctrl: &TcpStream, cookie: &Cookie, tx: &Sender<Event>) -> Result<Prepared, String> {
+fn prepare(
+    spec: &TestSpec,
+    ctrl: &TcpStream,
+    cookie: &Cookie,
+    tx: &Sender<Event>,
+    data: &mut DataPorts,
+) -> Result<Prepared, String> {
     if spec.transport == Transport::Tcp {
         preflight(spec.window, spec.cc.as_deref(), spec.accept_capped_window, "the server")
             .map_err(|e| e.to_string())?;
@@ -869,11 +911,11 @@ fn prepare(spec: &TestSpec, ctrl: &TcpStream, cookie: &Cookie, tx: &Sender<Event
     let cancel = Arc::new(AtomicBool::new(false));
     if spec.transport == Transport::Quic {
         let peer = ctrl.peer_addr().map_err(|e| e.to_string())?.ip();
-        return prepare_quic(spec, (local_ip, peer), cookie, tx, cancel);
+        return prepare_quic(spec, (local_ip, peer), cookie, tx, cancel, data);
     }
     let mut ports = Vec::new();
     for id in 0..spec.connections() {
-        let s = UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| format!("cannot bind a UDP port: {e}"))?;
+        let s = data.bind(local_ip, UdpSocket::bind).map_err(|e| format!("cannot bind a UDP port: {e}"))?;
         crate::opts::size_udp_buffers(&socket2::SockRef::from(&s), spec.window);
         if let Some(d) = spec.dscp {
             let _ = sys::set_dscp(&socket2::SockRef::from(&s), local_ip.is_ipv6(), d);
@@ -909,11 +951,12 @@ fn prepare_mptcp(
     ctrl: &TcpStream,
     cookie: &Cookie,
     tx: &Sender<Event>,
+    data: &mut DataPorts,
 ) -> Result<(u16, Arc<AtomicBool>), String> {
     let local = SocketAddr::new(ctrl.local_addr().map_err(|e| e.to_string())?.ip(), 0);
     let peer = canonical(ctrl.peer_addr().map_err(|e| e.to_string())?.ip());
     let s = crate::opts::stream_socket(local, true).map_err(|e| e.to_string())?;
-    s.bind(&local.into()).map_err(|e| format!("cannot bind an MPTCP listener: {e}"))?;
+    data.bind(local.ip(), |a| s.bind(&a.into())).map_err(|e| format!("cannot bind an MPTCP listener: {e}"))?;
     s.listen(64).map_err(|e| format!("cannot listen for MPTCP: {e}"))?;
     let listener: TcpListener = s.into();
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -973,13 +1016,14 @@ fn prepare_quic(
     cookie: &Cookie,
     tx: &Sender<Event>,
     cancel: Arc<AtomicBool>,
+    data: &mut DataPorts,
 ) -> Result<Prepared, String> {
     let client_pin = spec.quic_cert.clone().ok_or("a QUIC test without a client certificate")?;
     let tuning = crate::client::quic_tuning(spec);
     tuning.check()?;
     let cert = wanperf_quic::TestCert::generate().map_err(|e| e.to_string())?;
     let fp = cert.fingerprint.clone();
-    let s = bind_udp(SocketAddr::new(local_ip, 0)).map_err(|e| format!("cannot bind a UDP port for QUIC: {e}"))?;
+    let s = data.bind(local_ip, bind_udp).map_err(|e| format!("cannot bind a UDP port for QUIC: {e}"))?;
     if let Some(d) = spec.dscp {
         let _ = sys::set_dscp(&socket2::SockRef::from(&s), local_ip.is_ipv6(), d);
     }
@@ -1097,6 +1141,7 @@ mod tests {
             auth: None,
             gate: Gate::default(),
             copy_root: None,
+            data_ports: None,
         };
         assert!(cfg.allowed("127.0.0.1".parse().unwrap()));
         assert!(cfg.allowed("::1".parse().unwrap()));

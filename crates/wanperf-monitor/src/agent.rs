@@ -174,6 +174,7 @@ fn server_config(mesh: &Mesh) -> Result<ServerConfig, String> {
         auth,
         gate: Gate::default(),
         copy_root: None,
+        data_ports: Some(wanperf_proto::msg::DATA_PORTS),
     })
 }
 

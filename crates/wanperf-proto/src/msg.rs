@@ -7,6 +7,11 @@ use thiserror::Error;
 pub use crate::data::PROTOCOL_VERSION;
 /// Default TCP (and UDP) port of `wanperf serve`.
 pub const DEFAULT_PORT: u16 = 5301;
+/// The server's ports for a test's own data sockets (a UDP test's streams, a QUIC test's
+/// endpoint, an MPTCP test's listener) unless `serve --data-ports` says otherwise: a known
+/// range, so a firewall rule or the emulator's `port=test` selector can name a test's data
+/// (5311, below it, is the emulated networks' cross traffic).
+pub const DATA_PORTS: std::ops::RangeInclusive<u16> = 5320..=5399;
 /// Most parallel streams a test may ask for.
 pub const MAX_STREAMS: u32 = 128;
 /// Longest test a client may ask for, whatever the server allows (one day).

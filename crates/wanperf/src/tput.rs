@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use wanperf_engine::client::{self, ClientConfig, ClientError};
 use wanperf_engine::server::ServerConfig;
-use wanperf_proto::msg::{Direction, TestSpec, Transport, DEFAULT_PORT, MAX_STREAMS};
+use wanperf_proto::msg::{Direction, TestSpec, Transport, DATA_PORTS, DEFAULT_PORT, MAX_STREAMS};
 use wanperf_proto::server::{Limits, Timeouts};
 use wanperf_proto::units;
 
@@ -35,6 +35,32 @@ fn cidrs(s: &str) -> Result<Vec<IpNet>, String> {
                 .map_err(|_| format!("`{x}` is not a CIDR (e.g. 198.18.0.0/15, 10.1.2.3, ::1/128)"))
         })
         .collect()
+}
+
+/// `serve --data-ports`: a range of ports, or `any` (the kernel's choice).
+#[derive(Clone, Debug)]
+struct DataPorts(Option<std::ops::RangeInclusive<u16>>);
+
+impl std::fmt::Display for DataPorts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(r) => write!(f, "{}-{}", r.start(), r.end()),
+            None => f.write_str("any"),
+        }
+    }
+}
+
+fn data_ports(s: &str) -> Result<DataPorts, String> {
+    if s == "any" {
+        return Ok(DataPorts(None));
+    }
+    let bad = || format!("`{s}` is not a port range LO-HI (e.g. 5320-5399) or `any`");
+    let (lo, hi) = s.split_once('-').ok_or_else(bad)?;
+    let (lo, hi) = (lo.trim().parse::<u16>().map_err(|_| bad())?, hi.trim().parse::<u16>().map_err(|_| bad())?);
+    if lo == 0 || lo > hi {
+        return Err(bad());
+    }
+    Ok(DataPorts(Some(lo..=hi)))
 }
 
 /// Flags of `wanperf serve`.
@@ -115,6 +141,12 @@ pub struct ServeArgs {
     /// copies as to tests.
     #[arg(long, value_name = "DIR")]
     root: Option<std::path::PathBuf>,
+    /// Ports for the data of UDP, QUIC and MPTCP tests (each stream's UDP socket, a QUIC
+    /// test's endpoint, an MPTCP test's listener; TCP data shares the listening port): the
+    /// first free ones of LO-HI, so a firewall or an emulated path's `port=test` can name them
+    /// (any free port, logged, when all are taken). `any`: whatever port the kernel picks.
+    #[arg(long, value_name = "LO-HI|any", default_value_t = DataPorts(Some(DATA_PORTS)), value_parser = data_ports)]
+    data_ports: DataPorts,
     /// Print log lines as JSON objects.
     #[arg(long)]
     json: bool,
@@ -277,6 +309,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
             max_pending_per_host: a.max_handshakes_per_host,
         },
         copy_root: a.root.clone(),
+        data_ports: a.data_ports.0,
     };
     let log: wanperf_engine::server::Log = crate::output::stderr_log(a.json);
     let stop = Arc::new(AtomicBool::new(false));

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long the writers and readers keep going.
-const SOAK: Duration = Duration::from_secs(60);
+const SOAK: Duration = Duration::from_secs(30);
 const WRITERS: usize = 6;
 const READERS: usize = 6;
 

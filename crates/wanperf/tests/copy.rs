@@ -571,7 +571,7 @@ fn the_verdict_names_the_emulated_network_and_a_small_window() {
     let root = t.join("root");
     std::fs::create_dir_all(&root).unwrap();
     let right = format!("{BIN} serve --listen 0.0.0.0:5301 --allow 198.18.0.0/15 --root {}", root.display());
-    for _ in 0..3 {
+    for _ in 0..2 {
         // The emulator's 100 Mbit/s bottleneck, 10 ms each way.
         let out = copy_on_path(
             &right,

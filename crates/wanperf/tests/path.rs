@@ -67,6 +67,14 @@ fn elements_that_never_acted_are_named_after_the_counters() {
     assert!(out.status.success() && !err.contains("never acted") && !err.contains("matched none"), "{err}");
 }
 
+/// `port=test` selects the data ports `wanperf serve` uses by default: the emulator's range
+/// and the server's are one (a UDP or QUIC test's data would go unpoliced otherwise).
+#[test]
+fn port_test_selects_the_servers_default_data_ports() {
+    assert_eq!(wanperf_emu::config::TEST_DATA_PORTS, wanperf_proto::msg::DATA_PORTS);
+    assert!(wanperf_emu::config::TEST_PORTS.contains(&wanperf_proto::msg::DEFAULT_PORT));
+}
+
 /// A host model acts where the kernel shows it: the host's TCP settings read back from its
 /// own /proc/sys, its CPU quota in the CPU time the shell's `times` reports for a busy loop
 /// (and in the quota's throttled periods); a quota nothing ran into is said to have never

@@ -105,10 +105,12 @@ fn a_keyed_server_refuses_a_quic_test_without_a_key_and_runs_one_with_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// One QUIC test on an emulated path; its end record and the path's counters.
+/// One test on an emulated path (QUIC unless `tput_flags` say `-u`); its end record and the
+/// path's counters.
 fn on_path(path_flags: &[&str], tput_flags: &str) -> (Value, Value) {
     let right = format!("{BIN} serve --allow 198.18.0.0/15");
-    let left = format!("{BIN} tput 198.18.0.2 --quic --json {tput_flags}");
+    let quic = if tput_flags.starts_with("-u ") { "" } else { "--quic" };
+    let left = format!("{BIN} tput 198.18.0.2 {quic} --json {tput_flags}");
     let mut args = vec!["path", "run", "--json", "--right", &right];
     args.extend_from_slice(path_flags);
     args.extend_from_slice(&["--", "sh", "-c", &left]);
@@ -141,9 +143,11 @@ fn quic_fills_the_emulated_path_and_a_policer_holds_it_to_its_bound() {
     let v = e["summary"]["verdict"]["text"].as_str().unwrap();
     assert!(v.contains("receiver's window") && v.contains("QUIC flow control"), "{v}");
 
-    // A 10 Mbit/s policer with a 100 kB bucket, on everything left → right: the token bucket
-    // bounds what passes to rate × t + burst, and it dropped what did not fit.
-    let (e, stats) = on_path(&["--rtt", "20ms", "--rate", "50M", "--policer", "10M,100k"], "-t 5 --omit 1.5");
+    // A 10 Mbit/s policer with a 100 kB bucket on the test's own traffic (`port=test`: the
+    // server's QUIC endpoint is on one of its data ports): the token bucket bounds what
+    // passes to rate × t + burst, and it dropped what did not fit.
+    let policer = ["--rtt", "20ms", "--rate", "50M", "--policer", "10M,100k,port=test"];
+    let (e, stats) = on_path(&policer, "-t 5 --omit 1.5");
     let got = f(&e["summary"]["throughput_bps"]);
     let secs = f(&e["summary"]["duration_s"]);
     let bound = 10e6 + 100e3 * 8.0 / secs;
@@ -151,6 +155,17 @@ fn quic_fills_the_emulated_path_and_a_policer_holds_it_to_its_bound() {
     assert!(got >= 0.5 * 10e6, "QUIC starved by a 10 Mbit/s policer: {got} bit/s");
     let up = &stats["up"]["classes"]["best_effort"];
     assert!(u(&up["policer_drops"]) > 0, "the policer never acted: {up}");
+    assert!(u(&up["policed"]) as f64 >= 0.99 * u(&up["packets_in"]) as f64, "port=test missed QUIC's data: {up}");
     let lost: u64 = e["summary"]["streams"].as_array().unwrap().iter().map(|s| u(&s["retransmits"])).sum();
     assert!(lost > 0, "quinn declared no packet lost behind a dropping policer");
+
+    // The same policer holds a UDP test's data (its streams' server sockets are data ports
+    // too): 20 Mbit/s offered, rate × t + burst received.
+    let (e, stats) = on_path(&policer, "-u -b 20M -t 3");
+    let got = f(&e["summary"]["throughput_bps"]);
+    let bound = 10e6 + 100e3 * 8.0 / f(&e["summary"]["duration_s"]);
+    assert!((0.8 * 10e6..=bound).contains(&got), "UDP at 20 Mbit/s through a 10 Mbit/s policer: {got} bit/s");
+    let up = &stats["up"]["classes"]["best_effort"];
+    assert!(u(&up["policed"]) as f64 >= 0.99 * u(&up["packets_in"]) as f64, "port=test missed UDP's data: {up}");
+    assert!(u(&up["policer_drops"]) > 0, "{up}");
 }
