@@ -86,7 +86,8 @@ fn a_host_model_sets_the_hosts_kernel_and_caps_its_cpu() {
         return;
     }
     // Two seconds of a busy loop, then the CPU time its children used (`times`' second line).
-    let busy = "cat /proc/sys/net/ipv4/tcp_sack /proc/sys/net/ipv4/tcp_congestion_control; \
+    let busy = "cat /proc/sys/net/ipv4/tcp_sack /proc/sys/net/ipv4/tcp_congestion_control \
+                /proc/sys/net/ipv4/tcp_rmem; \
                 timeout 2 sh -c 'while :; do :; done'; times";
     let cpu_used = |stdout: &str| -> f64 {
         let line = stdout.lines().last().unwrap_or("");
@@ -96,13 +97,16 @@ fn a_host_model_sets_the_hosts_kernel_and_caps_its_cpu() {
         m.parse::<f64>().unwrap_or(f64::NAN) * 60.0 + s.parse::<f64>().unwrap_or(f64::NAN)
     };
     let out = run(
-        &["path", "run", "--host-left", "cpu=0.2,sack=off,cc=reno", "--json", "--", "sh", "-c", busy],
+        &["path", "run", "--host-left", "cpu=0.2,sack=off,cc=reno,rmem=256K", "--json", "--", "sh", "-c", busy],
         Duration::from_secs(30),
     );
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stderr}");
     let mut lines = stdout.lines();
     assert_eq!((lines.next(), lines.next()), (Some("0"), Some("reno")), "{stdout}");
+    // The receive buffer's maximum is the model's (the kernel's own file, tab-separated).
+    let rmem: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(rmem.last(), Some(&"262144"), "{stdout}");
     let capped = cpu_used(&stdout);
     assert!(capped <= 0.2 * 2.0 * 1.5, "a quarter-core quota let a 2 s busy loop use {capped} s of CPU: {stdout}");
     let hosts: Value = stderr

@@ -292,6 +292,16 @@ why = "the way back carries only ACKs: no queue"
     assert!(page.contains("Stated expectations: 5 of 7 held"), "no expectations table");
     assert!(page.contains("One-way delays, loaded against unloaded"), "no one-way delay table");
     assert_eq!(page.matches("data-pass=\"false\"").count(), 2);
+    // The senders' state against the swept queue: a deeper queue holds a larger window, and a
+    // longer smoothed RTT (queue / rate more of it).
+    assert!(page.contains("TCP state against queue"), "no TCP state figure");
+    let said = |name: &str| -> (f64, f64) {
+        let at = page.find(&format!("Median {name} goes from ")).unwrap_or_else(|| panic!("no {name} finding"));
+        let nums: Vec<f64> = page[at..].split_whitespace().filter_map(|w| w.parse::<f64>().ok()).take(2).collect();
+        (nums[0], nums[1])
+    };
+    let (cwnd, srtt) = (said("cwnd"), said("smoothed RTT"));
+    assert!(cwnd.1 > cwnd.0 && srtt.1 > srtt.0 + 30.0, "cwnd {cwnd:?} KiB, srtt {srtt:?} ms");
     // The reader picks the cell whose time series is drawn; a selection no cell has is one line.
     let out = run(
         &["report", "latest", "--db", &db, "-o", html.to_str().unwrap(), "--series", "queue=300kB"],
