@@ -5,6 +5,7 @@
 //! name = "iepm"                 # required
 //! summary = "60s"               # latency summary period (default 60 s)
 //! silent_after = 2              # a host is "silent" after this many of its intervals without results
+//! heartbeat = "30s"             # an agent with nothing to send says it is alive this often
 //!
 //! [[site]]
 //! name = "slac"
@@ -63,7 +64,10 @@
 //! - `summary` — the latency summary period, 1 s – 1 h (default `60s`). Agents cut probes into
 //!   periods of this length aligned to multiples of it in Unix time.
 //! - `silent_after` — a host is *silent* after this many of its result intervals without any
-//!   result, 1–1000 (default 2). Its result interval is [`Mesh::report_interval`].
+//!   result, 1–1000 (default 2). Its result interval is [`Mesh::report_interval`], and at
+//!   least `heartbeat`, at most twice it.
+//! - `heartbeat` — an agent with no results to send sends an empty batch this often, 5 s – 1 h
+//!   (default `30s`): a shorter one finds a dead agent sooner.
 //!
 //! **`[[site]]`**
 //! - `name` — required.
@@ -137,6 +141,12 @@ pub const DEFAULT_TRACE_ROUNDS: u32 = 3;
 pub const DEFAULT_SUMMARY_S: f64 = 60.0;
 /// Result intervals without results before a host is silent, by default.
 pub const DEFAULT_SILENT_AFTER: u32 = 2;
+/// How often an agent with nothing to send tells central it is alive, by default, seconds.
+pub const DEFAULT_HEARTBEAT_S: f64 = 30.0;
+
+fn default_heartbeat() -> f64 {
+    DEFAULT_HEARTBEAT_S
+}
 
 /// A bad mesh file: the line (1-based; 0 when unknown) and what is wrong (the error of every
 /// file wanperf reads).
@@ -151,6 +161,10 @@ pub struct Mesh {
     pub summary_s: f64,
     /// Result intervals without results before a host is silent.
     pub silent_after: u32,
+    /// Agents send an empty batch at least this often, seconds; a host's result interval is
+    /// never shorter (nor more than twice it).
+    #[serde(default = "default_heartbeat")]
+    pub heartbeat_s: f64,
     /// Site names, in file order.
     pub sites: Vec<String>,
     /// Hosts, in file order.
@@ -634,7 +648,8 @@ pub fn parse(text: &str) -> Result<Mesh, MeshError> {
     }
     let summary_s = r.duration("summary", 1.0..=3600.0)?.map_or(DEFAULT_SUMMARY_S, |d| d.1);
     let silent_after = r.uint("silent_after", 1..=1000)?.map_or(DEFAULT_SILENT_AFTER, |v| v as u32);
-    r.finish(&["name", "summary", "silent_after"])?;
+    let heartbeat_s = r.duration("heartbeat", 5.0..=3600.0)?.map_or(DEFAULT_HEARTBEAT_S, |d| d.1);
+    r.finish(&["name", "summary", "silent_after", "heartbeat"])?;
 
     let mut site_names = Names::new("site");
     let mut sites = Vec::new();
@@ -844,7 +859,7 @@ pub fn parse(text: &str) -> Result<Mesh, MeshError> {
         expects.push(e);
     }
 
-    Ok(Mesh { name, summary_s, silent_after, sites, hosts, groups, tests, expects })
+    Ok(Mesh { name, summary_s, silent_after, heartbeat_s, sites, hosts, groups, tests, expects })
 }
 
 fn kind_name(k: &GroupKind) -> &'static str {
@@ -900,6 +915,7 @@ pub(crate) mod tests {
 name = "iepm"
 summary = "60s"
 silent_after = 3
+heartbeat = "20s"
 
 [[site]]
 name = "slac"
@@ -994,7 +1010,7 @@ rtt_max = "180ms"
     #[test]
     fn the_example_parses_with_every_key_in_place() {
         let m = parse(&example()).unwrap();
-        assert_eq!((m.name.as_str(), m.summary_s, m.silent_after), ("iepm", 60.0, 3));
+        assert_eq!((m.name.as_str(), m.summary_s, m.silent_after, m.heartbeat_s), ("iepm", 60.0, 3, 20.0));
         assert_eq!(m.sites, ["slac", "cern", "in2p3"]);
         assert_eq!(m.hosts.len(), 4);
         assert_eq!(m.hosts[0].port, DEFAULT_PORT);
@@ -1038,7 +1054,7 @@ rtt_max = "180ms"
     #[test]
     fn defaults_apply() {
         let m = parse("[mesh]\nname = \"x\"\n").unwrap();
-        assert_eq!((m.summary_s, m.silent_after), (60.0, 2));
+        assert_eq!((m.summary_s, m.silent_after, m.heartbeat_s), (60.0, 2, 30.0));
         assert!(m.hosts.is_empty());
         let m = parse(&format!(
             "[mesh]\nname = \"x\"\n[[site]]\nname = \"s\"\n{}{}[[group]]\nname = \"g\"\nmembers = [\"a\", \"b\"]\n[[test]]\nname = \"l\"\ntype = \"latency\"\ngroup = \"g\"\n[[test]]\nname = \"t\"\ntype = \"throughput\"\ngroup = \"g\"\ninterval = \"1h\"\n",
@@ -1193,6 +1209,7 @@ rtt_max = "180ms"
             (ex.replace("slip = \"5m\"", "slip = \"2h\""), at("slip = \"5m\""), "`slip`"),
             (ex.replace("name = \"in2p3\"\nsite", "name = \"IN2P3\"\nsite"), at("name = \"in2p3\"\nsite"), "name `IN2P3`"),
             (ex.replace("silent_after = 3", "silent_after = 0"), at("silent_after = 3"), "`silent_after`"),
+            (ex.replace("heartbeat = \"20s\"", "heartbeat = \"1s\""), at("heartbeat = \"20s\""), "`heartbeat`"),
             (ex.replace("summary = \"60s\"", "summary = \"1 fortnight\""), at("summary = \"60s\""), "`summary`"),
         ];
         for (text, line, want) in cases {
@@ -1216,7 +1233,7 @@ rtt_max = "180ms"
         let e = bad("[mesh]\nname = \"x\"\nperiod = 5\n");
         assert_eq!(
             e.to_string(),
-            "line 3: unknown key `period` in a [mesh] table (known: name, summary, silent_after)"
+            "line 3: unknown key `period` in a [mesh] table (known: name, summary, silent_after, heartbeat)"
         );
         let e = bad("[mesh]\nname = 5\n");
         assert_eq!(e.to_string(), "line 2: `name` must be a string");

@@ -240,6 +240,7 @@ mod tests {
             name: "t".into(),
             summary_s: 60.0,
             silent_after: 2,
+            heartbeat_s: crate::config::DEFAULT_HEARTBEAT_S,
             sites: vec!["s".into()],
             hosts: hosts
                 .iter()

@@ -304,8 +304,8 @@ pub fn run(
     }
     if let Some(url) = cfg.central.clone() {
         let (s, l, sp, me, k) = (shutdown.clone(), log.clone(), spool.clone(), cfg.name.clone(), key.clone());
-        let stated = cfg.clock_error_ms;
-        threads.push(std::thread::spawn(move || forward(&url, &me, k.as_deref(), stated, &sp, &s, &l)));
+        let (stated, c) = (cfg.clock_error_ms, current.clone());
+        threads.push(std::thread::spawn(move || forward(&url, &me, k.as_deref(), stated, &c, &sp, &s, &l)));
     }
     ready(addr);
     log(&format!("agent {}: serving tests on {addr}", cfg.name));
@@ -868,12 +868,15 @@ fn run_tput(
     r
 }
 
-/// Sends the spool to central, oldest first, until `stop`; an empty batch every heartbeat.
+/// Sends the spool to central, oldest first, until `stop`; an empty batch every heartbeat
+/// (the current mesh's).
+#[allow(clippy::too_many_arguments)]
 fn forward(
     url: &str,
     me: &str,
     key: Option<&PrivateKey>,
     stated_clock_ms: Option<f64>,
+    current: &Current,
     spool: &Mutex<Spool>,
     stop: &AtomicBool,
     log: &crate::Log,
@@ -910,7 +913,7 @@ fn forward(
                 Vec::new()
             }
         };
-        let heartbeat_due = last_sent.elapsed() >= Duration::from_secs_f64(crate::view::HEARTBEAT_S);
+        let heartbeat_due = last_sent.elapsed() >= Duration::from_secs_f64(current.get().heartbeat_s);
         if batch.is_empty() && !heartbeat_due {
             if nap(stop, Duration::from_millis(500)) {
                 break;

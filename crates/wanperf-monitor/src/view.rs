@@ -22,8 +22,6 @@ pub const MAX_EVENTS: usize = 10_000;
 /// The most recent values left out of a baseline, so that a fresh problem is judged against
 /// what came before it rather than absorbed into it.
 pub const BASELINE_SKIP: usize = 3;
-/// Agents send an empty batch at least this often, s.
-pub const HEARTBEAT_S: f64 = 30.0;
 /// Latency slots at most on a pair page.
 pub const MAX_SLOTS: usize = 1000;
 
@@ -253,9 +251,10 @@ impl View {
     }
 
     /// How often `host` must be heard from, s: its most frequent duty (a latency summary
-    /// period, a throughput interval), and at least the agents' heartbeat.
+    /// period, a throughput interval), at least the agents' heartbeat and at most twice it.
     fn contact_interval(&self, host: &str) -> f64 {
-        self.mesh.report_interval(host).unwrap_or(f64::INFINITY).clamp(HEARTBEAT_S, 2.0 * HEARTBEAT_S)
+        let beat = self.mesh.heartbeat_s;
+        self.mesh.report_interval(host).unwrap_or(f64::INFINITY).clamp(beat, 2.0 * beat)
     }
 
     /// Agents gone silent since the last tick (each announced once).

@@ -45,7 +45,8 @@ fn addr(i: usize) -> String {
 }
 
 fn mesh_file(keys: &[String], extra_test: bool) -> String {
-    let mut m = String::from("[mesh]\nname = \"test-mesh\"\nsummary = \"10s\"\nsilent_after = 2\n");
+    let mut m =
+        String::from("[mesh]\nname = \"test-mesh\"\nsummary = \"10s\"\nsilent_after = 2\nheartbeat = \"15s\"\n");
     for i in 1..=SITES {
         m.push_str(&format!("[[site]]\nname = \"site{i}\"\n"));
     }
@@ -309,7 +310,7 @@ fn a_mesh_on_an_emulated_network_finds_a_halved_link_and_loses_nothing() {
     assert!(found, "no throughput event for h1→h2 within 4 intervals:\n{}", c.text());
 
     // An agent killed outright is reported silent within two of its contact intervals (the
-    // 30 s heartbeat here); its spool keeps what it had not sent. It is killed now, so that
+    // mesh's 15 s heartbeat here); its spool keeps what it had not sent. It is killed now, so that
     // the wait for its silence runs while the others follow a mesh change and the dashboard
     // is read.
     let h6 = agents.pop().unwrap();
@@ -343,7 +344,7 @@ fn a_mesh_on_an_emulated_network_finds_a_halved_link_and_loses_nothing() {
     }
 
     let c = central.as_ref().unwrap();
-    assert!(c.wait_for("ALERT h6 silent since", Duration::from_secs(75)), "h6 not reported silent:\n{}", c.text());
+    assert!(c.wait_for("ALERT h6 silent since", Duration::from_secs(45)), "h6 not reported silent:\n{}", c.text());
 
     // Stop the agents; once their spools are empty, every result is in the archive.
     let mut logs = Vec::new();
