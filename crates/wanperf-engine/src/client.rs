@@ -746,6 +746,8 @@ fn open_streams(
     let mut conns = Vec::new();
     let mut infos = Vec::new();
     let mut hellos = Vec::new();
+    // A QUIC test's connections, each made when its first stream needs it.
+    let mut quic_conns: Vec<Option<(wanperf_quic::QuicConn, String)>> = Vec::new();
     for id in 0..spec.connections() {
         let role = spec.client_role(id);
         let mut plan = StreamPlan::new(spec, id, role, udp_token(cookie), Peer::Wanperf);
@@ -799,13 +801,23 @@ fn open_streams(
                 let Some((cert, pin)) = quic else {
                     return Err(ClientError::Connect("the server sent no QUIC certificate".into()));
                 };
-                let s = data_udp_socket(cfg, spec, server)?;
-                crate::opts::size_udp_buffers(&socket2::SockRef::from(&s), Some(quic_socket_buffer(spec)));
                 let at = SocketAddr::new(server.ip(), udp_ports.first().copied().unwrap_or(0));
-                let local = s.local_addr().map_or_else(|_| String::new(), |a| a.to_string());
                 let tuning = quic_tuning(spec);
-                let q = wanperf_quic::connect(s, at, cert, pin, &tuning, &hello, cfg.timeout)
-                    .map_err(|e| ClientError::Connect(format!("data connection {id}: {e}")))?;
+                let k = spec.quic_connection_of(id) as usize;
+                if quic_conns.len() <= k {
+                    quic_conns.resize_with(k + 1, || None);
+                }
+                if quic_conns[k].is_none() {
+                    let s = data_udp_socket(cfg, spec, server)?;
+                    crate::opts::size_udp_buffers(&socket2::SockRef::from(&s), Some(quic_socket_buffer(spec)));
+                    let local = s.local_addr().map_or_else(|_| String::new(), |a| a.to_string());
+                    let c = wanperf_quic::connect(s, at, cert, pin, &tuning, cfg.timeout)
+                        .map_err(|e| ClientError::Connect(format!("data connection {k}: {e}")))?;
+                    quic_conns[k] = Some((c, local));
+                }
+                let (c, local) = quic_conns[k].as_ref().expect("made above");
+                let local = local.clone();
+                let q = c.open(&hello).map_err(|e| ClientError::Connect(format!("data stream {id}: {e}")))?;
                 infos.push(ConnectionInfo {
                     id,
                     direction: Way::of(spec, id),
@@ -822,15 +834,19 @@ fn open_streams(
 }
 
 /// What a QUIC test asks of its connections: `-w` as the stream's flow-control window, `-C`
-/// as quinn's congestion controller.
+/// as quinn's congestion controller, and the streams each carries.
 pub(crate) fn quic_tuning(spec: &TestSpec) -> wanperf_quic::Tuning {
-    wanperf_quic::Tuning { window: spec.quic_window(), cc: spec.cc.clone() }
+    wanperf_quic::Tuning {
+        window: spec.quic_window(),
+        cc: spec.cc.clone(),
+        streams: spec.quic_streams_per_connection(),
+    }
 }
 
-/// The socket buffers of a QUIC data connection: its window, at least 4 MiB (a burst of
-/// GSO-sized sends must not overflow the receiver's socket).
+/// The socket buffers of a QUIC data connection: its streams' windows, at least 4 MiB (a
+/// burst of GSO-sized sends must not overflow the receiver's socket).
 pub(crate) fn quic_socket_buffer(spec: &TestSpec) -> u64 {
-    spec.quic_window().max(4 << 20)
+    (spec.quic_window() * u64::from(spec.quic_streams_per_connection())).max(4 << 20)
 }
 
 /// A UDP socket for a data flow to `server`: bound as the test asks (--bind, --bind-dev),

@@ -413,7 +413,7 @@ fn sample_stream(s: &Running) -> StreamSample {
     let tcp = match &s.probe {
         Probe::Tcp(p) => sys::tcp_info(p.as_raw_fd()).ok(),
         Probe::Udp(_) => None,
-        Probe::Quic(p, _) => Some(quic_info(&p.snapshot())),
+        Probe::Quic(p, _) => Some(quic_info(&p.snapshot(), p.leads())),
     };
     let udp = match (&s.probe, s.plan.role) {
         (Probe::Udp(_), Role::Receiver) => {
@@ -464,16 +464,18 @@ fn subflows(s: &Socket) -> Vec<wanperf_proto::msg::Subflow> {
 /// A QUIC connection's congestion state in TCP_INFO's terms: the window in packets of the
 /// path's size and in bytes, the smoothed RTT, packets declared lost as the retransmissions
 /// (QUIC sends lost frames again in new packets), the pacer's rate, the congestion events.
-pub fn quic_info(s: &wanperf_quic::PathSnapshot) -> wanperf_proto::msg::TcpInfo {
+pub fn quic_info(s: &wanperf_quic::PathSnapshot, leads: bool) -> wanperf_proto::msg::TcpInfo {
     wanperf_proto::msg::TcpInfo {
         cwnd: s.cwnd_packets(),
         snd_mss: s.mtu,
         srtt_us: s.rtt_us.min(u64::from(u32::MAX)) as u32,
-        total_retrans: s.lost_packets.min(u64::from(u32::MAX)) as u32,
-        bytes_retrans: Some(s.lost_bytes),
+        // Streams sharing a connection share its counters: its first stream reports them,
+        // so that sums over the streams count each loss once.
+        total_retrans: if leads { s.lost_packets.min(u64::from(u32::MAX)) as u32 } else { 0 },
+        bytes_retrans: leads.then_some(s.lost_bytes),
         snd_cwnd_bytes: Some(s.cwnd_bytes),
         pacing_rate_bps: s.pacing_bps(),
-        congestion_events: Some(s.congestion_events),
+        congestion_events: leads.then_some(s.congestion_events),
         ..Default::default()
     }
 }

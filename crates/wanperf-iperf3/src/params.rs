@@ -226,6 +226,7 @@ impl Params {
             copy: None,
             mptcp: false,
             quic_cert: None,
+            quic_connections: None,
         };
         spec.validate().map_err(|e| ParamsError::Spec(e.to_string()))?;
         Ok(spec)

@@ -33,7 +33,8 @@ pub enum Transport {
     Tcp,
     /// Paced UDP with sequence numbers and send timestamps.
     Udp,
-    /// Bulk QUIC: a QUIC connection per stream (`tput --quic`), certificates pinned both ways.
+    /// Bulk QUIC (`tput --quic`): a QUIC stream per stream, on connections of their own or
+    /// shared (`--quic-connections`), certificates pinned both ways.
     Quic,
 }
 
@@ -122,6 +123,11 @@ pub struct TestSpec {
     /// it with the rest of the spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic_cert: Option<String>,
+    /// QUIC: how many connections carry the test's streams (`--quic-connections`); stream `id`
+    /// goes on connection `id % n`, so streams sharing one share its congestion controller.
+    /// None: a connection per stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic_connections: Option<u32>,
 }
 
 /// [`TestSpec::interval_s`] where it is not given.
@@ -150,6 +156,7 @@ impl TestSpec {
             copy: None,
             mptcp: false,
             quic_cert: None,
+            quic_connections: None,
         }
     }
 
@@ -208,6 +215,21 @@ impl TestSpec {
     pub fn quic_window(&self) -> u64 {
         // QUIC's windows are variable-length integers; below 64 KiB a stream would crawl.
         self.window.unwrap_or(QUIC_DEFAULT_WINDOW).clamp(64 << 10, (1 << 30) - 1)
+    }
+
+    /// A QUIC test's connections (`--quic-connections`, or one per stream).
+    pub fn quic_connections(&self) -> u32 {
+        self.quic_connections.unwrap_or(self.connections()).clamp(1, self.connections().max(1))
+    }
+
+    /// The QUIC connection stream `id` goes on.
+    pub fn quic_connection_of(&self, id: u32) -> u32 {
+        id % self.quic_connections()
+    }
+
+    /// The most streams one QUIC connection carries.
+    pub fn quic_streams_per_connection(&self) -> u32 {
+        self.connections().div_ceil(self.quic_connections())
     }
 
     /// Checks the spec on its own terms (the server adds its limits on top).
@@ -285,6 +307,15 @@ impl TestSpec {
             }
             (Transport::Tcp | Transport::Udp, Some(_)) => {
                 return Err(SpecError::Transport("a client certificate belongs to QUIC tests only"))
+            }
+            _ => {}
+        }
+        match self.quic_connections {
+            Some(_) if self.transport != Transport::Quic => {
+                return Err(SpecError::Transport("--quic-connections is for QUIC tests (--quic)"))
+            }
+            Some(n) if n == 0 || n > self.connections() => {
+                return Err(SpecError::Transport("--quic-connections is between 1 and the test's streams"))
             }
             _ => {}
         }
@@ -698,6 +729,28 @@ impl Msg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quic_streams_spread_over_the_connections_asked_for() {
+        let q = TestSpec {
+            transport: Transport::Quic,
+            streams: 3,
+            direction: Direction::Bidir,
+            quic_cert: Some("a".repeat(64)),
+            ..TestSpec::tcp(3, 5.0)
+        };
+        // A connection per stream (six: three each way) without the option.
+        assert_eq!((q.quic_connections(), q.quic_streams_per_connection()), (6, 1));
+        let two = TestSpec { quic_connections: Some(4), ..q.clone() };
+        assert!(two.validate().is_ok());
+        let on: Vec<u32> = (0..6).map(|id| two.quic_connection_of(id)).collect();
+        assert_eq!((on, two.quic_streams_per_connection()), (vec![0, 1, 2, 3, 0, 1], 2));
+        for bad in [Some(0), Some(7)] {
+            assert!(TestSpec { quic_connections: bad, ..q.clone() }.validate().is_err(), "{bad:?}");
+        }
+        let tcp = TestSpec { quic_connections: Some(1), ..TestSpec::tcp(2, 5.0) };
+        assert!(tcp.validate().is_err());
+    }
 
     #[test]
     fn validate_rejects_each_bad_field() {

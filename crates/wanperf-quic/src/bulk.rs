@@ -1,9 +1,10 @@
 //! Endpoints, data connections and the blocking bulk loops the engine's stream threads run.
 //!
-//! One QUIC connection per wanperf stream, one bidirectional QUIC stream per connection: the
-//! client opens it and writes the 32-byte data hello first; then the data flows one way (the
-//! test's direction) and the sender finishes the stream. Each stream thread blocks on its own
-//! future; the endpoints' drivers run on [`crate::runtime`].
+//! Each wanperf stream is a bidirectional QUIC stream: the client opens it and writes the
+//! 32-byte data hello first; then the data flows one way (the test's direction) and the sender
+//! finishes the stream. A connection carries [`Tuning::streams`] of them (one by default),
+//! which then share its congestion controller. Each stream thread blocks on its own future;
+//! the endpoints' drivers run on [`crate::runtime`].
 
 use crate::stats::PathSnapshot;
 use crate::tls::{client_tls, server_tls, TestCert};
@@ -12,7 +13,7 @@ use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{Endpoint, EndpointConfig, TokioRuntime, TransportConfig, VarInt};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,8 @@ pub struct Tuning {
     pub window: u64,
     /// `-C`: quinn's congestion controller: cubic (its default), newreno (or reno), bbr.
     pub cc: Option<String>,
+    /// Streams a connection carries (at least 1).
+    pub streams: u32,
 }
 
 impl Tuning {
@@ -59,13 +62,16 @@ impl Tuning {
     fn transport(&self) -> TransportConfig {
         let mut t = TransportConfig::default();
         let window = self.window();
+        let streams = u64::from(self.streams.max(1));
         t.stream_receive_window(VarInt::from_u64(window).unwrap_or(VarInt::MAX));
-        t.receive_window(VarInt::from_u64(2 * window).unwrap_or(VarInt::MAX));
-        t.send_window(window);
+        // The connection's window never holds its streams back: each stream's flow control
+        // is the window (`-w`), as each TCP connection's is.
+        t.receive_window(VarInt::from_u64((streams + 1) * window).unwrap_or(VarInt::MAX));
+        t.send_window(streams * window);
         t.max_idle_timeout(IDLE.try_into().ok());
         t.keep_alive_interval(Some(Duration::from_secs(2)));
-        // One stream a connection, opened by the client.
-        t.max_concurrent_bidi_streams(VarInt::from_u32(1));
+        // The test's streams a connection, opened by the client.
+        t.max_concurrent_bidi_streams(VarInt::from_u32(self.streams.max(1)));
         t.max_concurrent_uni_streams(VarInt::from_u32(0));
         match self.cc.as_deref() {
             Some("newreno" | "reno") => {
@@ -88,6 +94,16 @@ fn endpoint(socket: UdpSocket, server: Option<quinn::ServerConfig>) -> Result<En
         .map_err(|e| QuicError::Endpoint(e.to_string()))
 }
 
+/// One data connection of a client, open for its streams ([`QuicConn::open`]).
+pub struct QuicConn {
+    conn: quinn::Connection,
+    /// The largest send window of each stream (the test's window).
+    window: u64,
+    /// Streams of this connection still receiving: the last one to finish closes it.
+    live: Arc<AtomicUsize>,
+    endpoint: Endpoint,
+}
+
 /// One data stream: its connection and its QUIC stream.
 pub struct QuicStream {
     conn: quinn::Connection,
@@ -95,6 +111,9 @@ pub struct QuicStream {
     recv: quinn::RecvStream,
     /// The largest send window (the test's window).
     window: u64,
+    /// Whether this stream speaks for its connection's counters (the first of its streams).
+    lead: bool,
+    live: Arc<AtomicUsize>,
     // The endpoint lives as long as its streams (a client's has no other owner).
     _endpoint: Endpoint,
 }
@@ -107,12 +126,19 @@ impl std::fmt::Debug for QuicStream {
 
 /// A handle for sampling a stream's connection while its thread moves the data.
 #[derive(Debug, Clone)]
-pub struct Probe(quinn::Connection);
+pub struct Probe(quinn::Connection, bool);
 
 impl Probe {
     /// The congestion state and counters now.
     pub fn snapshot(&self) -> PathSnapshot {
         PathSnapshot::of(&self.0.stats())
+    }
+
+    /// Whether the stream speaks for its connection's counters (sent, lost, congestion
+    /// events): its connection's first stream. Streams sharing a connection share its
+    /// congestion state, and its counters must be counted once.
+    pub fn leads(&self) -> bool {
+        self.1
     }
 
     /// Closes the connection (a stuck worker's reads and writes then fail).
@@ -124,7 +150,7 @@ impl Probe {
 impl QuicStream {
     /// A handle for sampling and closing.
     pub fn probe(&self) -> Probe {
-        Probe(self.conn.clone())
+        Probe(self.conn.clone(), self.lead)
     }
 
     /// The far end's address.
@@ -218,8 +244,11 @@ impl QuicStream {
                 match got {
                     Ok(Some(n)) => moved(n),
                     Ok(None) => {
-                        // All of it: the sender's stream is finished; our side is done too.
-                        conn.close(VarInt::from_u32(0), b"done");
+                        // All of it: the sender's stream is finished. The connection's last
+                        // stream to finish closes it, which tells the sender at once.
+                        if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+                            conn.close(VarInt::from_u32(0), b"done");
+                        }
                         return Ok(());
                     }
                     Err(e) => return Err(io::Error::other(format!("QUIC stream: {e}"))),
@@ -230,17 +259,16 @@ impl QuicStream {
     }
 }
 
-/// Connects a data stream from `socket` to `server`, showing `ours`, accepting only the
-/// server certificate `server_pin`, and writes `hello`.
+/// Connects a data connection from `socket` to `server`, showing `ours` and accepting only
+/// the server certificate `server_pin`; [`QuicConn::open`] then opens its streams.
 pub fn connect(
     socket: UdpSocket,
     server: SocketAddr,
     ours: &TestCert,
     server_pin: &str,
     tuning: &Tuning,
-    hello: &[u8],
     timeout: Duration,
-) -> Result<QuicStream, QuicError> {
+) -> Result<QuicConn, QuicError> {
     let tls = client_tls(ours, server_pin)?;
     let crypto = QuicClientConfig::try_from(tls).map_err(|e| QuicError::Tls(e.to_string()))?;
     let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
@@ -253,10 +281,29 @@ pub fn connect(
             Ok(r) => r.map_err(|e| fail(e.to_string()))?,
             Err(_) => return Err(fail(format!("no handshake within {} s", timeout.as_secs_f64()))),
         };
-        let (mut send, recv) = conn.open_bi().await.map_err(|e| fail(e.to_string()))?;
-        send.write_all(hello).await.map_err(|e| fail(e.to_string()))?;
-        Ok(QuicStream { conn, send, recv, window: tuning.window(), _endpoint: ep.clone() })
+        Ok(QuicConn { conn, window: tuning.window(), live: Arc::new(AtomicUsize::new(0)), endpoint: ep.clone() })
     })
+}
+
+impl QuicConn {
+    /// Opens a stream of the connection and writes `hello` on it.
+    pub fn open(&self, hello: &[u8]) -> Result<QuicStream, QuicError> {
+        let fail = |why: String| QuicError::Connect { addr: self.conn.remote_address(), why };
+        crate::runtime().block_on(async {
+            let (mut send, recv) = self.conn.open_bi().await.map_err(|e| fail(e.to_string()))?;
+            send.write_all(hello).await.map_err(|e| fail(e.to_string()))?;
+            let lead = self.live.fetch_add(1, Ordering::AcqRel) == 0;
+            Ok(QuicStream {
+                conn: self.conn.clone(),
+                send,
+                recv,
+                window: self.window,
+                lead,
+                live: self.live.clone(),
+                _endpoint: self.endpoint.clone(),
+            })
+        })
+    }
 }
 
 /// What [`accept_streams`] hands over: a stream and the hello it began with.
@@ -270,10 +317,10 @@ pub struct Accepted {
 
 /// A test's QUIC endpoint on `socket` (its certificate `ours`, the client's pinned): accepts
 /// data connections from `peer` (the test's client; any other address is refused before it
-/// takes a slot) and gives each one's stream, hello read, to `deliver` (which says whether it
-/// wanted it), until `want` were wanted, `cancel` is set or `until` passes. A peer gets
-/// [`HELLO_WITHIN`] for its handshake and hello; at most `2 × want + 4` handshakes run at once,
-/// more are refused.
+/// takes a slot) and gives each of their streams, hello read, to `deliver` (which says whether
+/// it wanted it), until `want` were wanted, `cancel` is set or `until` passes. A peer gets
+/// [`HELLO_WITHIN`] for its handshake and each stream's hello (at most [`Tuning::streams`] a
+/// connection); at most `2 × want + 4` handshakes run at once, more are refused.
 #[allow(clippy::too_many_arguments)]
 pub fn accept_streams(
     socket: UdpSocket,
@@ -306,11 +353,9 @@ pub fn accept_streams(
                         continue;
                     }
                     in_flight.fetch_add(1, Ordering::AcqRel);
-                    let (tx, ep, n, w) = (tx.clone(), ep.clone(), in_flight.clone(), tuning.window());
+                    let (tx, ep, n, t) = (tx.clone(), ep.clone(), in_flight.clone(), tuning.clone());
                     tokio::spawn(async move {
-                        if let Ok(Some(a)) = tokio::time::timeout(HELLO_WITHIN, hello_of(incoming, ep, w)).await {
-                            let _ = tx.send(a).await;
-                        }
+                        streams_of(incoming, ep, &t, &tx).await;
                         n.fetch_sub(1, Ordering::AcqRel);
                     });
                 }
@@ -328,12 +373,38 @@ pub fn accept_streams(
     })
 }
 
-async fn hello_of(incoming: quinn::Incoming, ep: Endpoint, window: u64) -> Option<Accepted> {
-    let conn = incoming.await.ok()?;
-    let (send, mut recv) = conn.accept_bi().await.ok()?;
-    let mut hello = [0u8; 32];
-    recv.read_exact(&mut hello).await.ok()?;
-    Some(Accepted { hello, stream: QuicStream { conn, send, recv, window, _endpoint: ep } })
+/// A connection's handshake and its streams' hellos, each within [`HELLO_WITHIN`], sent on
+/// as they come; a connection silent that long, or closed, ends it.
+async fn streams_of(
+    incoming: quinn::Incoming,
+    ep: Endpoint,
+    tuning: &Tuning,
+    tx: &tokio::sync::mpsc::Sender<Accepted>,
+) {
+    let Ok(Ok(conn)) = tokio::time::timeout(HELLO_WITHIN, incoming).await else { return };
+    let live = Arc::new(AtomicUsize::new(0));
+    for _ in 0..tuning.streams.max(1) {
+        let next = async {
+            let (send, mut recv) = conn.accept_bi().await.ok()?;
+            let mut hello = [0u8; 32];
+            recv.read_exact(&mut hello).await.ok()?;
+            Some((send, recv, hello))
+        };
+        let Ok(Some((send, recv, hello))) = tokio::time::timeout(HELLO_WITHIN, next).await else { return };
+        let lead = live.fetch_add(1, Ordering::AcqRel) == 0;
+        let stream = QuicStream {
+            conn: conn.clone(),
+            send,
+            recv,
+            window: tuning.window(),
+            lead,
+            live: live.clone(),
+            _endpoint: ep.clone(),
+        };
+        if tx.send(Accepted { hello, stream }).await.is_err() {
+            return;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -347,7 +418,7 @@ mod tests {
     const LOCALHOST: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
     fn tuning() -> Tuning {
-        Tuning { window: 16 << 20, cc: None }
+        Tuning { window: 16 << 20, cc: None, streams: 1 }
     }
 
     /// What a test server's stream brought: its hello, its bytes, its connection's state.
@@ -356,6 +427,14 @@ mod tests {
     /// A server thread taking `want` streams on a fresh socket; returns its address and the
     /// hellos with the bytes each stream received.
     fn server(client_pin: String, want: usize) -> (SocketAddr, String, std::thread::JoinHandle<Vec<Received>>) {
+        server_with(client_pin, want, tuning())
+    }
+
+    fn server_with(
+        client_pin: String,
+        want: usize,
+        t: Tuning,
+    ) -> (SocketAddr, String, std::thread::JoinHandle<Vec<Received>>) {
         let ours = TestCert::generate().unwrap();
         let pin = ours.fingerprint.clone();
         let s = udp();
@@ -368,7 +447,7 @@ mod tests {
                 streams.push(a);
                 true
             };
-            accept_streams(s, LOCALHOST, &ours, &client_pin, &tuning(), want, deliver, &stop, until).unwrap();
+            accept_streams(s, LOCALHOST, &ours, &client_pin, &t, want, deliver, &stop, until).unwrap();
             streams
                 .into_iter()
                 .map(|mut a| {
@@ -387,7 +466,7 @@ mod tests {
         let ours = TestCert::generate().unwrap();
         let (at, pin, srv) = server(ours.fingerprint.clone(), 1);
         let hello = [7u8; 32];
-        let mut c = connect(udp(), at, &ours, &pin, &tuning(), &hello, Duration::from_secs(5)).unwrap();
+        let mut c = connect(udp(), at, &ours, &pin, &tuning(), Duration::from_secs(5)).unwrap().open(&hello).unwrap();
         let buf = vec![1u8; 65536];
         let mut sent = 0usize;
         let quota = 20u64 << 20;
@@ -403,20 +482,43 @@ mod tests {
     }
 
     #[test]
+    fn streams_sharing_a_connection_each_carry_their_own_bytes_and_one_speaks_for_it() {
+        let ours = TestCert::generate().unwrap();
+        let t = Tuning { streams: 2, ..tuning() };
+        let (at, pin, srv) = server_with(ours.fingerprint.clone(), 2, t.clone());
+        let c = connect(udp(), at, &ours, &pin, &t, Duration::from_secs(5)).unwrap();
+        let (mut a, mut b) = (c.open(&[1; 32]).unwrap(), c.open(&[2; 32]).unwrap());
+        assert!(a.probe().leads() && !b.probe().leads(), "the first stream speaks for the connection");
+        let buf = vec![0u8; 65536];
+        for (s, quota) in [(&mut a, 4u64 << 20), (&mut b, 2 << 20)] {
+            let next = |t: u64| (t < quota).then(|| (quota - t).min(65536) as usize);
+            s.send_bulk(&buf, next, |_| {}, &AtomicBool::new(false), Duration::from_secs(5)).unwrap();
+        }
+        let mut got = srv.join().unwrap();
+        got.sort_by_key(|g| g.0);
+        let got: Vec<([u8; 32], usize)> = got.iter().map(|g| (g.0, g.1)).collect();
+        assert_eq!(got, [([1; 32], 4 << 20), ([2; 32], 2 << 20)]);
+        // One connection: both streams sample the same connection.
+        assert_eq!(a.remote(), b.remote());
+        assert_eq!(a.probe().snapshot().sent_packets, b.probe().snapshot().sent_packets);
+    }
+
+    #[test]
     fn a_client_showing_another_certificate_or_pinning_another_server_gets_no_stream() {
         let ours = TestCert::generate().unwrap();
         let other = TestCert::generate().unwrap();
         // The server expects `other`'s certificate; we show ours.
         let (at, pin, srv) = server(other.fingerprint.clone(), 1);
-        let r = connect(udp(), at, &ours, &pin, &tuning(), &[0; 32], Duration::from_secs(3));
+        let r = connect(udp(), at, &ours, &pin, &tuning(), Duration::from_secs(3)).and_then(|c| c.open(&[0; 32]));
         // The client's handshake may complete before the server refuses the certificate; the
         // hello then fails or the stream dies: either way the server delivers nothing.
         drop(r);
         assert!(srv.join().unwrap().is_empty(), "the server took a stream from an unpinned client");
         // The client pins a fingerprint the server's certificate does not have.
         let (at, _pin, srv) = server(ours.fingerprint.clone(), 1);
-        let err =
-            connect(udp(), at, &ours, &other.fingerprint, &tuning(), &[0; 32], Duration::from_secs(3)).unwrap_err();
+        let err = connect(udp(), at, &ours, &other.fingerprint, &tuning(), Duration::from_secs(3))
+            .and_then(|c| c.open(&[0; 32]))
+            .unwrap_err();
         assert!(err.to_string().contains("not the one its test announced"), "{err}");
         assert!(srv.join().unwrap().is_empty());
     }
@@ -443,7 +545,7 @@ mod tests {
             let len = if i % 2 == 0 { 1200 } else { 9 };
             let _ = g.send_to(&d[..len], at);
         }
-        let mut c = connect(udp(), at, &ours, &pin, &tuning(), &[9; 32], Duration::from_secs(5)).unwrap();
+        let mut c = connect(udp(), at, &ours, &pin, &tuning(), Duration::from_secs(5)).unwrap().open(&[9; 32]).unwrap();
         let buf = vec![0u8; 65536];
         let next = |t: u64| (t < 1 << 20).then_some(65536);
         c.send_bulk(&buf, next, |_| {}, &AtomicBool::new(false), Duration::from_secs(5)).unwrap();

@@ -2,9 +2,9 @@
 //!
 //! A QUIC test runs under wanperf's control protocol like a TCP one: the control connection
 //! admits the test (with the client's Ed25519 key where the server asks for one) and hands
-//! out the test's cookie; each data stream is then a QUIC connection of its own, carrying one
-//! bidirectional QUIC stream that starts with the 32-byte data hello, as a TCP data connection
-//! does. Nothing is trusted on either side without a pin:
+//! out the test's cookie; each data stream is then a bidirectional QUIC stream that starts with
+//! the 32-byte data hello, as a TCP data connection does, on a QUIC connection of its own or
+//! sharing one with others of the test's streams. Nothing is trusted on either side without a pin:
 //! - the client makes a certificate for the test and puts its SHA-256 fingerprint into the
 //!   test's spec, which its key signs; the server accepts only a client presenting that
 //!   certificate ([`tls::Pinned`]);
@@ -20,7 +20,7 @@ pub mod bulk;
 pub mod stats;
 pub mod tls;
 
-pub use bulk::{accept_streams, connect, Accepted, QuicStream, Tuning};
+pub use bulk::{accept_streams, connect, Accepted, QuicConn, QuicStream, Tuning};
 pub use stats::PathSnapshot;
 pub use tls::{fingerprint, TestCert};
 

@@ -148,6 +148,7 @@ pub fn copy(a: CopyArgs) -> Result<ExitCode> {
         copy: Some(cs),
         mptcp: false,
         quic_cert: None,
+        quic_connections: None,
     };
     spec.validate()?;
     let cfg = ClientConfig {

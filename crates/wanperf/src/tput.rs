@@ -243,6 +243,11 @@ pub struct TputArgs {
     /// show quinn's RTT, window, lost packets and congestion events.
     #[arg(long, conflicts_with = "iperf3")]
     quic: bool,
+    /// QUIC: carry the -P streams on N connections (stream i on connection i mod N), so that
+    /// streams sharing one share its congestion controller: `-P 4 --quic-connections 1` is four
+    /// streams under one controller, against four of their own without it.
+    #[arg(long, value_name = "N", requires = "quic")]
+    quic_connections: Option<u32>,
     /// Multipath TCP (MPTCP sockets on both ends, Linux): the streams use as many subflows as
     /// the hosts' MPTCP endpoints give (`ip mptcp endpoint`); the end record lists each
     /// stream's subflows with their addresses and TCP_INFO.
@@ -371,6 +376,7 @@ pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
         copy: None,
         mptcp: a.mptcp,
         quic_cert: None,
+        quic_connections: a.quic_connections,
     };
     // A QUIC test's client certificate is made when it runs; everything else is checked now.
     let placeholder = TestSpec { quic_cert: a.quic.then(|| "0".repeat(64)), ..spec.clone() };

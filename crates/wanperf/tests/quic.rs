@@ -53,6 +53,26 @@ fn quic_tests_run_each_way_with_quinns_congestion_state_in_every_interval() {
             }
         }
     }
+    // Three streams on one connection (one congestion controller): every stream carries its
+    // own bytes over the one socket, and the connection's counters are counted once (its
+    // first stream reports them), so the sums over the streams are the connection's.
+    let recs = quic(&server, &["-t", "1", "-P", "3", "--quic-connections", "1"]);
+    let conns = recs[0]["connections"].as_array().unwrap();
+    assert_eq!(conns.len(), 3);
+    assert!(conns.iter().all(|c| c["local"] == conns[0]["local"]), "one connection, one socket: {conns:?}");
+    for st in end(&recs)["summary"]["streams"].as_array().unwrap() {
+        assert!(u(&st["received_bytes"]) > 1 << 20 && st["received_bytes"] == st["sent_bytes"], "{st}");
+    }
+    for iv in recs.iter().filter(|r| r["event"] == "interval") {
+        let streams = iv["streams"].as_array().unwrap();
+        let speaking = streams.iter().filter(|st| st["tcp"]["congestion_events"].is_u64()).count();
+        assert_eq!(speaking, 1, "one stream speaks for the connection: {iv}");
+        assert!(streams.iter().all(|st| u(&st["tcp"]["snd_cwnd_bytes"]) > 0), "each shows its window: {iv}");
+    }
+    // Without the flag, a connection per stream.
+    let recs = quic(&server, &["-t", "1", "-P", "2"]);
+    let conns = recs[0]["connections"].as_array().unwrap();
+    assert_ne!(conns[0]["local"], conns[1]["local"], "{conns:?}");
     // A byte count ends the test when the bytes are read.
     let recs = quic(&server, &["-n", "8M"]);
     let s = &end(&recs)["summary"];
@@ -71,6 +91,8 @@ fn quic_flags_that_cannot_work_get_one_line() {
         (&["--quic", "-b", "10M", "-t", "1"][..], "not paced"),
         (&["--quic", "-u", "-b", "1M", "-t", "1"][..], "cannot be used with"),
         (&["--quic", "--iperf3", "-t", "1"][..], "cannot be used with"),
+        (&["--quic", "-P", "2", "--quic-connections", "3", "-t", "1"][..], "between 1 and the test's streams"),
+        (&["--quic-connections", "1", "-t", "1"][..], "--quic"),
     ] {
         let mut args = vec!["tput", "127.0.0.1", "-p", &port];
         args.extend_from_slice(flags);
