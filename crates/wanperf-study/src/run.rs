@@ -264,18 +264,20 @@ pub fn execute(
         }
         if let Some(b) = &bar {
             b.inc(1);
-            if let Some(f) = &rec.failure {
-                b.println(format!("cell {} failed: {f}", describe(cell)));
-            }
         }
-        // Said where the user reads it, whatever the output: the cell did not measure the path
-        // that was configured.
+        // Said where the user reads it, whatever the output (a hidden progress bar prints
+        // nothing): why a cell failed, and that a cell did not measure the path that was
+        // configured.
         let idle = not_acted(&rec);
         if !idle.is_empty() {
             not_acting_cells += 1;
         }
-        for l in idle.into_iter().chain(fell_behind(&rec)) {
-            let line = format!("warning: cell {}: {l}", describe(cell));
+        // "cell streams=4", or "cell 0" in a study without axes.
+        let d = describe(cell);
+        let label = if d.starts_with("cell ") { d } else { format!("cell {d}") };
+        let failed = rec.failure.iter().map(|f| format!("warning: {label} failed: {f}"));
+        let warned = idle.into_iter().chain(fell_behind(&rec)).map(|l| format!("warning: {label}: {l}"));
+        for line in failed.chain(warned) {
             match &bar {
                 Some(b) => b.println(line),
                 None => eprintln!("{line}"),
@@ -495,7 +497,12 @@ fn measure(mut c: Command, estimate_s: f64, wait: &mut Wait<'_>) -> Result<Measu
     let status = wait(&mut child, Some(deadline));
     let records: Vec<Value> = reader.join().unwrap_or_default();
     let stderr = err_reader.join().unwrap_or_default();
-    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string());
+    // The command's last line says why it failed (without its own `error: `, which the study
+    // adds where it prints it).
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).map(|l| {
+        let l = l.trim();
+        l.strip_prefix("error: ").unwrap_or(l).to_string()
+    });
     Ok(match status {
         Some(st) => Measured { records, success: st.success(), error: last },
         None => Measured {

@@ -101,6 +101,24 @@ fn dry_run_lists_cells_and_time() {
 }
 
 #[test]
+fn a_failed_cell_says_why_where_the_user_reads_it() {
+    // A port nobody listens on: the cell fails, is stored as data, and the reason is one line
+    // on stderr though no progress bar is shown (not a terminal).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let d = tmpdir("failcell");
+    let db = d.join("a.sqlite").display().to_string();
+    let text = format!("name = \"failcell\"\n[path]\nhost = \"127.0.0.1\"\nport = {port}\n[measure]\nkind = \"tput\"\nduration = \"1s\"\n");
+    let file = write(&d, "s.toml", &text);
+    let out = run(&["study", "run", &file, "--db", &db], Duration::from_secs(60));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("failed: connection refused")).collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].starts_with(&format!("warning: cell 0 failed: connection refused by 127.0.0.1:{port}")), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
 fn a_real_host_study_is_stored_exported_and_reported() {
     let server = Server::start(&[]);
     let d = tmpdir("host");
