@@ -746,8 +746,9 @@ fn open_streams(
     let mut conns = Vec::new();
     let mut infos = Vec::new();
     let mut hellos = Vec::new();
-    // A QUIC test's connections, each made when its first stream needs it.
-    let mut quic_conns: Vec<Option<(wanperf_quic::QuicConn, String)>> = Vec::new();
+    // A QUIC test's streams, opened with their connection as soon as it is up (the server
+    // waits for each connection's streams while the client makes the others), by id.
+    let mut quic_streams: std::collections::BTreeMap<u32, (wanperf_quic::QuicStream, String)> = Default::default();
     for id in 0..spec.connections() {
         let role = spec.client_role(id);
         let mut plan = StreamPlan::new(spec, id, role, udp_token(cookie), Peer::Wanperf);
@@ -803,21 +804,25 @@ fn open_streams(
                 };
                 let at = SocketAddr::new(server.ip(), udp_ports.first().copied().unwrap_or(0));
                 let tuning = quic_tuning(spec);
-                let k = spec.quic_connection_of(id) as usize;
-                if quic_conns.len() <= k {
-                    quic_conns.resize_with(k + 1, || None);
-                }
-                if quic_conns[k].is_none() {
+                if !quic_streams.contains_key(&id) {
+                    // The first stream of a connection not made yet: make it, open all its streams.
+                    let k = spec.quic_connection_of(id);
                     let s = data_udp_socket(cfg, spec, server)?;
                     crate::opts::size_udp_buffers(&socket2::SockRef::from(&s), Some(quic_socket_buffer(spec)));
                     let local = s.local_addr().map_or_else(|_| String::new(), |a| a.to_string());
                     let c = wanperf_quic::connect(s, at, cert, pin, &tuning, cfg.timeout)
                         .map_err(|e| ClientError::Connect(format!("data connection {k}: {e}")))?;
-                    quic_conns[k] = Some((c, local));
+                    for j in (id..spec.connections()).filter(|j| spec.quic_connection_of(*j) == k) {
+                        let hello = DataHello { cookie: *cookie, stream: j }.encode();
+                        let q = c
+                            .open(&hello, cfg.timeout)
+                            .map_err(|e| ClientError::Connect(format!("data stream {j}: {e}")))?;
+                        quic_streams.insert(j, (q, local.clone()));
+                    }
                 }
-                let (c, local) = quic_conns[k].as_ref().expect("made above");
-                let local = local.clone();
-                let q = c.open(&hello).map_err(|e| ClientError::Connect(format!("data stream {id}: {e}")))?;
+                let (q, local) = quic_streams
+                    .remove(&id)
+                    .ok_or_else(|| ClientError::Connect(format!("data stream {id} was not opened")))?;
                 infos.push(ConnectionInfo {
                     id,
                     direction: Way::of(spec, id),

@@ -249,10 +249,7 @@ fn open_streams(
 ) -> Result<Vec<(StreamPlan, Conn)>, String> {
     let hs = sh.cfg.timeouts.handshake;
     let plan = |id: u32| {
-        let role = match spec.client_role(id) {
-            Role::Sender => Role::Receiver,
-            Role::Receiver => Role::Sender,
-        };
+        let role = spec.client_role(id).opposite();
         StreamPlan::new(spec, id, role, 0, Peer::Iperf3 { counters64: params.counters64() })
     };
     let mut out = Vec::new();

@@ -322,19 +322,28 @@ pub fn bind_udp_like(listener: &TcpListener) -> io::Result<UdpSocket> {
     bind_udp(listener.local_addr()?)
 }
 
-/// Binds a test's data sockets: the first free port of the server's data range each, else
-/// any free port (`spilled` then says so, for the log line).
+/// Binds a test's data sockets: the first free port of the server's data range each (a
+/// test's next socket looks past the last one's port), else any free port (`spilled` then
+/// says so, for the log line, and the test's further sockets go straight to any port).
 struct DataPorts<'a> {
     range: &'a Option<std::ops::RangeInclusive<u16>>,
     spilled: bool,
+    next: u16,
 }
 
-impl DataPorts<'_> {
+impl<'a> DataPorts<'a> {
+    fn new(range: &'a Option<std::ops::RangeInclusive<u16>>) -> Self {
+        DataPorts { range, spilled: false, next: range.as_ref().map_or(0, |r| *r.start()) }
+    }
+
     fn bind<T>(&mut self, ip: IpAddr, bind: impl Fn(SocketAddr) -> io::Result<T>) -> io::Result<T> {
-        if let Some(r) = self.range {
-            for p in r.clone() {
+        if let (Some(r), false) = (self.range, self.spilled) {
+            for p in self.next..=*r.end() {
                 match bind(SocketAddr::new(ip, p)) {
-                    Ok(s) => return Ok(s),
+                    Ok(s) => {
+                        self.next = p.saturating_add(1);
+                        return Ok(s);
+                    }
                     Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
                     Err(e) => return Err(e),
                 }
@@ -661,7 +670,7 @@ impl Driver<'_> {
                 }
             }
         }
-        let mut data = DataPorts { range: &self.sh.cfg.data_ports, spilled: false };
+        let mut data = DataPorts::new(&self.sh.cfg.data_ports);
         match prepare(spec, &self.ctrl, &self.cookie, &self.tx, &mut data) {
             Ok((ports, cancel, quic_cert)) => {
                 self.udp_cancel = cancel;
@@ -688,7 +697,7 @@ impl Driver<'_> {
                 (self.sh.log)(&format!("test from {}{who}: {}", self.peer, describe(spec)));
                 if let (true, Some(r)) = (data.spilled, data.range) {
                     let line = format!(
-                        "data ports {}-{} all in use: this test's data is on other ports ({ports:?})",
+                        "data ports {}-{} all in use: some of this test's data is on other ports",
                         r.start(),
                         r.end()
                     );
@@ -1100,10 +1109,7 @@ fn start_side(
         let id = id as u32;
         let conn = c.ok_or_else(|| io::Error::other(format!("stream {id} never attached")))?;
         // The server's role is the opposite of the client's.
-        let role = match spec.client_role(id) {
-            Role::Sender => Role::Receiver,
-            Role::Receiver => Role::Sender,
-        };
+        let role = spec.client_role(id).opposite();
         if let Conn::Tcp(s) = &conn {
             let opts = SockOpts {
                 window: spec.window,

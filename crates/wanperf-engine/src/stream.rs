@@ -71,6 +71,10 @@ pub struct StreamPlan {
     pub drop_every: Option<u64>,
     /// Whose conventions the far end follows.
     pub peer: Peer,
+    /// Whether this stream reports its connection's counters (losses, congestion events):
+    /// always, but for QUIC streams sharing a connection, where one per connection does — the
+    /// first of those this end sends on (or the first of all, where it sends on none).
+    pub speaks: bool,
 }
 
 impl StreamPlan {
@@ -89,8 +93,24 @@ impl StreamPlan {
             token,
             drop_every: None,
             peer,
+            speaks: speaks_for_connection(spec, id, role),
         }
     }
+}
+
+/// Whether stream `id`, whose role on this end is `role`, reports its QUIC connection's
+/// counters ([`StreamPlan::speaks`]).
+fn speaks_for_connection(spec: &TestSpec, id: u32, role: Role) -> bool {
+    if spec.transport != wanperf_proto::msg::Transport::Quic {
+        return true;
+    }
+    // This end is the client if the client's role on `id` is ours.
+    let client = spec.client_role(id) == role;
+    let here = |j: u32| if client { spec.client_role(j) } else { spec.client_role(j).opposite() };
+    let n = spec.quic_connections();
+    let mine: Vec<u32> = (0..spec.connections()).filter(|j| j % n == id % n).collect();
+    let first = mine.iter().copied().find(|&j| here(j) == Role::Sender).or(mine.first().copied());
+    first == Some(id)
 }
 
 /// Whose conventions a stream's far end follows.
@@ -413,7 +433,7 @@ fn sample_stream(s: &Running) -> StreamSample {
     let tcp = match &s.probe {
         Probe::Tcp(p) => sys::tcp_info(p.as_raw_fd()).ok(),
         Probe::Udp(_) => None,
-        Probe::Quic(p, _) => Some(quic_info(&p.snapshot(), p.leads())),
+        Probe::Quic(p, _) => Some(quic_info(&p.snapshot(), s.plan.speaks)),
     };
     let udp = match (&s.probe, s.plan.role) {
         (Probe::Udp(_), Role::Receiver) => {

@@ -953,7 +953,9 @@ fn forward(
                 if nap(stop, Duration::from_secs_f64(backoff)) {
                     break;
                 }
-                backoff = (backoff * 2.0).min(MAX_BACKOFF_S);
+                // Never longer than a heartbeat: central must not take a retrying agent for a
+                // silent one.
+                backoff = (backoff * 2.0).min(MAX_BACKOFF_S.min(current.get().heartbeat_s));
             }
         }
     }

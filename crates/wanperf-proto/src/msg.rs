@@ -73,6 +73,16 @@ pub enum Role {
     Receiver,
 }
 
+impl Role {
+    /// The other end's role.
+    pub fn opposite(self) -> Role {
+        match self {
+            Role::Sender => Role::Receiver,
+            Role::Receiver => Role::Sender,
+        }
+    }
+}
+
 /// What the client asks the server to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestSpec {
@@ -344,7 +354,7 @@ pub enum SpecError {
     #[error("the test needs a duration (-t) or a byte count (-n)")]
     NoLength,
     /// Duration out of range.
-    #[error("duration must be more than 0 s and at most {MAX_DURATION_S} s, got {0} s")]
+    #[error("the test's duration (-t, and --omit before it) must be more than 0 s and at most {MAX_DURATION_S} s, got {0} s")]
     Duration(f64),
     /// `-n 0`.
     #[error("byte count must be more than 0")]

@@ -54,6 +54,11 @@ impl Tuning {
         self.window.clamp(64 << 10, (1 << 30) - 1)
     }
 
+    /// A connection's largest send window: the window for each of its streams.
+    fn send_most(&self) -> u64 {
+        self.window() * u64::from(self.streams.max(1))
+    }
+
     /// The congestion controller the connections run, as `--cc` named it (cubic without it).
     pub fn cc_name(&self) -> String {
         self.cc.clone().unwrap_or_else(|| "cubic".into())
@@ -97,8 +102,8 @@ fn endpoint(socket: UdpSocket, server: Option<quinn::ServerConfig>) -> Result<En
 /// One data connection of a client, open for its streams ([`QuicConn::open`]).
 pub struct QuicConn {
     conn: quinn::Connection,
-    /// The largest send window of each stream (the test's window).
-    window: u64,
+    /// The connection's largest send window: the test's window for each of its streams.
+    send_most: u64,
     /// Streams of this connection still receiving: the last one to finish closes it.
     live: Arc<AtomicUsize>,
     endpoint: Endpoint,
@@ -109,10 +114,9 @@ pub struct QuicStream {
     conn: quinn::Connection,
     send: quinn::SendStream,
     recv: quinn::RecvStream,
-    /// The largest send window (the test's window).
-    window: u64,
-    /// Whether this stream speaks for its connection's counters (the first of its streams).
-    lead: bool,
+    /// Its connection's largest send window (the test's window for each of its streams; a
+    /// connection's send window covers all of them).
+    send_most: u64,
     live: Arc<AtomicUsize>,
     // The endpoint lives as long as its streams (a client's has no other owner).
     _endpoint: Endpoint,
@@ -126,19 +130,12 @@ impl std::fmt::Debug for QuicStream {
 
 /// A handle for sampling a stream's connection while its thread moves the data.
 #[derive(Debug, Clone)]
-pub struct Probe(quinn::Connection, bool);
+pub struct Probe(quinn::Connection);
 
 impl Probe {
     /// The congestion state and counters now.
     pub fn snapshot(&self) -> PathSnapshot {
         PathSnapshot::of(&self.0.stats())
-    }
-
-    /// Whether the stream speaks for its connection's counters (sent, lost, congestion
-    /// events): its connection's first stream. Streams sharing a connection share its
-    /// congestion state, and its counters must be counted once.
-    pub fn leads(&self) -> bool {
-        self.1
     }
 
     /// Closes the connection (a stuck worker's reads and writes then fail).
@@ -150,7 +147,7 @@ impl Probe {
 impl QuicStream {
     /// A handle for sampling and closing.
     pub fn probe(&self) -> Probe {
-        Probe(self.conn.clone(), self.lead)
+        Probe(self.conn.clone())
     }
 
     /// The far end's address.
@@ -172,7 +169,7 @@ impl QuicStream {
     ) -> io::Result<()> {
         let send = &mut self.send;
         let conn = &self.conn;
-        let most = self.window;
+        let most = self.send_most;
         crate::runtime().block_on(async {
             let mut total = 0u64;
             let mut tuned = Instant::now();
@@ -281,24 +278,33 @@ pub fn connect(
             Ok(r) => r.map_err(|e| fail(e.to_string()))?,
             Err(_) => return Err(fail(format!("no handshake within {} s", timeout.as_secs_f64()))),
         };
-        Ok(QuicConn { conn, window: tuning.window(), live: Arc::new(AtomicUsize::new(0)), endpoint: ep.clone() })
+        Ok(QuicConn { conn, send_most: tuning.send_most(), live: Arc::new(AtomicUsize::new(0)), endpoint: ep.clone() })
     })
 }
 
 impl QuicConn {
-    /// Opens a stream of the connection and writes `hello` on it.
-    pub fn open(&self, hello: &[u8]) -> Result<QuicStream, QuicError> {
+    /// Opens a stream of the connection and writes `hello` on it, within `timeout` (a server
+    /// that takes fewer streams a connection than the test puts on one never lets it open).
+    pub fn open(&self, hello: &[u8], timeout: Duration) -> Result<QuicStream, QuicError> {
         let fail = |why: String| QuicError::Connect { addr: self.conn.remote_address(), why };
         crate::runtime().block_on(async {
-            let (mut send, recv) = self.conn.open_bi().await.map_err(|e| fail(e.to_string()))?;
-            send.write_all(hello).await.map_err(|e| fail(e.to_string()))?;
-            let lead = self.live.fetch_add(1, Ordering::AcqRel) == 0;
+            let opened = async {
+                let (mut send, recv) = self.conn.open_bi().await.map_err(|e| fail(e.to_string()))?;
+                send.write_all(hello).await.map_err(|e| fail(e.to_string()))?;
+                Ok((send, recv))
+            };
+            let (send, recv) = match tokio::time::timeout(timeout, opened).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    return Err(fail(format!("the server took no further stream within {} s", timeout.as_secs_f64())))
+                }
+            };
+            self.live.fetch_add(1, Ordering::AcqRel);
             Ok(QuicStream {
                 conn: self.conn.clone(),
                 send,
                 recv,
-                window: self.window,
-                lead,
+                send_most: self.send_most,
                 live: self.live.clone(),
                 _endpoint: self.endpoint.clone(),
             })
@@ -355,7 +361,7 @@ pub fn accept_streams(
                     in_flight.fetch_add(1, Ordering::AcqRel);
                     let (tx, ep, n, t) = (tx.clone(), ep.clone(), in_flight.clone(), tuning.clone());
                     tokio::spawn(async move {
-                        streams_of(incoming, ep, &t, &tx).await;
+                        streams_of(incoming, ep, &t, &tx, until).await;
                         n.fetch_sub(1, Ordering::AcqRel);
                     });
                 }
@@ -373,31 +379,29 @@ pub fn accept_streams(
     })
 }
 
-/// A connection's handshake and its streams' hellos, each within [`HELLO_WITHIN`], sent on
-/// as they come; a connection silent that long, or closed, ends it.
+/// A connection's handshake (within [`HELLO_WITHIN`]) and its streams, sent on as they come:
+/// each stream may open until `until` (the client makes its other connections meanwhile), and
+/// has [`HELLO_WITHIN`] for its hello once open; a connection closed or past that ends it.
 async fn streams_of(
     incoming: quinn::Incoming,
     ep: Endpoint,
     tuning: &Tuning,
     tx: &tokio::sync::mpsc::Sender<Accepted>,
+    until: Instant,
 ) {
     let Ok(Ok(conn)) = tokio::time::timeout(HELLO_WITHIN, incoming).await else { return };
     let live = Arc::new(AtomicUsize::new(0));
     for _ in 0..tuning.streams.max(1) {
-        let next = async {
-            let (send, mut recv) = conn.accept_bi().await.ok()?;
-            let mut hello = [0u8; 32];
-            recv.read_exact(&mut hello).await.ok()?;
-            Some((send, recv, hello))
-        };
-        let Ok(Some((send, recv, hello))) = tokio::time::timeout(HELLO_WITHIN, next).await else { return };
-        let lead = live.fetch_add(1, Ordering::AcqRel) == 0;
+        let left = until.saturating_duration_since(Instant::now());
+        let Ok(Ok((send, mut recv))) = tokio::time::timeout(left, conn.accept_bi()).await else { return };
+        let mut hello = [0u8; 32];
+        let Ok(Ok(())) = tokio::time::timeout(HELLO_WITHIN, recv.read_exact(&mut hello)).await else { return };
+        live.fetch_add(1, Ordering::AcqRel);
         let stream = QuicStream {
             conn: conn.clone(),
             send,
             recv,
-            window: tuning.window(),
-            lead,
+            send_most: tuning.send_most(),
             live: live.clone(),
             _endpoint: ep.clone(),
         };
@@ -466,7 +470,8 @@ mod tests {
         let ours = TestCert::generate().unwrap();
         let (at, pin, srv) = server(ours.fingerprint.clone(), 1);
         let hello = [7u8; 32];
-        let mut c = connect(udp(), at, &ours, &pin, &tuning(), Duration::from_secs(5)).unwrap().open(&hello).unwrap();
+        let c = connect(udp(), at, &ours, &pin, &tuning(), Duration::from_secs(5)).unwrap();
+        let mut c = c.open(&hello, Duration::from_secs(5)).unwrap();
         let buf = vec![1u8; 65536];
         let mut sent = 0usize;
         let quota = 20u64 << 20;
@@ -487,8 +492,11 @@ mod tests {
         let t = Tuning { streams: 2, ..tuning() };
         let (at, pin, srv) = server_with(ours.fingerprint.clone(), 2, t.clone());
         let c = connect(udp(), at, &ours, &pin, &t, Duration::from_secs(5)).unwrap();
-        let (mut a, mut b) = (c.open(&[1; 32]).unwrap(), c.open(&[2; 32]).unwrap());
-        assert!(a.probe().leads() && !b.probe().leads(), "the first stream speaks for the connection");
+        let wait = Duration::from_secs(5);
+        let (mut a, mut b) = (c.open(&[1; 32], wait).unwrap(), c.open(&[2; 32], wait).unwrap());
+        // A third is more than the server takes on one connection: the open gives up in time.
+        let e = c.open(&[3; 32], Duration::from_millis(300)).unwrap_err();
+        assert!(e.to_string().contains("no further stream"), "{e}");
         let buf = vec![0u8; 65536];
         for (s, quota) in [(&mut a, 4u64 << 20), (&mut b, 2 << 20)] {
             let next = |t: u64| (t < quota).then(|| (quota - t).min(65536) as usize);
@@ -509,7 +517,8 @@ mod tests {
         let other = TestCert::generate().unwrap();
         // The server expects `other`'s certificate; we show ours.
         let (at, pin, srv) = server(other.fingerprint.clone(), 1);
-        let r = connect(udp(), at, &ours, &pin, &tuning(), Duration::from_secs(3)).and_then(|c| c.open(&[0; 32]));
+        let r = connect(udp(), at, &ours, &pin, &tuning(), Duration::from_secs(3))
+            .and_then(|c| c.open(&[0; 32], Duration::from_secs(3)));
         // The client's handshake may complete before the server refuses the certificate; the
         // hello then fails or the stream dies: either way the server delivers nothing.
         drop(r);
@@ -517,7 +526,7 @@ mod tests {
         // The client pins a fingerprint the server's certificate does not have.
         let (at, _pin, srv) = server(ours.fingerprint.clone(), 1);
         let err = connect(udp(), at, &ours, &other.fingerprint, &tuning(), Duration::from_secs(3))
-            .and_then(|c| c.open(&[0; 32]))
+            .and_then(|c| c.open(&[0; 32], Duration::from_secs(3)))
             .unwrap_err();
         assert!(err.to_string().contains("not the one its test announced"), "{err}");
         assert!(srv.join().unwrap().is_empty());
@@ -545,7 +554,8 @@ mod tests {
             let len = if i % 2 == 0 { 1200 } else { 9 };
             let _ = g.send_to(&d[..len], at);
         }
-        let mut c = connect(udp(), at, &ours, &pin, &tuning(), Duration::from_secs(5)).unwrap().open(&[9; 32]).unwrap();
+        let c = connect(udp(), at, &ours, &pin, &tuning(), Duration::from_secs(5)).unwrap();
+        let mut c = c.open(&[9; 32], Duration::from_secs(5)).unwrap();
         let buf = vec![0u8; 65536];
         let next = |t: u64| (t < 1 << 20).then_some(65536);
         c.send_bulk(&buf, next, |_| {}, &AtomicBool::new(false), Duration::from_secs(5)).unwrap();

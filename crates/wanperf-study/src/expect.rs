@@ -1102,7 +1102,9 @@ pub fn metric_value(
         Metric::Available => s["available"]["bps"].as_f64().or_else(|| s["capacity"]["available"]["bps"].as_f64()),
         Metric::Counter(key) => forward_counter(cell.cell.emulator.as_ref()?, key),
         Metric::LinkUtil { link, peak } => {
-            link_util(cell.cell.emulator.as_ref()?, link, *peak, config.and_then(|c| c.get("duration").copied()))
+            // The link carried the whole test: its measured duration and the --omit before it.
+            let ran = config.and_then(|c| Some(c.get("duration")? + c.get("omit").copied().unwrap_or(0.0)));
+            link_util(cell.cell.emulator.as_ref()?, link, *peak, ran)
         }
         Metric::RttStat { loaded, stat } => {
             // From the cell's own probes: a ping study's carry no phase, a load study's idle

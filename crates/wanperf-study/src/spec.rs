@@ -515,6 +515,8 @@ impl Study {
                 "window" => units::parse_size(&val).ok().map(|b| ("window", b as f64 * 8.0)),
                 "streams" => val.parse::<f64>().ok().map(|n| ("streams", n)),
                 "duration" => units::parse_duration(&val).ok().map(|d| ("duration", d)),
+                // A tput's --omit runs before its measured duration (the link carries both).
+                "omit" => units::parse_duration(&val).ok().map(|d| ("omit", d)),
                 "bitrate" => units::parse_rate(&val).ok().map(|r| ("bitrate", r as f64)),
                 _ => None,
             };
@@ -730,7 +732,8 @@ impl Study {
         let dur = |k: &str, d: f64| get(k).and_then(|v| units::parse_duration(v).ok()).unwrap_or(d);
         let list = |k: &str| get(k).map_or(1, |v| v.split(',').count()) as f64;
         match self.kind {
-            Kind::Tput => dur("time", 10.0) + 1.0,
+            // --omit runs before the measured time, as iperf3's -O.
+            Kind::Tput => dur("time", 10.0) + dur("omit", 0.0) + 1.0,
             Kind::Capacity => dur("time", 10.0) + 2.0,
             Kind::Trace => {
                 let rounds = get("count").and_then(|c| c.parse::<f64>().ok()).unwrap_or(10.0);

@@ -195,7 +195,7 @@ pub struct TputArgs {
     /// Socket buffer (TCP window) on both ends: SO_SNDBUF and SO_RCVBUF (e.g. 64k, 4M).
     #[arg(short, long, value_name = "SIZE", value_parser = size)]
     window: Option<u64>,
-    /// Test length.
+    /// Time to measure (10 s without it); --omit runs before it, as with iperf3.
     #[arg(short = 't', long = "time", value_name = "DURATION", value_parser = secs, conflicts_with = "bytes")]
     time: Option<f64>,
     /// Bytes to send instead of a duration (split over the streams).
@@ -204,8 +204,9 @@ pub struct TputArgs {
     /// Reporting interval (0.1 s or more).
     #[arg(short, long, value_name = "DURATION", default_value = "1", value_parser = secs)]
     interval: f64,
-    /// Leave the first seconds (slow start) out of the summary.
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = secs)]
+    /// Run this long first and leave it out of the summary (slow start), as iperf3's -O:
+    /// `-t 10 -O 2` runs 12 s and measures the last 10.
+    #[arg(short = 'O', long, value_name = "DURATION", default_value = "0", value_parser = secs)]
     omit: f64,
     /// Bytes per write (TCP) or datagram payload (UDP). Default for TCP: adaptive, about 1 ms
     /// of data per write between 64 KiB and 256 KiB; for UDP 1448 B.
@@ -237,15 +238,16 @@ pub struct TputArgs {
     /// UDP instead of TCP (needs -b).
     #[arg(short, long, conflicts_with = "quic")]
     udp: bool,
-    /// QUIC instead of TCP (quinn): one QUIC connection per stream to the server's QUIC
-    /// endpoint, certificates made for the test and pinned on both ends; -w sets the stream's
+    /// QUIC instead of TCP (quinn): a QUIC connection per stream (see --quic-connections) to
+    /// the server's QUIC endpoint, certificates made for the test and pinned on both ends; -w sets the stream's
     /// flow-control window, -C quinn's congestion control (cubic, newreno, bbr); the intervals
     /// show quinn's RTT, window, lost packets and congestion events.
     #[arg(long, conflicts_with = "iperf3")]
     quic: bool,
-    /// QUIC: carry the -P streams on N connections (stream i on connection i mod N), so that
-    /// streams sharing one share its congestion controller: `-P 4 --quic-connections 1` is four
-    /// streams under one controller, against four of their own without it.
+    /// QUIC: carry the test's streams on N connections (stream i on connection i mod N; with
+    /// --bidir the 2 × P streams, so both directions can share one), so that streams sharing
+    /// one share its congestion controller: `-P 4 --quic-connections 1` is four streams under
+    /// one controller, against four of their own without it.
     #[arg(long, value_name = "N", requires = "quic")]
     quic_connections: Option<u32>,
     /// Multipath TCP (MPTCP sockets on both ends, Linux): the streams use as many subflows as
@@ -362,7 +364,8 @@ pub fn spec_from(a: &TputArgs) -> Result<TestSpec> {
         transport,
         direction: Direction::from_flags(a.reverse, a.bidir),
         streams: a.streams,
-        duration_s: if a.bytes.is_some() { None } else { Some(a.time.unwrap_or(10.0)) },
+        // The spec's duration is the whole test, --omit included.
+        duration_s: if a.bytes.is_some() { None } else { Some(a.time.unwrap_or(10.0) + a.omit) },
         bytes: a.bytes,
         interval_s: a.interval,
         omit_s: a.omit,

@@ -42,7 +42,7 @@ fn flag_errors() {
         (with(&["-u"]), "-b"),
         (with(&["-w", "12q"]), "size"),
         (with(&["--dscp", "64"]), "64"),
-        (with(&["-t", "2", "--omit", "3"]), "omit"),
+        (with(&["--omit=-1"]), "omit"),
         (with(&["-t", "1", "-n", "1M"]), "cannot be used"),
         (with(&["--cc", "nosuchcc"]), "not available"),
         (with(&["--bind-dev", "nosuch0", "-t", "1"]), "interface"),

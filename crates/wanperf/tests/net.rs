@@ -665,8 +665,8 @@ fn mptcp_carries_more_than_either_interface_of_a_two_homed_host() {
     // TCP alone, MPTCP, and MPTCP switched off in the host's namespace.
     let script = format!(
         "ip mptcp endpoint show > {d}/endpoints && ip mptcp limits > {d}/limits && \
-         {BIN} tput $WANPERF_ADDR_B -t 3 --omit 1 --json > {d}/tcp.json && \
-         {BIN} tput $WANPERF_ADDR_B --mptcp -t 3 --omit 1 --json > {d}/mptcp.json && \
+         {BIN} tput $WANPERF_ADDR_B -t 2 --omit 1 --json > {d}/tcp.json && \
+         {BIN} tput $WANPERF_ADDR_B --mptcp -t 2 --omit 1 --json > {d}/mptcp.json && \
          sysctl -qw net.mptcp.enabled=0 && ! {BIN} tput $WANPERF_ADDR_B --mptcp -t 1 2> {d}/off.err"
     );
     let right = format!("b=exec {BIN} serve --allow 198.18.0.0/15");

@@ -242,7 +242,7 @@ fn policer_holds_its_class_and_burst_size_matters() {
     // Two servers on the right: 5011 is policed at 5 Mbit/s, 5012 is not.
     let right = format!("{w} serve --listen 0.0.0.0:5011 --allow 198.18.0.0/15 & {w} serve --listen 0.0.0.0:5012 --allow 198.18.0.0/15 & wait");
     let left = format!(
-        "{w} tput 198.18.0.2 -p 5011 -P 10 -t 8 --omit 2 --json > /tmp/wanperf-pol-a.json & {w} tput 198.18.0.2 -p 5012 -t 8 --json > /tmp/wanperf-pol-b.json; wait"
+        "{w} tput 198.18.0.2 -p 5011 -P 10 -t 6 --omit 2 --json > /tmp/wanperf-pol-a.json & {w} tput 198.18.0.2 -p 5012 -t 8 --json > /tmp/wanperf-pol-b.json; wait"
     );
     let out = run(
         &[

@@ -150,7 +150,7 @@ fn quic_fills_the_emulated_path_and_a_policer_holds_it_to_its_bound() {
     }
     // 50 Mbit/s, 20 ms: QUIC's goodput is the link's rate less its headers (IP, UDP, QUIC's
     // short header, AEAD tag and frame: about 4 % of a 1452-byte packet).
-    let (e, stats) = on_path(&["--rtt", "20ms", "--rate", "50M", "--queue", "250kB"], "-t 4 --omit 1.5");
+    let (e, stats) = on_path(&["--rtt", "20ms", "--rate", "50M", "--queue", "250kB"], "-t 2.5 --omit 1.5");
     let got = f(&e["summary"]["throughput_bps"]);
     assert!((0.85 * 50e6..=50e6).contains(&got), "QUIC through a 50 Mbit/s link: {got} bit/s");
     let up = &stats["up"]["classes"]["best_effort"];
@@ -158,7 +158,7 @@ fn quic_fills_the_emulated_path_and_a_policer_holds_it_to_its_bound() {
     assert!(e["summary"]["verdict"]["text"].as_str().unwrap().contains("network path"), "{}", e["summary"]["verdict"]);
 
     // -w 64k: QUIC's flow control holds one stream to window / RTT, and the verdict says so.
-    let (e, _) = on_path(&["--rtt", "20ms", "--rate", "50M"], "-t 3 --omit 1 -w 64k");
+    let (e, _) = on_path(&["--rtt", "20ms", "--rate", "50M"], "-t 2 --omit 1 -w 64k");
     let got = f(&e["summary"]["throughput_bps"]);
     let bound = 65536.0 * 8.0 / 0.020;
     assert!((0.6 * bound..=1.05 * bound).contains(&got), "64 KiB at 20 ms: {got} bit/s, window/RTT {bound}");
@@ -169,7 +169,7 @@ fn quic_fills_the_emulated_path_and_a_policer_holds_it_to_its_bound() {
     // server's QUIC endpoint is on one of its data ports): the token bucket bounds what
     // passes to rate × t + burst, and it dropped what did not fit.
     let policer = ["--rtt", "20ms", "--rate", "50M", "--policer", "10M,100k,port=test"];
-    let (e, stats) = on_path(&policer, "-t 5 --omit 1.5");
+    let (e, stats) = on_path(&policer, "-t 3.5 --omit 1.5");
     let got = f(&e["summary"]["throughput_bps"]);
     let secs = f(&e["summary"]["duration_s"]);
     let bound = 10e6 + 100e3 * 8.0 / secs;
