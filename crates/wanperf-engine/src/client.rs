@@ -812,7 +812,7 @@ fn open_streams(
                     let local = s.local_addr().map_or_else(|_| String::new(), |a| a.to_string());
                     let c = wanperf_quic::connect(s, at, cert, pin, &tuning, cfg.timeout)
                         .map_err(|e| ClientError::Connect(format!("data connection {k}: {e}")))?;
-                    for j in (id..spec.connections()).filter(|j| spec.quic_connection_of(*j) == k) {
+                    for j in spec.quic_streams_on(k) {
                         let hello = DataHello { cookie: *cookie, stream: j }.encode();
                         let q = c
                             .open(&hello, cfg.timeout)

@@ -107,10 +107,9 @@ fn speaks_for_connection(spec: &TestSpec, id: u32, role: Role) -> bool {
     // This end is the client if the client's role on `id` is ours.
     let client = spec.client_role(id) == role;
     let here = |j: u32| if client { spec.client_role(j) } else { spec.client_role(j).opposite() };
-    let n = spec.quic_connections();
-    let mine: Vec<u32> = (0..spec.connections()).filter(|j| j % n == id % n).collect();
-    let first = mine.iter().copied().find(|&j| here(j) == Role::Sender).or(mine.first().copied());
-    first == Some(id)
+    let k = spec.quic_connection_of(id);
+    let first = spec.quic_streams_on(k).find(|&j| here(j) == Role::Sender).unwrap_or(k);
+    first == id
 }
 
 /// Whose conventions a stream's far end follows.

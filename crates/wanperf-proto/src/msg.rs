@@ -237,6 +237,11 @@ impl TestSpec {
         id % self.quic_connections()
     }
 
+    /// The streams on QUIC connection `k`, by id (`k`, `k + n`, …).
+    pub fn quic_streams_on(&self, k: u32) -> impl Iterator<Item = u32> {
+        (k..self.connections()).step_by(self.quic_connections() as usize)
+    }
+
     /// The most streams one QUIC connection carries.
     pub fn quic_streams_per_connection(&self) -> u32 {
         self.connections().div_ceil(self.quic_connections())
@@ -755,6 +760,7 @@ mod tests {
         assert!(two.validate().is_ok());
         let on: Vec<u32> = (0..6).map(|id| two.quic_connection_of(id)).collect();
         assert_eq!((on, two.quic_streams_per_connection()), (vec![0, 1, 2, 3, 0, 1], 2));
+        assert_eq!(two.quic_streams_on(1).collect::<Vec<_>>(), [1, 5]);
         for bad in [Some(0), Some(7)] {
             assert!(TestSpec { quic_connections: bad, ..q.clone() }.validate().is_err(), "{bad:?}");
         }
