@@ -119,6 +119,41 @@ pub struct End {
     pub fd: OwnedFd,
     /// ICMP shaping of the node behind this end, for packets it sends.
     pub icmp: Option<IcmpShape>,
+    /// Datagrams of one UDP flow that leave the link together toward this end are written as
+    /// one UDP super-packet ([`gso::Joiner`]): the node behind it is a router, which forwards
+    /// it once, and its device takes UDP segmentation offload. The next link cuts it back
+    /// into the datagrams as it reads it, so every link's model still sees each one alone.
+    pub joins: bool,
+    /// The node behind this end (an index shared by all its ends): how long a joined group may
+    /// wait for more datagrams depends on the delays of every link at that node.
+    pub node: usize,
+}
+
+impl End {
+    /// An end from a device and whether it [joins](End::joins) UDP datagrams, of node `node`.
+    pub fn new((fd, joins): (OwnedFd, bool), node: usize, icmp: Option<IcmpShape>) -> End {
+        End { fd, icmp, joins, node }
+    }
+}
+
+/// Longest a group of joined datagrams waits for more before it is written (see [`join_holds`]).
+const JOIN_HOLD_MAX_NS: Nanos = 100_000;
+
+/// How long datagrams toward each node may wait to be joined: a quarter of the shortest one-way
+/// delay of the links at that node, at most [`JOIN_HOLD_MAX_NS`]. Waiting costs no emulated
+/// time: the next link takes each datagram's due time as its arrival ([`Carry`]) and sends it
+/// on after its own delay, by which time the datagram, written late by the wait, has long been
+/// read. A node with a link of no delay gets no wait (only what is due at once is joined).
+fn join_holds(nodes: &[[usize; 2]], configs: &[[&DirConfig; 2]]) -> Vec<Nanos> {
+    let n = nodes.iter().flatten().max().map_or(0, |m| m + 1);
+    let mut hold = vec![JOIN_HOLD_MAX_NS; n];
+    for (ends, cfg) in nodes.iter().zip(configs) {
+        let shortest = cfg[0].delay_ns.min(cfg[1].delay_ns) / 4;
+        for &node in ends {
+            hold[node] = hold[node].min(shortest);
+        }
+    }
+    hold
 }
 
 /// One link to run.
@@ -494,6 +529,10 @@ type HeldIcmp = (Vec<u8>, usize, u32, Headers);
 /// One link's state in the loop.
 struct Running {
     fds: [RawFd; 2],
+    /// UDP datagrams to each end, joined while they wait ([`End::joins`], with offload).
+    joining: [Option<Joining>; 2],
+    /// The node behind each end.
+    nodes: [usize; 2],
     _owned: [OwnedFd; 2],
     dirs: [Dir; 2],
     shapes: [Option<(IcmpShape, SlowPath<HeldIcmp>)>; 2],
@@ -530,6 +569,8 @@ fn log_verdict(log: &mut Log, now: Nanos, name: &str, len: usize, v: Verdict) {
 }
 
 /// Reads one packet from end `e` (0: a, into a → b; 1: b, into b → a). Returns whether it did.
+/// A UDP super-packet (datagrams a link before joined for the router between) is cut back
+/// into its datagrams, and each arrives alone.
 fn read_one(
     r: &mut Running,
     e: usize,
@@ -540,8 +581,7 @@ fn read_one(
 ) -> bool {
     // Each packet is stamped when it is read: a stamp from before a batch would let later
     // packets of the batch through early.
-    let now = clock();
-    if r.pull && !r.dirs[e].link.idle(now) {
+    if r.pull && !r.dirs[e].link.idle(clock()) {
         return false;
     }
     let mut buf = pool.take();
@@ -553,10 +593,28 @@ fn read_one(
         }
     };
     let buf = pool.fit(buf, n);
+    if r.offload && gso::is_udp_super_packet(&buf) {
+        let datagrams = gso::segment_lens(&buf, netns::VNET_HDR_LEN, r.l2).and_then(|lens| {
+            let each: Vec<_> = (0..lens.len()).map(|i| i..i + 1).collect();
+            gso::pieces(&buf, netns::VNET_HDR_LEN, r.l2, &each)
+        });
+        if let Some(datagrams) = datagrams {
+            pool.keep(buf);
+            for d in datagrams {
+                arrive(r, e, d, clock(), pool, log, carry);
+            }
+            return true;
+        }
+    }
+    arrive(r, e, buf, clock(), pool, log, carry);
+    true
+}
+
+/// `buf`, read from end `e` at `now`, arrives at its direction's link.
+fn arrive(r: &mut Running, e: usize, buf: Vec<u8>, now: Nanos, pool: &mut Buffers, log: &mut Log, carry: &mut Carry) {
     let ip = &buf[r.ip_at().min(buf.len())..];
     let h = packet::parse(ip);
     let (len, segs) = if r.offload { offload_wire(&buf, r.l2) } else { (buf.len(), 1) };
-    let now = clock();
     let dir = &mut r.dirs[e];
     let at = dir.arrival(carry.arrival(ip, now), now);
     if let Some((shape, slow)) = r.shapes[e].as_mut() {
@@ -568,16 +626,15 @@ fn read_one(
                 dir.icmp_delayed += 1;
                 slow.hold(at, (buf, len, segs, h));
             }
-            return true;
+            return;
         }
     }
     if r.offload && segs > 1 && dir.link.decides_per_packet() {
         admit_each_segment(dir, at, now, buf, (len, segs), h, r.l2, pool, log);
-        return true;
+        return;
     }
     let v = dir.link.push_segments(at, buf, len, segs, h);
     log_verdict(log, now, &dir.name, len, v);
-    true
 }
 
 /// A super-packet (`wire`: its wire bytes and segments) on a link with random loss or a
@@ -653,10 +710,12 @@ fn admit_each_segment(
     pool.keep(buf);
 }
 
+#[allow(clippy::too_many_arguments)]
 fn write_due(
     r: &mut Running,
     li: usize,
     now: Nanos,
+    holds: &[Nanos],
     pool: &mut Buffers,
     log: &mut Log,
     tap: &mut TapBox,
@@ -672,13 +731,12 @@ fn write_due(
                 log_verdict(log, now, &r.dirs[e].name, len, v);
             }
         }
-        let out = r.fds[1 - e];
+        let (out, l2) = (1 - e, r.l2);
         let dir = &mut r.dirs[e];
+        let joining = &mut r.joining[out];
+        let mut ready = Vec::new();
         while let Some((pkt, at)) = dir.link.pop(now) {
             if !pkt.is_empty() {
-                if wanperf_sys::fd::write(out, &pkt).is_err() {
-                    dir.write_errors += 1;
-                }
                 carry.wrote(&pkt[ip_at.min(pkt.len())..], at, now);
             }
             let _ = dir.late.record(now.saturating_sub(at).max(1));
@@ -698,8 +756,64 @@ fn write_due(
             if let Some(l) = log.as_mut() {
                 let _ = writeln!(l, "{now} {} depart {} due {at}", dir.name, pkt.len());
             }
-            pool.keep(pkt);
+            match joining.as_mut() {
+                _ if pkt.is_empty() => pool.keep(pkt),
+                Some(j) => {
+                    j.push(pkt, now, &mut ready);
+                    ready.drain(..).for_each(|p| put(r.fds[out], p, l2, &mut dir.write_errors, pool));
+                }
+                None => put(r.fds[out], pkt, l2, &mut dir.write_errors, pool),
+            }
         }
+        // A group that waited its time (or may not wait at all) goes now.
+        if let Some(p) = joining.as_mut().and_then(|j| j.due(now, holds[r.nodes[out]])) {
+            put(r.fds[out], p, l2, &mut dir.write_errors, pool);
+        }
+    }
+}
+
+/// Writes `p` to device `fd`; a failed write counts each packet it stood for in `errors`.
+fn put(fd: RawFd, p: Vec<u8>, l2: usize, errors: &mut u64, pool: &mut Buffers) {
+    if wanperf_sys::fd::write(fd, &p).is_err() {
+        *errors += gso::segment_lens(&p, netns::VNET_HDR_LEN, l2).map_or(1, |l| l.len() as u64);
+    }
+    pool.keep(p);
+}
+
+/// UDP datagrams leaving a link toward a router, joined while they wait ([`gso::Joiner`]).
+struct Joining {
+    joiner: gso::Joiner,
+    /// When the first datagram held left its link.
+    since: Option<Nanos>,
+}
+
+impl Joining {
+    fn new(l2: usize, max_ip: usize) -> Joining {
+        Joining { joiner: gso::Joiner::new(netns::VNET_HDR_LEN, l2, max_ip), since: None }
+    }
+
+    /// `p` left its link at `now`; what may be written appended to `ready`.
+    fn push(&mut self, p: Vec<u8>, now: Nanos, ready: &mut Vec<Vec<u8>>) {
+        let before = ready.len();
+        self.joiner.push(p, ready);
+        if ready.len() > before && self.joiner.is_empty() {
+            // What was held went out; nothing is held now.
+            self.since = None;
+        } else if !self.joiner.is_empty() && (ready.len() > before || self.since.is_none()) {
+            self.since = Some(now);
+        }
+    }
+
+    /// The group held, if it has waited `hold` (or is to go now: `hold` 0).
+    fn due(&mut self, now: Nanos, hold: Nanos) -> Option<Vec<u8>> {
+        let since = self.since?;
+        (now >= since + hold).then(|| self.take()).flatten()
+    }
+
+    /// The group held, whatever its wait.
+    fn take(&mut self) -> Option<Vec<u8>> {
+        self.since = None;
+        self.joiner.take()
     }
 }
 
@@ -713,6 +827,16 @@ fn io_loop(
     mut tap: TapBox,
 ) -> Vec<LinkStats> {
     netns::set_timer_slack();
+    // The smallest MTU at each node: a router answers a larger datagram alone.
+    let mut mtus: Vec<u32> = Vec::new();
+    for l in &links {
+        for node in [l.a.node, l.b.node] {
+            if mtus.len() <= node {
+                mtus.resize(node + 1, u32::MAX);
+            }
+            mtus[node] = mtus[node].min(l.mtu);
+        }
+    }
     let mut read_size = 1500;
     let names: Vec<String> = links.iter().map(|l| l.name.clone()).collect();
     let mut run: Vec<Running> = links
@@ -729,6 +853,9 @@ fn io_loop(
             };
             Running {
                 fds: [l.a.fd.as_raw_fd(), l.b.fd.as_raw_fd()],
+                joining: [(l.a.joins, l.a.node), (l.b.joins, l.b.node)]
+                    .map(|(j, node)| (j && l.offload).then(|| Joining::new(l.l2, mtus[node] as usize))),
+                nodes: [l.a.node, l.b.node],
                 shapes: [shape(l.a.icmp, l.seed ^ 0x0005_eeda), shape(l.b.icmp, l.seed ^ 0x0005_eedb)],
                 _owned: [l.a.fd, l.b.fd],
                 dirs: [
@@ -741,6 +868,12 @@ fn io_loop(
             }
         })
         .collect();
+    let holds_of = |run: &[Running]| {
+        let nodes: Vec<[usize; 2]> = run.iter().map(|r| r.nodes).collect();
+        let configs: Vec<[&DirConfig; 2]> = run.iter().map(|r| r.dirs.each_ref().map(|d| d.link.config())).collect();
+        join_holds(&nodes, &configs)
+    };
+    let mut holds = holds_of(&run);
     let start = Instant::now();
     if let Some(t) = tap.as_mut() {
         t.begin(std::time::SystemTime::now());
@@ -771,6 +904,7 @@ fn io_loop(
                         r.dirs[0].link.set_config(ab);
                         r.dirs[1].link.set_config(ba);
                     }
+                    holds = holds_of(&run);
                 }
             }
         }
@@ -796,7 +930,7 @@ fn io_loop(
             let now = now_ns();
             run.iter_mut()
                 .enumerate()
-                .for_each(|(li, r)| write_due(r, li, now, &mut pool, &mut log, &mut tap, &mut carry));
+                .for_each(|(li, r)| write_due(r, li, now, &holds, &mut pool, &mut log, &mut tap, &mut carry));
             let mut got = false;
             for (i, r) in run.iter_mut().enumerate() {
                 for e in 0..2 {
@@ -826,7 +960,9 @@ fn io_loop(
                 }
             }
         }
-        run.iter_mut().enumerate().for_each(|(li, r)| write_due(r, li, now, &mut pool, &mut log, &mut tap, &mut carry));
+        run.iter_mut()
+            .enumerate()
+            .for_each(|(li, r)| write_due(r, li, now, &holds, &mut pool, &mut log, &mut tap, &mut carry));
         let now = now_ns();
         let mut next = injections.iter().filter_map(|i| i.source.next_at()).min();
         let mut earliest = |t: Nanos| next = Some(next.map_or(t, |n| n.min(t)));
@@ -850,6 +986,18 @@ fn io_loop(
         // Waking from a sleep takes tens of µs: sleep until shortly before the event, then
         // poll without sleeping for the rest, so packets leave on time.
         let wait = wait.saturating_sub(SPIN_NS);
+        if wait > 0 {
+            // Nothing more is due soon: joined datagrams do not wait through a sleep. (While
+            // the loop spins instead, `write_due` sends each group when its wait is over.)
+            for r in run.iter_mut() {
+                for o in 0..2 {
+                    let (fd, l2) = (r.fds[o], r.l2);
+                    if let Some(p) = r.joining[o].as_mut().and_then(Joining::take) {
+                        put(fd, p, l2, &mut r.dirs[1 - o].write_errors, &mut pool);
+                    }
+                }
+            }
+        }
         fds.clear();
         for r in &run {
             for e in 0..2 {

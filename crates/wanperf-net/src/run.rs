@@ -209,13 +209,21 @@ fn configure_iface(dev: &str, i: &crate::plan::Iface, ring: Option<u32>) -> Resu
 /// queue, and whatever still overflows is counted as the link's `unread_drops`.
 const TUN_RING: u32 = 10_000;
 
-/// A TUN device for `iface`, made and configured inside its node.
-fn tun_end(nodes: &[Netns], iface: &crate::plan::Iface, offload: bool) -> Result<OwnedFd, EnvError> {
+/// A TUN device for `iface`, made and configured inside its node, and whether the emulator may
+/// join the UDP datagrams it writes to it (`router`: the node forwards them; the device took
+/// UDP segmentation offload). A host's device never takes joined datagrams: each reaches the
+/// host at its own time.
+fn tun_end(
+    nodes: &[Netns],
+    iface: &crate::plan::Iface,
+    offload: bool,
+    router: bool,
+) -> Result<(OwnedFd, bool), EnvError> {
     let iface = iface.clone();
-    nodes[iface.node].run(move || -> Result<OwnedFd, EnvError> {
-        let fd = netns::create_tun(&iface.dev, offload)?;
+    nodes[iface.node].run(move || -> Result<(OwnedFd, bool), EnvError> {
+        let end = netns::create_tun(&iface.dev, offload, router)?;
         configure_iface(&iface.dev, &iface, Some(TUN_RING))?;
-        Ok(fd)
+        Ok(end)
     })?
 }
 
@@ -272,25 +280,28 @@ impl Network {
         }
         // Devices: TUN where this user may open /dev/net/tun, else veth pairs into a middle
         // namespace read through packet sockets (same as `path`). The first device tells which.
+        let router = |ii: usize| matches!(topo.nodes[plan.ifaces[ii].node].kind, NodeKind::Router(_));
         let mut first = None;
         if let Some(&(ia, _)) = plan.ends.first() {
-            match tun_end(&nodes, &plan.ifaces[ia], link_modes(topo, 0).0) {
+            match tun_end(&nodes, &plan.ifaces[ia], link_modes(topo, 0).0, router(ia)) {
                 Ok(fd) => first = Some(fd),
                 Err(EnvError::TunAccess) => {}
                 Err(e) => return Err(e),
             }
         }
         let middle = if first.is_none() && !plan.ends.is_empty() { Some(Netns::new()?) } else { None };
-        let mut ends: Vec<[Option<OwnedFd>; 2]> = Vec::new();
+        let mut ends: Vec<[Option<(OwnedFd, bool)>; 2]> = Vec::new();
         for (li, &(ia, ib)) in plan.ends.iter().enumerate() {
             let (offload, _) = link_modes(topo, li);
-            let mut pair: [Option<OwnedFd>; 2] = [None, None];
+            let mut pair: [Option<(OwnedFd, bool)>; 2] = [None, None];
             for (side, ii) in [ia, ib].into_iter().enumerate() {
                 let iface = &plan.ifaces[ii];
                 pair[side] = Some(match (&middle, first.take()) {
                     (_, Some(fd)) => fd,
-                    (Some(m), None) => veth_end(m, &nodes, iface, &format!("l{li}{}", ['a', 'b'][side]), offload)?,
-                    (None, None) => tun_end(&nodes, iface, offload)?,
+                    (Some(m), None) => {
+                        (veth_end(m, &nodes, iface, &format!("l{li}{}", ['a', 'b'][side]), offload)?, false)
+                    }
+                    (None, None) => tun_end(&nodes, iface, offload, router(ii))?,
                 });
             }
             ends.push(pair);
@@ -349,8 +360,8 @@ impl Network {
             specs.push(LinkSpec {
                 name: l.name.clone(),
                 dir_names: [format!("{}:ab", l.name), format!("{}:ba", l.name)],
-                a: End { fd: a.expect("made above"), icmp: shape(l.a) },
-                b: End { fd: b.expect("made above"), icmp: shape(l.b) },
+                a: End::new(a.expect("made above"), l.a, shape(l.a)),
+                b: End::new(b.expect("made above"), l.b, shape(l.b)),
                 ab: l.ab.clone(),
                 ba: l.ba.clone(),
                 mtu: l.mtu,

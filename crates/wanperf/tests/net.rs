@@ -705,3 +705,82 @@ fn mptcp_carries_more_than_either_interface_of_a_two_homed_host() {
     assert!(err.contains("does not allow MPTCP"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn udp_datagrams_cross_the_routers_joined_yet_each_meets_the_links_alone() {
+    let _serial = serial();
+    if !paths_available() || !have("iperf3") {
+        return;
+    }
+    // a — r1 — r2 — r3 — b, 1 ms a link, 1 % random loss on r2–r3. Datagrams that leave a link
+    // toward a router together are written to it as one UDP super-packet (the kernel forwards
+    // it once); the next link cuts it back into the datagrams, each decided on alone.
+    let mut t = String::from("name = \"join\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n");
+    for r in ["r1", "r2", "r3"] {
+        t.push_str(&format!("[[router]]\nname = \"{r}\"\n"));
+    }
+    for (x, y) in [("a", "r1"), ("r1", "r2"), ("r2", "r3"), ("r3", "b")] {
+        let loss = if x == "r2" { "loss = \"1%\"\n" } else { "" };
+        t.push_str(&format!("[[link]]\na = \"{x}\"\nb = \"{y}\"\ndelay = \"1ms\"\n{loss}"));
+    }
+    let f = topo_file("join", &t);
+    // What r3's kernel counted arriving on its devices, read from inside it (bounded loop).
+    let dev = std::env::temp_dir().join(format!("wanperf-net-join-r3-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&dev);
+    let watch = format!(
+        "r3=for i in $(seq 200); do cat /proc/net/dev > {0}.new && mv {0}.new {0}; sleep 0.05; done",
+        dev.display()
+    );
+    // And what b's kernel dropped for a full receive buffer (b shares the CPUs with the rest).
+    let snmp = std::env::temp_dir().join(format!("wanperf-net-join-b-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&snmp);
+    let server = format!("b=iperf3 -s -1; cat /proc/net/snmp > {}", snmp.display());
+    let out = run(
+        &[
+            "net",
+            "run",
+            &f,
+            "--json",
+            "--on",
+            &server,
+            "--on",
+            &watch,
+            "--",
+            "sh",
+            "-c",
+            "iperf3 -c $WANPERF_ADDR_B -u -b 300M -l 1000 -w 8M -t 3 -J; sleep 0.5",
+        ],
+        Duration::from_secs(60),
+    );
+    let j: Value = serde_json::from_str(&ok(&out)).unwrap();
+    let sum = &j["end"]["sum"];
+    let (sent, lost) = (sum["packets"].as_u64().unwrap(), sum["lost_packets"].as_u64().unwrap());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stats: Value =
+        err.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(|v| v["event"] == "net_stats").unwrap();
+    let be = |link: usize, k: &str| stats["links"][link]["ab"]["classes"]["best_effort"][k].as_u64().unwrap();
+    // Every datagram met each link alone: each link counted them one by one, the lossy link
+    // decided on each (iperf3's losses are exactly its random losses, about 1 % of them, and
+    // what b's full receive buffer dropped).
+    let random = be(2, "random_losses");
+    let snmp = std::fs::read_to_string(&snmp).unwrap();
+    let udp: Vec<Vec<&str>> =
+        snmp.lines().filter(|l| l.starts_with("Udp:")).map(|l| l.split_whitespace().collect()).collect();
+    let field = |name: &str| udp[0].iter().position(|&k| k == name).map(|i| udp[1][i].parse::<u64>().unwrap()).unwrap();
+    let full = field("RcvbufErrors");
+    assert_eq!(lost, random + full, "iperf3 lost {lost} of {sent}; the link lost {random}, b's buffer {full}: {stats}");
+    assert!(random as f64 > 0.005 * sent as f64 && (random as f64) < 0.015 * sent as f64, "{random} of {sent}");
+    assert_eq!(be(2, "packets_in"), be(1, "packets_out"), "{stats}");
+    assert!(be(1, "packets_out") >= sent, "r1–r2 carried {} of {sent} datagrams", be(1, "packets_out"));
+    assert_eq!(sum["out_of_order"].as_u64().unwrap_or(0), 0, "{sum}");
+    // Yet r3's kernel received fewer packets than the datagrams it forwarded: they came joined.
+    let table = std::fs::read_to_string(&dev).unwrap();
+    let rx: u64 = table
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("lo:") && l.contains(':'))
+        .filter_map(|l| l.split(':').nth(1)?.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
+    let forwarded = be(3, "packets_in");
+    assert!(rx * 3 < forwarded * 2, "r3 received {rx} packets for {forwarded} datagrams: not joined\n{table}");
+    let _ = std::fs::remove_file(&dev);
+}
