@@ -17,6 +17,9 @@ import time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--wanperf", default="target/release/wanperf")
+ap.add_argument("--before", default=None,
+                help="packets part: an earlier build, run interleaved with --wanperf (e.g. the design before a change)")
+ap.add_argument("--rates", default="200,400,800,1000", help="packets part: offered Mbit/s, comma-separated")
 ap.add_argument("--reps", type=int, default=3)
 ap.add_argument("--secs", type=int, default=10)
 ap.add_argument("--parts", default="setup,forwarding,lateness,fairness,packets",
@@ -204,29 +207,49 @@ if "fairness" in parts:
 
 
 if "packets" in parts:
-    # What the one I/O thread carries when every packet is its own: a read and a write per
-    # packet per link, the kernel router's forwarding inside the write. Segmentation offload
-    # (the forwarding rows) hides this for TCP; a probe's trains and UDP floods meet it.
-    print("\n## packet-rate ceiling: iperf3 UDP, 1400-byte datagrams, 10 Gbit/s links, 1 and 5 links (interleaved)")
+    # What the one I/O thread carries when every packet is its own: 1400-byte UDP datagrams
+    # sent one at a time (no segmentation offload to lean on). Between routers the emulator
+    # joins datagrams of one flow (docs/emulator.md, "Packet-rate ceiling"); the first read
+    # and the last write are one per datagram. With --before, an earlier build runs
+    # interleaved, so both designs meet the same machine state.
+    builds = [("now", W)] + ([("before", os.path.abspath(a.before))] if a.before else [])
+    rates = [int(x) for x in a.rates.split(",")]
+    print("\n## packet-rate ceiling: iperf3 UDP, 1400-byte datagrams, 10 Gbit/s links, 1 and 5 links"
+          + (" (now and before, interleaved)" if a.before else " (interleaved)"))
     chains = {}
     for h in (1, 5):
         t = chain_path(h, 10).replace('delay = ', 'rate = "10G"\ndelay = ')
         chains[h] = write(f"udp{h}", t)
+    snmp = os.path.join(tmp, "snmp")
     got = {}
     for rep in range(a.reps):
-        for offered in (200, 400, 800):
+        for offered in rates:
             for h, p in chains.items():
-                r = sh([W, "net", "run", p, "--host", "a", "--on", "b=iperf3 -s -1", "--json", "--", "sh", "-c",
-                        f"iperf3 -c $WANPERF_ADDR_B -u -b {offered}M -l 1400 -t {a.secs} -J"], timeout=a.secs + 60)
-                end = json.loads(r.stdout)["end"]["sum"]
-                delivered = (end["packets"] - end["lost_packets"]) / end["seconds"]
-                p99 = max(x["ab"]["lateness"]["p99_us"] for x in net_stats(r))
-                got.setdefault((h, offered), []).append((delivered, end["lost_percent"], p99))
-                print(f"run {rep + 1}, {h} link(s), {offered} Mbit/s offered: delivered {delivered / 1e3:.1f} kpkt/s "
-                      f"({delivered * 1400 * 8 / 1e6:.0f} Mbit/s of payload), lost {end['lost_percent']:.1f} %, "
-                      f"worst link's lateness p99 {p99:.0f} µs")
-    for (h, offered), v in sorted(got.items()):
+                for name, binary in builds:
+                    r = sh([binary, "net", "run", p, "--host", "a", "--on", f"b=iperf3 -s -1; cat /proc/net/snmp > {snmp}",
+                            "--json", "--", "sh", "-c",
+                            f"iperf3 -c $WANPERF_ADDR_B -u -b {offered}M -l 1400 -w 4M -t {a.secs} -J; sleep 0.5"],
+                           timeout=a.secs + 60)
+                    end = json.loads(r.stdout)["end"]["sum"]
+                    delivered = (end["packets"] - end["lost_packets"]) / end["seconds"]
+                    stats = net_stats(r)
+                    p99 = max(x["ab"]["lateness"]["p99_us"] for x in stats)
+                    unread = sum(x["ab"].get("unread_drops", 0) for x in stats)
+                    udp = [l.split() for l in open(snmp) if l.startswith("Udp:")]
+                    full = int(udp[1][udp[0].index("RcvbufErrors")])
+                    got.setdefault((name, h, offered), []).append((delivered, end["lost_percent"], p99, unread, full))
+                    print(f"run {rep + 1}, {name}, {h} link(s), {offered} Mbit/s offered: delivered {delivered / 1e3:.1f} kpkt/s "
+                          f"({delivered * 1400 * 8 / 1e6:.0f} Mbit/s of payload), lost {end['lost_percent']:.1f} % "
+                          f"(dropped unread by the sender's device {unread}, by b's full receive buffer {full}), "
+                          f"worst link's lateness p99 {p99:.0f} µs", flush=True)
+    print()
+    for (name, h, offered), v in sorted(got.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
         pps = statistics.median(x[0] for x in v)
-        print(f"{h} link(s), {offered} Mbit/s offered: median {pps / 1e3:.1f} kpkt/s delivered, "
-              f"{pps * h / 1e3:.0f} k link crossings/s, loss median {statistics.median(x[1] for x in v):.1f} %, "
-              f"lateness p99 median {statistics.median(x[2] for x in v):.0f} µs")
+        line = (f"{name:<6} {h} link(s), {offered} Mbit/s offered: median {pps / 1e3:.1f} kpkt/s delivered, "
+                f"{pps * h / 1e3:.0f} k link crossings/s, loss median {statistics.median(x[1] for x in v):.1f} %, "
+                f"unread drops median {statistics.median(x[3] for x in v):.0f}, "
+                f"lateness p99 median {statistics.median(x[2] for x in v):.0f} µs")
+        if name == "now" and ("before", h, offered) in got:
+            before = statistics.median(x[0] for x in got[("before", h, offered)])
+            line += f"; ratio to before {pps / before:.2f}"
+        print(line)

@@ -161,31 +161,41 @@ pub fn icmp_source(p: &[u8]) -> Option<std::net::IpAddr> {
 /// or sequence number), not the TTL/hop limit or the header checksum. An ICMP error quotes
 /// exactly these fields of the packet it answers, so [`quoted`] finds the same identity.
 pub fn identity(p: &[u8]) -> Option<u64> {
+    // Up to 8 bytes as one word (shorter runs zero-padded); a multiply-and-shift mix per word,
+    // a few per packet: this runs twice per packet per link.
+    let word = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        let n = b.len().min(8);
+        w[..n].copy_from_slice(&b[..n]);
+        u64::from_le_bytes(w)
+    };
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
+    let mut eat = |w: u64| {
+        h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^= h >> 29;
     };
     let l3 = match p.first()? >> 4 {
         4 if p.len() >= 20 => {
             // Length, identification, flags and fragment offset; protocol; addresses.
-            eat(&p[2..8]);
-            eat(&p[9..10]);
-            eat(&p[12..20]);
+            eat(word(&p[2..8]) | u64::from(p[9]) << 48);
+            eat(word(&p[12..20]));
             usize::from(p[0] & 0x0f) * 4
         }
         6 if p.len() >= 40 => {
             // Flow label (not the traffic class beside it), payload length, next header,
             // addresses.
-            eat(&[p[1] & 0x0f]);
-            eat(&p[2..7]);
-            eat(&p[8..40]);
+            eat(word(&p[2..7]) | u64::from(p[1] & 0x0f) << 40);
+            for a in p[8..40].chunks(8) {
+                eat(word(a));
+            }
             40
         }
         _ => return None,
     };
-    eat(p.get(l3..(l3 + 8).min(p.len())).unwrap_or(&[]));
+    // The first 8 bytes after the IP header (fewer if the packet ends), and how many there are.
+    let rest = p.get(l3..(l3 + 8).min(p.len())).unwrap_or(&[]);
+    eat(word(rest));
+    eat(rest.len() as u64);
     Some(h)
 }
 

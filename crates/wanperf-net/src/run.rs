@@ -210,18 +210,11 @@ fn configure_iface(dev: &str, i: &crate::plan::Iface, ring: Option<u32>) -> Resu
 const TUN_RING: u32 = 10_000;
 
 /// A TUN device for `iface`, made and configured inside its node, and whether the emulator may
-/// join the UDP datagrams it writes to it (`router`: the node forwards them; the device took
-/// UDP segmentation offload). A host's device never takes joined datagrams: each reaches the
-/// host at its own time.
-fn tun_end(
-    nodes: &[Netns],
-    iface: &crate::plan::Iface,
-    offload: bool,
-    router: bool,
-) -> Result<(OwnedFd, bool), EnvError> {
+/// join the UDP datagrams it writes to it (the device took UDP segmentation offload).
+fn tun_end(nodes: &[Netns], iface: &crate::plan::Iface, offload: bool) -> Result<(OwnedFd, bool), EnvError> {
     let iface = iface.clone();
     nodes[iface.node].run(move || -> Result<(OwnedFd, bool), EnvError> {
-        let end = netns::create_tun(&iface.dev, offload, router)?;
+        let end = netns::create_tun(&iface.dev, offload, true)?;
         configure_iface(&iface.dev, &iface, Some(TUN_RING))?;
         Ok(end)
     })?
@@ -280,10 +273,9 @@ impl Network {
         }
         // Devices: TUN where this user may open /dev/net/tun, else veth pairs into a middle
         // namespace read through packet sockets (same as `path`). The first device tells which.
-        let router = |ii: usize| matches!(topo.nodes[plan.ifaces[ii].node].kind, NodeKind::Router(_));
         let mut first = None;
         if let Some(&(ia, _)) = plan.ends.first() {
-            match tun_end(&nodes, &plan.ifaces[ia], link_modes(topo, 0).0, router(ia)) {
+            match tun_end(&nodes, &plan.ifaces[ia], link_modes(topo, 0).0) {
                 Ok(fd) => first = Some(fd),
                 Err(EnvError::TunAccess) => {}
                 Err(e) => return Err(e),
@@ -301,7 +293,7 @@ impl Network {
                     (Some(m), None) => {
                         (veth_end(m, &nodes, iface, &format!("l{li}{}", ['a', 'b'][side]), offload)?, false)
                     }
-                    (None, None) => tun_end(&nodes, iface, offload, router(ii))?,
+                    (None, None) => tun_end(&nodes, iface, offload)?,
                 });
             }
             ends.push(pair);
@@ -348,6 +340,7 @@ impl Network {
                 _ => None,
             }
         };
+        let router = |node: usize| matches!(topo.nodes[node].kind, NodeKind::Router(_));
         let mut specs = Vec::new();
         for (li, (l, [a, b])) in topo.links.iter().zip(ends).enumerate() {
             let (offload, pull) = link_modes(topo, li);
@@ -360,8 +353,8 @@ impl Network {
             specs.push(LinkSpec {
                 name: l.name.clone(),
                 dir_names: [format!("{}:ab", l.name), format!("{}:ba", l.name)],
-                a: End::new(a.expect("made above"), l.a, shape(l.a)),
-                b: End::new(b.expect("made above"), l.b, shape(l.b)),
+                a: End::new(a.expect("made above"), l.a, router(l.a), shape(l.a)),
+                b: End::new(b.expect("made above"), l.b, router(l.b), shape(l.b)),
                 ab: l.ab.clone(),
                 ba: l.ba.clone(),
                 mtu: l.mtu,
