@@ -150,14 +150,23 @@ const JOIN_HOLD_MAX_NS: Nanos = 100_000;
 /// time: the next link takes each datagram's due time as its arrival ([`Carry`]) and sends it
 /// on after its own delay, by which time the datagram, written late by the wait, has long been
 /// read. A node with a link of no delay gets no wait (only what is due at once is joined), and
-/// so does a host (`ends`: each link's two nodes and whether each is a router).
+/// so does a host (`ends`: each link's two nodes and whether each is a router), and so does a
+/// router with more than two links: there, packets from two links may leave by one, and a
+/// group held back would reach that link after packets due later from the other.
 fn join_holds(ends: &[[(usize, bool); 2]], configs: &[[&DirConfig; 2]]) -> Vec<Nanos> {
     let n = ends.iter().flatten().map(|e| e.0 + 1).max().unwrap_or(0);
     let mut hold = vec![JOIN_HOLD_MAX_NS; n];
+    let mut links = vec![0usize; n];
     for (ends, cfg) in ends.iter().zip(configs) {
         let shortest = cfg[0].delay_ns.min(cfg[1].delay_ns) / 4;
         for &(node, router) in ends {
+            links[node] += 1;
             hold[node] = if router { hold[node].min(shortest) } else { 0 };
+        }
+    }
+    for (h, l) in hold.iter_mut().zip(links) {
+        if l > 2 {
+            *h = 0;
         }
     }
     hold
@@ -804,6 +813,18 @@ fn write_due(
     }
 }
 
+/// Writes every group of joined datagrams held, whatever its wait.
+fn flush_joined(run: &mut [Running], pool: &mut Buffers) {
+    for r in run.iter_mut() {
+        for o in 0..2 {
+            let (fd, l2) = (r.fds[o], r.l2);
+            if let Some(p) = r.joining[o].as_mut().and_then(Joining::take) {
+                put(fd, p, l2, &mut r.dirs[1 - o].write_errors, pool);
+            }
+        }
+    }
+}
+
 /// Writes `p` to device `fd`; a failed write counts each packet it stood for in `errors`.
 fn put(fd: RawFd, p: Vec<u8>, l2: usize, errors: &mut u64, pool: &mut Buffers) {
     if wanperf_sys::fd::write(fd, &p).is_err() {
@@ -1023,14 +1044,7 @@ fn io_loop(
         if wait > 0 {
             // Nothing more is due soon: joined datagrams do not wait through a sleep. (While
             // the loop spins instead, `write_due` sends each group when its wait is over.)
-            for r in run.iter_mut() {
-                for o in 0..2 {
-                    let (fd, l2) = (r.fds[o], r.l2);
-                    if let Some(p) = r.joining[o].as_mut().and_then(Joining::take) {
-                        put(fd, p, l2, &mut r.dirs[1 - o].write_errors, &mut pool);
-                    }
-                }
-            }
+            flush_joined(&mut run, &mut pool);
         }
         fds.clear();
         for r in &run {
@@ -1051,6 +1065,8 @@ fn io_loop(
             Err(_) => ready.iter_mut().for_each(|f| *f = true),
         }
     }
+    // Groups still held left their links already (counted, seen by the tap): write them.
+    flush_joined(&mut run, &mut pool);
     if let Some(l) = log.as_mut() {
         let _ = l.flush();
     }
@@ -1211,5 +1227,55 @@ mod tests {
         v6[8] = 0xfd;
         assert_eq!(packet::icmp_source(&v6).map(|a| a.is_ipv6()), Some(true));
         assert_eq!(packet::icmp_source(&[]), None);
+    }
+
+    #[test]
+    fn a_group_waits_toward_a_chains_router_only_and_a_quarter_of_its_shortest_delay() {
+        let d = |ms: u64| DirConfig { delay_ns: ms * 1_000_000, ..DirConfig::default() };
+        let (slow, fast, none) = (d(20), DirConfig { delay_ns: 200_000, ..DirConfig::default() }, d(0));
+        // a(0) — r1(1) — r2(2) — b(3), and r2 — x(4) as well: r2 has three links.
+        let ends = [[(0, false), (1, true)], [(1, true), (2, true)], [(2, true), (3, false)], [(2, true), (4, false)]];
+        let configs = [[&slow, &slow], [&fast, &slow], [&slow, &slow], [&slow, &slow]];
+        let h = join_holds(&ends, &configs);
+        assert_eq!(h[1], 50_000, "r1: a quarter of its shortest delay (200 µs)");
+        assert_eq!(h[2], 0, "r2: three links, two may feed one");
+        assert_eq!((h[0], h[3], h[4]), (0, 0, 0), "hosts: only what is due at once");
+        let configs = [[&slow, &slow], [&slow, &slow], [&slow, &slow], [&slow, &slow]];
+        assert_eq!(join_holds(&ends[..3], &configs[..3])[1], JOIN_HOLD_MAX_NS, "at most 100 µs");
+        let configs = [[&slow, &none], [&slow, &slow], [&slow, &slow]];
+        assert_eq!(join_holds(&ends[..3], &configs)[1], 0, "a link without delay: no wait");
+    }
+
+    #[test]
+    fn a_held_group_goes_when_its_wait_is_over_or_a_datagram_cannot_join() {
+        /// A plain IPv4 UDP datagram as a TUN device with offload hands it over.
+        fn dgram(id: u16, port: u16) -> Vec<u8> {
+            let mut b = vec![0u8; netns::VNET_HDR_LEN];
+            b[0] = 1; // NEEDS_CSUM
+            b[6] = 20; // csum_start: the UDP header
+            b[8] = 6; // csum_offset: its checksum
+            let mut ip = udp(64, id as u8);
+            ip[4..6].copy_from_slice(&id.to_be_bytes());
+            ip[6] = 0x40;
+            ip[22..24].copy_from_slice(&port.to_be_bytes());
+            ip[24..26].copy_from_slice(&40u16.to_be_bytes());
+            b.extend_from_slice(&ip);
+            b
+        }
+        let mut j = Joining::new(0, 1500);
+        let mut ready = Vec::new();
+        j.push(dgram(1, 9), 1_000, &mut ready);
+        j.push(dgram(2, 9), 1_500, &mut ready);
+        assert!(ready.is_empty());
+        assert_eq!(j.due(50_999, 50_000), None, "the wait runs from the first datagram held");
+        let group = j.due(51_000, 50_000).expect("its wait is over");
+        assert!(gso::is_udp_super_packet(&group));
+        assert_eq!(j.due(1_000_000, 0), None, "nothing held");
+        // Another flow sends the group held on, and waits from its own time.
+        j.push(dgram(3, 9), 2_000, &mut ready);
+        j.push(dgram(4, 7), 3_000, &mut ready);
+        assert_eq!(ready.len(), 1);
+        assert_eq!(j.due(52_999, 50_000), None);
+        assert!(j.due(53_000, 50_000).is_some());
     }
 }

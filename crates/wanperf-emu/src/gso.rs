@@ -52,10 +52,14 @@ fn shape(buf: &[u8], vnet: usize, l2: usize) -> Option<Shape> {
     let ip_at = vnet + l2;
     let ip = buf.get(ip_at..)?;
     let l3 = match ip.first()? >> 4 {
-        4 if ip.len() >= 20 && ip[9] == proto => usize::from(ip[0] & 0x0f) * 4,
+        4 if ip.len() >= 20 && ip[9] == proto && ip[0] & 0x0f >= 5 => usize::from(ip[0] & 0x0f) * 4,
         6 if ip.len() >= 40 && ip[6] == proto => 40,
         _ => return None,
     };
+    // A UDP super-packet's checksum to complete is its UDP header's (not, say, a tunnel's inner one).
+    if proto == 17 && !csum_at_udp(hdr, vnet, l2 + l3) {
+        return None;
+    }
     let l4 = if proto == 17 { 8 } else { usize::from(ip.get(l3 + 12)? >> 4) * 4 };
     let headers = l3 + l4;
     if l4 < 8 || (proto == 6 && l4 < 20) || ip.len() < headers {
@@ -63,6 +67,15 @@ fn shape(buf: &[u8], vnet: usize, l2: usize) -> Option<Shape> {
     }
     let payload = ip.len() - headers;
     (payload > gso_size).then_some(Shape { ip_at, l3, headers, payload, gso_size, udp: proto == 17 })
+}
+
+/// Whether the virtio-net header `hdr` (at least `vnet` bytes, 10 or more) leaves the UDP
+/// checksum at `udp` bytes after it to the receiver: csum_start there, csum_offset 6.
+fn csum_at_udp(hdr: &[u8], vnet: usize, udp: usize) -> bool {
+    vnet >= 10
+        && hdr.len() >= 10
+        && usize::from(u16::from_le_bytes([hdr[6], hdr[7]])) == udp
+        && u16::from_le_bytes([hdr[8], hdr[9]]) == 6
 }
 
 /// Whether `buf` is a UDP super-packet (virtio-net `gso_type` UDP_L4), as [`Joiner`] makes them.
@@ -211,6 +224,9 @@ fn joinable(p: &[u8], vnet: usize, l2: usize, max_ip: usize) -> Option<(usize, u
         6 if ip.len() >= 48 && ip[6] == 17 && ip[7] > 1 => 40,
         _ => return None,
     };
+    if !csum_at_udp(p, vnet, l2 + l3) {
+        return None;
+    }
     let payload = ip.len() - l3 - 8;
     (payload > 0 && usize::from(u16::from_be_bytes([ip[l3 + 4], ip[l3 + 5]])) == 8 + payload).then_some((l3, payload))
 }
@@ -569,7 +585,12 @@ mod tests {
             assert_eq!(u16::from_le_bytes([sp[8], sp[9]]), 6, "csum_offset: the UDP checksum");
             let ip = &sp[VNET..];
             assert_eq!(ip.len(), l3 + 8 + 5 * 1400 + 600);
-            assert_eq!(usize::from(u16::from_be_bytes([ip[l3 + 4], ip[l3 + 5]])), 8 + 5 * 1400 + 600);
+            let udp_len = 8 + 5 * 1400 + 600;
+            assert_eq!(usize::from(u16::from_be_bytes([ip[l3 + 4], ip[l3 + 5]])), udp_len);
+            // The kernel segments it by adjusting this field for each segment's length, so it
+            // must be the pseudo-header sum of the whole: cutting back alone would not show it.
+            let pseudo = if v6 { sum(&ip[8..40]) } else { sum(&ip[12..20]) } + 17 + udp_len as u32;
+            assert_eq!(u16::from_be_bytes([ip[l3 + 6], ip[l3 + 7]]), fold(pseudo), "the UDP checksum field");
             if !v6 {
                 assert_eq!(usize::from(u16::from_be_bytes([ip[2], ip[3]])), ip.len());
                 assert_eq!(u16::from_be_bytes([ip[4], ip[5]]), 0x1000, "the first identification");

@@ -24,7 +24,8 @@ pub struct DirStats {
     pub classes: BTreeMap<String, ClassCounters>,
     /// The emulator's own lateness.
     pub lateness: Lateness,
-    /// Packets the device refused on write.
+    /// Packets lost to writes the device refused (each datagram or segment of a refused
+    /// super-packet).
     pub write_errors: u64,
     /// Bytes delivered in each whole second since the link came up (utilization series).
     #[serde(default)]
