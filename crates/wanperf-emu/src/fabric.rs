@@ -5,10 +5,12 @@
 //! sleeps (ppoll, 1 µs timer slack) until shortly before the next event. How late each packet
 //! leaves against its theoretical time is recorded.
 //!
-//! Besides the cells the loop knows two small things: a router's ICMP may be held back
-//! (its slow path) or dropped as it leaves the router ([`IcmpShape`]), and synthetic cross
-//! traffic may be injected into a direction's queue ([`Injection`]); injected packets take
-//! their place in the queue and on the wire and vanish at the far end.
+//! Besides the cells the loop knows three small things: a router's ICMP may be held back
+//! (its slow path) or dropped as it leaves the router ([`IcmpShape`]); synthetic cross
+//! traffic may be injected into a direction's queue ([`Injection`]), where injected packets
+//! take their place in the queue and on the wire and vanish at the far end; and a UDP flow's
+//! datagrams that leave a link together are written as one super-packet ([`End::joins`]),
+//! which the next link cuts back into the datagrams as it reads it.
 
 use crate::config::{DirConfig, Nanos};
 use crate::gso;
@@ -54,8 +56,8 @@ pub struct LinkStats {
 /// The lateness (99th percentile, µs) beyond which the emulator did not keep its schedule:
 /// an idle or busy but keeping-up loop reads 20–100 µs; past a millisecond, one packet in a
 /// hundred left a millisecond or more after its time, and the network measured through it
-/// was slower than the one configured (the offered packet rate exceeded what one thread,
-/// a read and a write per packet per link, carries on this machine; or other work took its CPU).
+/// was slower than the one configured (the offered packet rate exceeded what one thread
+/// carries on this machine; or other work took its CPU).
 pub const BEHIND_P99_US: f64 = 1000.0;
 
 /// Where the emulator fell furthest behind: packets its ends' devices dropped unread, or a
