@@ -572,8 +572,7 @@ struct Running {
     /// UDP datagrams to each end, joined while they wait ([`End::joins`], with offload).
     joining: [Option<Joining>; 2],
     /// The node behind each end, and whether it is a router.
-    nodes: [usize; 2],
-    routers: [bool; 2],
+    ends: [(usize, bool); 2],
     _owned: [OwnedFd; 2],
     dirs: [Dir; 2],
     shapes: [Option<(IcmpShape, SlowPath<HeldIcmp>)>; 2],
@@ -635,12 +634,7 @@ fn read_one(
     };
     if r.offload && gso::is_udp_super_packet(&buf[..n]) {
         // Cut from the read buffer itself, which goes straight back to the pool.
-        let read = &buf[..n];
-        let datagrams = gso::segment_lens(read, netns::VNET_HDR_LEN, r.l2).and_then(|lens| {
-            let each: Vec<_> = (0..lens.len()).map(|i| i..i + 1).collect();
-            gso::pieces(read, netns::VNET_HDR_LEN, r.l2, &each)
-        });
-        if let Some(datagrams) = datagrams {
+        if let Some(datagrams) = gso::segments(&buf[..n], netns::VNET_HDR_LEN, r.l2) {
             pool.keep(buf);
             for d in datagrams {
                 arrive(r, e, d, clock(), pool, log, carry);
@@ -777,7 +771,6 @@ fn write_due(
         let (out, l2) = (1 - e, r.l2);
         let dir = &mut r.dirs[e];
         let joining = &mut r.joining[out];
-        let mut ready = Vec::new();
         while let Some((pkt, at)) = dir.link.pop(now) {
             if !pkt.is_empty() {
                 carry.wrote(&pkt[ip_at.min(pkt.len())..], at, now);
@@ -801,15 +794,12 @@ fn write_due(
             }
             match joining.as_mut() {
                 _ if pkt.is_empty() => pool.keep(pkt),
-                Some(j) => {
-                    j.push(pkt, now, &mut ready);
-                    ready.drain(..).for_each(|p| put(r.fds[out], p, l2, &mut dir.write_errors, pool));
-                }
+                Some(j) => j.push(pkt, now).for_each(|p| put(r.fds[out], p, l2, &mut dir.write_errors, pool)),
                 None => put(r.fds[out], pkt, l2, &mut dir.write_errors, pool),
             }
         }
         // A group that waited its time (or may not wait at all) goes now.
-        if let Some(p) = joining.as_mut().and_then(|j| j.due(now, holds[r.nodes[out]])) {
+        if let Some(p) = joining.as_mut().and_then(|j| j.due(now, holds[r.ends[out].0])) {
             put(r.fds[out], p, l2, &mut dir.write_errors, pool);
         }
     }
@@ -840,23 +830,25 @@ struct Joining {
     joiner: gso::Joiner,
     /// When the first datagram held left its link.
     since: Option<Nanos>,
+    /// What [`Joining::push`] hands back, kept to be reused packet after packet.
+    ready: Vec<Vec<u8>>,
 }
 
 impl Joining {
     fn new(l2: usize, max_ip: usize) -> Joining {
-        Joining { joiner: gso::Joiner::new(netns::VNET_HDR_LEN, l2, max_ip), since: None }
+        Joining { joiner: gso::Joiner::new(netns::VNET_HDR_LEN, l2, max_ip), since: None, ready: Vec::new() }
     }
 
-    /// `p` left its link at `now`; what may be written appended to `ready`.
-    fn push(&mut self, p: Vec<u8>, now: Nanos, ready: &mut Vec<Vec<u8>>) {
-        let before = ready.len();
-        self.joiner.push(p, ready);
-        if ready.len() > before && self.joiner.is_empty() {
-            // What was held went out; nothing is held now.
+    /// `p` left its link at `now`; what may be written now, in order.
+    fn push(&mut self, p: Vec<u8>, now: Nanos) -> std::vec::Drain<'_, Vec<u8>> {
+        self.joiner.push(p, &mut self.ready);
+        if self.joiner.is_empty() {
             self.since = None;
-        } else if !self.joiner.is_empty() && (ready.len() > before || self.since.is_none()) {
+        } else if !self.ready.is_empty() || self.since.is_none() {
+            // A new group began (with `p`).
             self.since = Some(now);
         }
+        self.ready.drain(..)
     }
 
     /// The group held, if it has waited `hold` (or is to go now: `hold` 0).
@@ -910,8 +902,7 @@ fn io_loop(
                 fds: [l.a.fd.as_raw_fd(), l.b.fd.as_raw_fd()],
                 joining: [(l.a.joins, l.a.node), (l.b.joins, l.b.node)]
                     .map(|(j, node)| (j && l.offload).then(|| Joining::new(l.l2, mtus[node] as usize))),
-                nodes: [l.a.node, l.b.node],
-                routers: [l.a.router, l.b.router],
+                ends: [(l.a.node, l.a.router), (l.b.node, l.b.router)],
                 shapes: [shape(l.a.icmp, l.seed ^ 0x0005_eeda), shape(l.b.icmp, l.seed ^ 0x0005_eedb)],
                 _owned: [l.a.fd, l.b.fd],
                 dirs: [
@@ -925,8 +916,7 @@ fn io_loop(
         })
         .collect();
     let holds_of = |run: &[Running]| {
-        let nodes: Vec<[(usize, bool); 2]> =
-            run.iter().map(|r| [(r.nodes[0], r.routers[0]), (r.nodes[1], r.routers[1])]).collect();
+        let nodes: Vec<[(usize, bool); 2]> = run.iter().map(|r| r.ends).collect();
         let configs: Vec<[&DirConfig; 2]> = run.iter().map(|r| r.dirs.each_ref().map(|d| d.link.config())).collect();
         join_holds(&nodes, &configs)
     };
@@ -1266,16 +1256,16 @@ mod tests {
         }
         let mut j = Joining::new(0, 1500);
         let mut ready = Vec::new();
-        j.push(dgram(1, 9), 1_000, &mut ready);
-        j.push(dgram(2, 9), 1_500, &mut ready);
+        ready.extend(j.push(dgram(1, 9), 1_000));
+        ready.extend(j.push(dgram(2, 9), 1_500));
         assert!(ready.is_empty());
         assert_eq!(j.due(50_999, 50_000), None, "the wait runs from the first datagram held");
         let group = j.due(51_000, 50_000).expect("its wait is over");
         assert!(gso::is_udp_super_packet(&group));
         assert_eq!(j.due(1_000_000, 0), None, "nothing held");
         // Another flow sends the group held on, and waits from its own time.
-        j.push(dgram(3, 9), 2_000, &mut ready);
-        j.push(dgram(4, 7), 3_000, &mut ready);
+        ready.extend(j.push(dgram(3, 9), 2_000));
+        ready.extend(j.push(dgram(4, 7), 3_000));
         assert_eq!(ready.len(), 1);
         assert_eq!(j.due(52_999, 50_000), None);
         assert!(j.due(53_000, 50_000).is_some());

@@ -185,6 +185,13 @@ pub fn pieces(buf: &[u8], vnet: usize, l2: usize, runs: &[std::ops::Range<usize>
     )
 }
 
+/// Every segment of a super-packet on its own ([`pieces`] with runs of one); `None` where
+/// [`pieces`] would give none.
+pub fn segments(buf: &[u8], vnet: usize, l2: usize) -> Option<Vec<Vec<u8>>> {
+    let n = segment_lens(buf, vnet, l2)?.len();
+    pieces(buf, vnet, l2, &(0..n).map(|i| i..i + 1).collect::<Vec<_>>())
+}
+
 /// Most datagrams [`Joiner`] puts in one super-packet (the kernel takes up to 64 on older
 /// versions, `UDP_MAX_SEGMENTS`).
 pub const JOIN_MAX: usize = 64;
@@ -342,12 +349,6 @@ mod tests {
 
     const VNET: usize = 10;
 
-    /// Every segment on its own: [`pieces`] with runs of one.
-    fn split(buf: &[u8], vnet: usize, l2: usize) -> Option<Vec<Vec<u8>>> {
-        let n = segment_lens(buf, vnet, l2)?.len();
-        pieces(buf, vnet, l2, &(0..n).map(|i| i..i + 1).collect::<Vec<_>>())
-    }
-
     /// A TCP super-packet as a TUN device with offload hands it over: `payload` bytes in
     /// segments of `mss`, IPv4 (identification 0x1234) or IPv6, the checksum left to the
     /// receiver, TCP flags `flags`, sequence number `seq`.
@@ -415,7 +416,7 @@ mod tests {
             let b = super_packet(v6, 4000, 1448, PSH | FIN | CWR | 0x10, 1_000_000);
             let l3 = if v6 { 40 } else { 20 };
             assert_eq!(segment_lens(&b, VNET, 0).unwrap(), vec![l3 + 32 + 1448, l3 + 32 + 1448, l3 + 32 + 1104]);
-            let segs = split(&b, VNET, 0).unwrap();
+            let segs = segments(&b, VNET, 0).unwrap();
             assert_eq!(segs.len(), 3);
             let mut payload = Vec::new();
             for (i, s) in segs.iter().enumerate() {
@@ -446,7 +447,7 @@ mod tests {
         }
         // A sequence number wraps as TCP's does.
         let b = super_packet(false, 3000, 1448, 0x10, u32::MAX - 100);
-        let s = split(&b, VNET, 0).unwrap();
+        let s = segments(&b, VNET, 0).unwrap();
         assert_eq!(u32::from_be_bytes(s[1][VNET + 24..VNET + 28].try_into().unwrap()), 1347);
     }
 
@@ -456,14 +457,14 @@ mod tests {
         // super-packets, each exactly what splitting it again gives.
         let b = super_packet(false, 10_000, 1000, PSH | CWR | 0x10, 5000);
         let p = pieces(&b, VNET, 0, &[0..3, 4..10]).unwrap();
-        let single = split(&b, VNET, 0).unwrap();
+        let single = segments(&b, VNET, 0).unwrap();
         assert_eq!(p.len(), 2);
         for (piece, range) in p.iter().zip([0..3usize, 4..10]) {
             assert_eq!(piece[1] & 0x7f, GSO_TCPV4, "still a super-packet");
             assert_eq!(u16::from_le_bytes([piece[4], piece[5]]), 1000);
             assert_eq!(piece.len(), VNET + 52 + 1000 * range.len());
             assert!(completes(piece), "its partial checksum completes");
-            let again = split(piece, VNET, 0).unwrap();
+            let again = segments(piece, VNET, 0).unwrap();
             assert_eq!(again, single[range.clone()].to_vec(), "segments {range:?}");
         }
         assert_eq!(b[1] & 0x80, 0x80);
@@ -476,25 +477,25 @@ mod tests {
     fn what_is_not_a_tcp_super_packet_is_left_whole() {
         // One segment's worth, no segmentation, not TCP, a checksum already done, truncated.
         let one = super_packet(false, 1448, 1448, 0x10, 1);
-        assert_eq!((segment_lens(&one, VNET, 0), split(&one, VNET, 0)), (None, None));
+        assert_eq!((segment_lens(&one, VNET, 0), segments(&one, VNET, 0)), (None, None));
         let mut plain = super_packet(false, 4000, 1448, 0x10, 1);
         plain[1] = 0;
-        assert!(split(&plain, VNET, 0).is_none());
+        assert!(segments(&plain, VNET, 0).is_none());
         let mut udp = super_packet(false, 4000, 1448, 0x10, 1);
         udp[VNET + 9] = 17;
-        assert!(split(&udp, VNET, 0).is_none());
+        assert!(segments(&udp, VNET, 0).is_none());
         let mut done = super_packet(false, 4000, 1448, 0x10, 1);
         done[0] = 2; // DATA_VALID
-        assert!(segment_lens(&done, VNET, 0).is_none() && split(&done, VNET, 0).is_none());
-        assert!(split(&one[..VNET + 30], VNET, 0).is_none());
-        assert!(split(&[], VNET, 0).is_none());
+        assert!(segment_lens(&done, VNET, 0).is_none() && segments(&done, VNET, 0).is_none());
+        assert!(segments(&one[..VNET + 30], VNET, 0).is_none());
+        assert!(segments(&[], VNET, 0).is_none());
         // Behind a 14-byte link header (veth): the same segments, the header repeated.
         let b = super_packet(false, 4000, 1448, 0x10, 1);
         let mut eth = b[..VNET].to_vec();
         eth.extend_from_slice(&[0xaa; 12]);
         eth.extend_from_slice(&[0x08, 0x00]);
         eth.extend_from_slice(&b[VNET..]);
-        let s = split(&eth, VNET, 14).unwrap();
+        let s = segments(&eth, VNET, 14).unwrap();
         assert_eq!(s.len(), 3);
         assert!(s.iter().all(|x| x[VNET..VNET + 14] == eth[VNET..VNET + 14]));
         assert_eq!(segment_lens(&eth, VNET, 14).unwrap()[0], 14 + 52 + 1448);
@@ -553,7 +554,7 @@ mod tests {
         let writes = ready.len();
         let out = ready
             .into_iter()
-            .flat_map(|w| if is_udp_super_packet(&w) { split(&w, VNET, 0).expect("cuts back") } else { vec![w] })
+            .flat_map(|w| if is_udp_super_packet(&w) { segments(&w, VNET, 0).expect("cuts back") } else { vec![w] })
             .collect();
         (out, writes)
     }
@@ -599,7 +600,7 @@ mod tests {
             assert_eq!(segment_lens(&sp, VNET, 0).unwrap(), [1428, 1428, 1428, 1428, 1428, 628].map(|n| n + l3 - 20));
             // Cut back (as the next link does): every datagram exactly as it was sent, its
             // partial checksum included, so it meets its own due time there (the identity).
-            let back = split(&sp, VNET, 0).unwrap();
+            let back = segments(&sp, VNET, 0).unwrap();
             assert_eq!(back.len(), 6);
             for (b, s) in back.iter().zip(&sent) {
                 assert_eq!(meaning(b), meaning(s));
