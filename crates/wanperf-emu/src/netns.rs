@@ -126,9 +126,10 @@ pub const VNET_HDR_LEN: usize = 10;
 
 /// Creates a TUN device (IFF_TUN | IFF_NO_PI, non-blocking) in the calling thread's namespace.
 /// With `offload`, packets carry a virtio-net header and may be TCP segmentation-offload
-/// super-packets of up to 64 KiB (IFF_VNET_HDR, TUNSETOFFLOAD with checksum and TSO); with
-/// `udp` too, UDP ones: the second value says whether the kernel took that (Linux 6.2 on).
-pub fn create_tun(name: &str, offload: bool, udp: bool) -> Result<(OwnedFd, bool), EnvError> {
+/// super-packets of up to 64 KiB (IFF_VNET_HDR, TUNSETOFFLOAD with checksum and TSO), UDP
+/// ones too where the kernel has them: the second value says whether it took that (Linux 6.2
+/// on).
+pub fn create_tun(name: &str, offload: bool) -> Result<(OwnedFd, bool), EnvError> {
     let fd = wanperf_sys::netns::open_tun().map_err(|e| {
         if e.kind() == io::ErrorKind::PermissionDenied {
             EnvError::TunAccess
@@ -136,7 +137,7 @@ pub fn create_tun(name: &str, offload: bool, udp: bool) -> Result<(OwnedFd, bool
             EnvError::Tun(e)
         }
     })?;
-    let udp = wanperf_sys::netns::attach_tun(&fd, name, offload, udp).map_err(EnvError::Tun)?;
+    let udp = wanperf_sys::netns::attach_tun(&fd, name, offload).map_err(EnvError::Tun)?;
     Ok((fd, udp))
 }
 

@@ -214,7 +214,7 @@ const TUN_RING: u32 = 10_000;
 fn tun_end(nodes: &[Netns], iface: &crate::plan::Iface, offload: bool) -> Result<(OwnedFd, bool), EnvError> {
     let iface = iface.clone();
     nodes[iface.node].run(move || -> Result<(OwnedFd, bool), EnvError> {
-        let end = netns::create_tun(&iface.dev, offload, true)?;
+        let end = netns::create_tun(&iface.dev, offload)?;
         configure_iface(&iface.dev, &iface, Some(TUN_RING))?;
         Ok(end)
     })?

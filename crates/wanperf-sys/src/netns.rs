@@ -53,10 +53,10 @@ pub fn open_tun() -> io::Result<OwnedFd> {
 /// Makes `tun` (from [`open_tun`]) the TUN device `name` (cut to 15 bytes) in the calling
 /// thread's namespace (IFF_TUN | IFF_NO_PI). With `offload`, packets carry a virtio-net header
 /// and may be TCP segmentation-offload super-packets of up to 64 KiB (IFF_VNET_HDR,
-/// TUNSETOFFLOAD with checksum and TSO); with `udp` too, UDP ones (USO, Linux 6.2 and later).
-/// Returns whether the device took UDP segmentation offload (an older kernel refuses it, and
-/// the device then has the rest).
-pub fn attach_tun(tun: &impl AsFd, name: &str, offload: bool, udp: bool) -> io::Result<bool> {
+/// TUNSETOFFLOAD with checksum and TSO), and UDP ones too where the kernel has them (USO,
+/// Linux 6.2 and later). Returns whether the device took UDP segmentation offload (an older
+/// kernel refuses it, and the device then has the rest).
+pub fn attach_tun(tun: &impl AsFd, name: &str, offload: bool) -> io::Result<bool> {
     let fd = tun.as_fd().as_raw_fd();
     // struct ifreq: 16 bytes of name, then a short of flags (the union is 24 bytes).
     let mut ifr = [0u8; 40];
@@ -82,7 +82,7 @@ pub fn attach_tun(tun: &impl AsFd, name: &str, offload: bool, udp: bool) -> io::
         }
     };
     let features = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
-    if udp && set(features | TUN_F_USO4 | TUN_F_USO6).is_ok() {
+    if set(features | TUN_F_USO4 | TUN_F_USO6).is_ok() {
         return Ok(true);
     }
     set(features).map(|()| false)
